@@ -1,0 +1,1 @@
+"""Cloud providers: the Provider protocol and its RunPod implementation."""

@@ -1,0 +1,1 @@
+"""One module per `tplab` subcommand (see tplab/cli.py for the contract)."""
