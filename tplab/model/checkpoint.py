@@ -1,0 +1,156 @@
+"""The MiniGPT-grammar checkpoint file: one full (single-device) state dict, loaded strictly.
+
+A checkpoint is ``torch.save`` of a plain dict (so ``torch.load(weights_only=True)`` can read it)::
+
+    {"format": "tplab-minigpt-grammar", "version": 1, "config": {...}, "tokenizer": {...},
+     "state_dict": {...}, "meta": {training info, held-out accuracy, seed, ...}}
+
+Both builds load the same file: ``build_single`` loads it as is; ``build_tp`` slices each rank's
+shard out of it (``gpt.shard_state_dict``). Loading never falls back to random weights: a missing,
+extra or mis-shaped key, a file that is not a tplab checkpoint, or a world size that does not divide
+the model raises ``CheckpointError`` with one sentence saying what is wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tplab.model.config import GPTConfig
+from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_state_dict
+from tplab.model.tokenizer import Tokenizer
+from tplab.tp import get_rank, get_world_size
+
+FORMAT = "tplab-minigpt-grammar"
+VERSION = 1
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be used; the message says why and what to do."""
+
+
+@dataclass
+class Checkpoint:
+    config: GPTConfig
+    state_dict: dict[str, torch.Tensor]
+    tokenizer: Tokenizer
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+
+def save_checkpoint(path: str | os.PathLike, model: MiniGPT, tokenizer: Tokenizer,
+                    meta: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` (a single-device MiniGPT) atomically to ``path``."""
+    if isinstance(model, MiniGPTTP):
+        raise ValueError("save_checkpoint takes the full single-device MiniGPT, not a TP shard.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "config": model.config.to_dict(),
+        "tokenizer": tokenizer.to_dict(),
+        "state_dict": {k: v.detach().to("cpu").clone().contiguous() for k, v in model.state_dict().items()},
+        "meta": dict(meta or {}),
+    }
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """Parameter name → shape of the full model for ``config`` (built on the meta device, no memory)."""
+    with torch.device("meta"):
+        model = MiniGPT(config)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def check_state_dict(state_dict: dict[str, Any], config: GPTConfig, where: str) -> None:
+    """Raise CheckpointError unless ``state_dict`` has exactly the keys and shapes of ``config``'s model."""
+    expected = expected_shapes(config)
+    missing = sorted(set(expected) - set(state_dict))
+    extra = sorted(set(state_dict) - set(expected))
+    if missing:
+        raise CheckpointError(f"{where} is missing {len(missing)} weight(s) ({', '.join(missing[:3])}"
+                              f"{', ...' if len(missing) > 3 else ''}); re-create it with `tplab train`.")
+    if extra:
+        raise CheckpointError(f"{where} has {len(extra)} unexpected weight(s) ({', '.join(extra[:3])}"
+                              f"{', ...' if len(extra) > 3 else ''}); it was not written for this model, "
+                              "re-create it with `tplab train`.")
+    for key, shape in expected.items():
+        value = state_dict[key]
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            raise CheckpointError(f"{where}: weight {key} is not a floating-point tensor; re-create it with `tplab train`.")
+        if tuple(value.shape) != shape:
+            raise CheckpointError(f"{where}: weight {key} has shape {tuple(value.shape)} but the config needs "
+                                  f"{shape}; re-create it with `tplab train`.")
+
+
+def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Read and validate a checkpoint file (CPU tensors). Raises CheckpointError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist; pass --checkpoint PATH or run `tplab train`.")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for non-torch / truncated files
+        raise CheckpointError(f"{path} is not a readable torch checkpoint ({type(exc).__name__}); "
+                              "pass a file written by `tplab train`.") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is a torch file but not a tplab MiniGPT-grammar checkpoint; "
+                              "pass a file written by `tplab train`.")
+    if data.get("version") != VERSION:
+        raise CheckpointError(f"{path} has checkpoint version {data.get('version')!r}, this tplab reads "
+                              f"version {VERSION}; re-create it with `tplab train`.")
+    try:
+        config = GPTConfig.from_dict(data["config"])
+        tokenizer = Tokenizer.from_dict(data["tokenizer"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path} has a damaged config or tokenizer ({exc}); re-create it with `tplab train`.") from exc
+    if len(tokenizer) > config.vocab_size:
+        raise CheckpointError(f"{path}: the tokenizer has {len(tokenizer)} words but the model only "
+                              f"{config.vocab_size}; re-create it with `tplab train`.")
+    state_dict = data.get("state_dict")
+    if not isinstance(state_dict, dict):
+        raise CheckpointError(f"{path} has no state_dict; re-create it with `tplab train`.")
+    check_state_dict(state_dict, config, str(path))
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    return Checkpoint(config=config, state_dict=state_dict, tokenizer=tokenizer, meta=meta, path=str(path))
+
+
+def build_single(ckpt: Checkpoint, device: torch.device | str = "cpu") -> MiniGPT:
+    """The single-device model with the checkpoint's weights, in eval mode."""
+    check_state_dict(ckpt.state_dict, ckpt.config, ckpt.path or "checkpoint")
+    model = MiniGPT(ckpt.config)
+    model.load_state_dict(ckpt.state_dict, strict=True)
+    return model.to(device).eval()
+
+
+def check_divisible(config: GPTConfig, world_size: int) -> None:
+    """Raise CheckpointError naming the first dimension that ``world_size`` does not divide."""
+    for dim in ("n_head", "d_ff", "vocab_size"):
+        size = getattr(config, dim)
+        if size % world_size:
+            raise CheckpointError(f"the model cannot be split over {world_size} ranks: {dim}={size} is not "
+                                  f"divisible by {world_size}; use a world size that divides {dim}.")
+
+
+def build_tp(ckpt: Checkpoint, device: torch.device | str = "cpu", group=None) -> MiniGPTTP:
+    """This rank's shard of the model: the full checkpoint sliced the Megatron way, loaded strictly."""
+    check_state_dict(ckpt.state_dict, ckpt.config, ckpt.path or "checkpoint")
+    world_size, rank = get_world_size(group), get_rank(group)
+    check_divisible(ckpt.config, world_size)
+    model = MiniGPTTP(ckpt.config, group=group)
+    model.load_state_dict(shard_state_dict(ckpt.state_dict, rank, world_size), strict=True)
+    return model.to(device).eval()
