@@ -1,0 +1,124 @@
+"""Run a function on N local gloo ranks for a test, and get each rank's return value back.
+
+Why this module exists: every distributed test needs the same careful setup — a fresh rendezvous
+per run (a ``file://`` store in a new temp dir, so parallel tests never collide on a port), one
+thread per rank (the test machines have few cores), a short process-group timeout so a hang fails
+in seconds instead of minutes, a hard wall-clock limit on the whole run, and a failure in any rank
+turned into one readable error in the parent. Tests of the TP layers, the model and the job share it.
+
+    def check(rank: int, world_size: int, scale: float) -> float:
+        ...  # runs in each rank, with the default process group initialised (gloo)
+        return value
+
+    results = run_distributed(check, 2, 0.5)   # [value_rank0, value_rank1]
+
+``fn`` must be a module-level function (it is pickled by reference into spawned processes), and
+its return value must be picklable (tensors are fine).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DistributedTestError", "run_distributed"]
+
+# gloo rendezvous waits for every rank; on a busy 2-core machine importing torch in a spawned
+# process alone can take several seconds, so the process-group timeout must cover that.
+DEFAULT_PG_TIMEOUT_S = 30.0
+
+
+class DistributedTestError(AssertionError):
+    """A rank raised, crashed, or the run passed its wall-clock limit."""
+
+
+def _rank_main(
+    rank: int,
+    fn: Callable[..., Any],
+    world_size: int,
+    args: tuple[Any, ...],
+    init_file: str,
+    result_dir: str,
+    pg_timeout_s: float,
+) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    if sys.platform.startswith("linux") and os.path.exists("/sys/class/net/lo"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback
+    dist.init_process_group(
+        backend="gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=pg_timeout_s),
+    )
+    try:
+        result = fn(rank, world_size, *args)
+        path = Path(result_dir) / f"rank{rank}.pkl"
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(result, fh)
+        os.replace(tmp, path)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_distributed(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout_s: float = 60.0,
+    pg_timeout_s: float | None = None,
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; return their results.
+
+    Raises DistributedTestError with the failing rank's traceback if any rank raises or dies, or if
+    the whole run takes longer than ``timeout_s`` (then every rank is killed).
+    """
+    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
+
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}.")
+    pg_timeout = pg_timeout_s if pg_timeout_s is not None else min(DEFAULT_PG_TIMEOUT_S, timeout_s)
+    with tempfile.TemporaryDirectory(prefix="tplab-dist-") as tmp:
+        init_file = os.path.join(tmp, "rendezvous")
+        context = mp.start_processes(
+            _rank_main,
+            args=(fn, world_size, args, init_file, tmp, pg_timeout),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
+        )
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not context.join(timeout=max(0.0, deadline - time.monotonic()), grace_period=2):
+                if time.monotonic() >= deadline:
+                    raise DistributedTestError(
+                        f"{getattr(fn, '__name__', fn)} on {world_size} ranks did not finish "
+                        f"within {timeout_s:.0f} s; all ranks were killed."
+                    )
+        except ProcessException as exc:
+            raise DistributedTestError(
+                f"{getattr(fn, '__name__', fn)} failed on rank {exc.error_index} "
+                f"of {world_size}:{exc}"
+            ) from None
+        finally:
+            for proc in context.processes:
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(5)
+        results = []
+        for rank in range(world_size):
+            with open(os.path.join(tmp, f"rank{rank}.pkl"), "rb") as fh:
+                results.append(pickle.load(fh))
+        return results

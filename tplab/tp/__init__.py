@@ -1,0 +1,33 @@
+"""TP primitives: collectives as conjugate autograd Functions and the Megatron-style layers.
+
+Pod-side: imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+from .collectives import (
+    CommTiming,
+    comm_timing,
+    copy_to_region,
+    gather_from_region,
+    get_rank,
+    get_world_size,
+    reduce_from_region,
+    scatter_to_region,
+)
+from .layers import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, shard_size
+
+__all__ = [
+    "ColumnParallelLinear",
+    "CommTiming",
+    "RowParallelLinear",
+    "ShardedEmbedding",
+    "comm_timing",
+    "copy_to_region",
+    "gather_from_region",
+    "get_rank",
+    "get_world_size",
+    "reduce_from_region",
+    "scatter_to_region",
+    "shard_size",
+]

@@ -1,0 +1,250 @@
+"""Tensor-parallel collectives as autograd Functions, in conjugate pairs.
+
+Why this module exists: a TP layer must communicate in the forward pass *and* in the backward
+pass, and the two directions are conjugate (Megatron's ``core/tensor_parallel/mappings.py``):
+
+    copy_to_region      forward: identity          backward: all-reduce
+    reduce_from_region  forward: all-reduce        backward: identity
+    gather_from_region  forward: all-gather (last) backward: split (keep own chunk)
+    scatter_to_region   forward: split (last dim)  backward: all-gather (last)
+
+Writing each as an ``autograd.Function`` makes gradients correct by construction, and keeps every
+byte that crosses ranks in one place, which is also where ``comm_timing`` measures it.
+
+Every wrapper takes ``group=None`` (the default process group). With no initialised process group,
+or a group of one rank, every wrapper is the identity and no communication happens.
+
+This module travels to the pod: it imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "CommTiming",
+    "comm_timing",
+    "copy_to_region",
+    "gather_from_region",
+    "get_rank",
+    "get_world_size",
+    "reduce_from_region",
+    "scatter_to_region",
+]
+
+ProcessGroup = Any  # torch.distributed.ProcessGroup, or None for the default group
+
+
+# --------------------------------------------------------------------------- group helpers
+
+
+def _initialized() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_world_size(group: ProcessGroup = None) -> int:
+    """World size of ``group``; 1 when no process group is initialised."""
+    return dist.get_world_size(group) if _initialized() else 1
+
+
+def get_rank(group: ProcessGroup = None) -> int:
+    """This process's rank within ``group``; 0 when no process group is initialised."""
+    return dist.get_rank(group) if _initialized() else 0
+
+
+# --------------------------------------------------------------------------- comm timing
+
+
+@dataclass
+class CommTiming:
+    """What the collectives did while a ``comm_timing`` block was active.
+
+    ``ms`` is wall time inside collectives (bracketed by ``sync()``), ``calls`` the number of
+    collectives that communicated, ``bytes`` the payload each rank contributed or received:
+    the tensor's size for an all-reduce, the gathered tensor's size for an all-gather.
+    """
+
+    sync: Callable[[], None] | None = None
+    ms: float = 0.0
+    calls: int = 0
+    bytes: int = 0
+    by_op: dict[str, int] = field(default_factory=dict)
+
+
+_ACTIVE: list[CommTiming] = []
+
+
+@contextmanager
+def comm_timing(sync: Callable[[], None] | None = None) -> Iterator[CommTiming]:
+    """Measure every collective issued inside the block.
+
+    ``sync`` (e.g. ``torch.cuda.synchronize``) is called before and after each collective so the
+    measured interval covers the communication itself and not queued compute. Blocks may nest;
+    every active timer sees every collective.
+    """
+    timer = CommTiming(sync=sync)
+    _ACTIVE.append(timer)
+    try:
+        yield timer
+    finally:
+        _ACTIVE.remove(timer)
+
+
+def _run_timed(op: str, nbytes: int, fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+    syncs = {id(t.sync): t.sync for t in _ACTIVE if t.sync is not None}
+    for s in syncs.values():
+        s()
+    start = time.perf_counter()
+    out = fn()
+    for s in syncs.values():
+        s()
+    ms = (time.perf_counter() - start) * 1e3
+    for t in _ACTIVE:
+        t.ms += ms
+        t.calls += 1
+        t.bytes += nbytes
+        t.by_op[op] = t.by_op.get(op, 0) + 1
+    return out
+
+
+# --------------------------------------------------------------------------- raw collectives
+
+
+def _all_reduce(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+    """Sum ``x`` over the group into a new tensor (the input is left untouched)."""
+    if get_world_size(group) == 1:
+        return x
+
+    def op() -> torch.Tensor:
+        out = x.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(out, group=group)
+        return out
+
+    if _ACTIVE:
+        return _run_timed("all_reduce", x.numel() * x.element_size(), op)
+    return op()
+
+
+def _split_last(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+    """Keep this rank's chunk of the last dimension (no communication)."""
+    world = get_world_size(group)
+    if world == 1:
+        return x
+    size = x.shape[-1]
+    if size % world != 0:
+        raise ValueError(
+            f"cannot split the last dimension of size {size} across world size {world}; "
+            "use a size divisible by the world size."
+        )
+    chunk = size // world
+    rank = get_rank(group)
+    return x.narrow(-1, rank * chunk, chunk).contiguous()
+
+
+def _gather_last(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+    """Concatenate every rank's ``x`` along the last dimension, in rank order."""
+    world = get_world_size(group)
+    if world == 1:
+        return x
+
+    def op() -> torch.Tensor:
+        local = x.contiguous()
+        parts = [torch.empty_like(local) for _ in range(world)]
+        dist.all_gather(parts, local, group=group)
+        return torch.cat(parts, dim=-1)
+
+    if _ACTIVE:
+        return _run_timed("all_gather", x.numel() * x.element_size() * world, op)
+    return op()
+
+
+# --------------------------------------------------------------------------- autograd Functions
+
+
+class _CopyToRegion(torch.autograd.Function):
+    """Forward identity, backward all-reduce: enter a TP region with a replicated input."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _all_reduce(grad, ctx.group), None
+
+
+class _ReduceFromRegion(torch.autograd.Function):
+    """Forward all-reduce, backward identity: leave a TP region by summing partial results."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+        return _all_reduce(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
+
+
+class _GatherFromRegion(torch.autograd.Function):
+    """Forward all-gather on the last dim, backward split: make a sharded output whole."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+        ctx.group = group
+        return _gather_last(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _split_last(grad, ctx.group), None
+
+
+class _ScatterToRegion(torch.autograd.Function):
+    """Forward split on the last dim, backward all-gather: shard a replicated input."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+        ctx.group = group
+        return _split_last(x, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _gather_last(grad, ctx.group), None
+
+
+# --------------------------------------------------------------------------- wrappers
+
+
+def copy_to_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
+    """Identity forward, all-reduce of the gradient backward."""
+    if get_world_size(group) == 1:
+        return x
+    return _CopyToRegion.apply(x, group)
+
+
+def reduce_from_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
+    """All-reduce (sum) forward, identity backward."""
+    if get_world_size(group) == 1:
+        return x
+    return _ReduceFromRegion.apply(x, group)
+
+
+def gather_from_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
+    """All-gather along the last dim forward, keep this rank's chunk of the gradient backward."""
+    if get_world_size(group) == 1:
+        return x
+    return _GatherFromRegion.apply(x, group)
+
+
+def scatter_to_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
+    """Keep this rank's chunk of the last dim forward, all-gather the gradient backward."""
+    if get_world_size(group) == 1:
+        return x
+    return _ScatterToRegion.apply(x, group)
