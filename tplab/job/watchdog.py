@@ -1,0 +1,361 @@
+"""The in-pod watchdog: the pod terminates itself when its client has gone away.
+
+Why: tplab's orchestrator terminates the pod on every exit path it controls, but a laptop that
+crashes, sleeps or loses its network controls nothing, and a forgotten 2-GPU pod burns money all
+day. So a small process started beside the job (``setsid nohup python -m tplab.job.watchdog ... &``)
+watches two things and, when either trips, asks the provider's API to terminate *its own* pod with
+the pod-scoped key RunPod puts in every pod's environment:
+
+* the client's heartbeat: the orchestrator rewrites a heartbeat file over SSH; its mtime (set by
+  the pod's own clock, so laptop clock skew does not matter) is the client's last sign of life.
+  Older than ``--stale-after`` (default 10 min) means the client is gone. A missing heartbeat
+  counts from the watchdog's start.
+* the hard wall-clock cap (default 2 h, the seed's limit), counted from ``--started-at`` (epoch
+  seconds, e.g. the pod's creation) or else from the watchdog's start.
+
+It calls ``mutation { podTerminate(input: {podId: "<id>"}) }`` on ``$RUNPOD_API_BASE_URL/graphql``
+(default https://api.runpod.io, as the runpod SDK does; the mock cloud sets its loopback URL) with
+``Authorization: Bearer $RUNPOD_API_KEY``, retrying with capped exponential backoff until the API
+says yes (the pod, and this process with it, then goes away). Every decision — heartbeat age, cap,
+each API answer — is a line in ``--log``; the key is never written (any echo of it is redacted),
+and it is read only from the environment, never from the command line where ``ps`` would show it.
+
+Orderly end: when ``--stop-file`` appears the watchdog exits *without* terminating. The
+orchestrator terminates (and verifies) the pod itself on every path it controls; the watchdog
+exists for the disorderly ones.
+
+Standard library only: this file runs on the pod, where only torch and the stdlib are assumed, and
+it must keep working even if torch is broken. Time and HTTP are injectable for tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+DEFAULT_API_BASE = "https://api.runpod.io"
+DEFAULT_STALE_AFTER_S = 600.0
+DEFAULT_WALL_CAP_S = 7200.0
+DEFAULT_POLL_S = 5.0
+_POD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_REDACTED = "[redacted]"
+
+#: ``post(url, body, headers, timeout_s) -> (http_status, response_text)``; raises OSError when
+#: no HTTP answer came back at all (refused, DNS, timeout).
+Post = Callable[[str, bytes, dict[str, str], float], tuple[int, str]]
+
+
+class WatchdogConfigError(ValueError):
+    """The watchdog cannot start (a setting or an environment variable is missing or bad)."""
+
+
+@dataclass(frozen=True)
+class WatchdogConfig:
+    heartbeat: Path
+    log: Path
+    pod_id: str
+    api_key: str = field(repr=False)
+    api_base: str = DEFAULT_API_BASE
+    stale_after_s: float = DEFAULT_STALE_AFTER_S
+    wall_cap_s: float = DEFAULT_WALL_CAP_S
+    poll_s: float = DEFAULT_POLL_S
+    stop_file: Path | None = None
+    started_at: float | None = None     # epoch seconds the wall cap counts from
+    status_every_s: float = 60.0        # how often a "still fine" line is logged
+    max_attempts: int = 0               # podTerminate attempts; 0 = until the API says yes
+    backoff_s: float = 2.0              # first retry delay, doubled per failure ...
+    backoff_max_s: float = 60.0         # ... up to this
+    http_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not _POD_ID.match(self.pod_id or ""):
+            raise WatchdogConfigError(
+                f"The pod id {self.pod_id!r} is not a RunPod pod id (letters, digits, - and _).")
+        if not self.api_key:
+            raise WatchdogConfigError("The pod's API key is empty; RunPod sets RUNPOD_API_KEY.")
+        if not self.api_base.startswith(("http://", "https://")):
+            raise WatchdogConfigError(
+                f"The API base URL {self.api_base!r} must start with http:// or https://.")
+        for name in ("stale_after_s", "wall_cap_s", "poll_s"):
+            if not getattr(self, name) > 0:
+                raise WatchdogConfigError(f"{name} must be > 0, not {getattr(self, name)!r}.")
+
+    @property
+    def url(self) -> str:
+        return self.api_base.rstrip("/") + "/graphql"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one look at the heartbeat and the clock concluded."""
+
+    action: str              # "watch" | "terminate" | "stop"
+    reason: str
+    heartbeat_age_s: float
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class ApiAnswer:
+    """One podTerminate attempt: did the API accept it, and what it said (redacted)."""
+
+    ok: bool
+    status: int | None
+    detail: str
+
+
+def urllib_post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, str]:
+    """POST with urllib; HTTP error statuses are answers, not exceptions."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+            return response.status, response.read(64 * 1024).decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        try:
+            text = exc.read(64 * 1024).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        return exc.code, text
+
+
+def terminate_mutation(pod_id: str) -> str:
+    """The same mutation the runpod SDK sends for ``runpod.terminate_pod``."""
+    if not _POD_ID.match(pod_id):
+        raise WatchdogConfigError(f"The pod id {pod_id!r} is not a RunPod pod id.")
+    return f'mutation {{ podTerminate(input: {{podId: "{pod_id}"}}) }}'
+
+
+class Watchdog:
+    """Polls the heartbeat and the clock; terminates the pod once, then exits."""
+
+    def __init__(self, config: WatchdogConfig, *, now: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep, post: Post = urllib_post) -> None:
+        self.config = config
+        self._now = now
+        self._sleep = sleep
+        self._post = post
+        self.started = now()
+        self.cap_start = config.started_at if config.started_at is not None else self.started
+        self._last_beat: float | None = None   # last heartbeat mtime seen
+        self._beat_missing_logged = False
+
+    # -- logging -----------------------------------------------------------------------------
+    def redact(self, text: str) -> str:
+        key = self.config.api_key
+        return text.replace(key, _REDACTED) if key else text
+
+    def log(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
+        line = f"{stamp} watchdog[{os.getpid()}] pod={self.config.pod_id}: {self.redact(message)}\n"
+        self.config.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.config.log, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+
+    # -- deciding ----------------------------------------------------------------------------
+    def heartbeat_age(self, now: float) -> float:
+        try:
+            mtime = os.stat(self.config.heartbeat).st_mtime
+        except FileNotFoundError:
+            if not self._beat_missing_logged:
+                self._beat_missing_logged = True
+                self.log(f"heartbeat file {self.config.heartbeat} is missing; its age counts from "
+                         f"{'the last one seen' if self._last_beat else 'the watchdog start'}")
+            mtime = self._last_beat if self._last_beat is not None else self.started
+        else:
+            if self._beat_missing_logged:
+                self._beat_missing_logged = False
+                self.log(f"heartbeat file {self.config.heartbeat} is back")
+            self._last_beat = mtime if self._last_beat is None else max(mtime, self._last_beat)
+            mtime = self._last_beat
+        return max(0.0, now - mtime)
+
+    def decide(self) -> Decision:
+        cfg = self.config
+        now = self._now()
+        elapsed = max(0.0, now - self.cap_start)
+        if cfg.stop_file is not None and cfg.stop_file.exists():
+            return Decision("stop", f"stop file {cfg.stop_file} appeared (orderly end)", 0.0, elapsed)
+        age = self.heartbeat_age(now)
+        if elapsed >= cfg.wall_cap_s:
+            return Decision("terminate", f"wall-clock cap reached: running {elapsed:.0f}s >= cap "
+                            f"{cfg.wall_cap_s:.0f}s (heartbeat age {age:.0f}s)", age, elapsed)
+        if age >= cfg.stale_after_s:
+            return Decision("terminate", f"client heartbeat stale: age {age:.0f}s >= "
+                            f"{cfg.stale_after_s:.0f}s (running {elapsed:.0f}s of cap "
+                            f"{cfg.wall_cap_s:.0f}s)", age, elapsed)
+        return Decision("watch", f"heartbeat age {age:.0f}s (stale after {cfg.stale_after_s:.0f}s), "
+                        f"running {elapsed:.0f}s of cap {cfg.wall_cap_s:.0f}s", age, elapsed)
+
+    # -- terminating -------------------------------------------------------------------------
+    def call_terminate(self) -> ApiAnswer:
+        cfg = self.config
+        body = json.dumps({"query": terminate_mutation(cfg.pod_id)}).encode()
+        headers = {"Content-Type": "application/json", "User-Agent": "tplab-watchdog",
+                   "Authorization": f"Bearer {cfg.api_key}"}
+        try:
+            status, text = self._post(cfg.url, body, headers, cfg.http_timeout_s)
+        except OSError as exc:  # URLError, refused, timeout: no HTTP answer at all
+            return ApiAnswer(False, None, self.redact(f"no answer ({_reason(exc)})"))
+        return _interpret(status, self.redact(text))
+
+    def terminate(self) -> bool:
+        """podTerminate until the API accepts it (or max_attempts); logs every answer."""
+        cfg = self.config
+        attempt = 0
+        while True:
+            attempt += 1
+            answer = self.call_terminate()
+            if answer.ok:
+                self.log(f"podTerminate attempt {attempt}: accepted ({answer.detail})")
+                return True
+            if cfg.max_attempts and attempt >= cfg.max_attempts:
+                self.log(f"podTerminate attempt {attempt}: failed ({answer.detail}); giving up "
+                         f"after {attempt} attempts — terminate pod {cfg.pod_id} by hand")
+                return False
+            delay = min(cfg.backoff_max_s, cfg.backoff_s * 2 ** (attempt - 1))
+            self.log(f"podTerminate attempt {attempt}: failed ({answer.detail}); "
+                     f"retrying in {delay:g}s")
+            self._sleep(delay)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> int:
+        """Watch until a trip (terminate; 0 if the API accepted, 1 if it gave up) or a stop file (0)."""
+        cfg = self.config
+        self.log(f"started: heartbeat {cfg.heartbeat}, stale after {cfg.stale_after_s:g}s, "
+                 f"wall cap {cfg.wall_cap_s:g}s from {_iso(self.cap_start)}, poll {cfg.poll_s:g}s, "
+                 f"api {cfg.url}" + (f", stop file {cfg.stop_file}" if cfg.stop_file else ""))
+        last_status = None
+        while True:
+            decision = self.decide()
+            if decision.action == "stop":
+                self.log(f"{decision.reason}; exiting without terminating")
+                return 0
+            if decision.action == "terminate":
+                self.log(f"terminating pod {cfg.pod_id}: {decision.reason}")
+                ok = self.terminate()
+                if ok:
+                    self.log("termination requested; the pod (and this watchdog) should now stop")
+                return 0 if ok else 1
+            now = self._now()
+            if last_status is None or now - last_status >= cfg.status_every_s:
+                self.log(f"ok: {decision.reason}")
+                last_status = now
+            self._sleep(cfg.poll_s)
+
+
+def _interpret(status: int, text: str) -> ApiAnswer:
+    """RunPod answers HTTP 200 with ``{"data": {"podTerminate": null}}`` on success."""
+    snippet = " ".join(text.split())[:200]
+    if status != 200:
+        return ApiAnswer(False, status, f"HTTP {status}: {snippet or 'no body'}")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ApiAnswer(False, status, f"HTTP 200 but not JSON: {snippet or 'no body'}")
+    if not isinstance(data, dict):
+        return ApiAnswer(False, status, f"HTTP 200 but not a GraphQL answer: {snippet}")
+    errors = data.get("errors")
+    if errors:
+        first = errors[0] if isinstance(errors, list) and errors else errors
+        message = first.get("message") if isinstance(first, dict) else first
+        return ApiAnswer(False, status, f"HTTP 200 with GraphQL error: {message}")
+    if isinstance(data.get("data"), dict) and "podTerminate" in data["data"]:
+        return ApiAnswer(True, status, f"HTTP 200: {snippet}")
+    return ApiAnswer(False, status, f"HTTP 200 without data.podTerminate: {snippet}")
+
+
+def _reason(exc: OSError) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason if reason is not None else exc) or type(exc).__name__
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tplab.job.watchdog",
+        description="Terminate this pod through the provider's API when the client's heartbeat "
+                    "is stale or the wall-clock cap has passed. Reads RUNPOD_POD_ID, "
+                    "RUNPOD_API_KEY and RUNPOD_API_BASE_URL from the environment.")
+    p.add_argument("--heartbeat", required=True, type=Path, help="file the client keeps touching")
+    p.add_argument("--log", required=True, type=Path, help="where decisions are logged")
+    p.add_argument("--stale-after", type=float, default=DEFAULT_STALE_AFTER_S, metavar="S",
+                   help="heartbeat older than this terminates the pod (default 600)")
+    p.add_argument("--wall-cap", type=float, default=DEFAULT_WALL_CAP_S, metavar="S",
+                   help="terminate after this many seconds in any case (default 7200)")
+    p.add_argument("--started-at", type=float, metavar="EPOCH",
+                   help="count the wall cap from this time (default: now)")
+    p.add_argument("--poll", type=float, default=DEFAULT_POLL_S, metavar="S",
+                   help="seconds between looks (default 5)")
+    p.add_argument("--stop-file", type=Path, metavar="PATH",
+                   help="exit without terminating when this file appears (orderly end)")
+    p.add_argument("--pid-file", type=Path, metavar="PATH", help="write this process's pid here")
+    p.add_argument("--pod-id", help="default: $RUNPOD_POD_ID")
+    p.add_argument("--max-attempts", type=int, default=0, metavar="N",
+                   help="podTerminate attempts before giving up (default 0: until it works)")
+    p.add_argument("--backoff", type=float, default=2.0, metavar="S",
+                   help="first retry delay, doubled per failure up to 60 s (default 2)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> WatchdogConfig:
+    env = dict(os.environ if env is None else env)
+    pod_id = args.pod_id or env.get("RUNPOD_POD_ID", "")
+    if not pod_id:
+        raise WatchdogConfigError("RUNPOD_POD_ID is not set; run the watchdog on the pod "
+                                  "(RunPod sets it) or pass --pod-id.")
+    key = env.get("RUNPOD_API_KEY", "")
+    if not key:
+        raise WatchdogConfigError("RUNPOD_API_KEY is not set; run the watchdog on the pod, "
+                                  "where RunPod sets a pod-scoped key.")
+    return WatchdogConfig(
+        heartbeat=args.heartbeat, log=args.log, pod_id=pod_id, api_key=key,
+        api_base=env.get("RUNPOD_API_BASE_URL") or DEFAULT_API_BASE,
+        stale_after_s=args.stale_after, wall_cap_s=args.wall_cap, poll_s=args.poll,
+        stop_file=args.stop_file, started_at=args.started_at,
+        max_attempts=max(0, args.max_attempts), backoff_s=max(0.0, args.backoff))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except WatchdogConfigError as exc:
+        print(f"watchdog: {exc}", file=sys.stderr)
+        try:
+            args.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(args.log, "a", encoding="utf-8") as fh:
+                fh.write(f"{_iso(time.time())} watchdog[{os.getpid()}]: not started: {exc}\n")
+        except OSError:
+            pass
+        return 2
+    dog = Watchdog(config)
+
+    def _on_term(signum: int, _frame: object) -> None:
+        dog.log(f"stopped by signal {signal.Signals(signum).name} without terminating the pod")
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # outlive the SSH session that started it
+    if args.pid_file:
+        args.pid_file.write_text(f"{os.getpid()}\n")
+    return dog.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
