@@ -1,0 +1,22 @@
+"""What travels to the pod: the pod-side packages, the checkpoint and the prompts — nothing else.
+
+Why a list of its own: the upload is the slowest step a user waits through on a real pod, and
+the pod must never receive client-side code or state (no cloud/, mock/, no TPLAB_HOME, no keys).
+Only ``tplab/__init__.py``, ``tplab/events.py`` and the ``tp``, ``model`` and ``job`` packages go,
+with the checkpoint as ``checkpoint.pt`` and the prompts as ``prompts.txt``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tplab.remote import UploadItem, bundle_items as _items
+
+POD_PACKAGES = ("tp", "model", "job")
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def bundle_items(checkpoint: Path, prompts: Path) -> list[UploadItem]:
+    return _items(PACKAGE_ROOT, POD_PACKAGES,
+                  [UploadItem(Path(checkpoint), "checkpoint.pt"),
+                   UploadItem(Path(prompts), "prompts.txt")])

@@ -1,0 +1,57 @@
+"""`tplab terminate ID | --all`: terminate tplab pods and verify with the provider they are gone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "terminate tplab pods (by id, or --all) and verify they are gone"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pod_ids", nargs="*", metavar="ID", help="pod id(s) to terminate")
+    parser.add_argument("--all", action="store_true", help="every live tplab pod")
+    parser.add_argument("--mock", action="store_true", help="the mock cloud's pods")
+    parser.add_argument("--api-url", metavar="URL", default=None,
+                        help="a running (mock) cloud API (key from RUNPOD_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to wait for the provider to show each pod gone")
+
+
+def main(args: argparse.Namespace) -> int:
+    import asyncio
+    from tplab.cloud.base import ProviderError
+    from tplab.commands.status import gather
+    from tplab.lab import terminate_and_verify
+    from tplab.mock_session import cli_provider
+    if not args.pod_ids and not args.all:
+        print("tplab terminate: name pod id(s) or pass --all (see `tplab status`).",
+              file=sys.stderr)
+        return 2
+    try:
+        provider = cli_provider(args.mock, args.api_url)
+        if provider is None:
+            print("tplab terminate: no mock cloud is running, so no mock pod is alive; pass "
+                  "--api-url to reach a running one.", file=sys.stderr)
+            return 1
+        ids = list(args.pod_ids)
+        if args.all:
+            ids += [r["pod_id"] for r in gather(args.mock, args.api_url) if r["pod_id"] not in ids]
+        if not ids:
+            print("No live tplab pods.")
+            return 0
+        failed = 0
+        for pod_id in ids:
+            proof = asyncio.run(terminate_and_verify(provider, pod_id, args.mock, args.timeout))
+            if proof.listed:
+                failed += 1
+                print(f"{pod_id}: terminate sent but the provider still lists it; check the "
+                      "provider console and retry.", file=sys.stderr)
+            else:
+                print(f"{pod_id}: gone (checked {proof.checked_at}: "
+                      f"{json.dumps(proof.answer, sort_keys=True)[:120]})")
+        return 1 if failed else 0
+    except ProviderError as exc:
+        print(f"tplab terminate: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,109 @@
+"""instance.json records: what tplab created (or was about to create), kept across crashes.
+
+Why: a client killed mid-lab (SIGKILL, power loss) cannot terminate its pod; the pod's watchdog
+will, but the next tplab must also be able to *find* it. So the intent is written before the
+create call and updated with the pod id the moment it is known; ``tplab status`` and the next
+lab read these records beside the provider's own list. No secrets are ever written here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tplab.paths import tplab_home
+
+#: states a record moves through
+INTENT, CREATED, GONE, NOT_CREATED = "intent", "created", "gone", "not-created"
+
+
+@dataclass
+class InstanceRecord:
+    lab_id: str
+    label: str
+    pod_name: str
+    provider: str
+    gpu_type: str
+    gpu_count: int
+    spot: bool
+    usd_per_hr: float | None
+    state: str = INTENT
+    pod_id: str | None = None
+    intent_at: float = field(default_factory=time.time)
+    created_at: float | None = None
+    ended_at: float | None = None
+    pid: int = field(default_factory=os.getpid)
+    out_dir: str | None = None
+    mock: bool = False
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "InstanceRecord":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def open(self) -> bool:
+        return self.state in (INTENT, CREATED)
+
+
+def store_dir(mock: bool) -> Path:
+    d = tplab_home(mock) / "instances"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _atomic_write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def save(record: InstanceRecord, copies: list[Path] = ()) -> Path:
+    """Write the record to the store (and to each extra path, e.g. the lab's out dir)."""
+    path = store_dir(record.mock) / f"{record.lab_id}.json"
+    data = record.to_dict()
+    _atomic_write(path, data)
+    for extra in copies:
+        _atomic_write(Path(extra), data)
+    return path
+
+
+def load_all(mock: bool) -> list[InstanceRecord]:
+    """Every record in the store; an unreadable file is skipped with its name kept in ``note``."""
+    out = []
+    for path in sorted(store_dir(mock).glob("*.json")):
+        try:
+            out.append(InstanceRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, TypeError) as exc:
+            out.append(InstanceRecord(lab_id=path.stem, label="?", pod_name="?", provider="?",
+                                      gpu_type="?", gpu_count=0, spot=False, usd_per_hr=None,
+                                      state=INTENT, note=f"unreadable record {path}: {exc}"))
+    return out
+
+
+def open_records(mock: bool) -> list[InstanceRecord]:
+    return [r for r in load_all(mock) if r.open]
+
+
+def mark(pod_id: str, state: str, mock: bool) -> None:
+    """Set the state of every stored record for ``pod_id`` (e.g. after `tplab terminate`)."""
+    for rec in load_all(mock):
+        if rec.pod_id == pod_id and rec.state != state:
+            rec.state = state
+            rec.ended_at = rec.ended_at or time.time()
+            save(rec)

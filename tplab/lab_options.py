@@ -1,0 +1,88 @@
+"""The lab's command-line options, shared by `tplab run` and the dashboard (`tplab-tui`).
+
+Why shared: both front ends start the same Lab; one parser definition keeps their flags and
+defaults identical. Standard library only (the CLI imports this at parse time).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+
+#: the seed's GPU (RunPod's id for it)
+DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be more than 0")
+    return value
+
+
+def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("lab")
+    g.add_argument("--mock", action="store_true",
+                   help="run against the local mock cloud (started and stopped automatically; "
+                        "the job runs on this CPU, spending is simulated)")
+    g.add_argument("--api-url", metavar="URL", default=None,
+                   help="use an already running (mock) cloud API at URL instead of starting one; "
+                        "its key comes from RUNPOD_API_KEY")
+    g.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
+    g.add_argument("--gpus", type=_positive_int, default=2, help="GPUs = TP degree (default: 2)")
+    g.add_argument("--on-demand", action="store_true",
+                   help="allow an on-demand pod (the lab is spot-only by default)")
+    g.add_argument("--lab-cap", type=_positive_float, default=None, metavar="USD",
+                   help="dollars this lab may authorize (default: the budget config, $3)")
+    g.add_argument("--phase-cap", type=_positive_float, default=None, metavar="USD",
+                   help="the ledger's total cap (default: the budget config)")
+    g.add_argument("--prompts", type=_positive_int, default=10, metavar="N", dest="num_prompts",
+                   help="prompts to decode (default: 10)")
+    g.add_argument("--new-tokens", type=_positive_int, default=100, metavar="N",
+                   help="new tokens per prompt (default: 100)")
+    g.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up steps (default: 2)")
+    g.add_argument("--no-sweep", action="store_true", help="skip the all-reduce size sweep")
+    g.add_argument("--compile", action="store_true", help="torch.compile the models on the pod")
+    g.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="where the artifacts go (default: TPLAB_HOME/labs/<lab id>)")
+    g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="checkpoint to upload (default: the shipped MiniGPT-grammar)")
+    g.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
+                   help="prompts to upload, one a line (default: the shipped prompts)")
+    g.add_argument("--heartbeat-timeout", type=_positive_float, default=60.0, metavar="S",
+                   help="the pod terminates itself after this long without the client "
+                        "(default: 60)")
+    g.add_argument("--wall-cap", type=_positive_float, default=7200.0, metavar="S",
+                   help="hard wall-clock cap for the pod in seconds (default: 7200, the seed's 2 h)")
+    g.add_argument("--boot-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="give up on a pod not ready after this long (default: 600)")
+    g.add_argument("--yes", "-y", action="store_true",
+                   help="do not ask before spending real money")
+
+
+def config_from_args(args: argparse.Namespace):
+    """The LabConfig these parsed options describe."""
+    from tplab.lab import LabConfig
+    return LabConfig(
+        mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type, gpus=args.gpus,
+        spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,
+        num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
+        sweep=not args.no_sweep, compile=args.compile, out_dir=args.out,
+        checkpoint=args.checkpoint, prompts=args.prompts_file,
+        heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
+        boot_timeout_s=args.boot_timeout)

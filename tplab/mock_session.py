@@ -1,0 +1,69 @@
+"""Where a Lab gets its Provider: the real RunPod API, a running mock, or a mock started for it.
+
+Why here and not in lab.py: the Lab talks only to the Provider protocol; choosing and building
+the provider (and, in ``--mock`` mode, starting and stopping the local mock cloud around the
+lab) is wiring, kept out of the state machine. The runpod SDK is imported only when used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import TYPE_CHECKING, AsyncIterator
+
+from tplab.cloud.base import AuthError, Provider
+
+if TYPE_CHECKING:
+    from tplab.lab import LabConfig
+
+
+def _provider(api_key: str, api_url: str | None) -> Provider:
+    from tplab.cloud.runpod_provider import RunPodProvider
+    kwargs: dict[str, str] = {"api_key": api_key}
+    if api_url:
+        base = api_url.rstrip("/")
+        kwargs["api_base_url"] = base
+        kwargs["rest_base_url"] = os.environ.get("RUNPOD_REST_BASE_URL") or f"{base}/v1"
+    return RunPodProvider(**kwargs)
+
+
+def real_provider(config: "LabConfig") -> Provider:
+    """The RunPod provider for a real lab (key from RUNPOD_API_KEY; never logged)."""
+    key = os.environ.get("RUNPOD_API_KEY", "").strip()
+    if not key:
+        raise AuthError("RUNPOD_API_KEY is not set; export your RunPod API key, or use --mock "
+                        "to run against the local mock cloud")
+    return _provider(key, config.api_url or os.environ.get("RUNPOD_API_BASE_URL"))
+
+
+@contextlib.asynccontextmanager
+async def mock_session(config: "LabConfig") -> AsyncIterator[Provider]:
+    """A provider on the mock cloud: ``config.api_url`` if one runs already, else one started
+    here (with ``config.mock_options``) and stopped — every pod with it — on the way out."""
+    if config.api_url:
+        key = os.environ.get("RUNPOD_API_KEY", "").strip()
+        if not key:
+            raise AuthError("--api-url needs the mock's key in RUNPOD_API_KEY")
+        yield _provider(key, config.api_url)
+        return
+    from tplab.mock.handle import start_mock_cloud
+    cloud = await asyncio.to_thread(start_mock_cloud, **config.mock_options)
+    try:
+        yield _provider(cloud.api_key, cloud.api_url)
+    finally:
+        await asyncio.to_thread(cloud.stop)
+
+
+def cli_provider(mock: bool, api_url: str | None) -> Provider | None:
+    """The provider `tplab status` / `tplab terminate` talk to; None in mock mode with no mock
+    running (mock pods live only as long as their mock cloud)."""
+    if mock and not api_url:
+        return None
+    if mock:
+        key = os.environ.get("RUNPOD_API_KEY", "").strip()
+        if not key:
+            raise AuthError("--api-url needs the mock's key in RUNPOD_API_KEY")
+        return _provider(key, api_url)
+    from tplab.lab import LabConfig
+    return real_provider(LabConfig(api_url=api_url))
