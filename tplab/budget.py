@@ -303,9 +303,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    except OSError:
+    except OSError:   # e.g. PermissionError: it exists, owned by someone else
         return True
     return True
 
@@ -316,13 +314,15 @@ class BudgetGuard:
     """The dollar cap over one ledger. Safe to use from many processes at once."""
 
     def __init__(self, ledger_path: str | os.PathLike[str], cap_usd: float = 5.0, *,
-                 lab_cap_usd: float | None = None, stale_after_s: float = 3 * 3600.0,
+                 lab_cap_usd: float | None = None, preflight_buffer_usd: float = 0.5,
+                 stale_after_s: float = 3 * 3600.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.ledger = Ledger(ledger_path)
         self._cap = to_money(cap_usd, "cap")
         if self._cap < 0:
             raise BudgetError(f"The cap must be >= 0, not {cap_usd!r}.")
         self._lab_cap = None if lab_cap_usd is None else to_money(lab_cap_usd, "lab cap")
+        self._buffer = to_money(preflight_buffer_usd, "pre-flight buffer")
         self.stale_after_s = float(stale_after_s)
         self._clock = clock
 
@@ -332,7 +332,9 @@ class BudgetGuard:
         """The guard tplab uses: phase cap over the (mock or real) ledger, lab cap per authorization."""
         config = config or BudgetConfig.load(mock=mock)
         return cls(ledger_path or default_ledger_path(mock), config.phase_cap_usd,
-                   lab_cap_usd=config.lab_cap_usd, stale_after_s=config.stale_after_s)
+                   lab_cap_usd=config.lab_cap_usd,
+                   preflight_buffer_usd=config.preflight_buffer_usd,
+                   stale_after_s=config.stale_after_s)
 
     @property
     def ledger_path(self) -> Path:
@@ -380,11 +382,14 @@ class BudgetGuard:
 
     # -- pre-flight --------------------------------------------------------------------------
     def check_preflight(self, lab_cap_usd: float | None = None,
-                        buffer_usd: float = 0.5) -> Preflight:
-        """Whether remaining >= lab cap + buffer (the seed's "remaining reads >= $3.50")."""
+                        buffer_usd: float | None = None) -> Preflight:
+        """Whether remaining >= lab cap + buffer (the seed's "remaining reads >= $3.50").
+
+        Without arguments it uses the guard's lab cap (3.00 if it has none) and buffer.
+        """
         lab_cap = to_money(lab_cap_usd, "lab cap") if lab_cap_usd is not None \
             else (self._lab_cap if self._lab_cap is not None else to_money(3.0))
-        buffer = to_money(buffer_usd, "buffer")
+        buffer = to_money(buffer_usd, "buffer") if buffer_usd is not None else self._buffer
         needed = lab_cap + buffer
         remaining = self._cap - (state := self._state()).spent - state.held
         ok = remaining >= needed
@@ -397,7 +402,8 @@ class BudgetGuard:
                        f"{fmt_usd(buffer)}); nothing was created — see `tplab budget`.")
         return Preflight(ok, float(remaining), float(lab_cap), float(buffer), float(needed), message)
 
-    def preflight(self, lab_cap_usd: float | None = None, buffer_usd: float = 0.5) -> Preflight:
+    def preflight(self, lab_cap_usd: float | None = None,
+                  buffer_usd: float | None = None) -> Preflight:
         """:meth:`check_preflight`, raising :class:`BudgetGuardExceeded` when it fails."""
         result = self.check_preflight(lab_cap_usd, buffer_usd)
         if not result.ok:
@@ -449,33 +455,27 @@ class BudgetGuard:
         if amount < 0:
             raise BudgetError(f"Actual spending cannot be negative ({amount_usd!r}).")
         with self.ledger.locked() as held:
-            lines, damaged = held.read()
-            state = _fold(lines, damaged)
+            state = _fold(*held.read())
             auth = self._find_open(state, label, auth_id, required=auth_id is not None)
             record: dict[str, Any] = {"v": LEDGER_VERSION, "ts": self._clock(), "kind": "actual",
                                       "label": label, "amount_usd": amount,
                                       "auth_id": auth.auth_id if auth else None}
             if auth is not None:
                 record["authorized_usd"] = to_money(auth.amount_usd)
-            held.append(record)
-            line_no = (max([line.line_no for line in lines] +
-                           [d.line_no for d in damaged], default=0) + 1)
+            line_no = held.append(record)
         return Entry(line_no, record["ts"], "actual", label, float(amount), record["auth_id"])
 
     def release(self, label: str, auth_id: str | None = None) -> Entry:
         """Stop holding the latest open authorization for ``label`` (or the one named), spending nothing."""
         label = _check_label(label)
         with self.ledger.locked() as held:
-            lines, damaged = held.read()
-            state = _fold(lines, damaged)
+            state = _fold(*held.read())
             auth = self._find_open(state, label, auth_id, required=True)
             assert auth is not None
             amount = to_money(auth.amount_usd)
             record = {"v": LEDGER_VERSION, "ts": self._clock(), "kind": "release",
                       "label": auth.label, "amount_usd": amount, "auth_id": auth.auth_id}
-            held.append(record)
-            line_no = (max([line.line_no for line in lines] +
-                           [d.line_no for d in damaged], default=0) + 1)
+            line_no = held.append(record)
         return Entry(line_no, record["ts"], "release", auth.label, float(amount), auth.auth_id)
 
     @staticmethod

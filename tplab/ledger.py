@@ -146,8 +146,11 @@ class LockedLedger:
             return [], []
         return parse_lines(raw)
 
-    def append(self, obj: dict[str, Any]) -> None:
-        """Append one entry durably (write + fsync); needs the exclusive lock."""
+    def append(self, obj: dict[str, Any]) -> int:
+        """Append one entry durably (write + fsync); returns its 1-based line number.
+
+        Needs the exclusive lock.
+        """
         if not self._exclusive:
             raise RuntimeError("appending to the ledger needs the exclusive lock")
         path = self._ledger.path
@@ -156,8 +159,11 @@ class LockedLedger:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
+            existing = os.pread(fd, size, 0) if size else b""
+            line_no = existing.count(b"\n") + 1
+            if existing and not existing.endswith(b"\n"):
                 data = b"\n" + data  # a torn last line stays its own (damaged) line
+                line_no += 1
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
@@ -167,6 +173,7 @@ class LockedLedger:
             os.close(fd)
         if created:
             _fsync_dir(path.parent)
+        return line_no
 
 
 def _fsync_dir(directory: Path) -> None:

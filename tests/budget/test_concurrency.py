@@ -53,3 +53,20 @@ def test_concurrent_authorizations_never_pass_the_cap(tmp_path, cap, amount, att
     good, damaged = Ledger(path).read()
     assert damaged == [] and len(good) == fit        # no interleaved or torn lines
     assert len({line.data["auth_id"] for line in good}) == fit
+
+
+def test_threads_of_one_process_are_serialised_too(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    guard = BudgetGuard(tmp_path / "spend.jsonl", cap_usd=1.00)
+
+    def attempt(_: int) -> bool:
+        try:
+            guard.authorize("thread", 0.15)
+            return True
+        except BudgetGuardExceeded:
+            return False
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(attempt, range(16))) == 6
+    assert guard.held == 0.9

@@ -179,6 +179,11 @@ def test_preflight_needs_lab_cap_plus_buffer(tmp_path):
     with pytest.raises(BudgetGuardExceeded, match="pre-flight"):
         guard.preflight(3.0, 0.5)
     assert guard.preflight(2.99, 0.5).ok
+    configured = BudgetGuard.from_config(
+        BudgetConfig(lab_cap_usd=2.0, phase_cap_usd=5.0, preflight_buffer_usd=1.5),
+        ledger_path=guard.ledger_path)
+    result = configured.check_preflight()       # the config's lab cap and buffer
+    assert (result.needed_usd, result.ok) == (3.5, False)
 
 
 def test_config_file_and_overrides(tmp_path, _tplab_home):

@@ -61,3 +61,13 @@ def test_append_needs_the_exclusive_lock(tmp_path):
         with pytest.raises(RuntimeError):
             held.append({"n": 1})
     assert not ledger.path.exists()
+
+
+def test_append_returns_the_line_number_it_wrote(tmp_path):
+    path = tmp_path / "spend.jsonl"
+    path.write_bytes(b'{"n": 1}\n\n{"n": 2')     # a blank line, then a torn one
+    with Ledger(path).locked() as held:
+        assert held.append({"n": 3}) == 4
+        assert held.append({"n": 4}) == 5
+    good, _ = Ledger(path).read()
+    assert [(g.line_no, g.data["n"]) for g in good] == [(1, 1), (4, 3), (5, 4)]

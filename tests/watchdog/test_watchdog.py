@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.watchdog.fakeapi import OK, FakeClock, FakeGraphQL, touch
+from tests.watchdog.fakeapi import FakeClock, FakeGraphQL, touch
 from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError, terminate_mutation
 
 KEY = "rpa_SECRET_pod_scoped_key_0123456789"
