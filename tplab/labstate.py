@@ -1,0 +1,556 @@
+"""Fold the lab's event stream into one snapshot that views can draw from.
+
+The dashboard and the headless runner both consume the orchestrator's merged event stream
+(``tplab/events.py``). Neither should re-derive lab facts on its own, and neither should keep
+every raw event: a lab emits a token event per decoded token per mode, which at GPU speed is
+thousands per second. So this module keeps *one* mutable ``LabState`` that ``apply(event)``
+updates in O(1), with every per-sample store bounded:
+
+* recent per-token timings live in fixed-length deques (what a live plot needs);
+* running p50 / p99 come from a log-spaced histogram (fixed number of bins, ~1 % relative error),
+  so percentiles cover the whole run without keeping the samples;
+* the log is a bounded deque with a running sequence number, so a view can append only what it
+  has not written yet.
+
+A view redraws from this snapshot on its own timer and compares ``rev`` to skip work when
+nothing changed. Time-derived figures (time in state, uptime, heartbeat age, seconds left) are
+extrapolated from the event's timestamp with an injectable clock so tests are deterministic.
+
+Standard library only: no torch, no textual (a test enforces the latter for all of ``tplab/``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from tplab.events import Event
+
+#: the orchestrator's phases, in order (``done`` ends a lab)
+LAB_PHASES: tuple[str, ...] = (
+    "preflight", "authorize", "create", "boot", "connect", "upload", "run", "fetch",
+    "terminate", "verify", "record", "manifest", "done",
+)
+#: lab phases during which a pod may exist even before an ``instance`` event named it
+_POD_PHASES = frozenset({"create", "boot", "connect", "upload", "run", "fetch", "terminate",
+                         "verify"})
+#: provider states that mean the pod no longer exists
+GONE_STATES = frozenset({"GONE", "TERMINATED", "DELETED"})
+
+MODES: tuple[str, ...] = ("single", "tp")
+
+
+class LogHistogram:
+    """Streaming quantiles in fixed memory: counts in log-spaced bins.
+
+    Bin edges grow by ``ratio`` from ``lo``; a quantile is reported as the geometric centre of
+    its bin, so its relative error is below ``(ratio - 1) / 2``. Values at or below ``lo`` fall
+    in the first bin, values above the last edge in the last one.
+    """
+
+    __slots__ = ("lo", "ratio", "_log_lo", "_log_ratio", "counts", "n", "min", "max")
+
+    def __init__(self, lo: float = 1e-3, hi: float = 1e6, ratio: float = 1.02) -> None:
+        self.lo = lo
+        self.ratio = ratio
+        self._log_lo = math.log(lo)
+        self._log_ratio = math.log(ratio)
+        nbins = int(math.ceil((math.log(hi) - self._log_lo) / self._log_ratio)) + 1
+        self.counts = [0] * nbins
+        self.n = 0
+        self.min = math.inf
+        self.max = -math.inf
+
+    def add(self, x: float) -> None:
+        if x <= self.lo:
+            i = 0
+        else:
+            i = int((math.log(x) - self._log_lo) / self._log_ratio)
+            if i >= len(self.counts):
+                i = len(self.counts) - 1
+        self.counts[i] += 1
+        self.n += 1
+        if x < self.min:
+            self.min = x
+        if x > self.max:
+            self.max = x
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile (0 <= q <= 1), or None before the first sample."""
+        if self.n == 0:
+            return None
+        rank = max(1, math.ceil(q * self.n))
+        seen = 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if seen >= rank:
+                centre = math.exp(self._log_lo + (i + 0.5) * self._log_ratio)
+                return min(max(centre, self.min), self.max)
+        return self.max  # pragma: no cover - counts always sum to n
+
+
+@dataclass
+class ModeTimings:
+    """Per-token timings of one decode mode (``single`` or ``tp``)."""
+
+    recent_len: int = 600
+    recent: deque[float] = field(init=False)
+    hist: LogHistogram = field(default_factory=LogHistogram)
+    count: int = 0
+    sum_ms: float = 0.0
+    ar_sum_ms: float = 0.0
+    prompt: int | None = None
+    pos: int | None = None
+    prompts_done: int = 0
+
+    def __post_init__(self) -> None:
+        self.recent = deque(maxlen=self.recent_len)
+
+    def add(self, ms: float, ar_ms: float) -> None:
+        self.recent.append(ms)
+        self.hist.add(ms)
+        self.count += 1
+        self.sum_ms += ms
+        self.ar_sum_ms += ar_ms
+
+    @property
+    def first_recent_index(self) -> int:
+        """The run-wide index of ``recent[0]`` (x axis of a live plot)."""
+        return self.count - len(self.recent)
+
+    @property
+    def mean_ms(self) -> float | None:
+        return self.sum_ms / self.count if self.count else None
+
+    @property
+    def ar_ms_per_token(self) -> float | None:
+        return self.ar_sum_ms / self.count if self.count else None
+
+    @property
+    def comm_compute_ratio(self) -> float | None:
+        compute = self.sum_ms - self.ar_sum_ms
+        return self.ar_sum_ms / compute if self.count and compute > 0 else None
+
+    def p(self, q: float) -> float | None:
+        return self.hist.quantile(q)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    seq: int      # running number of this line in the whole lab (not the event seq)
+    ts: float
+    src: str
+    level: str    # debug | info | warning | error
+    text: str
+
+
+@dataclass
+class Budget:
+    cap_usd: float | None = None
+    spent_usd: float | None = None
+    held_usd: float | None = None
+    remaining_usd: float | None = None
+    authorized_usd: float | None = None
+
+
+@dataclass
+class Instance:
+    pod_id: str | None = None
+    provider: str | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+    spot: bool | None = None
+    state: str | None = None
+    state_since: float | None = None
+    usd_per_hr: float | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    uptime_s: float | None = None
+    uptime_ts: float | None = None
+
+    @property
+    def gone(self) -> bool:
+        return self.state is not None and self.state.upper() in GONE_STATES
+
+
+@dataclass
+class Cost:
+    accrued_usd: float | None = None
+    usd_per_hr: float | None = None
+    seconds_left: float | None = None
+    ts: float | None = None
+
+
+class LabState:
+    """Everything a view shows about one lab, updated one event at a time.
+
+    ``apply`` never raises on an event it does not understand (a newer orchestrator may add
+    types); unknown types are counted and otherwise ignored.
+    """
+
+    def __init__(self, *, recent_tokens: int = 600, log_lines: int = 1000,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.rev = 0                   # bumped on every applied event: views skip equal revs
+        self.events = 0
+        self.unknown_events = 0
+        # lab progress
+        self.phase: str | None = None
+        self.phase_since: float | None = None
+        self.job_phase: str | None = None
+        self.started_at: float | None = None
+        self.done = False
+        self.done_status: str | None = None
+        self.done_reason: str | None = None
+        self.out_dir: str | None = None
+        self.manifest_path: str | None = None
+        self.errors: deque[str] = deque(maxlen=20)
+        self.fatal_error: str | None = None
+        self.warnings: deque[str] = deque(maxlen=20)
+        # money and machine
+        self.budget = Budget()
+        self.instance = Instance()
+        self.cost = Cost()
+        self.ssh_state: str | None = None
+        self.heartbeat_age_s: float | None = None
+        self.heartbeat_ts: float | None = None
+        self.job_heartbeat_ts: float | None = None
+        # timings
+        self.timings: dict[str, ModeTimings] = {m: ModeTimings(recent_len=recent_tokens)
+                                                for m in MODES}
+        self.num_prompts: int | None = None
+        self.new_tokens: int | None = None
+        self.d_model: int | None = None
+        self.world_size: int | None = None
+        self.prompt_texts: dict[str, dict[int, str]] = {m: {} for m in MODES}
+        self.sweeps = 0
+        self.results: dict[str, Any] | None = None
+        # termination as the user sees it
+        self.terminate_requested_at: float | None = None
+        self.terminate_seen = False    # the lab entered its terminate phase
+        self.verify_seen = False
+        # the log
+        self.log: deque[LogLine] = deque(maxlen=log_lines)
+        self.log_seq = 0
+
+    # ------------------------------------------------------------------ inputs
+    def set_plan(self, *, num_prompts: int | None = None, new_tokens: int | None = None,
+                 world_size: int | None = None) -> None:
+        """What the lab was configured to do (for "prompt i of N, token j of M")."""
+        if num_prompts is not None:
+            self.num_prompts = num_prompts
+        if new_tokens is not None:
+            self.new_tokens = new_tokens
+        if world_size is not None:
+            self.world_size = world_size
+        self.rev += 1
+
+    def note_terminate_requested(self) -> bool:
+        """Record that the user asked to terminate; True only the first time."""
+        if self.terminate_requested_at is not None:
+            return False
+        self.terminate_requested_at = self.clock()
+        self._log(self.terminate_requested_at, "lab", "warning", "TERMINATE requested by the user")
+        self.rev += 1
+        return True
+
+    def note(self, text: str, level: str = "info") -> None:
+        """A line from the view itself (e.g. "left the pod running"), kept in the same log."""
+        self._log(self.clock(), "ui", level, text)
+        self.rev += 1
+
+    def apply_many(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            self.apply(ev)
+
+    def apply(self, ev: Event) -> None:
+        self.events += 1
+        self.rev += 1
+        handler = _HANDLERS.get(ev.type)
+        if handler is None:
+            self.unknown_events += 1
+            return
+        handler(self, ev)
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def idle(self) -> bool:
+        return self.events == 0
+
+    @property
+    def running(self) -> bool:
+        return self.events > 0 and not self.done
+
+    @property
+    def pod_alive(self) -> bool:
+        """A pod exists or may exist (quit must not silently leave it behind)."""
+        if self.instance.gone:
+            return False
+        if self.instance.pod_id is not None:
+            return True
+        return self.running and self.phase in _POD_PHASES
+
+    @property
+    def terminate_status(self) -> str:
+        """idle | requested | terminating | verifying | gone | no-pod.
+
+        What the TERMINATE button shows. ``gone`` only when the provider said the pod is gone
+        (the lab's verify step); ``no-pod`` when the lab ended without ever creating one.
+        """
+        if self.instance.gone:
+            return "gone"
+        if self.done and self.instance.pod_id is None:
+            return "no-pod" if self.terminate_requested_at is not None else "idle"
+        if self.verify_seen:
+            return "verifying"
+        if self.terminate_seen:
+            return "terminating"
+        if self.terminate_requested_at is not None:
+            return "requested"
+        return "idle"
+
+    def now(self) -> float:
+        return self.clock()
+
+    def time_in_state(self) -> float | None:
+        if self.instance.state_since is None:
+            return None
+        end = self.now()
+        return max(0.0, end - self.instance.state_since)
+
+    def uptime(self) -> float | None:
+        inst = self.instance
+        if inst.uptime_s is None:
+            return None
+        if inst.gone or inst.uptime_ts is None or (inst.state or "").upper() != "RUNNING":
+            return inst.uptime_s
+        return inst.uptime_s + max(0.0, self.now() - inst.uptime_ts)
+
+    def seconds_left(self) -> float | None:
+        c = self.cost
+        if c.seconds_left is None:
+            return None
+        if not self.pod_alive or c.ts is None:
+            return c.seconds_left
+        return max(0.0, c.seconds_left - max(0.0, self.now() - c.ts))
+
+    def heartbeat_age(self) -> float | None:
+        if self.heartbeat_age_s is None or self.heartbeat_ts is None:
+            return None
+        if self.done:
+            return self.heartbeat_age_s
+        return self.heartbeat_age_s + max(0.0, self.now() - self.heartbeat_ts)
+
+    def progress(self) -> dict[str, Any]:
+        """Where decoding is: the current mode, prompt i of N, token j of M (1-based)."""
+        mode = self.job_phase if self.job_phase in MODES else None
+        if mode is None:
+            for m in reversed(MODES):
+                if self.timings[m].count:
+                    mode = m
+                    break
+        t = self.timings[mode] if mode else None
+        return {
+            "mode": mode,
+            "prompt": (t.prompt + 1) if t and t.prompt is not None else None,
+            "num_prompts": self.num_prompts,
+            "token": (t.pos + 1) if t and t.pos is not None else None,
+            "new_tokens": self.new_tokens,
+        }
+
+    def prompts_matching(self) -> tuple[int, int]:
+        """(identical, compared) over prompts both modes finished, from prompt_done texts."""
+        single, tp = self.prompt_texts["single"], self.prompt_texts["tp"]
+        both = single.keys() & tp.keys()
+        return sum(1 for k in both if single[k] == tp[k]), len(both)
+
+    def outputs_match(self) -> bool | None:
+        """The job's verdict if it reported one, else None."""
+        if self.results is None:
+            return None
+        v = self.results.get("outputs_match")
+        return bool(v) if v is not None else None
+
+    # ------------------------------------------------------------------ helpers
+    def _log(self, ts: float, src: str, level: str, text: str) -> None:
+        self.log_seq += 1
+        self.log.append(LogLine(self.log_seq, ts, src, level, text))
+
+
+# ---------------------------------------------------------------------- handlers
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _on_phase(s: LabState, ev: Event) -> None:
+    name = ev["name"]
+    if s.started_at is None:
+        s.started_at = ev.ts
+    for key in ("num_prompts", "new_tokens", "world_size", "d_model"):
+        v = ev.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            setattr(s, key, v)
+    if ev.src == "lab":
+        s.phase = name
+        s.phase_since = ev.ts
+        if name == "terminate":
+            s.terminate_seen = True
+        elif name == "verify":
+            s.terminate_seen = True
+            s.verify_seen = True
+        elif name == "done":
+            s.done = True
+            s.done_status = ev.get("status")
+            s.done_reason = ev.get("reason")
+            s.out_dir = ev.get("out_dir") or s.out_dir
+            s.manifest_path = ev.get("manifest") or s.manifest_path
+            if ev.get("verified_gone") is True and s.instance.pod_id is not None:
+                s.instance.state = "GONE"
+                s.instance.state_since = ev.ts
+        extra = ""
+        if name == "done":
+            extra = f" {s.done_status or ''}" + (f": {s.done_reason}" if s.done_reason else "")
+        s._log(ev.ts, ev.src, "info", f"phase {name}{extra}")
+    else:
+        s.job_phase = name
+        s._log(ev.ts, ev.src, "info", f"job phase {name}")
+
+
+def _on_log(s: LabState, ev: Event) -> None:
+    s._log(ev.ts, ev.src, ev["level"], ev["msg"])
+
+
+def _on_token(s: LabState, ev: Event) -> None:
+    mode = ev["mode"]
+    t = s.timings.get(mode)
+    if t is None:
+        s.unknown_events += 1
+        return
+    t.add(float(ev["ms"]), float(ev["ar_ms"]))
+    t.prompt = ev["prompt"]
+    t.pos = ev["pos"]
+
+
+def _on_prompt_done(s: LabState, ev: Event) -> None:
+    mode = ev["mode"]
+    t = s.timings.get(mode)
+    if t is None:
+        return
+    t.prompts_done += 1
+    texts = s.prompt_texts[mode]
+    if len(texts) < 10_000:  # bounded: a lab has tens of prompts
+        texts[ev["prompt"]] = ev["text"]
+
+
+def _on_sweep(s: LabState, ev: Event) -> None:
+    s.sweeps += 1
+
+
+def _on_result(s: LabState, ev: Event) -> None:
+    res = ev["results"]
+    s.results = res
+    for key in ("d_model", "world_size"):
+        v = res.get(key)
+        if v is None and isinstance(res.get("config"), dict):
+            v = res["config"].get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            setattr(s, key, v)
+    match = res.get("outputs_match")
+    s._log(ev.ts, ev.src, "info" if match else "warning",
+           f"result: outputs_match={match} speedup={res.get('speedup')}")
+
+
+def _on_error(s: LabState, ev: Event) -> None:
+    msg = ev["msg"]
+    s.errors.append(msg)
+    if ev["fatal"]:
+        s.fatal_error = msg
+    s._log(ev.ts, ev.src, "error", ("fatal: " if ev["fatal"] else "") + msg)
+
+
+def _on_heartbeat(s: LabState, ev: Event) -> None:
+    if ev.src == "lab":
+        age = _num(ev.get("age_s"))
+        if age is not None:
+            s.heartbeat_age_s = age
+            s.heartbeat_ts = ev.ts
+    else:
+        s.job_heartbeat_ts = ev.ts
+
+
+def _on_cost(s: LabState, ev: Event) -> None:
+    c = s.cost
+    c.accrued_usd = float(ev["accrued_usd"])
+    c.usd_per_hr = float(ev["usd_per_hr"])
+    c.seconds_left = float(ev["seconds_left"])
+    c.ts = ev.ts
+
+
+def _on_budget(s: LabState, ev: Event) -> None:
+    b = s.budget
+    b.cap_usd = float(ev["cap_usd"])
+    b.spent_usd = float(ev["spent_usd"])
+    b.held_usd = float(ev["held_usd"])
+    b.remaining_usd = float(ev["remaining_usd"])
+    auth = _num(ev.get("authorized_usd"))
+    if auth is not None:
+        b.authorized_usd = auth
+
+
+def _on_instance(s: LabState, ev: Event) -> None:
+    inst = s.instance
+    state = ev["state"]
+    if state != inst.state:
+        inst.state = state
+        inst.state_since = ev.ts
+        s._log(ev.ts, ev.src, "info",
+               f"instance {ev.get('pod_id') or inst.pod_id or '?'} {state}")
+    for key in ("pod_id", "provider", "gpu_type", "ssh_host"):
+        v = ev.get(key)
+        if isinstance(v, str) and v:
+            setattr(inst, key, v)
+    for key in ("gpu_count", "ssh_port"):
+        v = ev.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            setattr(inst, key, v)
+    if isinstance(ev.get("spot"), bool):
+        inst.spot = ev.get("spot")
+    rate = _num(ev.get("usd_per_hr"))
+    if rate is not None:
+        inst.usd_per_hr = rate
+    up = _num(ev.get("uptime_s"))
+    if up is not None:
+        inst.uptime_s = up
+        inst.uptime_ts = ev.ts
+
+
+def _on_ssh(s: LabState, ev: Event) -> None:
+    if ev["state"] != s.ssh_state:
+        s.ssh_state = ev["state"]
+        s._log(ev.ts, ev.src, "warning" if ev["state"] == "dropped" else "info",
+               f"ssh {ev['state']}")
+
+
+def _on_warning(s: LabState, ev: Event) -> None:
+    s.warnings.append(ev["msg"])
+    s._log(ev.ts, ev.src, "warning", ev["msg"])
+
+
+_HANDLERS: dict[str, Callable[[LabState, Event], None]] = {
+    "phase": _on_phase,
+    "log": _on_log,
+    "token": _on_token,
+    "prompt_done": _on_prompt_done,
+    "sweep": _on_sweep,
+    "result": _on_result,
+    "error": _on_error,
+    "heartbeat": _on_heartbeat,
+    "cost": _on_cost,
+    "budget": _on_budget,
+    "instance": _on_instance,
+    "ssh": _on_ssh,
+    "warning": _on_warning,
+}

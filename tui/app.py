@@ -1,0 +1,411 @@
+"""`tplab-tui`: the live dashboard of one tensor-parallel lab.
+
+How it is wired (and why):
+
+* One worker builds the orchestrator's ``Lab`` (imported there, after the first paint, so the
+  first frame never waits for asyncssh or the provider, and torch is never imported), subscribes
+  to its event stream and awaits ``lab.run()``. A second task folds every event into a
+  ``LabState`` (O(1) per event, bounded buffers).
+* The panels redraw from that state on a timer (``refresh_hz``, 4–30 Hz), never once per event,
+  so a stream of thousands of token events per second costs ten redraws per second and a key
+  press is answered at once.
+* The app holds no lab logic: TERMINATE calls ``lab.request_terminate()`` and the button shows
+  what the lab's own events say (terminating… verifying… gone ✓). Quit with a pod alive asks
+  what to do with it. When the lab ends the screen is saved as ``proof-terminated.svg`` next to
+  the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from tplab.events import Event
+from tplab.labstate import LabState
+from tui.budget.panel import BudgetPanel
+from tui.commands import LabCommands
+from tui.instance.panel import InstancePanel
+from tui.lab_port import LabFactory, LabPort
+from tui.log.panel import LogPanel
+from tui.messages import LabFinished, SweepProgress
+from tui.scaling.panel import ScalingPanel, ScalingSource
+from tui.screens.help import HelpScreen
+from tui.screens.quit import (CANCEL, LEAVE_RUNNING, TERMINATE_AND_QUIT, ConfirmLeaveScreen,
+                              QuitScreen)
+from tui.terminate.bar import ActionBar, StartPressed, TerminatePressed
+from tui.timings.plot import TokenPlot
+from tui.timings.stats import TimingsStats
+
+PROOF_NAME = "proof-terminated.svg"
+MIN_HZ, MAX_HZ = 4.0, 30.0
+
+
+class TplabApp(App[int]):
+    """The dashboard. ``lab_factory`` builds the lab on Start (None: nothing to start)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tplab"
+    SUB_TITLE = "tensor-parallel inference lab"
+    COMMANDS = App.COMMANDS | {LabCommands}
+    BINDINGS = [
+        Binding("ctrl+t", "terminate", "TERMINATE", priority=True),
+        Binding("t", "terminate", "Terminate", show=False),
+        Binding("s", "start", "Start"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("ctrl+s", "screenshot", "Screenshot", show=False),
+    ]
+
+    def __init__(self, lab_factory: LabFactory | None = None, *, start: bool = False,
+                 plan: dict[str, int] | None = None, clock: Callable[[], float] = time.time,
+                 refresh_hz: float = 10.0, scaling: ScalingSource | None = None,
+                 save_proof: bool = True) -> None:
+        super().__init__()
+        if not MIN_HZ <= refresh_hz <= MAX_HZ:
+            raise ValueError(f"refresh_hz must be between {MIN_HZ} and {MAX_HZ}")
+        self.lab_factory = lab_factory
+        self.autostart = start
+        self.plan = plan or {}
+        self.clock = clock
+        self.refresh_hz = refresh_hz
+        self.scaling = scaling
+        self.save_proof = save_proof
+        self.state = self._new_state()
+        self.lab: LabPort | None = None
+        self.lab_active = False
+        self.outcome: Any = None
+        self.lab_error: str | None = None
+        self.proof_path: Path | None = None
+        self._quit_after_lab = False
+        self._left_running = False
+        self._sweep: str | None = None
+        self._sweep_done = False
+        self._drawn_rev = -1
+        self._last_tick = 0.0
+        self.redraws = 0
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield BudgetPanel(id="budget")
+                yield InstancePanel(id="instance")
+                yield TimingsStats(id="timings")
+            with Vertical(id="right"):
+                yield TokenPlot(id="plot")
+                with Horizontal(id="lower"):
+                    yield ScalingPanel(self.scaling, id="scaling")
+                    yield LogPanel(id="log")
+        yield ActionBar(id="actions")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0 / self.refresh_hz, self.redraw)
+        self.redraw(force=True)
+        if self.autostart:
+            self.call_after_refresh(self.action_start)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # our palette entries replace the default Quit and Screenshot (same names, our actions)
+        for cmd in super().get_system_commands(screen):
+            if cmd.title not in ("Quit", "Screenshot"):
+                yield cmd
+
+    # ------------------------------------------------------------------ redraw
+    def _new_state(self) -> LabState:
+        state = LabState(clock=self.clock)
+        state.set_plan(num_prompts=self.plan.get("num_prompts"),
+                       new_tokens=self.plan.get("new_tokens"),
+                       world_size=self.plan.get("world_size"))
+        return state
+
+    def redraw(self, force: bool = False) -> None:
+        """Redraw the panels from the state: all of them when it changed, else once a second
+        the ones showing time (state age, uptime, heartbeat age)."""
+        s = self.state
+        now = time.monotonic()
+        changed = force or s.rev != self._drawn_rev
+        tick = now - self._last_tick >= 1.0
+        if not changed and not tick:
+            return
+        self._last_tick = now
+        self.redraws += 1
+        self.query_one(InstancePanel).show(s)
+        self.query_one(ActionBar).show(s, lab_active=self.lab_active, sweep=self._sweep,
+                                       sweep_done=self._sweep_done)
+        if not changed:
+            return
+        self._drawn_rev = s.rev
+        self.query_one(BudgetPanel).show(s)
+        self.query_one(TimingsStats).show(s)
+        self.query_one(TokenPlot).show(s)
+        self.query_one(LogPanel).show(s)
+        self.query_one(ScalingPanel).show(s)
+        self.sub_title = self._subtitle()
+
+    def _subtitle(self) -> str:
+        s = self.state
+        if s.idle:
+            return "idle"
+        if s.done:
+            return f"{s.done_status or 'ended'}"
+        return f"phase {s.phase or '…'}"
+
+    # ------------------------------------------------------------------ lab
+    def action_start(self) -> None:
+        if self.lab_active:
+            self.notify("A lab is already running.", severity="warning")
+            return
+        if self.lab_factory is None:
+            self.notify("No lab to start (run tplab-tui with lab options or --mock).",
+                        severity="error")
+            return
+        self.state = self._new_state()
+        self.query_one(LogPanel).reset()
+        self.query_one(ScalingPanel).reset()
+        self.outcome = self.lab_error = None
+        self.proof_path = None
+        self._sweep, self._sweep_done = None, False
+        self.lab_active = True
+        self.redraw(force=True)
+        self._run_lab()
+
+    @work(group="lab", exclusive=True, exit_on_error=False)
+    async def _run_lab(self) -> None:
+        """Build the lab, stream its events into the state, await its end."""
+        factory = self.lab_factory
+        assert factory is not None
+        preload = getattr(factory, "preload", None)
+        try:
+            if preload is not None:  # heavy imports off the UI loop
+                await asyncio.to_thread(preload)
+            lab = factory()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, lab never started
+            self.post_message(LabFinished(None, f"could not start the lab: {exc}"))
+            return
+        self.lab = lab
+        consumer = asyncio.create_task(self._consume(lab.subscribe()))
+        await asyncio.sleep(0)  # let the subscription register before the lab emits
+        if self.state.terminate_requested_at is not None:
+            lab.request_terminate("user")
+        outcome, error = None, None
+        try:
+            outcome = await lab.run()
+        except Exception as exc:  # noqa: BLE001 - the lab's own failure, shown as such
+            error = f"{type(exc).__name__}: {exc}"
+        try:
+            await asyncio.wait_for(consumer, timeout=5.0)  # the last events (done, gone)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            consumer.cancel()
+        self.post_message(LabFinished(outcome, error))
+
+    async def _consume(self, events) -> None:
+        apply = self.state.apply
+        n = 0
+        async for ev in events:
+            apply(ev)
+            n += 1
+            if n % 256 == 0:  # a backlog must not starve key presses
+                await asyncio.sleep(0)
+
+    def feed(self, events: Iterable[Event]) -> None:
+        """Apply events directly (tests and replays); the timer redraws as usual."""
+        self.state.apply_many(events)
+
+    def on_lab_finished(self, msg: LabFinished) -> None:
+        self.lab_active = False
+        self.outcome = msg.outcome
+        self.lab_error = msg.error
+        if msg.error:
+            self.state.note(f"lab error: {msg.error}", "error")
+            self.notify(msg.error, title="Lab failed", severity="error", timeout=10)
+        self.redraw(force=True)
+        out_dir = getattr(msg.outcome, "out_dir", None) or self.state.out_dir
+        if self.save_proof and out_dir:
+            self.call_after_refresh(self._save_proof, Path(out_dir))
+        elif self._quit_after_lab:
+            self.call_after_refresh(self._exit_now)
+
+    def _save_proof(self, out_dir: Path) -> None:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self.proof_path = Path(self.save_screenshot(PROOF_NAME, str(out_dir)))
+            self.state.note(f"screen saved: {self.proof_path}")
+        except OSError as exc:
+            self.notify(f"could not save {PROOF_NAME}: {exc}", severity="error")
+        if self._quit_after_lab:
+            self._exit_now()
+
+    def _exit_now(self) -> None:
+        self.exit(self.exit_code())
+
+    def exit_code(self) -> int:
+        if self.lab_error:
+            return 1
+        code = getattr(self.outcome, "exit_code", None)
+        return int(code) if code is not None else 0
+
+    # ------------------------------------------------------------------ terminate
+    def on_terminate_pressed(self, _: TerminatePressed) -> None:
+        self.action_terminate()
+
+    def on_start_pressed(self, _: StartPressed) -> None:
+        self.action_start()
+
+    def action_terminate(self) -> None:
+        """TERMINATE: no confirmation, once. A second press changes nothing."""
+        first = self.state.note_terminate_requested()
+        if not first:
+            return
+        if self.lab is not None and self.lab_active:
+            self.lab.request_terminate("user")
+        elif not self.lab_active and self.lab_factory is not None and not self.state.done:
+            self._sweep_leftovers()
+        # a lab being built picks the request up from the state (see _run_lab)
+        self.redraw(force=True)
+
+    @work(group="sweep", exclusive=True, exit_on_error=False)
+    async def _sweep_leftovers(self) -> None:
+        """TERMINATE with no lab running: find pods tplab left behind and terminate them."""
+        factory = self.lab_factory
+        assert factory is not None
+        self.post_message(SweepProgress("looking for tplab pods left running…"))
+        try:
+            preload = getattr(factory, "preload", None)
+            if preload is not None:
+                await asyncio.to_thread(preload)
+            lab = factory()
+            find = getattr(lab, "find_leftover_pods", None)
+            kill = getattr(lab, "terminate_pod", None)
+            if find is None or kill is None:
+                self.post_message(SweepProgress("no pod to terminate", finished=True))
+                return
+            pods = find()
+            if inspect.isawaitable(pods):
+                pods = await pods
+            pods = list(pods or [])
+            for pod in pods:
+                pod_id = getattr(pod, "id", None) or getattr(pod, "pod_id", None) or str(pod)
+                self.post_message(SweepProgress(f"terminating leftover pod {pod_id}…"))
+                res = kill(pod_id)
+                if inspect.isawaitable(res):
+                    await res
+                self.state.note(f"leftover pod {pod_id} terminated and verified gone")
+            self.post_message(SweepProgress(
+                f"{len(pods)} leftover pod(s) terminated ✓" if pods else "no pod to terminate",
+                finished=True))
+        except Exception as exc:  # noqa: BLE001 - shown to the user
+            self.post_message(SweepProgress(f"leftover check failed: {exc}", finished=True))
+
+    def on_sweep_progress(self, msg: SweepProgress) -> None:
+        self._sweep = msg.text
+        self._sweep_done = msg.finished and "failed" not in msg.text
+        self.state.note(msg.text, "error" if "failed" in msg.text else "info")
+        self.redraw(force=True)
+
+    # ------------------------------------------------------------------ quit
+    async def action_quit(self) -> None:
+        if self._quit_after_lab:
+            self.notify("Terminating; the dashboard closes once the pod is verified gone.")
+            return
+        if not self.lab_active and not self.state.pod_alive:
+            self.exit(self.exit_code())
+            return
+        if isinstance(self.screen, (QuitScreen, ConfirmLeaveScreen)):
+            return
+        self.push_screen(QuitScreen(self.state.instance.pod_id), self._on_quit_choice)
+
+    def _on_quit_choice(self, choice: str | None) -> None:
+        if choice == TERMINATE_AND_QUIT:
+            self._quit_after_lab = True
+            self.action_terminate()
+            if not self.lab_active:
+                self._exit_now()
+        elif choice == LEAVE_RUNNING:
+            self.push_screen(ConfirmLeaveScreen(self.state.instance.pod_id),
+                             self._on_leave_confirmed)
+        elif choice in (CANCEL, None):
+            pass
+
+    def _on_leave_confirmed(self, yes: bool | None) -> None:
+        if not yes:
+            return
+        detach = getattr(self.lab, "detach", None)
+        if detach is None:
+            self.notify("This lab cannot be left running; terminate it instead.",
+                        severity="error")
+            return
+        detach()
+        self._left_running = True
+        self.state.note("left the pod running (its watchdog still guards it)", "warning")
+        self.exit(0)
+
+    # ------------------------------------------------------------------ misc
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_screenshot(self) -> None:
+        out = self.state.out_dir or "."
+        path = self.save_screenshot(path=out)
+        self.notify(f"saved {path}")
+
+
+# ---------------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tplab-tui",
+        description="Live dashboard of a tensor-parallel lab on a rented pod (or --mock).")
+    parser.add_argument("--start", action="store_true",
+                        help="start the lab at once (otherwise press s)")
+    parser.add_argument("--refresh-hz", type=float, default=10.0,
+                        help=f"panel redraw rate, {MIN_HZ:g}-{MAX_HZ:g} Hz (default 10)")
+    from tplab.lab_options import add_lab_arguments  # torch-free, stdlib argparse only
+
+    add_lab_arguments(parser)
+    if not any(a.dest == "mock" for a in parser._actions):
+        parser.add_argument("--mock", action="store_true",
+                            help="use the local mock cloud instead of RunPod")
+    return parser
+
+
+def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
+    args = build_parser().parse_args(argv)
+    from tplab.lab_options import config_from_args
+    from tui.lab_port import real_lab_factory
+
+    config = config_from_args(args)
+    plan = {k: v for k, v in (
+        ("num_prompts", getattr(config, "num_prompts", None)),
+        ("new_tokens", getattr(config, "new_tokens", None)),
+        ("world_size", getattr(config, "gpu_count", None))) if isinstance(v, int)}
+    return TplabApp(real_lab_factory(config), start=args.start, plan=plan,
+                    refresh_hz=args.refresh_hz, scaling=ScalingSource.for_config(config))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    app = app_from_args(argv)
+    code = app.run()
+    if app._left_running:
+        pod = app.state.instance.pod_id
+        print(f"tplab-tui: pod {pod} left running; its watchdog still guards it. "
+              f"Stop it with: tplab terminate {pod or ''}".rstrip(), file=sys.stderr)
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""Small formatters shared by the panels, so every figure reads the same way everywhere."""
+
+from __future__ import annotations
+
+DASH = "—"
+
+
+def usd(x: float | None, digits: int = 2) -> str:
+    return DASH if x is None else f"${x:,.{digits}f}"
+
+
+def duration(s: float | None) -> str:
+    """H:MM:SS (or M:SS under an hour); a dash when unknown."""
+    if s is None:
+        return DASH
+    s = int(max(0.0, s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def ms(x: float | None, digits: int = 2) -> str:
+    return DASH if x is None else f"{x:.{digits}f}"
+
+
+def ratio(x: float | None, digits: int = 2) -> str:
+    return DASH if x is None else f"{x:.{digits}f}"

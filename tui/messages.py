@@ -1,0 +1,24 @@
+"""Messages the app's workers post back to the UI (dataclasses, as Textual allows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+
+@dataclass
+class LabFinished(Message):
+    """``lab.run()`` returned (``outcome``) or raised (``error``); the event stream is drained."""
+
+    outcome: Any = None
+    error: str | None = None
+
+
+@dataclass
+class SweepProgress(Message):
+    """Progress of a TERMINATE pressed with no lab running: the leftover-pod sweep."""
+
+    text: str
+    finished: bool = False
