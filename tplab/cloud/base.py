@@ -12,6 +12,9 @@ from typing import Protocol, runtime_checkable
 
 #: every pod tplab creates is named with this prefix, so tplab can find its own pods again
 POD_NAME_PREFIX = "tplab-"
+#: what the lab rents unless told otherwise
+DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
+DEFAULT_GPU_COUNT = 2
 
 
 class ProviderError(RuntimeError):
@@ -32,6 +35,10 @@ class UnknownGpuError(ProviderError):
 
 class NotReadyError(ProviderError):
     """The pod did not become reachable over SSH within the bound (it has been terminated)."""
+
+
+class TransientError(ProviderError):
+    """The API failed in a way that may pass (HTTP 5xx, timeout, connection refused)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class SshEndpoint:
     host: str
     port: int
     user: str = "root"
+    host_key: str | None = None  # the host key seen at the handshake (OpenSSH line), to pin it
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,11 @@ class GoneProof:
     answer: dict                # provider's raw answer (e.g. {"pod": null}), no secrets
     listed: bool                # whether the pod still appeared in the provider's pod list
 
+    @property
+    def gone(self) -> bool:
+        """The provider no longer knows the pod and does not list it."""
+        return self.answer.get("pod") is None and not self.listed
+
 
 @dataclass(frozen=True)
 class CostReport:
@@ -103,7 +116,7 @@ class Provider(Protocol):
     def quote(self, gpu_type: str, gpu_count: int) -> Quote: ...
     def balance(self) -> float | None: ...
     def create(self, spec: PodSpec) -> PodInfo: ...
-    def wait_ready(self, pod_id: str, timeout_s: float) -> PodInfo: ...
+    def wait_ready(self, pod_id: str, timeout_s: float) -> PodInfo: ...  # terminates on timeout
     def status(self, pod_id: str) -> PodInfo: ...
     def terminate(self, pod_id: str) -> None: ...       # idempotent: not found means gone
     def verify_gone(self, pod_id: str) -> GoneProof: ...

@@ -1,0 +1,149 @@
+"""Calling the runpod SDK with a given key and API URL, and turning its failures into one sentence.
+
+Why this wrapper: the SDK reads its API URL from ``os.environ["RUNPOD_API_BASE_URL"]`` at call time
+and several of its functions (``terminate_pod``, ``create_pod``, ``get_gpu`` inside it) take no key
+argument but read the module global ``runpod.api_key``. So each call sets both, runs, and puts the
+previous values back, under one process-wide lock: calls from several threads (the orchestrator uses
+``asyncio.to_thread``) are serialized and never see each other's key or URL. Code elsewhere that reads
+``RUNPOD_API_BASE_URL`` while a call is in flight may briefly see this provider's URL.
+
+``import runpod`` costs about 1.5 s, so it happens on the first call, never at import time. That
+import also runs ``logging.basicConfig(level=INFO)`` (runpod/serverless/utils/rp_upload.py), which
+would flood stderr (and the dashboard) with every library's INFO lines; ``import_runpod`` undoes it.
+
+Error mapping (messages never contain the key; everything passes through tplab.redact):
+- HTTP 401 (``runpod.error.AuthenticationError``) -> ``AuthError``
+- a GraphQL error (``runpod.error.QueryError``) -> ``ApiError`` with ``api_message``
+- a non-JSON answer (an HTTP 5xx page), a timeout or no connection -> ``TransientError``
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable, TypeVar
+
+from tplab.cloud.base import AuthError, ProviderError, TransientError
+from tplab.redact import error_text, redact, register_secret
+
+DEFAULT_API_BASE_URL = "https://api.runpod.io"
+_LOCK = threading.RLock()
+T = TypeVar("T")
+
+AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY or "
+               "~/.runpod/config.toml.")
+
+
+def import_runpod() -> Any:
+    """``import runpod`` with the root logger's level and handlers left as they were."""
+    if "runpod" in sys.modules:
+        return sys.modules["runpod"]
+    with _LOCK:
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        import runpod
+
+        root.setLevel(level)
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        return runpod
+
+
+def ctl() -> Any:
+    """``runpod.api.ctl_commands`` (get_pods, terminate_pod, create_pod ...), imported lazily."""
+    import_runpod()
+    from runpod.api import ctl_commands
+
+    return ctl_commands
+
+
+class ApiError(ProviderError):
+    """RunPod answered with a GraphQL error; ``api_message`` is its (redacted) message."""
+
+    def __init__(self, message: str, api_message: str) -> None:
+        super().__init__(message)
+        self.api_message = api_message
+
+
+class RunPodApi:
+    """The SDK bound to one key and one API URL. Thread-safe (see module docstring)."""
+
+    def __init__(self, api_key: str, api_base_url: str | None = None) -> None:
+        if not api_key:
+            raise AuthError("No RunPod API key was given.")
+        self._key = api_key
+        register_secret(api_key)
+        self.api_base_url = (api_base_url or os.environ.get("RUNPOD_API_BASE_URL")
+                             or DEFAULT_API_BASE_URL).rstrip("/")
+
+    def __repr__(self) -> str:  # never the key
+        return f"RunPodApi({self.api_base_url!r})"
+
+    def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` (an SDK function) with this key and URL; ``what`` names it in errors."""
+        import requests
+
+        runpod = import_runpod()
+        from runpod import error as rp_error
+
+        with _LOCK:
+            old_url = os.environ.get("RUNPOD_API_BASE_URL")
+            old_key = runpod.api_key
+            os.environ["RUNPOD_API_BASE_URL"] = self.api_base_url
+            runpod.api_key = self._key
+            try:
+                return fn(*args, **kwargs)
+            except rp_error.AuthenticationError:
+                raise AuthError(AUTH_FAILED) from None
+            except rp_error.QueryError as exc:
+                msg = error_text(exc, [self._key])
+                raise ApiError(f"RunPod rejected the {what} request: {msg}", msg) from None
+            except requests.exceptions.JSONDecodeError:
+                raise TransientError(
+                    f"RunPod's API failed while {what} (it answered with a server error page); "
+                    "try again in a minute.") from None
+            except requests.exceptions.Timeout:
+                raise TransientError(
+                    f"RunPod's API did not answer in time while {what}; try again.") from None
+            except requests.exceptions.RequestException as exc:
+                raise TransientError(
+                    f"Could not reach RunPod's API at {self.api_base_url} while {what} "
+                    f"({type(exc).__name__}); check the network and try again.") from None
+            finally:
+                runpod.api_key = old_key
+                if old_url is None:
+                    os.environ.pop("RUNPOD_API_BASE_URL", None)
+                else:
+                    os.environ["RUNPOD_API_BASE_URL"] = old_url
+
+    def graphql(self, what: str, query: str) -> dict[str, Any]:
+        """Send ``query`` through ``runpod.api.graphql.run_graphql_query``; returns ``data``."""
+        import_runpod()
+        from runpod.api.graphql import run_graphql_query
+
+        answer = self.call(what, run_graphql_query, query, api_key=self._key)
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, dict):
+            raise TransientError(f"RunPod's API gave an answer without data while {what}; "
+                                 "try again.")
+        return data
+
+    def redact(self, text: object) -> str:
+        return redact(text, [self._key])
+
+
+def with_retries(fn: Callable[[], T], delays: Iterable[float]) -> T:
+    """Call ``fn``; on TransientError retry after each delay in turn; re-raise the last one."""
+    delays = list(delays)
+    for i in range(len(delays) + 1):
+        try:
+            return fn()
+        except TransientError:
+            if i == len(delays):
+                raise
+            time.sleep(delays[i])
+    raise AssertionError("unreachable")

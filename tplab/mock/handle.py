@@ -1,0 +1,163 @@
+"""Start and stop a mock cloud from Python: ``with start_mock_cloud() as cloud: ...``.
+
+The mock runs as a subprocess (``python -m tplab.mock``) so its pods, SSH servers and billing
+clock live outside the caller's event loop, exactly as a remote cloud would. ``start_mock_cloud``
+waits for its ready line and returns a ``MockCloud`` with ``api_url``, ``rest_url``, ``api_key``,
+``env()`` (the variables that point the runpod SDK and tplab's provider at it), admin helpers
+(``pods()``, ``state()``, ``set_faults()``) and ``stop()``, which terminates every pod and waits
+for the process. The subprocess is started with ``--exit-with-parent``, so a crashed caller
+does not leave it (or its pods) behind.
+
+Thread-safe: a MockCloud holds no mutable state besides its process handle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tplab.mock.faults import Faults
+
+
+class MockCloudError(RuntimeError):
+    """The mock cloud process did not start or answer."""
+
+
+@dataclass
+class MockCloud:
+    api_url: str
+    rest_url: str
+    api_key: str
+    state_dir: Path
+    process: subprocess.Popen[bytes]
+    _stderr_tail: list[str] = field(default_factory=list, repr=False)
+
+    def __repr__(self) -> str:  # never the key
+        return f"MockCloud(api_url={self.api_url!r}, pid={self.process.pid})"
+
+    def env(self) -> dict[str, str]:
+        """Variables that send the runpod SDK and tplab's RunPod provider to this mock."""
+        return {"RUNPOD_API_BASE_URL": self.api_url, "RUNPOD_REST_BASE_URL": self.rest_url,
+                "RUNPOD_API_KEY": self.api_key}
+
+    def provider_kwargs(self) -> dict[str, str]:
+        """Keyword arguments for ``RunPodProvider`` (api_key, api_base_url, rest_base_url)."""
+        return {"api_key": self.api_key, "api_base_url": self.api_url,
+                "rest_base_url": self.rest_url}
+
+    # ---- admin routes ------------------------------------------------------------------
+    def _admin(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self.api_url + path, data=data, method="POST" if data is not None else "GET",
+            headers={"Authorization": f"Bearer {self.api_key}",
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def pods(self) -> list[dict[str, Any]]:
+        """Every pod ever created, terminated ones too, with ``alivePids`` (GET /_mock/pods)."""
+        return self._admin("/_mock/pods")
+
+    def state(self) -> dict[str, Any]:
+        return self._admin("/_mock/state")
+
+    def set_faults(self, **changes: Any) -> dict[str, Any]:
+        """Merge fault switches into the running mock (see faults.py)."""
+        Faults().merged(changes)  # validate names here, with a clear error
+        return self._admin("/_mock/faults", changes)
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM the mock (it terminates every pod first) and wait; SIGKILL if it hangs."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        return self.process.returncode
+
+    def __enter__(self) -> "MockCloud":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_delay_s: float = 1.0,
+                     balance_usd: float = 10.0, api_key: str | None = None, port: int = 0,
+                     state_dir: str | Path | None = None, keep_sandboxes: bool = False,
+                     start_timeout_s: float = 30.0) -> MockCloud:
+    """Start ``python -m tplab.mock`` and return once it serves. ``api_key=None``: a random key."""
+    if isinstance(faults, dict):
+        faults = Faults.from_dict(faults)
+    argv = [sys.executable, "-m", "tplab.mock", "--port", str(port), "--balance", str(balance_usd),
+            "--boot-delay", str(boot_delay_s), "--exit-with-parent"]
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir)]
+    if keep_sandboxes:
+        argv.append("--keep-sandboxes")
+    faults_file = None
+    if faults is not None:
+        fd, faults_file = tempfile.mkstemp(prefix="tplab-mock-faults-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(faults.to_dict(), fh)
+        argv += ["--faults", faults_file]
+    env = dict(os.environ)
+    env.pop("RUNPOD_API_KEY", None)  # the mock has its own account key; never pass a real one
+    if api_key:
+        env["TPLAB_MOCK_API_KEY"] = api_key
+    else:
+        env.pop("TPLAB_MOCK_API_KEY", None)
+    src_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    tail: list[str] = []
+
+    def drain_stderr() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            tail.append(raw.decode(errors="replace").rstrip())
+            del tail[:-50]
+
+    threading.Thread(target=drain_stderr, name="mock-cloud-stderr", daemon=True).start()
+    line_box: list[bytes] = []
+    reader = threading.Thread(target=lambda: line_box.append(proc.stdout.readline()),  # type: ignore[union-attr]
+                              daemon=True)
+    reader.start()
+    reader.join(start_timeout_s)
+    try:
+        if faults_file:
+            os.unlink(faults_file)
+    except OSError:
+        pass
+    if not line_box or not line_box[0]:
+        proc.kill()
+        proc.wait(5)
+        time.sleep(0.1)
+        detail = tail[-1] if tail else "no output"
+        raise MockCloudError(f"The mock cloud did not start within {start_timeout_s:.0f} s "
+                             f"({detail}); see `tplab mock-cloud --help`.")
+    info = json.loads(line_box[0])
+    cloud = MockCloud(api_url=info["api_url"], rest_url=info["rest_url"], api_key=info["api_key"],
+                      state_dir=Path(info["state_dir"]), process=proc, _stderr_tail=tail)
+    return cloud

@@ -1,0 +1,225 @@
+"""One mock pod's SSH server: asyncssh with SFTP on a loopback port, like the sshd of a real pod.
+
+Why a real SSH server: in mock mode tplab's own SSH code (connect, upload over SFTP, launch the
+job detached, tail its events, fetch results) must run unchanged, so the pod speaks real SSH.
+
+- A fresh ed25519 host key per pod; only the ``PUBLIC_KEY`` given at create may log in (public
+  key auth only, any user name, as the root login of a RunPod image).
+- SFTP is chrooted to the pod's sandbox directory; commands run as ``bash -c <command>`` with cwd
+  and HOME in the sandbox. Use paths relative to the login directory: they mean the same on a
+  real pod (``/root``) and here.
+- Each session's bash is the leader of its own process group; when the client goes away the group
+  gets SIGHUP, as under sshd, so ``nohup``/``setsid`` children survive and plain children don't.
+- ``reserve()`` binds the port without listening, so connections are refused (the
+  ``ssh_refuse_s`` fault, or the moment before sshd starts); ``listen()`` then serves on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+_OUTPUT_GRACE_S = 2.0  # after bash exits, how long to wait for its output pipes to reach EOF
+
+
+class _PodServer(asyncssh.SSHServer):
+    def __init__(self, owner: "PodSshServer") -> None:
+        self._owner = owner
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+        self._owner.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self._owner.connections.discard(self._conn)
+
+    def begin_auth(self, username: str) -> bool:
+        return True  # authentication required (public key only)
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+    def kbdint_auth_supported(self) -> bool:
+        return False
+
+
+class PodSshServer:
+    """The SSH side of one mock pod. Create, ``reserve()``, later ``listen()``, finally ``close()``."""
+
+    def __init__(self, pod_id: str, sandbox: Path, public_key: str, env: dict[str, str]) -> None:
+        self.pod_id = pod_id
+        self.sandbox = sandbox
+        self.env = dict(env)
+        self.host_key = asyncssh.generate_private_key("ssh-ed25519")
+        try:
+            self.authorized: asyncssh.SSHAuthorizedKeys | None = asyncssh.import_authorized_keys(
+                public_key.strip() + "\n")
+        except ValueError:  # no usable PUBLIC_KEY: the pod boots, but nobody can log in
+            self.authorized = None
+        self.connections: set[asyncssh.SSHServerConnection] = set()
+        self.roots: set[int] = set()  # pids of live session shells (process group leaders)
+        self.port: int | None = None
+        self._sock: socket.socket | None = None
+        self._acceptor: asyncssh.SSHAcceptor | None = None
+        self._sessions: set[asyncio.Task[Any]] = set()
+
+    @property
+    def host_key_openssh(self) -> str:
+        return self.host_key.export_public_key().decode().strip()
+
+    def reserve(self) -> int:
+        """Bind 127.0.0.1 on a free port without listening: connections are refused for now."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        return self.port
+
+    async def listen(self) -> None:
+        if self._sock is None:
+            self.reserve()
+        assert self._sock is not None
+        sandbox = str(self.sandbox).encode()
+        self._acceptor = await asyncssh.listen(
+            sock=self._sock,
+            server_factory=lambda: _PodServer(self),
+            server_host_keys=[self.host_key],
+            authorized_client_keys=self.authorized,
+            process_factory=self._session,
+            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=sandbox),
+            allow_scp=True,
+            encoding=None,
+            agent_forwarding=False,
+            allow_pty=True,
+            x11_forwarding=False,
+            line_editor=False,
+        )
+        self._sock = None  # owned by the acceptor now
+
+    @property
+    def listening(self) -> bool:
+        return self._acceptor is not None
+
+    async def close(self) -> None:
+        """Stop accepting, drop every connection and free the port."""
+        if self._acceptor is not None:
+            self._acceptor.close()
+            try:
+                await asyncio.wait_for(self._acceptor.wait_closed(), 5)
+            except asyncio.TimeoutError:
+                pass
+            self._acceptor = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        for conn in list(self.connections):
+            conn.abort()
+        self.connections.clear()
+        for task in list(self._sessions):
+            task.cancel()
+
+    def _session(self, process: asyncssh.SSHServerProcess) -> Any:
+        task = asyncio.ensure_future(self._run(process))
+        self._sessions.add(task)
+        task.add_done_callback(self._sessions.discard)
+        return task
+
+    def _env_for(self, process: asyncssh.SSHServerProcess) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for key, value in (process.env or {}).items():  # what the client sent (SendEnv)
+            k = key.decode() if isinstance(key, bytes) else str(key)
+            v = value.decode() if isinstance(value, bytes) else str(value)
+            env[k] = v
+        env.update(self.env)  # the pod's own variables win
+        return env
+
+    async def _run(self, process: asyncssh.SSHServerProcess) -> None:
+        command = process.command
+        argv = ["bash", "-c", command] if command else ["bash"]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, cwd=str(self.sandbox),
+                env=self._env_for(process), start_new_session=True)
+        except OSError as exc:
+            process.stderr.write(f"mock pod: cannot start bash: {exc}\n".encode())
+            process.exit(127)
+            return
+        self.roots.add(proc.pid)
+        pumps = [asyncio.ensure_future(_pump_out(proc.stdout, process.stdout)),
+                 asyncio.ensure_future(_pump_out(proc.stderr, process.stderr))]
+        feeder = asyncio.ensure_future(_pump_in(process.stdin, proc.stdin))
+        closed = asyncio.ensure_future(process.wait_closed())
+        waiter = asyncio.ensure_future(proc.wait())
+        try:
+            done, _ = await asyncio.wait({waiter, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:  # the client went away first: hang up, as sshd does
+                _killpg(proc.pid, signal.SIGHUP)
+                rc = await waiter
+                return
+            rc = waiter.result()
+            await asyncio.wait(pumps, timeout=_OUTPUT_GRACE_S)
+            if rc < 0:
+                name = signal.Signals(-rc).name.removeprefix("SIG")
+                process.exit_with_signal(name)
+            else:
+                process.exit(rc)
+        except asyncio.CancelledError:
+            _killpg(proc.pid, signal.SIGKILL)
+            raise
+        except (OSError, asyncssh.Error):
+            pass
+        finally:
+            self.roots.discard(proc.pid)
+            for task in (*pumps, feeder, closed, waiter):
+                if not task.done():
+                    task.cancel()
+
+
+def _killpg(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _pump_out(reader: asyncio.StreamReader | None, writer: Any) -> None:
+    if reader is None:
+        return
+    while True:
+        chunk = await reader.read(65536)
+        if not chunk:
+            return
+        try:
+            writer.write(chunk)
+            await writer.drain()
+        except (OSError, asyncssh.Error, BrokenPipeError):
+            return
+
+
+async def _pump_in(reader: Any, writer: asyncio.StreamWriter | None) -> None:
+    if writer is None:
+        return
+    try:
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            writer.write(chunk)
+            await writer.drain()
+    except (OSError, asyncssh.Error, BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        try:
+            writer.close()
+        except (OSError, RuntimeError):
+            pass
