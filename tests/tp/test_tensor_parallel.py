@@ -141,8 +141,13 @@ def _mlp(rank: int, ws: int) -> dict[str, Any]:
     with comm_timing() as bwd:
         (y * g).sum().backward()
     hid = slice(c.out_start, c.out_start + c.out_per_rank)
+    syncs: list[int] = []
+    with torch.no_grad(), comm_timing(sync=lambda: syncs.append(1)) as inference:
+        y_inference = r(F.gelu(c(x)))  # the decode path: no autograd Functions involved
     return {
         "out_err": _err(y, ref),
+        "inference_err": _err(y_inference, ref),
+        "inference": (inference.calls, inference.by_op, len(syncs), inference.ms > 0),
         "grad_x_err": _err(xt.grad, xs.grad),
         "grad_up_err": _err(c.weight.grad, up.weight.grad[hid]),
         "grad_down_err": _err(r.weight.grad, down.weight.grad[:, hid]),
@@ -206,7 +211,10 @@ def _errors(rank: int, ws: int) -> dict[str, str]:
 
 
 def _checks(rank: int, ws: int) -> dict[str, Any]:
+    import torch.distributed as dist
+
     return {
+        "env": (dist.get_rank(), dist.get_world_size(), dist.get_backend(), torch.get_num_threads()),
         "column": _column(rank, ws),
         "row": _row(rank, ws),
         "embedding": _embedding(rank, ws),
@@ -225,6 +233,11 @@ def _assert_close(results: list[dict[str, Any]], part: str, *keys: str) -> None:
     for rank, res in enumerate(results):
         for key in keys:
             assert res[part][key] < TOL, f"rank {rank}: {part}.{key} = {res[part][key]:.3g}"
+
+
+def test_each_rank_ran_on_gloo_with_one_thread(ranks: list[dict[str, Any]]) -> None:
+    ws = len(ranks)
+    assert [r["env"] for r in ranks] == [(k, ws, "gloo", 1) for k in range(ws)]
 
 
 def test_column_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
@@ -261,8 +274,10 @@ def test_sharded_embedding_lookup(ranks: list[dict[str, Any]]) -> None:
 
 
 def test_mlp_pattern_minimal(ranks: list[dict[str, Any]]) -> None:
-    _assert_close(ranks, "mlp", "out_err", "grad_x_err", "grad_up_err", "grad_down_err")
+    _assert_close(ranks, "mlp", "out_err", "inference_err", "grad_x_err", "grad_up_err", "grad_down_err")
     for r in ranks:
+        # under no_grad too, one all-reduce, bracketed by sync() before and after
+        assert r["mlp"]["inference"] == (1, {"all_reduce": 1}, 2, True)
         calls, by_op, nbytes = r["mlp"]["forward"]
         assert (calls, by_op) == (1, {"all_reduce": 1}), "forward must use exactly one all-reduce"
         assert nbytes == 4 * IN * 4

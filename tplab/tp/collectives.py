@@ -121,6 +121,11 @@ def _all_reduce(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """Sum ``x`` over the group into a new tensor (the input is left untouched)."""
     if get_world_size(group) == 1:
         return x
+    return _all_reduce_n(x, group)
+
+
+def _all_reduce_n(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+    """``_all_reduce`` for a group already known to have more than one rank."""
 
     def op() -> torch.Tensor:
         out = x.clone(memory_format=torch.contiguous_format)
@@ -220,11 +225,19 @@ class _ScatterToRegion(torch.autograd.Function):
 
 
 # --------------------------------------------------------------------------- wrappers
+#
+# When autograd is not recording (inference under torch.no_grad, the lab's decode loop) the
+# wrappers call the forward collective directly: Function.apply costs tens of microseconds per
+# call, several times a plain Python call, and the backward half would never run anyway.
+
+
+def _recording(x: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and x.requires_grad
 
 
 def copy_to_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
     """Identity forward, all-reduce of the gradient backward."""
-    if get_world_size(group) == 1:
+    if not _recording(x) or get_world_size(group) == 1:
         return x
     return _CopyToRegion.apply(x, group)
 
@@ -233,6 +246,8 @@ def reduce_from_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Ten
     """All-reduce (sum) forward, identity backward."""
     if get_world_size(group) == 1:
         return x
+    if not _recording(x):
+        return _all_reduce_n(x, group)
     return _ReduceFromRegion.apply(x, group)
 
 
@@ -240,6 +255,8 @@ def gather_from_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Ten
     """All-gather along the last dim forward, keep this rank's chunk of the gradient backward."""
     if get_world_size(group) == 1:
         return x
+    if not _recording(x):
+        return _gather_last(x, group)
     return _GatherFromRegion.apply(x, group)
 
 
@@ -247,4 +264,6 @@ def scatter_to_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tens
     """Keep this rank's chunk of the last dim forward, all-gather the gradient backward."""
     if get_world_size(group) == 1:
         return x
+    if not _recording(x):
+        return _split_last(x, group)
     return _ScatterToRegion.apply(x, group)
