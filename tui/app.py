@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import sys
 import time
 from pathlib import Path
@@ -41,7 +40,6 @@ from tui.lab_port import LabFactory, LabPort
 from tui.log.panel import LogPanel
 from tui.messages import LabFinished, SweepProgress
 from tui.scaling.panel import ScalingPanel, ScalingSource
-from tui.screens.help import HelpScreen
 from tui.screens.quit import (CANCEL, LEAVE_RUNNING, TERMINATE_AND_QUIT, ConfirmLeaveScreen,
                               QuitScreen)
 from tui.terminate.bar import ActionBar, StartPressed, TerminatePressed
@@ -72,11 +70,13 @@ class TplabApp(App[int]):
     def __init__(self, lab_factory: LabFactory | None = None, *, start: bool = False,
                  plan: dict[str, int] | None = None, clock: Callable[[], float] = time.time,
                  refresh_hz: float = 10.0, scaling: ScalingSource | None = None,
-                 save_proof: bool = True) -> None:
+                 save_proof: bool = True,
+                 sweep_factory: Callable[[], Any] | None = None) -> None:
         super().__init__()
         if not MIN_HZ <= refresh_hz <= MAX_HZ:
             raise ValueError(f"refresh_hz must be between {MIN_HZ} and {MAX_HZ}")
         self.lab_factory = lab_factory
+        self.sweep_factory = sweep_factory
         self.autostart = start
         self.plan = plan or {}
         self.clock = clock
@@ -93,6 +93,7 @@ class TplabApp(App[int]):
         self._left_running = False
         self._sweep: str | None = None
         self._sweep_done = False
+        self._sweeping = False
         self._drawn_rev = -1
         self._last_tick = 0.0
         self.redraws = 0
@@ -146,7 +147,7 @@ class TplabApp(App[int]):
         self.redraws += 1
         self.query_one(InstancePanel).show(s)
         self.query_one(ActionBar).show(s, lab_active=self.lab_active, sweep=self._sweep,
-                                       sweep_done=self._sweep_done)
+                                       sweeping=self._sweeping, sweep_done=self._sweep_done)
         if not changed:
             return
         self._drawn_rev = s.rev
@@ -267,52 +268,47 @@ class TplabApp(App[int]):
         self.action_start()
 
     def action_terminate(self) -> None:
-        """TERMINATE: no confirmation, once. A second press changes nothing."""
-        first = self.state.note_terminate_requested()
-        if not first:
-            return
-        if self.lab is not None and self.lab_active:
-            self.lab.request_terminate("user")
-        elif not self.lab_active and self.lab_factory is not None and not self.state.done:
+        """TERMINATE: no confirmation, works in every state, and a second press changes
+        nothing. With a lab running it asks the lab to terminate its pod (the lab terminates
+        and verifies); with none running it looks for tplab pods left behind and terminates
+        them."""
+        if self.lab_active:
+            if self.state.note_terminate_requested() and self.lab is not None:
+                self.lab.request_terminate("user")
+            # a lab still being built picks the request up from the state (see _run_lab)
+        elif not self._sweeping:
+            self._sweeping = True
             self._sweep_leftovers()
-        # a lab being built picks the request up from the state (see _run_lab)
         self.redraw(force=True)
 
     @work(group="sweep", exclusive=True, exit_on_error=False)
     async def _sweep_leftovers(self) -> None:
         """TERMINATE with no lab running: find pods tplab left behind and terminate them."""
-        factory = self.lab_factory
-        assert factory is not None
-        self.post_message(SweepProgress("looking for tplab pods left running…"))
+        post = self.post_message
+        if self.sweep_factory is None:
+            post(SweepProgress("no lab configured: nothing to terminate", finished=True))
+            return
+        post(SweepProgress("looking for tplab pods left running…"))
         try:
-            preload = getattr(factory, "preload", None)
-            if preload is not None:
-                await asyncio.to_thread(preload)
-            lab = factory()
-            find = getattr(lab, "find_leftover_pods", None)
-            kill = getattr(lab, "terminate_pod", None)
-            if find is None or kill is None:
-                self.post_message(SweepProgress("no pod to terminate", finished=True))
-                return
-            pods = find()
-            if inspect.isawaitable(pods):
-                pods = await pods
-            pods = list(pods or [])
+            lab = await asyncio.to_thread(self.sweep_factory)
+            pods = list(await asyncio.to_thread(lab.find_leftover_pods))
             for pod in pods:
-                pod_id = getattr(pod, "id", None) or getattr(pod, "pod_id", None) or str(pod)
-                self.post_message(SweepProgress(f"terminating leftover pod {pod_id}…"))
-                res = kill(pod_id)
-                if inspect.isawaitable(res):
-                    await res
-                self.state.note(f"leftover pod {pod_id} terminated and verified gone")
-            self.post_message(SweepProgress(
-                f"{len(pods)} leftover pod(s) terminated ✓" if pods else "no pod to terminate",
-                finished=True))
+                post(SweepProgress(f"terminating leftover pod {pod.id}… verifying gone…"))
+                proof = await lab.terminate_pod(pod.id)
+                gone = not getattr(proof, "listed", False)
+                self.state.note(f"leftover pod {pod.id} "
+                                + ("terminated, verified gone" if gone else
+                                   "terminated but still listed: check the provider console"),
+                                "info" if gone else "error")
+            post(SweepProgress(f"{len(pods)} leftover pod(s) terminated ✓" if pods
+                               else "no tplab pod is running ✓", finished=True))
         except Exception as exc:  # noqa: BLE001 - shown to the user
-            self.post_message(SweepProgress(f"leftover check failed: {exc}", finished=True))
+            post(SweepProgress(f"leftover check failed: {exc}", finished=True))
 
     def on_sweep_progress(self, msg: SweepProgress) -> None:
         self._sweep = msg.text
+        if msg.finished:
+            self._sweeping = False
         self._sweep_done = msg.finished and "failed" not in msg.text
         self.state.note(msg.text, "error" if "failed" in msg.text else "info")
         self.redraw(force=True)
@@ -342,20 +338,23 @@ class TplabApp(App[int]):
             pass
 
     def _on_leave_confirmed(self, yes: bool | None) -> None:
+        """Leave the pod running: quit without terminating. The app's exit cancels the lab's
+        client side (SSH, heartbeat) without its teardown; the pod's watchdog then terminates
+        it when the heartbeat goes stale or the wall-clock cap passes, and the lab's instance
+        record stays open so the next start finds it."""
         if not yes:
             return
         detach = getattr(self.lab, "detach", None)
-        if detach is None:
-            self.notify("This lab cannot be left running; terminate it instead.",
-                        severity="error")
-            return
-        detach()
+        if callable(detach):
+            detach()
         self._left_running = True
         self.state.note("left the pod running (its watchdog still guards it)", "warning")
         self.exit(0)
 
     # ------------------------------------------------------------------ misc
     def action_help(self) -> None:
+        from tui.screens.help import HelpScreen  # Markdown is slow to import: not at first paint
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -386,15 +385,16 @@ def build_parser() -> argparse.ArgumentParser:
 def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
     args = build_parser().parse_args(argv)
     from tplab.lab_options import config_from_args
-    from tui.lab_port import real_lab_factory
+    from tui.lab_port import real_lab_factory, real_sweep_factory
 
     config = config_from_args(args)
     plan = {k: v for k, v in (
         ("num_prompts", getattr(config, "num_prompts", None)),
         ("new_tokens", getattr(config, "new_tokens", None)),
-        ("world_size", getattr(config, "gpu_count", None))) if isinstance(v, int)}
+        ("world_size", getattr(config, "gpus", None))) if isinstance(v, int)}
     return TplabApp(real_lab_factory(config), start=args.start, plan=plan,
-                    refresh_hz=args.refresh_hz, scaling=ScalingSource.for_config(config))
+                    refresh_hz=args.refresh_hz, scaling=ScalingSource.for_config(config),
+                    sweep_factory=real_sweep_factory(config))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

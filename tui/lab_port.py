@@ -42,3 +42,19 @@ def real_lab_factory(config: Any) -> LabFactory:
 
     build.preload = preload  # type: ignore[attr-defined]
     return build
+
+
+def real_sweep_factory(config: Any) -> Callable[[], Any]:
+    """A factory for the Lab that TERMINATE uses when no lab is running: one with the
+    provider ``tplab status``/``terminate`` use, so ``find_leftover_pods`` sees this account's
+    tplab pods. None as provider in ``--mock`` without a running mock (its pods died with it).
+    Called in a worker thread (the provider may import the runpod SDK)."""
+
+    def build() -> Any:
+        from tplab.lab import Lab
+        from tplab.mock_session import cli_provider
+
+        return Lab(config, provider=cli_provider(bool(getattr(config, "mock", False)),
+                                                 getattr(config, "api_url", None)))
+
+    return build

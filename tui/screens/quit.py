@@ -75,9 +75,10 @@ class ConfirmLeaveScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"[b]Really leave pod {self.pod or '?'} running?[/b]\n"
-                        "It keeps costing money. Its watchdog still terminates it when the "
-                        "heartbeat goes stale or the wall-clock cap passes.\n"
-                        "Stop it later with [b]tplab terminate[/b].")
+                        "It keeps costing money. Its watchdog still guards it: the pod "
+                        "terminates itself when the client heartbeat goes stale or the "
+                        "wall-clock cap passes.\n"
+                        "See it with [b]tplab status[/b]; stop it with [b]tplab terminate[/b].")
             with Horizontal():
                 yield Button("Yes, leave it running [y]", id="yes", variant="warning")
                 yield Button("No, go back [esc]", id="no", variant="primary")

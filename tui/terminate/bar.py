@@ -91,15 +91,17 @@ class ActionBar(Horizontal):
             self.post_message(StartPressed())
 
     def show(self, state: LabState, *, lab_active: bool, sweep: str | None = None,
-             sweep_done: bool = False) -> None:
+             sweeping: bool = False, sweep_done: bool = False) -> None:
         status = state.terminate_status
         label = LABELS[status]
-        if sweep_done:
-            label = "NO POD LEFT ✓"
+        if sweeping:
+            label, status = "CHECKING FOR PODS…", "terminating"
+        elif sweep_done and not lab_active:
+            label, status = "NO POD ALIVE ✓", "gone"
         btn = self.query_one("#terminate", Button)
         if str(btn.label) != label:
             btn.label = label
         btn.set_class(status in ("requested", "terminating", "verifying"), "-progress")
-        btn.set_class(status in ("gone", "no-pod") or sweep_done, "-gone")
+        btn.set_class(status in ("gone", "no-pod"), "-gone")
         self.query_one("#start", Button).disabled = lab_active
         self.query_one("#lab-status", Static).update(status_text(state, sweep))

@@ -1,0 +1,210 @@
+"""Pilot tests of the dashboard against the synthetic lab (fast, deterministic event script).
+
+The same flows against the real orchestrator and the mock cloud are in test_app_mock.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+from textual.command import CommandPalette
+from textual.widgets import Button
+
+from tui.app import TplabApp
+from tui.feed.synthetic import ScriptOptions, SyntheticLab
+from tui.screens.help import HelpScreen
+from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
+from tui.timings.plot import TokenPlot
+
+from .helpers import svg_text, wait_for
+
+SIZE = (160, 48)
+
+
+def _label(app: TplabApp) -> str:
+    return str(app.query_one("#terminate", Button).label)
+
+
+async def test_start_runs_to_done_and_saves_the_proof_screen(tmp_path):
+    lab = SyntheticLab(ScriptOptions(num_prompts=2, new_tokens=8), out_dir=str(tmp_path))
+    app = TplabApp(lambda: lab)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.state.idle and "idle" in str(app.sub_title)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.outcome is not None, what="the lab's end")
+        await wait_for(pilot, lambda: app.proof_path is not None, what="the proof screenshot")
+        s = app.state
+        assert s.timings["single"].count == 16 and s.timings["tp"].count == 16
+        assert s.done_status == "COMPLETE" and s.outputs_match() is True
+        assert _label(app) == "POD GONE ✓"
+        assert app.query_one(TokenPlot)._drawn == (16, 16)
+        proof = tmp_path / "proof-terminated.svg"
+        assert app.proof_path == proof and proof.read_text().startswith("<svg")
+        assert "POD GONE ✓" in svg_text(proof)
+        assert app.exit_code() == 0
+        assert not app.query_one("#start", Button).disabled  # a new lab may start
+
+
+async def test_terminate_mid_run_asks_the_lab_once_and_shows_progress(tmp_path):
+    lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=400), speed=1.0,
+                       out_dir=str(tmp_path))
+    app = TplabApp(lambda: lab, start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.timings["single"].count > 0, timeout=60,
+                       what="first tokens")
+        assert app.state.pod_alive
+        await pilot.press("ctrl+t")
+        await pilot.press("t")
+        await pilot.click("#terminate")
+        await pilot.pause(0.2)
+        assert lab.terminate_calls == ["user"]
+        assert _label(app) in ("TERMINATING…", "VERIFYING GONE…", "POD GONE ✓")
+        labels = set()
+        while app.outcome is None:
+            labels.add(_label(app))
+            await pilot.pause(0.02)
+        await pilot.pause(0.3)
+        assert _label(app) == "POD GONE ✓"
+        assert app.state.terminate_status == "gone" and not app.state.pod_alive
+        assert lab.terminate_calls == ["user"]
+        assert app.state.done_status == "FAILED"
+        assert (tmp_path / "proof-terminated.svg").exists()
+
+
+async def test_quit_with_a_pod_alive_offers_choices_then_terminates_and_quits(tmp_path):
+    lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=400), speed=1.0,
+                       out_dir=str(tmp_path))
+    app = TplabApp(lambda: lab, start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.pod_alive, timeout=60, what="a pod")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press("escape")  # cancel
+        await wait_for(pilot, lambda: not isinstance(app.screen, QuitScreen), what="dialog gone")
+        assert app.is_running and lab.terminate_calls == []
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press("l")  # leave running … needs a second, explicit yes
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmLeaveScreen),
+                       what="confirmation")
+        await pilot.press("escape")  # no
+        await pilot.pause(0.1)
+        assert app.is_running and not app._left_running and lab.terminate_calls == []
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press("t")  # terminate and quit
+        await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
+    assert lab.terminate_calls == ["user"]
+    assert app.state.terminate_status == "gone"
+    assert (tmp_path / "proof-terminated.svg").exists()  # saved before quitting
+    assert app.return_code == 0
+
+
+async def test_leave_running_needs_an_explicit_yes_and_does_not_terminate():
+    lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=400), speed=1.0)
+    app = TplabApp(lambda: lab, start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.pod_alive, timeout=60, what="a pod")
+        await pilot.press("q", "l")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmLeaveScreen),
+                       what="confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
+    assert app._left_running and lab.terminate_calls == []
+
+
+async def test_quit_when_idle_exits_at_once():
+    app = TplabApp(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running, what="exit")
+    assert app.return_code == 0
+
+
+async def test_help_screen_and_palette_entries():
+    lab = SyntheticLab(ScriptOptions(num_prompts=1, new_tokens=4))
+    app = TplabApp(lambda: lab)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), what="help closed")
+        # the palette runs the same actions: "Start lab"
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette")
+        await pilot.press(*"start lab")
+        assert app.state.idle  # typing went to the palette, not to the "s" binding
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.outcome is not None, what="the palette-started lab")
+        assert app.state.done_status == "COMPLETE"
+
+
+async def test_footer_lists_the_key_bindings():
+    app = TplabApp(None)
+    async with app.run_test(size=SIZE):
+        keys = {k: ab.binding.action for k, ab in app.active_bindings.items()}
+        assert keys["ctrl+t"] == "terminate" and keys["q"] == "quit" and keys["s"] == "start"
+
+
+@dataclass
+class _Pod:
+    id: str
+
+
+@dataclass
+class _Proof:
+    listed: bool
+
+
+class FakeSweepLab:
+    """Stands in for the orchestrator's leftover API (find_leftover_pods / terminate_pod)."""
+
+    def __init__(self, pods):
+        self.pods = pods
+        self.terminated: list[str] = []
+
+    def find_leftover_pods(self):
+        return [_Pod(p) for p in self.pods if p not in self.terminated]
+
+    async def terminate_pod(self, pod_id):
+        self.terminated.append(pod_id)
+        return _Proof(listed=False)
+
+
+async def test_terminate_with_no_lab_running_terminates_leftover_pods():
+    fake = FakeSweepLab(["old1", "old2"])
+    app = TplabApp(None, sweep_factory=lambda: fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+t")
+        await pilot.press("ctrl+t")  # while the sweep runs: nothing extra
+        await wait_for(pilot, lambda: app._sweep_done, what="the sweep")
+        await pilot.pause(0.2)
+        assert fake.terminated == ["old1", "old2"]
+        assert _label(app) == "NO POD ALIVE ✓"
+        assert any("old2" in line.text and "verified gone" in line.text
+                   for line in app.state.log)
+
+
+async def test_panels_redraw_on_the_timer_not_per_event():
+    lab = SyntheticLab(flood_rate=5000)
+    app = TplabApp(lambda: lab, start=True, refresh_hz=10)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.events > 500, what="events")
+        r0, e0, t0 = app.redraws, app.state.events, time.monotonic()
+        await pilot.pause(1.0)
+        dt = time.monotonic() - t0
+        events, redraws = app.state.events - e0, app.redraws - r0
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: app.outcome is not None, what="flood end")
+    assert events > 1000           # thousands of events arrived …
+    assert redraws <= 10 * dt + 2  # … and at most refresh_hz redraws a second
+
+
+def test_refresh_rate_is_bounded():
+    with pytest.raises(ValueError):
+        TplabApp(None, refresh_hz=60)
+    with pytest.raises(ValueError):
+        TplabApp(None, refresh_hz=1)
