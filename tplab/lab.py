@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import sys
 import time
@@ -34,6 +33,7 @@ from tplab.cloud.base import (POD_NAME_PREFIX, GoneProof, NoCapacityError, PodIn
 from tplab.events import Event, EventWriter
 from tplab.lab_options import DEFAULT_GPU_TYPE
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, tplab_home
+from tplab.redact import redact
 
 COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
 GONE_STATES = frozenset({"GONE", "TERMINATED", "DELETED"})
@@ -98,16 +98,9 @@ class LabStop(Exception):
         self.reason = reason
 
 
-_SECRET_RE = re.compile(r"(api[_-]?key|token|secret|password)=\S+", re.I)
-
-
 def _clean(text: str) -> str:
     """One line, no secrets, bounded length: for reasons shown to the user."""
-    text = _SECRET_RE.sub(r"\1=***", " ".join(str(text).split()))
-    key = os.environ.get("RUNPOD_API_KEY")
-    if key and len(key) >= 6:
-        text = text.replace(key, "***")
-    return text[:500]
+    return redact(" ".join(str(text).split()))[:500]
 
 
 def _iso(ts: float | None) -> str | None:
@@ -570,7 +563,7 @@ class Lab:
         python = cfg.remote_python or (sys.executable if cfg.mock else "python3")
         return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,
-                                 wall_cap_s=cfg.wall_cap_s)
+                                 wall_cap_s=cfg.wall_cap_s, started_at=self._pod_created_at)
 
     async def _stream_job(self) -> None:
         """Tail the job's events to the end, reconnecting (and resuming) after drops."""
@@ -644,7 +637,8 @@ class Lab:
     async def _fetch(self) -> None:
         got = await remote.fetch(self._conn, self.out_dir)
         for name in got:
-            self.artifacts[name] = str(self.out_dir / name)
+            if name != "exit_code":
+                self.artifacts[name] = str(self.out_dir / name)
         rp = self.out_dir / "results.json"
         if rp.is_file():
             try:
@@ -794,8 +788,10 @@ class Lab:
 
     async def _finish(self) -> LabOutcome:
         self._phase_("manifest")
-        with contextlib.suppress(Exception):
-            self._write_curve()
+        try:
+            await asyncio.to_thread(self._write_curve)
+        except Exception as exc:
+            self._emit("warning", msg=_clean(f"the scaling curve could not be drawn: {exc}"))
         try:
             self._write_manifest()
         except Exception as exc:
@@ -820,16 +816,18 @@ class Lab:
     # ------------------------------------------------------------------ artifacts
 
     def _write_curve(self) -> None:
+        self._crossover = None
         if not self.results:
             return
         from tplab.lab_artifacts import write_scaling_curve
-        path = write_scaling_curve(self.results, self.out_dir)
+        path, self._crossover = write_scaling_curve(self.results, self.out_dir,
+                                                    self.config.gpu_type)
         if path:
             self.artifacts["scaling-curve.png"] = str(path)
 
     def _write_manifest(self) -> None:
         from tplab.lab_artifacts import write_lab_manifest
-        path = write_lab_manifest(self)
+        path = write_lab_manifest(self, getattr(self, "_crossover", None))
         self.artifacts["manifest.json"] = str(path)
 
     def summary(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Client side only; no torch import.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ from typing import AsyncIterator, Callable, Iterable, Sequence
 import asyncssh
 
 from tplab.events import Event, EventDecoder, EventError
+
+# asyncssh logs every channel at INFO; a lab opens many. Its warnings and errors still show.
+logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
 #: the run directory, relative to the login home (works on real pods and the mock sandbox)
 REMOTE_DIR = "tplab-run"
@@ -227,6 +231,7 @@ class LaunchSpec:
     python: str = "python3"
     heartbeat_stale_s: float = 60.0
     wall_cap_s: float = 7200.0
+    started_at: float | None = None     # the pod's creation (epoch s): the wall cap counts from it
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -240,7 +245,8 @@ def launch_command(spec: LaunchSpec) -> str:
            + " > job.log 2>&1; echo $? > exit_code.tmp && mv exit_code.tmp exit_code")
     dog = (f"PYTHONPATH=. {py} -m tplab.job.watchdog --heartbeat heartbeat "
            f"--stale-after {spec.heartbeat_stale_s:g} --wall-cap {spec.wall_cap_s:g} "
-           f"--log watchdog.log")
+           f"--poll {min(5.0, max(0.2, spec.heartbeat_stale_s / 5)):g} --log watchdog.log"
+           + (f" --started-at {spec.started_at:.3f}" if spec.started_at else ""))
     return (f"set -a; . {ENV_FILE_EXPR} 2>/dev/null; set +a; cd {REMOTE_DIR} || exit 3; "
             f"date +%s > heartbeat; rm -f exit_code events.jsonl; "
             f"setsid nohup sh -c {shlex.quote(dog)} > /dev/null 2>&1 < /dev/null & "
