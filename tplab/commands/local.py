@@ -1,0 +1,212 @@
+"""`tplab local`: the whole lab without any cloud — the job under torchrun on this CPU (gloo).
+
+Why: the lab's numbers, events, scaling curve and manifest can be produced and checked for free
+before a dollar is spent. It runs ``python -m tplab.job`` through ``torch.distributed.run`` with
+``--device cpu``, shows its events as they arrive, then writes the scaling curve calibrated from
+the run (α, β from the sweep, launch overhead from the baseline) and a manifest whose status is
+EDUCATIONAL_STUB (reason: no cloud run), and prints a short summary table.
+
+Standard library only at module level, per the CLI contract (the job runs in child processes;
+matplotlib and plotext are imported when the curve is drawn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+
+HELP = "run the lab on this CPU (torchrun, gloo): results, events, scaling curve, manifest"
+DESCRIPTION = (
+    "Run the lab job through torchrun on this CPU with the gloo backend (no cloud, no cost): the "
+    "single-device baseline on rank 0, TP decoding on --tp ranks, the all-reduce sweep. Writes "
+    "OUT/results.json, OUT/events.jsonl, OUT/scaling-curve.png (calibrated from the run), "
+    "OUT/manifest.json (status EDUCATIONAL_STUB, reason: no cloud run) and OUT/torchrun.log.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tp", type=int, default=2, metavar="N", help="TP ranks (default 2)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), metavar="PATH",
+                        help="full MiniGPT checkpoint (default: the shipped one)")
+    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), metavar="PATH",
+                        help="prompts file, one a line (default: the shipped one)")
+    parser.add_argument("--num-prompts", type=int, default=10)
+    parser.add_argument("--new-tokens", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up decodes per mode")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
+    parser.add_argument("--sweep-max-bytes", type=int, default=4 << 20, metavar="BYTES")
+    parser.add_argument("--profile", default="cpu-gloo",
+                        help="hardware profile the curve is calibrated from (default cpu-gloo)")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                        help="give up on the job after this many seconds (default 600)")
+    parser.add_argument("--quiet", action="store_true", help="do not show the job's progress")
+
+
+def _job_command(args: argparse.Namespace) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={args.tp}", "-m", "tplab.job",
+           "--checkpoint", str(args.checkpoint), "--prompts", str(args.prompts),
+           "--out", str(args.out), "--num-prompts", str(args.num_prompts),
+           "--new-tokens", str(args.new_tokens), "--warmup", str(args.warmup),
+           "--device", "cpu", "--threads", "1",
+           "--sweep-max-bytes", str(args.sweep_max_bytes)]
+    if args.no_sweep:
+        cmd.append("--no-sweep")
+    return cmd
+
+
+def _show(ev: Any, out: IO[str]) -> None:
+    t = ev.type
+    if t == "phase":
+        out.write(f"[job] {ev['name']}\n")
+    elif t == "log":
+        out.write(f"[job] {ev['level']}: {ev['msg']}\n")
+    elif t == "prompt_done":
+        mark = "" if ev["mode"] == "single" else ("  match" if ev.get("match") else "  MISMATCH")
+        out.write(f"[job]   {ev['mode']:<6} prompt {ev['prompt']}: {ev['text'][:60]!r}{mark}\n")
+    elif t == "error":
+        out.write(f"[job] error: {ev['msg']}\n")
+    else:
+        return
+    out.flush()
+
+
+def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
+    """Run torchrun, stream its events; return (exit status, error messages from the job)."""
+    from tplab.events import EventDecoder, EventError
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    log_path = out_dir / "torchrun.log"
+    errors: list[str] = []
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(_job_command(args), stdout=subprocess.PIPE, stderr=log, env=env)
+        timer = threading.Timer(args.timeout, proc.kill)
+        timer.start()
+        dec = EventDecoder()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                try:
+                    events = dec.feed(line)
+                except EventError:
+                    log.write(line.decode("utf-8", "replace"))
+                    continue
+                for ev in events:
+                    if ev.type == "error":
+                        errors.append(ev["msg"])
+                    if not args.quiet:
+                        _show(ev, sys.stdout)
+            rc = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if rc != 0 and timer.finished.is_set() and not errors:
+        errors.append(f"the job did not finish within {args.timeout:.0f} s")
+    return rc, errors
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.tp < 2:
+        print("tplab local: --tp must be at least 2 (tensor parallelism needs two ranks).",
+              file=sys.stderr)
+        return 2
+    for what, path in (("checkpoint", args.checkpoint), ("prompts file", args.prompts)):
+        if not Path(path).is_file():
+            print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
+            return 2
+    from tplab import manifest, scaling
+    from tplab.job.results import load_results
+
+    try:
+        profile = scaling.load_profile(args.profile)
+    except scaling.ScalingError as exc:
+        print(f"tplab local: {exc}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = out_dir / "results.json"
+    if results_path.exists():
+        results_path.unlink()  # never report a previous run's numbers as this one's
+
+    t0 = time.time()
+    rc, errors = run_job(args, out_dir)
+    job_s = time.time() - t0
+    results = None
+    if results_path.exists():
+        try:
+            results = load_results(results_path)
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    curve_path = crossover = None
+    if results is not None:
+        try:
+            shape = scaling.shape_from_results(results)
+            cal = scaling.calibrate(profile, results, shape)
+            crossover = scaling.crossover_d_model(cal, results["world_size"], shape)
+            curve_path = scaling.save_png(out_dir / "scaling-curve.png", cal,
+                                          results["world_size"], shape,
+                                          scaling.measured_points(results))
+        except scaling.ScalingError as exc:
+            errors.append(f"scaling curve: {exc}")
+
+    ok = rc == 0 and results is not None and results.get("outputs_match") is True
+    status, reason = ("EDUCATIONAL_STUB", "no cloud run") if ok else (
+        "FAILED", errors[-1] if errors else f"the job exited with status {rc}")
+    m = manifest.build_manifest(
+        results, status=status, reason=reason,
+        vendor="local", instance_type=f"{args.tp}x CPU process (gloo)", nvlink_present=False,
+        instance_id=None, start_ts=t0, end_ts=time.time(), estimated_cost_usd=0.0,
+        actual_cost_usd=0.0, terminated_screenshot=None, crossover_d_model=crossover,
+        profile_name=f"{profile.name}, calibrated from this run")
+    manifest.write_manifest(out_dir / "manifest.json", m)
+
+    if results is None:
+        print(f"tplab local: the job failed ({reason}); see {out_dir / 'torchrun.log'}.",
+              file=sys.stderr)
+        return 1
+    fit = (results.get("sweep") or {}).get("fit")
+    rows = [
+        ("outputs match", str(results["outputs_match"])),
+        ("single per token", f"{results['single_per_token_ms']:.3f} ms (p50 "
+         f"{results['single']['per_token_ms']['p50']:.3f}, p99 "
+         f"{results['single']['per_token_ms']['p99']:.3f})"),
+        (f"TP={results['world_size']} per token", f"{results['tp_per_token_ms']:.3f} ms (p50 "
+         f"{results['tp']['per_token_ms']['p50']:.3f}, p99 "
+         f"{results['tp']['per_token_ms']['p99']:.3f})"),
+        ("speedup (single/TP)", f"{results['speedup']:.3f}"),
+        ("all-reduce per token", f"{results['allreduce_ms_per_token']:.3f} ms over "
+         f"{results['allreduce_calls_per_token']:.0f} collectives"),
+        ("comm/compute", f"{results['comm_compute_ratio']:.2f}"
+         if results.get("comm_compute_ratio") is not None else "n/a"),
+        ("instrumentation overhead", f"{results['instrumentation_overhead_ms_per_token']:+.3f} "
+         "ms/token"),
+        ("alpha, beta (sweep fit)", f"{fit['alpha_us']:.1f} us, {fit['beta_gbps']:.3f} GB/s"
+         if fit else (results.get("sweep") or {}).get("fit_error") or "n/a"),
+        ("crossover d_model", f"{crossover:.0f} ({profile.name}, calibrated)"
+         if crossover else "none in range"),
+        ("job wall time", f"{job_s:.1f} s (torchrun start to exit)"),
+        ("manifest", f"{out_dir / 'manifest.json'} ({status}: {reason})"),
+    ]
+    if curve_path is not None:
+        rows.append(("scaling curve", str(curve_path)))
+    print(_table(rows))
+    if not ok:
+        print(f"tplab local: the run failed: {reason}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,11 @@
+"""The lab job: what runs on the pod under ``torchrun`` (``python -m tplab.job``).
+
+It runs the single-device baseline on rank 0, then tensor-parallel greedy decoding over the
+prompts on every rank, times each token (and the all-reduce time inside it), sweeps all-reduce
+message sizes on the run's own process group, checks TP output equals the baseline token for
+token, and writes ``events.jsonl`` and ``results.json``.
+
+Pod-side: the job's modules import only torch and the standard library. This package's
+``__init__`` imports nothing, so the torch-free helpers (``tplab.job.fit``) can be used by the
+client side (the scaling model) without pulling torch in.
+"""

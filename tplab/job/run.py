@@ -1,0 +1,313 @@
+"""The lab job's sequence, run on every rank under torchrun.
+
+    setup ─► load (full checkpoint, strict shard per rank) ─► baseline (rank 0 alone, others at a
+    barrier) ─► tp (warm-up, then per prompt an uninstrumented and an instrumented pass) ─► sweep
+    (all-reduce sizes on this process group, alpha-beta fit) ─► results.json
+
+Only rank 0 writes events (stdout and ``events.jsonl``, flushed per line) and results; the other
+ranks print to stderr only when they fail. The exit status is 0 only when the run completed and
+the TP greedy output equalled the single-device output for every prompt.
+
+Pod-side: torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import IO, Any, Sequence
+
+import torch
+import torch.distributed as dist
+
+from tplab.events import EventWriter
+
+from . import runtime
+from .results import ModeRun, PromptRecord, build_results, timing_notes, write_json
+from .runtime import JobError, Runtime
+from .sweep import fit_points, run_sweep, sweep_sizes
+from .timing import DecodeRun, decode_timed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tplab.job",
+                                description="TP inference lab job; run under torchrun.")
+    p.add_argument("--checkpoint", required=True, help="full (unsharded) MiniGPT checkpoint")
+    p.add_argument("--prompts", required=True, help="text file, one prompt a line")
+    p.add_argument("--out", required=True, help="directory for events.jsonl and results.json")
+    p.add_argument("--num-prompts", type=int, default=10)
+    p.add_argument("--new-tokens", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=2, help="untimed warm-up decodes per mode")
+    p.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
+    p.add_argument("--sweep-min-bytes", type=int, default=256)
+    p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
+    p.add_argument("--sweep-iters", type=int, default=None,
+                   help="timed all-reduces per size (default 20 on GPU, 10 on the CPU)")
+    p.add_argument("--compile", action="store_true", help="torch.compile both models")
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
+    p.add_argument("--pg-timeout", type=float, default=600.0, help="process-group timeout, s")
+    p.add_argument("--heartbeat-s", type=float, default=5.0, help="heartbeat event period, s")
+    return p
+
+
+def read_prompts(path: str, count: int) -> list[str]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise JobError(f"cannot read the prompts file {path}: {exc.strerror}.") from None
+    prompts = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if count < 1:
+        raise JobError(f"--num-prompts must be at least 1, got {count}.")
+    if len(prompts) < count:
+        raise JobError(f"{path} has {len(prompts)} prompts, fewer than --num-prompts {count}.")
+    return prompts[:count]
+
+
+class _Heartbeat:
+    """Emits a heartbeat event every ``period_s`` so the client can tell the job is alive."""
+
+    def __init__(self, writer: EventWriter, period_s: float) -> None:
+        self._writer = writer
+        self._period = period_s
+        self._stop = threading.Event()
+        self.phase = "setup"
+        self._thread = threading.Thread(target=self._loop, name="tplab-heartbeat", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._period):
+            self._writer.emit("heartbeat", phase=self.phase)
+
+    def start(self) -> None:
+        if self._period > 0:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2 * self._period)
+
+
+class Job:
+    """State of one run on one rank."""
+
+    def __init__(self, args: argparse.Namespace, rt: Runtime, writer: EventWriter | None) -> None:
+        self.args = args
+        self.rt = rt
+        self.w = writer
+        self.heartbeat: _Heartbeat | None = None
+
+    # ------------------------------------------------------------------ events (rank 0 only)
+    def emit(self, type_: str, **fields: Any) -> None:
+        if self.w is not None:
+            self.w.emit(type_, **fields)
+
+    def phase(self, name: str, **fields: Any) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.phase = name
+        self.emit("phase", name=name, **fields)
+
+    def log(self, msg: str, level: str = "info") -> None:
+        self.emit("log", level=level, msg=msg)
+
+    def barrier(self) -> None:
+        dist.barrier(device_ids=[self.rt.device.index] if self.rt.is_cuda else None)
+
+    # ------------------------------------------------------------------ steps
+    def _prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+        model.eval()
+        if self.args.compile:
+            model = torch.compile(model)  # type: ignore[assignment]
+        return model
+
+    def _decode(self, model: Any, ids: list[int], instrument: bool = False) -> DecodeRun:
+        sync = self.rt.sync if (instrument and self.rt.is_cuda) else None
+        return decode_timed(model, ids, self.args.new_tokens, self.rt.device,
+                            instrument=instrument, sync=sync)
+
+    def _warmup(self, model: Any, prompt_ids: list[list[int]]) -> None:
+        for i in range(self.args.warmup):
+            self._decode(model, prompt_ids[i % len(prompt_ids)])
+
+    def _emit_tokens(self, mode: str, index: int, run: DecodeRun,
+                     instr: DecodeRun | None = None) -> None:
+        if self.w is None:
+            return
+        for pos, (tok, ms) in enumerate(zip(run.tokens, run.step_ms)):
+            if instr is None:
+                self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms, ar_ms=0.0, token=tok)
+            else:
+                self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms,
+                            ar_ms=instr.ar_ms[pos], ms_instrumented=instr.step_ms[pos],
+                            ar_calls=instr.ar_calls[pos], token=tok)
+
+    def run(self) -> int:
+        a, rt = self.args, self.rt
+        started = time.time()
+        if rt.backend == "gloo":
+            self.log(f"gloo on the CPU ({rt.fallback_reason}): {rt.world_size} ranks, "
+                     f"torch.set_num_threads({rt.threads}) on each; the single-device baseline "
+                     "uses the same thread count", level="warning" if rt.fallback_reason
+                     == "no GPU is visible" else "info")
+        else:
+            self.log(f"nccl on {rt.world_size} GPUs; NCCL_* variables found: "
+                     f"{sorted(runtime.nccl_env()) or 'none'} (the job sets none)")
+        prompts = read_prompts(a.prompts, a.num_prompts)
+        if a.new_tokens < 2:
+            raise JobError(f"--new-tokens must be at least 2 (a prefill and one decode step), "
+                           f"got {a.new_tokens}.")
+
+        self.phase("load", checkpoint=str(a.checkpoint))
+        from tplab.model.checkpoint import build_single, build_tp, load_checkpoint
+        ckpt = load_checkpoint(a.checkpoint)
+        cfg = ckpt.config
+        tok = ckpt.tokenizer
+        prompt_ids = [tok.prompt_ids(p) for p in prompts]
+        longest = max(len(ids) for ids in prompt_ids)
+        if longest + a.new_tokens > cfg.block_size:
+            raise JobError(f"a prompt of {longest} tokens plus {a.new_tokens} new tokens exceeds "
+                           f"the model's block_size {cfg.block_size}; lower --new-tokens.")
+        tp_model = self._prepare(build_tp(ckpt, rt.device))
+        params_rank = sum(p.numel() for p in tp_model.parameters())
+
+        # ---- single-device baseline: rank 0 alone
+        self.phase("baseline")
+        singles: list[DecodeRun] = []
+        params_full = 0
+        if rt.rank == 0:
+            single = self._prepare(build_single(ckpt, rt.device))
+            params_full = sum(p.numel() for p in single.parameters())
+            self._warmup(single, prompt_ids)
+            for i, ids in enumerate(prompt_ids):
+                run = self._decode(single, ids)
+                singles.append(run)
+                self._emit_tokens("single", i, run)
+                self.emit("prompt_done", mode="single", prompt=i,
+                          text=tok.decode(run.tokens), n_tokens=len(run.tokens))
+            del single
+            if rt.is_cuda:
+                torch.cuda.empty_cache()
+        self.barrier()
+
+        # ---- tensor parallel: uninstrumented pass for latency, instrumented pass for comm
+        self.phase("tp")
+        self._warmup(tp_model, prompt_ids)
+        records: list[PromptRecord] = []
+        for i, ids in enumerate(prompt_ids):
+            plain = self._decode(tp_model, ids)
+            instr = self._decode(tp_model, ids, instrument=True)
+            if rt.rank != 0:
+                continue
+            self._emit_tokens("tp", i, plain, instr)
+            rec = PromptRecord(
+                index=i, prompt=prompts[i],
+                single=_mode_run(singles[i]), tp=_mode_run(plain), tp_instr=_mode_run(instr),
+                single_text=tok.decode(singles[i].tokens), tp_text=tok.decode(plain.tokens))
+            records.append(rec)
+            self.emit("prompt_done", mode="tp", prompt=i, text=rec.tp_text,
+                      n_tokens=len(plain.tokens), match=rec.match)
+            if not rec.match:
+                self.emit("error", fatal=False,
+                          msg=f"prompt {i}: TP output differs from the single-device output "
+                              f"(first difference at token {_first_diff(rec)}).")
+
+        # ---- all-reduce sweep on this process group
+        sweep: list[dict[str, Any]] = []
+        fit = None
+        fit_error = "sweep skipped (--no-sweep)" if a.no_sweep else ""
+        if not a.no_sweep:
+            self.phase("sweep")
+            iters = a.sweep_iters or (20 if rt.is_cuda else 10)
+            points = run_sweep(rt.device, sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes),
+                               iters, on_point=lambda p: self.emit(
+                                   "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
+                                   busbw_gbps=p.busbw_gbps))
+            sweep = [p.to_dict() for p in points]
+            try:
+                fit = fit_points(points, rt.world_size)
+            except ValueError as exc:
+                fit_error = str(exc)
+                self.log(f"alpha-beta fit failed: {exc}", level="warning")
+
+        if rt.rank != 0:
+            return 0
+        self.phase("results")
+        env = runtime.capture_env(rt)
+        config = {"checkpoint": str(a.checkpoint), "prompts_file": str(a.prompts),
+                  "num_prompts": a.num_prompts, "new_tokens": a.new_tokens, "warmup": a.warmup,
+                  "sweep": not a.no_sweep, "compile": a.compile, "device": a.device,
+                  "threads_per_rank": rt.threads}
+        model = {**cfg.to_dict(), "params": params_full, "params_per_rank": params_rank}
+        sync_desc = "sync=torch.cuda.synchronize" if rt.is_cuda else "sync=None: gloo is blocking"
+        results = build_results(
+            records=records, config=config, model=model, env=env,
+            timing=timing_notes(rt.device.type, rt.threads, a.warmup, sync_desc),
+            sweep=sweep, fit=fit, fit_error=fit_error, started_at=started,
+            finished_at=time.time())
+        write_json(Path(a.out) / "results.json", results)
+        self.emit("result", results=results)
+        if not results["outputs_match"]:
+            bad = [r.index for r in records if not r.match]
+            self.emit("error", fatal=True,
+                      msg=f"TP greedy output differs from the single-device output for prompts "
+                          f"{bad}; the run failed.")
+            return 1
+        self.phase("finished", wall_s=results["wall_s"])
+        return 0
+
+
+def _mode_run(r: DecodeRun) -> ModeRun:
+    return ModeRun(tokens=r.tokens, step_ms=r.step_ms, ar_ms=r.ar_ms, ar_calls=r.ar_calls,
+                   ar_bytes=r.ar_bytes)
+
+
+def _first_diff(rec: PromptRecord) -> int:
+    for k, (a, b) in enumerate(zip(rec.single.tokens, rec.tp.tokens)):
+        if a != b:
+            return k
+    for k, (a, b) in enumerate(zip(rec.tp.tokens, rec.tp_instr.tokens)):
+        if a != b:
+            return k
+    return min(len(rec.single.tokens), len(rec.tp.tokens))
+
+
+def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stdout = stdout or sys.stdout
+    rt: Runtime | None = None
+    writer: EventWriter | None = None
+    events_fh: IO[str] | None = None
+    job: Job | None = None
+    try:
+        rt = runtime.init(args.device, args.threads, args.pg_timeout)
+        if rt.rank == 0:
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            events_fh = open(out / "events.jsonl", "w", encoding="utf-8")
+            writer = EventWriter([stdout, events_fh], src="job")
+        job = Job(args, rt, writer)
+        job.phase("setup", rank_count=rt.world_size, backend=rt.backend)
+        if writer is not None:
+            job.heartbeat = _Heartbeat(writer, args.heartbeat_s)
+            job.heartbeat.start()
+        return job.run()
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
+        user_error = isinstance(exc, JobError) or type(exc).__name__ == "CheckpointError"
+        msg = str(exc) if user_error else f"{type(exc).__name__}: {exc}"
+        if writer is not None:
+            writer.emit("error", msg=msg, fatal=True)
+        rank = rt.rank if rt is not None else "?"
+        print(f"tplab.job rank {rank}: {msg}", file=sys.stderr)
+        if not user_error:
+            traceback.print_exc(file=sys.stderr)
+        return 1
+    finally:
+        if job is not None and job.heartbeat is not None:
+            job.heartbeat.stop()
+        if events_fh is not None:
+            events_fh.close()
+        runtime.shutdown()

@@ -1,0 +1,103 @@
+"""All-reduce sweep on the run's own process group, nccl-tests style.
+
+For each message size (powers of two from 256 B up to a few MB) every rank runs a few untimed
+warm-up all-reduces, then ``iters`` timed ones back to back. On GPU the per-rank time is the mean
+over the timed loop (CUDA events around it, as nccl-tests does); on the CPU each call is clocked
+with ``perf_counter`` and the per-rank time is the median, because on a shared CPU a few calls
+are hit by scheduler noise many times their own length. The reported time is the slowest rank's
+(a MAX all-reduce of the per-rank times, after the timed loop, outside it).
+Bandwidths follow nccl-tests: ``algbw = bytes / time`` and ``busbw = algbw · 2(p-1)/p``, which
+is comparable across world sizes. The points are then fitted to the alpha-beta ring model
+(``tplab.job.fit``).
+
+Pod-side: torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from .fit import AlphaBeta, bus_bandwidth, fit_alpha_beta
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    bytes: int
+    ms: float
+    algbw_gbps: float
+    busbw_gbps: float
+    iters: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def sweep_sizes(min_bytes: int = 256, max_bytes: int = 4 << 20) -> list[int]:
+    """Powers of two from ``min_bytes`` to ``max_bytes`` inclusive (fp32-aligned)."""
+    if min_bytes < 4 or max_bytes < min_bytes:
+        raise ValueError(f"bad sweep range {min_bytes}..{max_bytes} bytes")
+    sizes = []
+    n = min_bytes
+    while n <= max_bytes:
+        sizes.append(n)
+        n *= 2
+    return sizes
+
+
+def iters_for(nbytes: int, base_iters: int) -> int:
+    """Fewer iterations for the largest messages so the sweep's time stays bounded."""
+    if nbytes >= 1 << 20:
+        return max(2, base_iters // 2)
+    return base_iters
+
+
+def run_sweep(device: torch.device, sizes: list[int], iters: int, warmup: int = 2,
+              group: dist.ProcessGroup | None = None,
+              on_point: Callable[[SweepPoint], None] | None = None) -> list[SweepPoint]:
+    """Time fp32 all-reduces of each size on ``group``; every rank must call this."""
+    world = dist.get_world_size(group)
+    is_cuda = device.type == "cuda"
+    points: list[SweepPoint] = []
+    for nbytes in sizes:
+        n_iter = iters_for(nbytes, iters)
+        buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+        for _ in range(warmup):
+            dist.all_reduce(buf, group=group)
+        dist.barrier(group=group, device_ids=[device.index] if is_cuda else None)
+        if is_cuda:
+            start_ev = torch.cuda.Event(enable_timing=True)
+            end_ev = torch.cuda.Event(enable_timing=True)
+            start_ev.record()
+            for _ in range(n_iter):
+                dist.all_reduce(buf, group=group)
+            end_ev.record()
+            end_ev.synchronize()
+            ms = start_ev.elapsed_time(end_ev) / n_iter
+        else:
+            # per-call clocks and the median: a shared CPU's scheduler noise hits single calls
+            times = []
+            for _ in range(n_iter):
+                t0 = time.perf_counter()
+                dist.all_reduce(buf, group=group)
+                times.append((time.perf_counter() - t0) * 1e3)
+            ms = statistics.median(times)
+        slowest = torch.tensor([ms], dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
+        ms = float(slowest.item())
+        algbw, busbw = bus_bandwidth(nbytes, ms / 1e3, world)
+        point = SweepPoint(bytes=nbytes, ms=ms, algbw_gbps=algbw / 1e9, busbw_gbps=busbw / 1e9,
+                           iters=n_iter)
+        points.append(point)
+        if on_point is not None:
+            on_point(point)
+    return points
+
+
+def fit_points(points: list[SweepPoint], world_size: int) -> AlphaBeta:
+    return fit_alpha_beta([p.bytes for p in points], [p.ms / 1e3 for p in points], world_size)

@@ -1,0 +1,252 @@
+"""``manifest.json``: the lab's record of one run, every field of the seed's Block G and more.
+
+The seed's fields (seed, lab, vendor, instance_type, nvlink_present, instance_id, start_ts, end_ts,
+duration_hours, estimated_cost_usd, actual_cost_usd, terminated_screenshot,
+single_gpu_per_token_ms, tp_per_token_ms, speedup, lesson_notes, crossover_d_model) plus
+allreduce_ms_per_token, comm_compute_ratio, outputs_match, the tplab version and a status:
+COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run)
+or FAILED (with the reason).
+
+``lesson_notes`` is written from the run's measured numbers (message size, α against per-token
+compute, launches not divided), so two runs on different hardware read differently. A manifest
+never contains secrets: every string is checked against the environment's key-like variables and
+private-key markers, and redacted if one slipped in.
+
+Client side: standard library only (no torch).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from tplab import __version__
+from tplab.job.results import write_json
+
+SEED = 35200
+LAB = "02-tp-inference-cloud"
+STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED")
+
+#: the seed's Block G fields, in its order
+SEED_FIELDS = (
+    "seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id", "start_ts", "end_ts",
+    "duration_hours", "estimated_cost_usd", "actual_cost_usd", "terminated_screenshot",
+    "single_gpu_per_token_ms", "tp_per_token_ms", "speedup", "lesson_notes", "crossover_d_model",
+)
+EXTRA_FIELDS = ("allreduce_ms_per_token", "comm_compute_ratio", "outputs_match", "tplab_version",
+                "status", "reason")
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+_PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S)
+
+
+class ManifestError(ValueError):
+    """A manifest that would say something untrue (one clear sentence)."""
+
+
+def _iso(ts: Any) -> str | None:
+    if ts is None or ts == "":
+        return None
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return _dt.datetime.fromtimestamp(float(ts), tz=_dt.timezone.utc).isoformat()
+    if isinstance(ts, _dt.datetime):
+        return (ts if ts.tzinfo else ts.replace(tzinfo=_dt.timezone.utc)).isoformat()
+    if isinstance(ts, str):
+        _parse(ts)
+        return ts
+    raise ManifestError(f"timestamp {ts!r} is neither epoch seconds nor ISO 8601 text.")
+
+
+def _parse(ts: str) -> _dt.datetime:
+    try:
+        d = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        raise ManifestError(f"timestamp {ts!r} is not ISO 8601.") from None
+    return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
+
+
+def _hours(start: str | None, end: str | None) -> float | None:
+    if start is None or end is None:
+        return None
+    hours = (_parse(end) - _parse(start)).total_seconds() / 3600.0
+    if hours < 0:
+        raise ManifestError("end_ts is before start_ts.")
+    return round(hours, 6)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.0f} B"
+
+
+def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
+                 crossover_d_model: float | None = None, profile_name: str = "") -> str:
+    """The "why is TP slower here" paragraph, written from this run's numbers.
+
+    ``results`` is a results.json dict (or None when there was no run: then the paragraph is
+    written from ``prediction``, a ``tplab.scaling.Prediction`` at the lab's d_model).
+    """
+    cross = (f"The scaling model{f' ({profile_name})' if profile_name else ''} puts the crossover "
+             f"at d_model ≈ {crossover_d_model:.0f}: only from there do the weight reads TP divides "
+             "outweigh the collectives and launches it adds." if crossover_d_model
+             else "The scaling model finds no d_model up to 65536 where TP wins on this hardware.")
+    if not results:
+        if prediction is None:
+            return "No run and no prediction: nothing measured to reflect on. " + cross
+        p = prediction
+        return (f"No cloud run, so no measured numbers: this is the model's prediction at d_model "
+                f"{p.d_model:.0f}. One device: {p.single_ms:.3f} ms/token, of which "
+                f"{p.single_launch_ms:.3f} ms is kernel launches and only "
+                f"{max(p.single_memory_ms, p.single_compute_ms):.3f} ms reading weights or "
+                f"computing. TP over {p.world_size}: {p.tp_ms:.3f} ms/token, because it halves the "
+                f"small part, launches at least as many kernels per rank ({p.tp_launch_ms:.3f} ms), "
+                f"and adds {p.allreduces_per_token} all-reduces of {_fmt_bytes(p.message_bytes)} "
+                f"plus a logits all-gather ({p.comm_ms:.3f} ms), each paying the latency α "
+                f"whatever its size. " + cross)
+    r = results
+    s, t, x = r["single_per_token_ms"], r["tp_per_token_ms"], r["speedup"]
+    world = r.get("world_size", 2)
+    model = r.get("model") or {}
+    d = model.get("d_model")
+    params = model.get("params")
+    ar_ms = r.get("allreduce_ms_per_token")
+    calls = r.get("allreduce_calls_per_token")
+    per_call = r.get("allreduce_bytes_per_call")
+    ratio = r.get("comm_compute_ratio")
+    dev = (r.get("env") or {}).get("device_names") or ["?"]
+    out = [f"Measured on {r.get('backend', '?')} with {world} ranks ({dev[0]}): one device "
+           f"{s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
+           + (" (TP is slower)." if x < 1 else " (TP is faster).")]
+    if x >= 1 and params and params < 5_000_000:
+        out.append("A TP speedup on a model this small is not physical: check that the baseline "
+                   "really ran on one device (CUDA_VISIBLE_DEVICES, rank 0's device only).")
+    msg = d * 4 if isinstance(d, int) else per_call
+    n_layer, vocab = model.get("n_layer"), model.get("vocab_size")
+    if ar_ms is not None and calls:
+        what = (f"{2 * n_layer + 1} all-reduces of {_fmt_bytes(msg)} (d_model {d} × 4 bytes) and "
+                f"one all-gather of the {vocab} logits" if n_layer and vocab and msg
+                else f"{calls:.0f} collectives averaging {_fmt_bytes(per_call or 0)}")
+        sentence = f"Each token issues {what}; they took {ar_ms:.3f} ms per token"
+        if ratio is not None:
+            sentence += f", {ratio:.1f}× the rest of the step's time"
+        out.append(sentence + ".")
+    fit = (r.get("sweep") or {}).get("fit")
+    if fit and calls and msg:
+        alpha_us, beta = fit["alpha_us"], fit["beta_gbps"]
+        bw_us = (msg / (beta * 1e9)) * 1e6 * 2 * (world - 1) / world
+        lat_ms = calls * 2 * (world - 1) * alpha_us / 1e3
+        out.append(f"The all-reduce sweep fits α = {alpha_us:.1f} µs and β = {beta:.2f} GB/s, so a "
+                   f"{_fmt_bytes(msg)} message is pure latency: its bandwidth term is "
+                   f"{bw_us:.3f} µs against 2(p-1)α = {2 * (world - 1) * alpha_us:.1f} µs, and the "
+                   f"{calls:.0f} collectives cost ≈ {lat_ms:.3f} ms of latency per token against "
+                   f"{s:.3f} ms for the whole single-device step.")
+        if ar_ms is not None and ar_ms > 1.5 * lat_ms:
+            out.append(f"Inside the decode loop they took {ar_ms:.3f} ms, more than the sweep's "
+                       "back-to-back figure predicts: there each all-reduce also waits for the "
+                       "slower rank.")
+    if params:
+        out.append(f"TP splits the {params:,} parameters ({params * 4 / 1e6:.1f} MB of fp32 weights "
+                   f"read per token, {params * 4 / world / 1e6:.1f} MB per rank) but not the kernel "
+                   "launches: every rank still runs every layer's ops, plus TP's own (clones, bias "
+                   "adds after the all-reduce, the embedding mask, the logits gather), so the per-"
+                   "token host overhead that dominates a model this small does not shrink.")
+    oh = r.get("instrumentation_overhead_ms_per_token")
+    if oh is not None:
+        out.append(f"(Timing the collectives changed the TP step by {oh:+.3f} ms/token; latency is "
+                   "from the uninstrumented pass.)")
+    out.append(cross)
+    return " ".join(out)
+
+
+def _secret_values() -> list[str]:
+    return [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8]
+
+
+def redact(value: Any, secrets: list[str] | None = None) -> Any:
+    """``value`` with every secret-looking string replaced by [REDACTED] (recursively)."""
+    secrets = _secret_values() if secrets is None else secrets
+    if isinstance(value, str):
+        out = _PEM.sub("[REDACTED]", value)
+        for s in secrets:
+            out = out.replace(s, "[REDACTED]")
+        return out
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    return value
+
+
+def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str = "",
+                   vendor: str | None = None, instance_type: str | None = None,
+                   nvlink_present: bool | None = None, instance_id: str | None = None,
+                   start_ts: Any = None, end_ts: Any = None,
+                   estimated_cost_usd: float | None = None, actual_cost_usd: float | None = None,
+                   terminated_screenshot: str | None = None,
+                   crossover_d_model: float | None = None, notes: str | None = None,
+                   prediction: Any = None, profile_name: str = "",
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest dict. ``notes`` overrides the generated lesson_notes; ``extra`` adds fields
+    (it cannot overwrite the seed's)."""
+    if status not in STATUSES:
+        raise ManifestError(f"status must be one of {', '.join(STATUSES)}, not {status!r}.")
+    if status != "COMPLETE" and not reason.strip():
+        raise ManifestError(f"a {status} manifest needs a reason.")
+    if status == "COMPLETE":
+        if not results:
+            raise ManifestError("a COMPLETE manifest needs the run's results.")
+        if results.get("outputs_match") is not True:
+            raise ManifestError("a run whose TP output differs from the single-device output "
+                                "cannot be COMPLETE; record it as FAILED.")
+    r = results or {}
+    start, end = _iso(start_ts), _iso(end_ts)
+    m: dict[str, Any] = {
+        "seed": SEED,
+        "lab": LAB,
+        "vendor": vendor,
+        "instance_type": instance_type,
+        "nvlink_present": nvlink_present,
+        "instance_id": instance_id,
+        "start_ts": start,
+        "end_ts": end,
+        "duration_hours": _hours(start, end),
+        "estimated_cost_usd": estimated_cost_usd,
+        "actual_cost_usd": actual_cost_usd,
+        "terminated_screenshot": terminated_screenshot,
+        "single_gpu_per_token_ms": r.get("single_per_token_ms"),
+        "tp_per_token_ms": r.get("tp_per_token_ms"),
+        "speedup": r.get("speedup"),
+        "lesson_notes": notes if notes is not None else lesson_notes(
+            r or None, prediction, crossover_d_model, profile_name),
+        "crossover_d_model": round(crossover_d_model, 1) if crossover_d_model else None,
+        "allreduce_ms_per_token": r.get("allreduce_ms_per_token"),
+        "comm_compute_ratio": r.get("comm_compute_ratio"),
+        "outputs_match": r.get("outputs_match"),
+        "tplab_version": __version__,
+        "status": status,
+        "reason": reason,
+    }
+    if r:
+        m["world_size"] = r.get("world_size")
+        m["backend"] = r.get("backend")
+        m["timing"] = (r.get("timing") or {}).get("tp_latency")
+    for k, v in (extra or {}).items():
+        if k in m:
+            raise ManifestError(f"extra field {k!r} would overwrite a manifest field.")
+        m[k] = v
+    return redact(m)
+
+
+def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> Path:
+    """Write the manifest atomically (redacted once more on the way out)."""
+    missing = [k for k in SEED_FIELDS + EXTRA_FIELDS if k not in manifest]
+    if missing:
+        raise ManifestError(f"manifest is missing {', '.join(missing)}.")
+    write_json(path, redact(manifest))
+    return Path(path)
