@@ -1,0 +1,78 @@
+"""`tplab compile --out DIR`: seed 003's torch.compile lab (match, Inductor kernel dump, timings).
+
+The lab runs in a child interpreter because Inductor's logging and debug variables only take effect
+if they are set before ``import torch``; this module sets them (``tplab.labs.inductor_env``), starts
+``python -m tplab.labs.compile_lab`` and keeps the child's log (Inductor's ``output_code`` dump) in
+``DIR/inductor.log``. Stdlib only at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HELP = "torch.compile MiniGPT-grammar and the seed's Linear+softmax; dump and annotate Inductor's kernels."
+DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/manifest.json, "
+               "DIR/compile-results.json and the generated code under DIR/kernels/.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+    p.add_argument("--out", type=Path, required=True, help="output directory (created; must be empty or new)")
+    p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="MiniGPT-grammar checkpoint (default: the shipped one)")
+    p.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="prompt file, one prompt a line")
+    p.add_argument("--substitute-only", action="store_true",
+                   help="only the seed's Linear(64, 600)+softmax substitute, no MiniGPT")
+    p.add_argument("--new-tokens", type=int, default=64, help="tokens per timed decode (default 64)")
+    p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per pair (default 5)")
+    p.add_argument("--calls", type=int, default=200, help="calls per timing round for forwards (default 200)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: torch's choice; 1 gives steadier numbers on a busy machine)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from tplab.labs.inductor_env import inductor_env
+
+    out: Path = args.out
+    if out.exists() and any(out.iterdir()):
+        print(f"tplab compile: {out} is not empty; choose a new or empty --out directory.", file=sys.stderr)
+        return 2
+    if not args.substitute_only and not args.checkpoint.exists():
+        print(f"tplab compile: checkpoint {args.checkpoint} not found; pass --checkpoint PATH "
+              "or --substitute-only.", file=sys.stderr)
+        return 2
+    for name in ("new_tokens", "rounds", "calls"):
+        if getattr(args, name) < 1:
+            print(f"tplab compile: --{name.replace('_', '-')} must be at least 1.", file=sys.stderr)
+            return 2
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "tplab.labs.compile_lab", "--out", str(out),
+           "--new-tokens", str(args.new_tokens), "--rounds", str(args.rounds), "--calls", str(args.calls)]
+    if not args.substitute_only:
+        cmd += ["--checkpoint", str(args.checkpoint)]
+        if args.prompts and args.prompts.exists():
+            cmd += ["--prompts", str(args.prompts)]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    print(f"tplab compile: compiling (the first compile takes tens of seconds on a CPU); log in {out / 'inductor.log'}")
+    with open(out / "inductor.log", "w") as log:
+        rc = subprocess.call(cmd, env=inductor_env(out), stdout=log, stderr=subprocess.STDOUT)
+    if rc != 0:
+        tail = (out / "inductor.log").read_text(errors="replace").splitlines()[-15:]
+        print(f"tplab compile: the compile lab failed (exit {rc}); last lines of {out / 'inductor.log'}:",
+              file=sys.stderr)
+        print("\n".join(tail), file=sys.stderr)
+        return 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    print(f"substitute max |eager - compiled| = {manifest['substitute_max_abs_diff']:.3e} "
+          f"(bar {manifest['match_bar']:g}); fused softmax kernel: {manifest['fused_softmax_kernel']}")
+    if manifest.get("decode_speedup_vs_eager") is not None:
+        ms = manifest["decode_ms_per_token"]
+        print(f"decode: eager {ms['eager']:.3f} ms/token, compiled {ms['compiled']:.3f} ms/token "
+              f"({manifest['decode_speedup_vs_eager']:.2f}x); tokens equal: {manifest['decode_tokens_equal']}")
+    print(f"status {manifest['status']}; report: {out / 'REPORT.md'}")
+    return 0 if manifest["status"] == "COMPLETE" else 1
