@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from tplab.mock.handle import start_mock_cloud
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory):
+    """One mock cloud per test module (starting one costs ~1 s); faults reset after each test."""
+    key = "rpa_MOCKTEST" + secrets.token_hex(12)
+    with start_mock_cloud(boot_delay_s=0.2, balance_usd=5.0, api_key=key,
+                          state_dir=tmp_path_factory.mktemp("mockcloud"), keep_sandboxes=True) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def _reset_faults(request):
+    yield
+    if "cloud" in request.fixturenames:
+        c = request.getfixturevalue("cloud")
+        if c.running:
+            c.set_faults(no_spot_capacity=False, no_on_demand_capacity=False, runtime_null_s=0.0,
+                         ssh_refuse_s=0.0, http_500={}, spot_interrupt_after_s=None,
+                         terminate_fail_n=0)
