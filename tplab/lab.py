@@ -520,6 +520,7 @@ class Lab:
                 raise LabStop(FAILED, f"the pod {self.pod_id} went {info.state} while booting "
                               "(spot interruption?)")
             if info.state.upper() == "RUNNING" and info.ssh is not None:
+                self.pod = info
                 if self._record is not None:
                     self._record.ssh_host, self._record.ssh_port = info.ssh.host, info.ssh.port
                     self._save_record()

@@ -1,0 +1,280 @@
+"""End to end on the real mock cloud: real RunPod provider, real SSH/SFTP, the real job under
+torchrun on this CPU, the real watchdog, the real ledger. Tiny job settings keep each test short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tplab.budget import BudgetGuard, default_ledger_path
+from tplab.events import read_events
+from tplab.lab import COMPLETE, FAILED, STUB, Lab, LabConfig
+from tplab.mock_session import _provider
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cfg(lab_assets, tmp_path, **kw) -> LabConfig:
+    ckpt, prompts = lab_assets
+    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
+                checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
+                heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
+    base.update(kw)
+    return LabConfig(**base)
+
+
+def _ledger_lines() -> list[dict]:
+    path = default_ledger_path(mock=True)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _assert_settled(label: str) -> None:
+    guard = BudgetGuard(default_ledger_path(mock=True), 100.0)
+    assert guard.held == 0.0, "an authorization was left open"
+    kinds = [e["kind"] for e in _ledger_lines() if e["label"] == label]
+    assert kinds and kinds[0] == "authorize" and kinds[-1] in ("actual", "release")
+
+
+def _cli(args: list[str], env_extra: dict[str, str]) -> subprocess.Popen:
+    env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "tplab", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[dict]:
+    """Read the --json stream until pred(event) holds; returns what was read."""
+    seen: list[dict] = []
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        ev = json.loads(line)
+        seen.append(ev)
+        if pred(ev):
+            return seen
+    raise AssertionError(f"never saw the awaited event; last: {seen[-3:]}")
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path):
+    from tplab.commands.run import run_lab
+    import io
+    cfg = _cfg(lab_assets, tmp_path)
+    out = io.StringIO()
+    code = await run_lab(cfg, out=out)
+    text = out.getvalue()
+    assert code == 0, text
+    d = cfg.out_dir
+    for name in ("manifest.json", "results.json", "events.jsonl", "instance.json",
+                 "proof-terminated.json", "scaling-curve.png", "job.log", "stream.jsonl"):
+        assert (d / name).is_file(), name
+    assert (d / "scaling-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    manifest = json.loads((d / "manifest.json").read_text())
+    results = json.loads((d / "results.json").read_text())
+    proof = json.loads((d / "proof-terminated.json").read_text())
+    inst = json.loads((d / "instance.json").read_text())
+    assert manifest["status"] == "COMPLETE" and manifest["verified_gone"] is True
+    assert manifest["instance_id"] == inst["pod_id"] == proof["pod_id"]
+    assert inst["state"] == "gone"
+    assert proof["verified_gone"] and proof["listed"] is False and proof["answer"] == {"pod": None}
+    assert results["outputs_match"] is True
+    assert manifest["single_gpu_per_token_ms"] == results["single_per_token_ms"]
+    assert manifest["speedup"] == pytest.approx(results["speedup"])
+    assert manifest["actual_cost_usd"] is not None and 0 < manifest["actual_cost_usd"] < 0.1
+    assert manifest["crossover_d_model"] is None or manifest["crossover_d_model"] > 64
+    # every job event the pod wrote reached the client exactly once
+    pod_seqs = [e.seq for e in read_events(str(d / "events.jsonl"))]
+    streamed = [json.loads(line) for line in (d / "stream.jsonl").read_text().splitlines()]
+    job_seqs = [e["seq"] for e in streamed if e["src"] == "job"]
+    assert job_seqs == pod_seqs == list(range(len(pod_seqs)))
+    lab_types = {e["type"] for e in streamed if e["src"] == "lab"}
+    assert {"phase", "instance", "ssh", "cost", "budget"} <= lab_types
+    phases = [e["name"] for e in streamed if e["src"] == "lab" and e["type"] == "phase"]
+    assert phases == ["preflight", "authorize", "create", "boot", "connect", "upload", "run",
+                      "fetch", "terminate", "verify", "record", "manifest", "done"]
+    _assert_settled(cfg.ledger_label())
+    actual = [e for e in _ledger_lines() if e["kind"] == "actual"]
+    assert float(actual[-1]["amount_usd"]) == pytest.approx(manifest["actual_cost_usd"], abs=1e-6)
+    # the headless view: phases, final table
+    assert "speedup (single/TP)" in text and "verified gone" in text
+    # secrets: neither the mock's API key nor a private key in anything written
+    for path in d.iterdir():
+        blob = path.read_bytes()
+        assert b"PRIVATE KEY" not in blob, path
+
+
+async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, mock_cloud):
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    lab = Lab(_cfg(lab_assets, tmp_path, new_tokens=16), provider=prov)
+    events = lab.subscribe()
+    drops = 0
+    waiting_reconnect = False
+    job_seqs: list[int] = []
+
+    async def saboteur():
+        nonlocal drops, waiting_reconnect
+        async for ev in events:
+            if ev.src == "job":
+                job_seqs.append(ev.seq)
+                if drops < 2 and not waiting_reconnect and lab._conn is not None:
+                    drops += 1
+                    waiting_reconnect = True
+                    lab._conn.abort()  # the TCP connection dies under the transport
+            elif ev.type == "ssh" and ev["state"] == "connected":
+                waiting_reconnect = False
+
+    task = asyncio.create_task(saboteur())
+    outcome = await lab.run()
+    await task
+    assert outcome.status == COMPLETE, outcome.reason
+    assert outcome.verified_gone and outcome.exit_code == 0
+    assert drops == 2 and lab.ssh_drops == 2
+    pod_seqs = [e.seq for e in read_events(str(outcome.out_dir / "events.jsonl"))]
+    assert job_seqs == pod_seqs == list(range(len(pod_seqs)))
+    assert lab.tail.gaps == 0
+
+
+def test_client_sigkill_watchdog_terminates_pod(lab_assets, tmp_path, mock_cloud):
+    ckpt, prompts = lab_assets
+    hb = 3.0
+    proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json",
+                 "--prompts", "2", "--new-tokens", "64", "--no-sweep", "--warmup", "1",
+                 "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
+                 "--heartbeat-timeout", str(hb), "--out", str(tmp_path / "out")],
+                {"RUNPOD_API_KEY": mock_cloud.api_key})
+    try:
+        _json_events_until(proc, lambda e: e["src"] == "job", 120)
+        pods = [p for p in mock_cloud.pods() if p["desiredStatus"] == "RUNNING"]
+        assert len(pods) == 1
+        pod_id = pods[0]["id"]
+        os.kill(proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+    # bound: stale-after + one watchdog poll + the API call; generous for a loaded 2-core box
+    bound = hb + 12.0
+    while time.monotonic() - killed < bound:
+        pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
+        if pod["desiredStatus"] != "RUNNING":
+            break
+        time.sleep(0.3)
+    took = time.monotonic() - killed
+    assert pod["desiredStatus"] == "TERMINATED", pod
+    assert took < bound
+    # and the next tplab finds no live pod left (status reads the provider and instance.json)
+    from tplab.commands.status import gather
+    os.environ["RUNPOD_API_KEY"] = mock_cloud.api_key
+    try:
+        assert gather(True, mock_cloud.api_url) == []
+    finally:
+        del os.environ["RUNPOD_API_KEY"]
+
+
+def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path):
+    from tplab.mock.handle import start_mock_cloud
+    ckpt, prompts = lab_assets
+    cloud = start_mock_cloud(boot_delay_s=60.0, state_dir=tmp_path / "mock-state")
+    try:
+        proc = _cli(["run", "--mock", "--api-url", cloud.api_url, "--json",
+                     "--prompts", "2", "--new-tokens", "8", "--no-sweep",
+                     "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
+                     "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": cloud.api_key})
+        _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "boot", 60)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "done",
+                                  60)
+        proc.wait(30)
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+        done = rest[-1]
+        assert proc.returncode != 0
+        assert done["status"] == FAILED and "Ctrl-C" in done["reason"]
+        assert done["verified_gone"] is True
+        assert "Ctrl-C" in err
+        pods = cloud.pods()
+        assert len(pods) == 1 and pods[0]["desiredStatus"] == "TERMINATED"
+        _assert_settled("lab02-tp-spinup-rtx4090x2")
+        assert [e["kind"] for e in _ledger_lines()] == ["authorize", "actual"]
+    finally:
+        cloud.stop()
+
+
+async def test_no_spot_capacity_is_an_educational_stub(lab_assets, tmp_path):
+    from tplab.commands.run import run_lab
+    import io
+    cfg = _cfg(lab_assets, tmp_path,
+               mock_options={"boot_delay_s": 0.3, "faults": {"no_spot_capacity": True}})
+    out = io.StringIO()
+    code = await run_lab(cfg, out=out)
+    assert code != 0
+    manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
+    assert manifest["status"] == STUB
+    assert "no spot capacity" in manifest["reason"] and "nothing was created" in manifest["reason"]
+    assert manifest["instance_id"] is None
+    assert not (cfg.out_dir / "proof-terminated.json").exists()
+    assert _ledger_lines() == []  # refused before authorize
+    assert "EDUCATIONAL_STUB" in out.getvalue()
+
+
+def test_price_over_cap_refused_before_create(lab_assets, tmp_path, mock_cloud):
+    ckpt, prompts = lab_assets
+    proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--lab-cap", "0.5",
+                 "--prompts", "2", "--new-tokens", "8", "--no-sweep",
+                 "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
+                 "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": mock_cloud.api_key})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "above the lab cap $0.50" in err and "nothing was created" in err
+    assert mock_cloud.pods() == []  # the mock saw no create
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["status"] == STUB
+    assert _ledger_lines() == []
+
+
+def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, mock_cloud):
+    from tplab import remote
+    from tplab.cloud.base import PodSpec
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    key = remote.generate_client_key()
+    old = prov.create(PodSpec(name="tplab-earlier-lab", gpu_type="NVIDIA GeForce RTX 4090",
+                              gpu_count=2, public_key=remote.public_key_line(key)))
+    ckpt, prompts = lab_assets
+    env = {"RUNPOD_API_KEY": mock_cloud.api_key}
+    base = ["--mock", "--api-url", mock_cloud.api_url]
+    proc = _cli(["run", *base, "--prompts", "2", "--new-tokens", "8", "--no-sweep",
+                 "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
+                 "--out", str(tmp_path / "out")], env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert old.id in err and f"tplab terminate {old.id}" in err
+    assert [p["id"] for p in mock_cloud.pods()] == [old.id]  # nothing new was created
+    proc = _cli(["status", *base], env)
+    out, _ = proc.communicate(timeout=60)
+    assert old.id in out
+    proc = _cli(["terminate", "--all", *base], env)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"{old.id}: gone" in out
+    assert mock_cloud.pods()[0]["desiredStatus"] == "TERMINATED"
