@@ -30,9 +30,9 @@ from typing import Any
 
 __all__ = ["DistributedTestError", "run_distributed"]
 
-# gloo rendezvous waits for every rank; on a busy 2-core machine importing torch in a spawned
-# process alone can take several seconds, so the process-group timeout must cover that.
-DEFAULT_PG_TIMEOUT_S = 30.0
+# How long one collective may wait for its peers before the rank fails. The ranks meet at a
+# rendezvous before the process group exists, so slow process start-up does not count against it.
+DEFAULT_PG_TIMEOUT_S = 15.0
 
 
 class DistributedTestError(AssertionError):
@@ -47,6 +47,7 @@ def _rank_main(
     init_file: str,
     result_dir: str,
     pg_timeout_s: float,
+    rendezvous_timeout_s: float,
 ) -> None:
     import torch
     import torch.distributed as dist
@@ -54,9 +55,19 @@ def _rank_main(
     torch.set_num_threads(1)
     if sys.platform.startswith("linux") and os.path.exists("/sys/class/net/lo"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on loopback
+    # Rendezvous first, patiently (spawned ranks start seconds apart on a busy machine), then
+    # create the process group with a short timeout that only collectives have to meet.
+    store = dist.FileStore(init_file, world_size)
+    store.set_timeout(timedelta(seconds=rendezvous_timeout_s))
+    store.add("arrived", 1)
+    deadline = time.monotonic() + rendezvous_timeout_s
+    while store.add("arrived", 0) < world_size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: the other ranks did not start within {rendezvous_timeout_s:.0f} s")
+        time.sleep(0.02)
     dist.init_process_group(
         backend="gloo",
-        init_method=f"file://{init_file}",
+        store=store,
         rank=rank,
         world_size=world_size,
         timeout=timedelta(seconds=pg_timeout_s),
@@ -81,7 +92,8 @@ def run_distributed(
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; return their results.
 
-    Raises DistributedTestError with the failing rank's traceback if any rank raises or dies, or if
+    ``timeout_s`` bounds the whole run; ``pg_timeout_s`` (default 15 s) bounds each collective,
+    so a rank waiting for a peer that never comes fails in seconds. Raises DistributedTestError with the failing rank's traceback if any rank raises or dies, or if
     the whole run takes longer than ``timeout_s`` (then every rank is killed).
     """
     import torch.multiprocessing as mp
@@ -90,11 +102,13 @@ def run_distributed(
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}.")
     pg_timeout = pg_timeout_s if pg_timeout_s is not None else min(DEFAULT_PG_TIMEOUT_S, timeout_s)
+    if pg_timeout <= 0 or timeout_s <= 0:
+        raise ValueError("timeout_s and pg_timeout_s must be positive.")
     with tempfile.TemporaryDirectory(prefix="tplab-dist-") as tmp:
         init_file = os.path.join(tmp, "rendezvous")
         context = mp.start_processes(
             _rank_main,
-            args=(fn, world_size, args, init_file, tmp, pg_timeout),
+            args=(fn, world_size, args, init_file, tmp, pg_timeout, timeout_s),
             nprocs=world_size,
             join=False,
             start_method="spawn",
