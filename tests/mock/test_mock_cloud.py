@@ -168,3 +168,29 @@ def test_rest_v1_create_get_delete(cloud):
     assert status == 404
     status, err = http("POST", cloud.rest_url + "/pods", cloud.api_key, {**body, "gpuTypeIds": ["X"]})
     assert status == 400 and "X" in err["error"]
+
+
+def test_pod_stop_through_the_sdk_stops_billing_and_processes(cloud, ready_pod):
+    from tplab.cloud.sdk import ctl
+
+    p, pod, key = ready_pod
+    ssh_run(pod.ssh.host, pod.ssh.port, key, "setsid nohup sleep 300 >/dev/null 2>&1 </dev/null &")
+    answer = p._api.call("stopping the pod", ctl().stop_pod, pod.id)
+    assert answer == {"id": pod.id, "desiredStatus": "EXITED"}
+    view = next(v for v in cloud.pods() if v["id"] == pod.id)
+    assert view["alivePids"] == [] and view["endReason"] == "stopped"
+    billed = view["billedSeconds"]
+    time.sleep(1.1)
+    assert next(v for v in cloud.pods() if v["id"] == pod.id)["billedSeconds"] == billed
+    assert p.status(pod.id).state == "EXITED"
+
+
+def test_create_with_too_low_a_balance_is_refused(tmp_path):
+    from tplab.cloud.base import ProviderError
+    from tplab.mock.handle import start_mock_cloud
+
+    with start_mock_cloud(boot_delay_s=0.1, balance_usd=0.001, state_dir=tmp_path) as low:
+        p = RunPodProvider(**low.provider_kwargs(), retry_delays=())
+        with pytest.raises(ProviderError, match=r"while creating the spot pod: Your balance is too low"):
+            p.create(spec(new_key(), name="tplab-poor"))
+        assert low.pods() == []

@@ -68,7 +68,7 @@ class RunPodRest:
         if resp.status_code >= 400:
             msg = data.get("error") if isinstance(data, dict) else None
             msg = redact(" ".join(str(msg or data).split()), [self._key])
-            raise ApiError(f"RunPod rejected the {what} request (HTTP {resp.status_code}): {msg}",
+            raise ApiError(f"RunPod returned an error while {what} (HTTP {resp.status_code}): {msg}",
                            msg)
         return data
 

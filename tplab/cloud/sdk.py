@@ -101,7 +101,7 @@ class RunPodApi:
                 raise AuthError(AUTH_FAILED) from None
             except rp_error.QueryError as exc:
                 msg = error_text(exc, [self._key])
-                raise ApiError(f"RunPod rejected the {what} request: {msg}", msg) from None
+                raise ApiError(f"RunPod returned an error while {what}: {msg}", msg) from None
             except requests.exceptions.JSONDecodeError:
                 raise TransientError(
                     f"RunPod's API failed while {what} (it answered with a server error page); "

@@ -43,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tplab.mock.faults import faults_from_args
-    from tplab.mock.server import MockCloudServer
 
     try:
         faults = faults_from_args(args)
     except (OSError, ValueError) as exc:
         print(f"tplab mock-cloud: bad fault switches: {exc}", file=sys.stderr)
         return 2
+    from tplab.mock.server import MockCloudServer  # aiohttp, asyncssh, graphql: after the checks
     if args.state_dir:
         base = Path(args.state_dir)
     else:

@@ -83,6 +83,7 @@ class MockPod:
     machine_id: str = field(default_factory=_new_id)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     killed_pids: int = 0
+    host_key: str | None = None           # OpenSSH line of the pod's host key, once booted
 
     def billed_seconds(self, now: float | None = None) -> int:
         end = self.ended_mono if self.ended_mono is not None else (now or time.monotonic())
@@ -108,7 +109,6 @@ class CloudState:
         self.api_url = api_url
         self.keep_sandboxes = keep_sandboxes
         self.pods: dict[str, MockPod] = {}   # every pod ever created, terminated ones too
-        self._charged_terminated = 0.0
 
     # ---- account -------------------------------------------------------------------------
     def balance(self) -> float:
@@ -210,12 +210,24 @@ class CloudState:
                 fh.write(f"export {k}={shlex.quote(env[k])}\n")
 
     async def _boot(self, pod: MockPod) -> None:
+        try:
+            await self._boot_steps(pod)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a mock bug or a port problem: the pod never gets SSH
+            import traceback
+
+            print(f"mock cloud: pod {pod.id} failed to boot: {exc!r}", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+
+    async def _boot_steps(self, pod: MockPod) -> None:
         f = pod.faults
         await asyncio.sleep(self.boot_delay_s + max(0.0, f.runtime_null_s))
         if pod.desired_status != "RUNNING":
             return
         pod.ssh = PodSshServer(pod.id, pod.sandbox, pod.public_key, {})
         pod.ssh.reserve()
+        pod.host_key = pod.ssh.host_key_openssh
         env = self.pod_env(pod)
         pod.ssh.env = env
         self._write_rp_environment(pod, env)
@@ -306,7 +318,7 @@ class CloudState:
             "gpuCount": pod.gpu_count, "costPerHr": pod.cost_per_hr,
             "sshPort": pod.ssh.port if pod.ssh else None,
             "sshListening": bool(pod.ssh and pod.ssh.listening),
-            "hostKey": pod.ssh.host_key_openssh if pod.ssh else None,
+            "hostKey": pod.host_key,
             "sandbox": str(pod.sandbox), "billedSeconds": pod.billed_seconds(),
             "accruedUsd": pod.accrued_usd(), "endReason": pod.end_reason,
             "alivePids": alive, "killedPids": pod.killed_pids,

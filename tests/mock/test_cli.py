@@ -1,0 +1,60 @@
+"""`tplab mock-cloud` as a process: the ready line, and stopping it ends every pod's processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tplab.cloud.runpod_provider import RunPodProvider
+from tplab.mock.handle import start_mock_cloud
+from tests.mock.helpers import http, new_key, spec, ssh_run
+
+
+def test_cli_prints_ready_line_and_stops_on_sigterm(tmp_path):
+    env = {**os.environ, "TPLAB_MOCK_API_KEY": "rpa_cli_test_key_0123456789"}
+    proc = subprocess.Popen([sys.executable, "-m", "tplab", "mock-cloud", "--port", "0",
+                             "--boot-delay", "0.1", "--balance", "3", "--no-spot-capacity",
+                             "--state-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        info = json.loads(proc.stdout.readline())
+        assert info["api_url"].startswith("http://127.0.0.1:")
+        assert info["api_key"] == "rpa_cli_test_key_0123456789"
+        status, state = http("GET", info["api_url"] + "/_mock/state", info["api_key"])
+        assert status == 200 and state["balance"] == 3 and state["faults"]["no_spot_capacity"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert not Path(info["state_dir"]).exists()  # sandboxes removed without --keep-sandboxes
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_bad_fault_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "f.json"
+    bad.write_text('{"nope": 1}')
+    r = subprocess.run([sys.executable, "-m", "tplab.mock", "--faults", str(bad)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "unknown fault switch(es) nope" in r.stderr
+
+
+def test_stopping_the_mock_terminates_pods_and_their_processes(tmp_path):
+    key = new_key()
+    with start_mock_cloud(boot_delay_s=0.1, state_dir=tmp_path, keep_sandboxes=True) as cloud:
+        p = RunPodProvider(**cloud.provider_kwargs(), poll_interval_s=0.05)
+        ready = p.wait_ready(p.create(spec(key, name="tplab-orphan")).id, 15)
+        r = ssh_run(ready.ssh.host, ready.ssh.port, key,
+                    "setsid nohup sleep 300 >/dev/null 2>&1 </dev/null & echo $!")
+        pid = int(r.stdout.strip())
+        assert Path(f"/proc/{pid}").exists()
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
