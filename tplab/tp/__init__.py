@@ -1,4 +1,4 @@
-"""TP primitives: collectives as conjugate autograd Functions and the Megatron-style layers.
+"""TP primitives: collectives as conjugate autograd Functions, comm timing, and the Megatron-style layers.
 
 Pod-side: imports only torch and the standard library.
 """
@@ -6,8 +6,6 @@ Pod-side: imports only torch and the standard library.
 from __future__ import annotations
 
 from .collectives import (
-    CommTiming,
-    comm_timing,
     copy_to_region,
     gather_from_region,
     get_rank,
@@ -15,6 +13,7 @@ from .collectives import (
     reduce_from_region,
     scatter_to_region,
 )
+from .timing import CommTiming, comm_timing
 from .layers import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, shard_size
 
 __all__ = [

@@ -9,7 +9,7 @@ pass, and the two directions are conjugate (Megatron's ``core/tensor_parallel/ma
     scatter_to_region   forward: split (last dim)  backward: all-gather (last)
 
 Writing each as an ``autograd.Function`` makes gradients correct by construction, and keeps every
-byte that crosses ranks in one place, which is also where ``comm_timing`` measures it.
+byte that crosses ranks in one place, which is also where ``comm_timing`` (timing.py) measures it.
 
 Every wrapper takes ``group=None`` (the default process group). With no initialised process group,
 or a group of one rank, every wrapper is the identity and no communication happens.
@@ -19,14 +19,13 @@ This module travels to the pod: it imports only torch and the standard library.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from . import timing
+from .timing import CommTiming, comm_timing
 
 __all__ = [
     "CommTiming",
@@ -59,61 +58,6 @@ def get_rank(group: ProcessGroup = None) -> int:
     return dist.get_rank(group) if _initialized() else 0
 
 
-# --------------------------------------------------------------------------- comm timing
-
-
-@dataclass
-class CommTiming:
-    """What the collectives did while a ``comm_timing`` block was active.
-
-    ``ms`` is wall time inside collectives (bracketed by ``sync()``), ``calls`` the number of
-    collectives that communicated, ``bytes`` the payload each rank contributed or received:
-    the tensor's size for an all-reduce, the gathered tensor's size for an all-gather.
-    """
-
-    sync: Callable[[], None] | None = None
-    ms: float = 0.0
-    calls: int = 0
-    bytes: int = 0
-    by_op: dict[str, int] = field(default_factory=dict)
-
-
-_ACTIVE: list[CommTiming] = []
-
-
-@contextmanager
-def comm_timing(sync: Callable[[], None] | None = None) -> Iterator[CommTiming]:
-    """Measure every collective issued inside the block.
-
-    ``sync`` (e.g. ``torch.cuda.synchronize``) is called before and after each collective so the
-    measured interval covers the communication itself and not queued compute. Blocks may nest;
-    every active timer sees every collective.
-    """
-    timer = CommTiming(sync=sync)
-    _ACTIVE.append(timer)
-    try:
-        yield timer
-    finally:
-        _ACTIVE.remove(timer)
-
-
-def _run_timed(op: str, nbytes: int, fn: Callable[[], torch.Tensor]) -> torch.Tensor:
-    syncs = {id(t.sync): t.sync for t in _ACTIVE if t.sync is not None}
-    for s in syncs.values():
-        s()
-    start = time.perf_counter()
-    out = fn()
-    for s in syncs.values():
-        s()
-    ms = (time.perf_counter() - start) * 1e3
-    for t in _ACTIVE:
-        t.ms += ms
-        t.calls += 1
-        t.bytes += nbytes
-        t.by_op[op] = t.by_op.get(op, 0) + 1
-    return out
-
-
 # --------------------------------------------------------------------------- raw collectives
 
 
@@ -132,8 +76,8 @@ def _all_reduce_n(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
         dist.all_reduce(out, group=group)
         return out
 
-    if _ACTIVE:
-        return _run_timed("all_reduce", x.numel() * x.element_size(), op)
+    if timing.ACTIVE:
+        return timing.run_timed("all_reduce", x.numel() * x.element_size(), op)
     return op()
 
 
@@ -165,8 +109,8 @@ def _gather_last(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
         dist.all_gather(parts, local, group=group)
         return torch.cat(parts, dim=-1)
 
-    if _ACTIVE:
-        return _run_timed("all_gather", x.numel() * x.element_size() * world, op)
+    if timing.ACTIVE:
+        return timing.run_timed("all_gather", x.numel() * x.element_size() * world, op)
     return op()
 
 
