@@ -13,8 +13,8 @@ from .collectives import (
     reduce_from_region,
     scatter_to_region,
 )
-from .timing import CommTiming, comm_timing
 from .layers import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, shard_size
+from .timing import CommTiming, comm_timing
 
 __all__ = [
     "ColumnParallelLinear",
