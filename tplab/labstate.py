@@ -226,6 +226,7 @@ class LabState:
         self.d_model: int | None = None
         self.world_size: int | None = None
         self.prompt_texts: dict[str, dict[int, str]] = {m: {} for m in MODES}
+        self.last_token_mode: str | None = None
         self.sweeps = 0
         self.results: dict[str, Any] | None = None
         # termination as the user sees it
@@ -346,12 +347,7 @@ class LabState:
 
     def progress(self) -> dict[str, Any]:
         """Where decoding is: the current mode, prompt i of N, token j of M (1-based)."""
-        mode = self.job_phase if self.job_phase in MODES else None
-        if mode is None:
-            for m in reversed(MODES):
-                if self.timings[m].count:
-                    mode = m
-                    break
+        mode = self.last_token_mode
         t = self.timings[mode] if mode else None
         return {
             "mode": mode,
@@ -416,7 +412,7 @@ def _on_phase(s: LabState, ev: Event) -> None:
         s._log(ev.ts, ev.src, "info", f"phase {name}{extra}")
     else:
         s.job_phase = name
-        s._log(ev.ts, ev.src, "info", f"job phase {name}")
+        s._log(ev.ts, ev.src, "info", f"phase {name}")
 
 
 def _on_log(s: LabState, ev: Event) -> None:
@@ -430,6 +426,7 @@ def _on_token(s: LabState, ev: Event) -> None:
         s.unknown_events += 1
         return
     t.add(float(ev["ms"]), float(ev["ar_ms"]))
+    s.last_token_mode = mode
     t.prompt = ev["prompt"]
     t.pos = ev["pos"]
 
@@ -452,10 +449,8 @@ def _on_sweep(s: LabState, ev: Event) -> None:
 def _on_result(s: LabState, ev: Event) -> None:
     res = ev["results"]
     s.results = res
-    for key in ("d_model", "world_size"):
-        v = res.get(key)
-        if v is None and isinstance(res.get("config"), dict):
-            v = res["config"].get(key)
+    model = res.get("model") if isinstance(res.get("model"), dict) else {}
+    for key, v in (("d_model", model.get("d_model")), ("world_size", res.get("world_size"))):
         if isinstance(v, int) and not isinstance(v, bool):
             setattr(s, key, v)
     match = res.get("outputs_match")

@@ -24,8 +24,16 @@ class StatePanel(Static):
     def on_mount(self) -> None:
         self.border_title = self.TITLE
 
+    _state: LabState | None = None
+
     def show(self, state: LabState) -> None:
+        self._state = state
         self.update(self.render_state(state))
+
+    def on_resize(self) -> None:
+        # content that depends on the width (bars) is rebuilt once the size is known
+        if self._state is not None:
+            self.update(self.render_state(self._state))
 
     def render_state(self, state: LabState):  # -> rich renderable
         raise NotImplementedError

@@ -8,7 +8,6 @@ thread worker so a slow model never stalls the UI.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +16,12 @@ from textual_plotext import PlotextPlot
 
 from tplab.labstate import LabState
 
-D_MODELS: tuple[int, ...] = tuple(2 ** k for k in range(6, 15))  # 64 … 16384
+D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60
 
 
 @dataclass(frozen=True)
 class ScalingCurve:
-    d_models: list[int]
+    d_models: list[float]
     single_ms: list[float]
     tp_ms: list[float]
     crossover: float | None
@@ -30,50 +29,60 @@ class ScalingCurve:
 
 
 class ScalingSource:
-    """Where the curve comes from: ``tplab.scaling`` with a hardware profile and a TP degree."""
+    """Where the curve comes from: ``tplab.scaling`` with the hardware profile the lab's own
+    artifacts use for this GPU type (the CPU profile for ``--mock``, whose pods decode on the
+    CPU), at the lab's TP degree."""
 
-    def __init__(self, profile: str | None = None, world_size: int = 2) -> None:
-        self.profile_name = profile
+    def __init__(self, gpu_type: str = "", world_size: int = 2, mock: bool = False) -> None:
+        self.gpu_type = gpu_type
         self.world_size = world_size
+        self.mock = mock
 
     @classmethod
     def for_config(cls, config: Any) -> "ScalingSource":
-        return cls(getattr(config, "gpu_type", None), int(getattr(config, "gpus", 2) or 2))
+        return cls(str(getattr(config, "gpu_type", "") or ""),
+                   int(getattr(config, "gpus", 2) or 2), bool(getattr(config, "mock", False)))
+
+    def _profile(self, results: dict[str, Any] | None):
+        from tplab import lab_artifacts  # the lab's own choice of profile, not a second one
+
+        pick = getattr(lab_artifacts, "profile_for", None) or lab_artifacts._profile_for
+        hint = results or ({"device_type": "cpu"} if self.mock else {})
+        return pick(hint, self.gpu_type)
 
     def compute(self, results: dict[str, Any] | None = None) -> ScalingCurve:
-        """The curve (calibrated on ``results`` when given). Raises ImportError when the
-        scaling model is not installed."""
+        """The predicted curve; calibrated on the run's ``results`` when they allow it."""
         from tplab import scaling  # torch-free by contract
 
-        profile = scaling.load_profile(self.profile_name)
-        label = str(getattr(profile, "name", self.profile_name or "default"))
+        profile = self._profile(results)
+        shape = None
+        world = self.world_size
         if results:
-            profile = scaling.calibrate(profile, results)
-            label += " (calibrated)"
-        points = scaling.curve(profile, list(D_MODELS), self.world_size)
-        d, single, tp = _columns(points)
-        cross = scaling.crossover_d_model(profile, self.world_size)
-        return ScalingCurve(d, single, tp, float(cross) if cross else None, label)
+            world = int(results.get("world_size") or world)
+            try:
+                shape = scaling.shape_from_results(results)
+            except scaling.ScalingError:
+                shape = None
+            try:
+                profile = scaling.calibrate(profile, results, shape)
+            except scaling.ScalingError:
+                pass  # e.g. no sweep and no single timing: the curve stays uncalibrated
+        ds = scaling.log_space(D_LO, D_HI, N_POINTS)
+        preds = scaling.curve(profile, ds, world, shape)
+        cross = scaling.crossover_d_model(profile, world, shape)
+        label = profile.name + (" calibrated" if profile.calibrated_from else "")
+        return ScalingCurve([p.d_model for p in preds], [p.single_ms for p in preds],
+                            [p.tp_ms for p in preds], cross, label)
 
 
-def _columns(points: Any) -> tuple[list[int], list[float], list[float]]:
-    """Accept the model's curve as rows (dicts or objects) with d_model/single_ms/tp_ms."""
-    d, s, t = [], [], []
-    for p in points:
-        get = p.get if isinstance(p, dict) else (lambda k, _p=p: getattr(_p, k, None))
-        d.append(int(get("d_model")))
-        s.append(float(get("single_ms")))
-        t.append(float(get("tp_ms")))
-    return d, s, t
-
-
-def measured_point(state: LabState) -> tuple[int, float, float] | None:
+def measured_point(state: LabState) -> tuple[float, float, float] | None:
     """(d_model, single ms, tp ms) of this run, from the job's result."""
     r = state.results
-    if not r or state.d_model is None:
+    if not r:
         return None
     try:
-        return state.d_model, float(r["single"]["mean_ms"]), float(r["tp"]["mean_ms"])
+        return (float(r["model"]["d_model"]), float(r["single_per_token_ms"]),
+                float(r["tp_per_token_ms"]))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -89,11 +98,13 @@ class ScalingPanel(PlotextPlot):
         self.curve: ScalingCurve | None = None
         self.problem: str | None = None
         self._calibrated = False
-        self._point: tuple[int, float, float] | None = None
+        self._gen = 0
+        self.pending = 0  # computations not back yet (tests wait for 0)
+        self._point: tuple[float, float, float] | None = None
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.border_title = "Scaling · per-token ms over d_model"
+        self.border_title = "Scaling · predicted ms/token over d_model, ● this run"
         self._draw()
         if self.source is not None:
             self._compute(None)
@@ -112,17 +123,26 @@ class ScalingPanel(PlotextPlot):
             self._calibrated = True
             self._compute(state.results)
 
-    @work(thread=True, exclusive=True, group="scaling", exit_on_error=False)
     def _compute(self, results: dict[str, Any] | None) -> None:
+        self._gen += 1
+        self.pending += 1
+        self._compute_worker(results, self._gen)
+
+    @work(thread=True, group="scaling", exit_on_error=False)
+    def _compute_worker(self, results: dict[str, Any] | None, gen: int) -> None:
+        """Runs in a thread; the newest request wins (an older, slower one is ignored)."""
         try:
             curve, problem = self.source.compute(results), None  # type: ignore[union-attr]
         except ImportError:
             curve, problem = None, "the scaling model (tplab.scaling) is not installed"
         except Exception as exc:  # noqa: BLE001 - shown in the panel
             curve, problem = None, f"scaling model failed: {exc}"
-        self.app.call_from_thread(self._set_curve, curve, problem)
+        self.app.call_from_thread(self._set_curve, curve, problem, gen)
 
-    def _set_curve(self, curve: ScalingCurve | None, problem: str | None) -> None:
+    def _set_curve(self, curve: ScalingCurve | None, problem: str | None, gen: int) -> None:
+        self.pending -= 1
+        if gen != self._gen:
+            return
         if curve is not None or self.curve is None:
             self.curve = curve
         self.problem = problem
@@ -132,23 +152,24 @@ class ScalingPanel(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.xlabel("d_model (log2)")
+        if self.curve is not None or self._point is not None:
+            plt.xscale("log")  # plotext's log scale fails on an empty plot
+            plt.yscale("log")
+        plt.xlabel("d_model")
         plt.ylabel("ms/token")
         c = self.curve
         if c is not None:
-            xs = [math.log2(d) for d in c.d_models]
-            plt.plot(xs, c.single_ms, label="single", color="cyan", marker="braille")
-            plt.plot(xs, c.tp_ms, label="tp", color="magenta", marker="braille")
-            if c.crossover:
-                plt.vline(math.log2(c.crossover), color="yellow")
-                plt.text(f"crossover ≈{c.crossover:,.0f}", math.log2(c.crossover),
-                         max(c.single_ms + c.tp_ms), color="yellow")
-            plt.xticks(xs, [str(d) for d in c.d_models])
-            plt.title(c.label)
+            plt.plot(c.d_models, c.single_ms, label="single", color="cyan", marker="braille")
+            plt.plot(c.d_models, c.tp_ms, label="tp", color="magenta", marker="braille")
+            if c.crossover and D_LO <= c.crossover <= D_HI:
+                plt.vline(c.crossover, color="yellow")
+                plt.title(f"{c.label}: crossover ≈{c.crossover:,.0f}")
+            else:
+                plt.title(f"{c.label}: no crossover")
         elif self.problem:
             plt.title(self.problem)
         if self._point is not None:
             d, s, t = self._point
-            plt.scatter([math.log2(d)], [s], color="cyan", marker="●", label="this run single")
-            plt.scatter([math.log2(d)], [t], color="magenta", marker="●", label="this run tp")
+            plt.scatter([d], [s], color="cyan", marker="●")
+            plt.scatter([d], [t], color="magenta", marker="●")
         self.refresh()

@@ -19,13 +19,12 @@ from tui.panel import StatePanel
 
 
 def _res(results: dict[str, Any] | None, mode: str, key: str) -> float | None:
-    if not results or not isinstance(results.get(mode), dict):
+    """``results[mode]["per_token_ms"][key]`` of the job's results.json, if it is a number."""
+    try:
+        v = results[mode]["per_token_ms"][key]  # type: ignore[index]
+    except (KeyError, TypeError):
         return None
-    for k in (key, key.replace("_ms", "")):
-        v = results[mode].get(k)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _top(results: dict[str, Any] | None, *keys: str) -> Any:
@@ -68,12 +67,12 @@ class TimingsStats(StatePanel):
         t.add_row("", "single", "tp")
         src = " (job)" if r else ""
         s, tp = state.timings["single"], state.timings["tp"]
-        for label, q, key in (("p50 ms", 0.5, "p50_ms"), ("p99 ms", 0.99, "p99_ms")):
+        for label, q, key in (("p50 ms", 0.5, "p50"), ("p99 ms", 0.99, "p99")):
             a = _res(r, "single", key) if r else s.p(q)
             b = _res(r, "tp", key) if r else tp.p(q)
             t.add_row(label + src, ms(a), ms(b))
-        t.add_row("mean ms" + src, ms(_res(r, "single", "mean_ms") if r else s.mean_ms),
-                  ms(_res(r, "tp", "mean_ms") if r else tp.mean_ms))
+        t.add_row("mean ms" + src, ms(_res(r, "single", "mean") if r else s.mean_ms),
+                  ms(_res(r, "tp", "mean") if r else tp.mean_ms))
         t.add_row("tokens", str(s.count), str(tp.count))
         ar = _top(r, "allreduce_ms_per_token") if r else tp.ar_ms_per_token
         cc = _top(r, "comm_compute_ratio") if r else tp.comm_compute_ratio
