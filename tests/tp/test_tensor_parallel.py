@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.distributed import DistributedTestError, run_distributed
+from tests.distributed import run_distributed
 from tplab.tp import (
     ColumnParallelLinear,
     RowParallelLinear,
