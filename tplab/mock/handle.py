@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ class MockCloud:
     state_dir: Path
     process: subprocess.Popen[bytes]
     _stderr_tail: list[str] = field(default_factory=list, repr=False)
+    _threads: list[threading.Thread] = field(default_factory=list, repr=False)
 
     def __repr__(self) -> str:  # never the key
         return f"MockCloud(api_url={self.api_url!r}, pid={self.process.pid})"
@@ -82,7 +82,11 @@ class MockCloud:
         return self.process.poll() is None
 
     def stop(self, timeout_s: float = 20.0) -> int:
-        """SIGTERM the mock (it terminates every pod first) and wait; SIGKILL if it hangs."""
+        """SIGTERM the mock (it terminates every pod first) and wait, SIGKILL if it hangs; then
+        kill anything its pods left running (found by the ``TPLAB_MOCK_CLOUD`` marker: only a
+        mock that died hard leaves any)."""
+        from tplab.mock.procs import CLOUD_MARKER_VAR, kill_marked
+
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -90,6 +94,9 @@ class MockCloud:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
+        kill_marked(CLOUD_MARKER_VAR, self.state_dir.name)
+        for thread in self._threads:
+            thread.join(5)
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
@@ -132,6 +139,16 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
     tail: list[str] = []
+    ready: list[bytes] = []
+    got_line = threading.Event()
+
+    def drain_stdout() -> None:  # the ready line, then anything else (so the pipe never fills)
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if not ready:
+                ready.append(raw)
+                got_line.set()
+        got_line.set()
 
     def drain_stderr() -> None:
         assert proc.stderr is not None
@@ -139,25 +156,25 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
             tail.append(raw.decode(errors="replace").rstrip())
             del tail[:-50]
 
-    threading.Thread(target=drain_stderr, name="mock-cloud-stderr", daemon=True).start()
-    line_box: list[bytes] = []
-    reader = threading.Thread(target=lambda: line_box.append(proc.stdout.readline()),  # type: ignore[union-attr]
-                              daemon=True)
-    reader.start()
-    reader.join(start_timeout_s)
+    threads = [threading.Thread(target=drain_stdout, name="mock-cloud-stdout", daemon=True),
+               threading.Thread(target=drain_stderr, name="mock-cloud-stderr", daemon=True)]
+    for t in threads:
+        t.start()
+    got_line.wait(start_timeout_s)
     try:
         if faults_file:
             os.unlink(faults_file)
     except OSError:
         pass
-    if not line_box or not line_box[0]:
+    if not ready:
         proc.kill()
         proc.wait(5)
-        time.sleep(0.1)
+        for t in threads:
+            t.join(2)
         detail = tail[-1] if tail else "no output"
         raise MockCloudError(f"The mock cloud did not start within {start_timeout_s:.0f} s "
                              f"({detail}); see `tplab mock-cloud --help`.")
-    info = json.loads(line_box[0])
-    cloud = MockCloud(api_url=info["api_url"], rest_url=info["rest_url"], api_key=info["api_key"],
-                      state_dir=Path(info["state_dir"]), process=proc, _stderr_tail=tail)
-    return cloud
+    info = json.loads(ready[0])
+    return MockCloud(api_url=info["api_url"], rest_url=info["rest_url"], api_key=info["api_key"],
+                     state_dir=Path(info["state_dir"]), process=proc, _stderr_tail=tail,
+                     _threads=threads)

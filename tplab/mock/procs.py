@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 MARKER_VAR = "TPLAB_MOCK_POD"
+#: a second marker naming the mock cloud run (its state directory's name), so that a mock that
+#: was SIGKILLed can still have its pods' processes swept by whoever started it (handle.py)
+CLOUD_MARKER_VAR = "TPLAB_MOCK_CLOUD"
 
 
 def _environ_has(pid: int, needle: bytes) -> bool:
@@ -44,6 +47,26 @@ def _is_zombie(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def kill_marked(var: str, value: str, rounds: int = 20) -> int:
+    """SIGKILL every process whose environment has ``var=value`` (and their descendants)."""
+    needle = f"{var}={value}".encode()
+    killed = 0
+    for _ in range(rounds):
+        pids = [int(e.name) for e in os.scandir("/proc")
+                if e.name.isdigit() and int(e.name) != os.getpid()
+                and _environ_has(int(e.name), needle) and not _is_zombie(int(e.name))]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+    return killed
 
 
 def pod_pids(pod_id: str, roots: set[int] | frozenset[int] = frozenset()) -> set[int]:

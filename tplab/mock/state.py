@@ -36,7 +36,7 @@ from typing import Any
 
 from tplab.mock.catalog import GpuOffer, find_offer
 from tplab.mock.faults import Faults
-from tplab.mock.procs import MARKER_VAR, kill_pod_processes, pod_pids
+from tplab.mock.procs import CLOUD_MARKER_VAR, MARKER_VAR, kill_pod_processes, pod_pids
 from tplab.mock.sshpod import PodSshServer
 
 NO_INSTANCES = ("There are no longer any instances available with the requested specifications. "
@@ -198,6 +198,7 @@ class CloudState:
             **rp_env,
             "TPLAB_RP_ENV_FILE": str(pod.sandbox / "etc" / "rp_environment"),
             MARKER_VAR: pod.id,
+            CLOUD_MARKER_VAR: self.state_dir.name,
         }
         return env
 
