@@ -10,6 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from tplab.cloud.base import ProviderError
 from tplab.cloud.runpod_provider import RunPodProvider
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import http, new_key, spec, ssh_run
@@ -18,7 +21,7 @@ from tests.mock.helpers import http, new_key, spec, ssh_run
 def test_cli_prints_ready_line_and_stops_on_sigterm(tmp_path):
     env = {**os.environ, "TPLAB_MOCK_API_KEY": "rpa_cli_test_key_0123456789"}
     proc = subprocess.Popen([sys.executable, "-m", "tplab", "mock-cloud", "--port", "0",
-                             "--boot-delay", "0.1", "--balance", "3", "--no-spot-capacity",
+                             "--boot-delay", "0.1", "--balance", "0.001", "--no-spot-capacity",
                              "--state-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
@@ -26,7 +29,11 @@ def test_cli_prints_ready_line_and_stops_on_sigterm(tmp_path):
         assert info["api_url"].startswith("http://127.0.0.1:")
         assert info["api_key"] == "rpa_cli_test_key_0123456789"
         status, state = http("GET", info["api_url"] + "/_mock/state", info["api_key"])
-        assert status == 200 and state["balance"] == 3 and state["faults"]["no_spot_capacity"]
+        assert status == 200 and state["balance"] == 0.001 and state["faults"]["no_spot_capacity"]
+        p = RunPodProvider(api_key=info["api_key"], api_base_url=info["api_url"], retry_delays=())
+        with pytest.raises(ProviderError, match=r"while creating the on-demand pod: Your balance is too low"):
+            p.create(spec(new_key(), name="tplab-poor", spot=False))
+        assert http("GET", info["api_url"] + "/_mock/pods", info["api_key"])[1] == []
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
         assert not Path(info["state_dir"]).exists()  # sandboxes removed without --keep-sandboxes
@@ -75,3 +82,33 @@ def test_stop_sweeps_processes_of_a_mock_that_died_hard(tmp_path):
     finally:
         cloud.stop()
     assert not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text()
+
+
+CRASHING_PARENT = r"""
+import os, sys
+from tplab.cloud.runpod_provider import RunPodProvider
+from tplab.mock.handle import start_mock_cloud
+from tests.mock.helpers import new_key, spec, ssh_run
+key = new_key()
+cloud = start_mock_cloud(boot_delay_s=0.1, state_dir=sys.argv[1])
+p = RunPodProvider(**cloud.provider_kwargs(), poll_interval_s=0.05)
+ready = p.wait_ready(p.create(spec(key, name="tplab-crash")).id, 15)
+r = ssh_run(ready.ssh.host, ready.ssh.port, key, "setsid nohup sleep 300 >/dev/null 2>&1 </dev/null & echo $!")
+print(cloud.process.pid, r.stdout.strip(), flush=True)
+os._exit(3)  # a crashed client: no stop(), no cleanup
+"""
+
+
+def test_mock_exits_with_a_crashed_parent_and_ends_its_pods(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", CRASHING_PARENT, str(tmp_path)], cwd=root,
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 3, r.stderr
+    mock_pid, sleep_pid = (int(x) for x in r.stdout.split())
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (Path(f"/proc/{mock_pid}").exists()
+                                           or Path(f"/proc/{sleep_pid}").exists()):
+        time.sleep(0.1)
+    assert not Path(f"/proc/{mock_pid}").exists()
+    assert not Path(f"/proc/{sleep_pid}").exists()

@@ -184,13 +184,3 @@ def test_pod_stop_through_the_sdk_stops_billing_and_processes(cloud, ready_pod):
     assert next(v for v in cloud.pods() if v["id"] == pod.id)["billedSeconds"] == billed
     assert p.status(pod.id).state == "EXITED"
 
-
-def test_create_with_too_low_a_balance_is_refused(tmp_path):
-    from tplab.cloud.base import ProviderError
-    from tplab.mock.handle import start_mock_cloud
-
-    with start_mock_cloud(boot_delay_s=0.1, balance_usd=0.001, state_dir=tmp_path) as low:
-        p = RunPodProvider(**low.provider_kwargs(), retry_delays=())
-        with pytest.raises(ProviderError, match=r"while creating the spot pod: Your balance is too low"):
-            p.create(spec(new_key(), name="tplab-poor"))
-        assert low.pods() == []
