@@ -5,7 +5,9 @@ successor. The provider can create through either (``creation_api="graphql"|"res
 else (status with ``runtime.ports``, terminate, balance) stays on GraphQL, which REST does not
 replace for those fields. Base URL: ``rest_base_url``, else ``$RUNPOD_REST_BASE_URL``, else
 ``<api_base_url>/v1`` when a non-default API URL is set (the mock), else ``https://rest.runpod.io/v1``.
-``requests`` (a runpod dependency) is imported lazily.
+``requests`` (a runpod dependency) is imported lazily. REST v1 takes no bid: a spot pod created
+this way runs at RunPod's current spot price (the provider still refuses when the quote shows no
+spot offer).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class RunPodRest:
 
     def create_pod(self, *, name: str, image: str, gpu_type: str, gpu_count: int,
                    interruptible: bool, env: Mapping[str, str], container_disk_gb: int,
-                   bid_per_gpu: float | None = None, cloud_type: str = "SECURE",
+                   cloud_type: str = "SECURE",
                    ports: tuple[str, ...] = ("22/tcp",)) -> dict[str, Any]:
         body: dict[str, Any] = {
             "name": name, "imageName": image, "gpuTypeIds": [gpu_type], "gpuCount": gpu_count,
@@ -82,8 +84,6 @@ class RunPodRest:
             "env": dict(env), "containerDiskInGb": container_disk_gb, "volumeInGb": 0,
             "supportPublicIp": True,
         }
-        if interruptible and bid_per_gpu is not None:
-            body["bidPerGpu"] = bid_per_gpu
         data = self._request("creating the pod", "POST", "/pods", body)
         if not isinstance(data, dict) or not data.get("id"):
             raise ProviderError("RunPod's REST API created no pod id; check the RunPod console "

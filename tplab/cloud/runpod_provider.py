@@ -63,6 +63,13 @@ def _utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _has(msg: str, hints: Sequence[str]) -> bool:
     low = msg.lower()
     return any(h in low for h in hints)
@@ -179,7 +186,7 @@ class RunPodProvider:
             id=str(raw.get("id")), name=str(raw.get("name") or ""),
             state=str(raw.get("desiredStatus") or "UNKNOWN"),
             gpu_type=(raw.get("machine") or {}).get("gpuDisplayName"),
-            gpu_count=raw.get("gpuCount"), usd_per_hr=raw.get("costPerHr"),
+            gpu_count=raw.get("gpuCount"), usd_per_hr=_float_or_none(raw.get("costPerHr")),
             spot=(pod_type == "INTERRUPTABLE") if pod_type else None,
             ssh=self._ssh_of(raw), uptime_s=float(uptime) if uptime is not None else None,
             raw=clean)
@@ -235,7 +242,7 @@ class RunPodProvider:
             left = self._cleanup_by_name(spec.name)
             raise ProviderError(f"RunPod returned no pod for the create request. {left}")
         info = self._info(raw)
-        if info.usd_per_hr is None or info.gpu_count is None:
+        if self.creation_api == "rest" or info.usd_per_hr is None or info.gpu_count is None:
             try:  # the REST/SDK answers carry fewer fields: fill them from a status read
                 info = self.status(info.id)
             except ProviderError:
@@ -248,10 +255,11 @@ class RunPodProvider:
         rest = RunPodRest(self._key, rest_base_for(self._api.api_base_url, self._rest_base_url))
         data = rest.create_pod(name=spec.name, image=spec.image, gpu_type=spec.gpu_type,
                                gpu_count=spec.gpu_count, interruptible=spec.spot, env=env,
-                               container_disk_gb=spec.container_disk_gb, bid_per_gpu=bid,
+                               container_disk_gb=spec.container_disk_gb,
                                cloud_type=self.cloud_type)
         return {"id": data.get("id"), "name": data.get("name", spec.name),
-                "desiredStatus": data.get("desiredStatus"), "costPerHr": data.get("costPerHr"),
+                "desiredStatus": data.get("desiredStatus"),
+                "costPerHr": _float_or_none(data.get("costPerHr")),
                 "gpuCount": data.get("gpuCount") or (data.get("gpu") or {}).get("count"),
                 "podType": "INTERRUPTABLE" if data.get("interruptible") else "RESERVED"}
 

@@ -171,7 +171,9 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
         proc.wait(5)
         for t in threads:
             t.join(2)
-        detail = tail[-1] if tail else "no output"
+        from tplab.redact import redact
+
+        detail = redact(tail[-1], [api_key]) if tail else "no output"
         raise MockCloudError(f"The mock cloud did not start within {start_timeout_s:.0f} s "
                              f"({detail}); see `tplab mock-cloud --help`.")
     info = json.loads(ready[0])
