@@ -14,13 +14,13 @@ processes and conditions. The variants alternate prompt by prompt (the order rot
 so drift in machine load hits all of them alike. A per-token time is the interval between two
 consecutive tokens of ``greedy_decode`` (the prefill step is excluded); we report the median.
 A KV-cache step is one ``forward`` of one token with the cache rewound to the same position, timed
-``--reps`` times (median). Both parallel variants issue the same collectives per token:
+``--reps`` times per position, positions 10 and 100 alternating (median). Both parallel variants issue the same collectives per token:
 1 all-reduce for the embedding, 2 per block, 1 all-gather of the logits.
 
 The model is the trained checkpoint (``assets/minigpt-grammar.pt``) when it exists, otherwise a
 randomly initialised MiniGPT of the default shape (timing does not depend on the weights).
 
-    python benchmarks/bench_tp_decode.py [--world-size 2] [--prompts 4] [--new-tokens 100]
+    python benchmarks/bench_tp_decode.py [--world-size 2] [--prompts 3] [--new-tokens 100]
 """
 
 from __future__ import annotations
@@ -130,20 +130,25 @@ def decode_intervals(model: nn.Module, prompt: list[int], new_tokens: int) -> tu
 
 
 @torch.no_grad()
-def kv_step_ms(model: nn.Module, position: int, reps: int, vocab: int) -> float:
-    """Median ms of one cached decode step at ``position`` (the cache rewound before each rep)."""
-    gen = torch.Generator().manual_seed(position)
-    prefix = torch.randint(0, vocab, (1, position), generator=gen)
-    cache = model.new_cache(batch_size=1)
-    model(prefix, cache)
+def kv_step_ms(model: nn.Module, positions: tuple[int, ...], reps: int, vocab: int) -> dict[int, float]:
+    """Median ms of one cached decode step at each position, the positions timed alternately.
+
+    One cache per position is filled once; before each timed step it is rewound to the position.
+    """
+    gen = torch.Generator().manual_seed(0)
+    caches = {}
+    for p in positions:
+        caches[p] = model.new_cache(batch_size=1)
+        model(torch.randint(0, vocab, (1, p), generator=gen), caches[p])
     token = torch.tensor([[1]])
-    times = []
+    times: dict[int, list[float]] = {p: [] for p in positions}
     for _ in range(reps):
-        cache.length = position
-        start = time.perf_counter()
-        int(model(token, cache)[0, -1].argmax().item())
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        for p in positions:
+            caches[p].length = p
+            start = time.perf_counter()
+            int(model(token, caches[p])[0, -1].argmax().item())
+            times[p].append((time.perf_counter() - start) * 1e3)
+    return {p: statistics.median(t) for p, t in times.items()}
 
 
 @torch.no_grad()
@@ -199,10 +204,7 @@ def rank_main(rank: int, world_size: int, workload_path: str, init_file: str, ou
                     report.per_token_ms[v].extend(res[1])
 
         for v in VARIANTS:
-            report.kv_step_ms[v] = {
-                p: run(v, lambda m, p=p: kv_step_ms(m, p, work.reps, config.vocab_size))
-                for p in KV_POSITIONS
-            }
+            report.kv_step_ms[v] = run(v, lambda m: kv_step_ms(m, KV_POSITIONS, work.reps, config.vocab_size))
         report.no_cache_ms = {
             p: run("single", lambda m, p=p: no_cache_ms(m, p, max(5, work.reps // 4), config.vocab_size))
             for p in KV_POSITIONS
@@ -295,9 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     parser.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS)
-    parser.add_argument("--prompts", type=int, default=4, help="prompts decoded per variant")
+    parser.add_argument("--prompts", type=int, default=3, help="prompts decoded per variant")
     parser.add_argument("--new-tokens", type=int, default=100)
-    parser.add_argument("--reps", type=int, default=40, help="timed steps per KV-cache position")
+    parser.add_argument("--reps", type=int, default=30, help="timed steps per KV-cache position")
     parser.add_argument("--world-size", type=int, default=2)
     args = parser.parse_args(argv)
 
