@@ -55,11 +55,16 @@ def _column(rank: int, ws: int) -> dict[str, Any]:
     shard = tp(xt)
     with comm_timing() as t:
         (shard * g[..., rows]).sum().backward()
-    gathered = ColumnParallelLinear.from_full(full, gather_output=True)(x)
+    gathering = ColumnParallelLinear.from_full(full, gather_output=True)
+    xg = x.clone().requires_grad_()
+    gathered = gathering(xg)
+    (gathered * g).sum().backward()  # the all-gather's backward keeps this rank's slice of g
     return {
         "shard": shard.detach(),
         "full_out": full(x).detach(),
         "gathered_err": _err(gathered, full(x)),
+        "gathered_grad_x_err": _err(xg.grad, xs.grad),
+        "gathered_grad_w_err": _err(gathering.weight.grad, full.weight.grad[rows]),
         "grad_x_err": _err(xt.grad, xs.grad),
         "grad_w_err": _err(tp.weight.grad, full.weight.grad[rows]),
         "grad_b_err": _err(tp.bias.grad, full.bias.grad[rows]),
@@ -246,7 +251,10 @@ def test_column_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None
     assert all(s.shape == (2, 5, OUT // ws) for s in shards)
     assert _err(torch.cat(shards, dim=-1), ranks[0]["column"]["full_out"]) < TOL
     assert all(r["column"]["weight_shape"] == (OUT // ws, IN) for r in ranks)
-    _assert_close(ranks, "column", "gathered_err", "grad_x_err", "grad_w_err", "grad_b_err")
+    _assert_close(
+        ranks, "column", "gathered_err", "gathered_grad_x_err", "gathered_grad_w_err",
+        "grad_x_err", "grad_w_err", "grad_b_err",
+    )
     # copy-to-region's backward is the only collective: one all-reduce of the input gradient
     assert all(r["column"]["backward_calls"] == 1 for r in ranks)
 
