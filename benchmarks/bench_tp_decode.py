@@ -43,7 +43,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from tplab.model.checkpoint import load_checkpoint
+from tplab.model.checkpoint import CheckpointError, load_checkpoint
 from tplab.model.config import GPTConfig
 from tplab.model.decode import greedy_decode
 from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_state_dict, shard_tensor
@@ -230,8 +230,13 @@ def rank_main(rank: int, world_size: int, workload_path: str, init_file: str, ou
 
 
 def load_workload(checkpoint: Path, prompts_path: Path, n_prompts: int, new_tokens: int, reps: int) -> Workload:
+    ckpt, why = None, f"no checkpoint at {checkpoint}"
     if checkpoint.exists():
-        ckpt = load_checkpoint(checkpoint)
+        try:
+            ckpt = load_checkpoint(checkpoint)
+        except CheckpointError as exc:
+            why = f"checkpoint unusable: {exc}"
+    if ckpt is not None:
         config, state_dict, source = ckpt.config, ckpt.state_dict, f"trained checkpoint {checkpoint}"
         lines = prompts_path.read_text().splitlines() if prompts_path.exists() else []
         prompts = [ckpt.tokenizer.prompt_ids(t) for t in lines if t.strip()][:n_prompts]
@@ -239,7 +244,7 @@ def load_workload(checkpoint: Path, prompts_path: Path, n_prompts: int, new_toke
         torch.manual_seed(0)
         config = GPTConfig()
         state_dict = MiniGPT(config).state_dict()
-        source = f"randomly initialised MiniGPT (no checkpoint at {checkpoint})"
+        source = f"randomly initialised MiniGPT ({why})"
         prompts = []
     gen = torch.Generator().manual_seed(1)
     while len(prompts) < n_prompts:
