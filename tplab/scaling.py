@@ -333,7 +333,9 @@ def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
 def calibrate(profile: HardwareProfile, results: dict[str, Any],
               shape: ModelShape | None = None) -> HardwareProfile:
     """The profile with α, β fitted to the run's all-reduce sweep and the launch overhead fitted
-    to its single-device per-token time, each marked measured.
+    to its single-device per-token time, each marked measured. What cannot be fitted (e.g. a
+    noisy sweep whose times do not grow with size) stays as the profile has it, and
+    ``calibrated_from`` says so; ScalingError only when nothing can be calibrated.
 
     The launch overhead is what is left of the measured single per-token time once the roofline
     term at the run's d_model is taken out, divided by the kernels per token (``ModelShape``).
@@ -344,16 +346,18 @@ def calibrate(profile: HardwareProfile, results: dict[str, Any],
     label = (f"results.json ({results.get('backend', '?')}, world size {world}, "
              f"{results.get('env', {}).get('device_names', ['?'])[0]})")
     changes: dict[str, Any] = {"calibrated_from": label}
+    fit_error = ""
     if sweep:
         try:
             fit = fit_alpha_beta([float(p["bytes"]) for p in sweep],
                                  [float(p["ms"]) / 1e3 for p in sweep], world)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ScalingError(f"cannot fit alpha and beta to the results' sweep: {exc}.") from None
-        note = (f"fitted to {fit.points} sweep points of {label} "
-                f"(max relative residual {fit.max_rel_residual:.0%})")
-        changes["alpha_us"] = Number(fit.alpha_s * 1e6, "measured", note)
-        changes["beta_gbps"] = Number(fit.beta_bps / 1e9, "measured", note)
+            fit_error = f"sweep not fitted ({exc}); alpha and beta stay as the profile has them"
+        else:
+            note = (f"fitted to {fit.points} sweep points of {label} "
+                    f"(max relative residual {fit.max_rel_residual:.0%})")
+            changes["alpha_us"] = Number(fit.alpha_s * 1e6, "measured", note)
+            changes["beta_gbps"] = Number(fit.beta_bps / 1e9, "measured", note)
     single_ms = results.get("single_per_token_ms")
     d0 = (results.get("model") or {}).get("d_model")
     if isinstance(single_ms, (int, float)) and isinstance(d0, (int, float)) and single_ms > 0:
@@ -368,8 +372,11 @@ def calibrate(profile: HardwareProfile, results: dict[str, Any],
                 f"(single per-token {single_ms:.3f} ms - roofline {roof_s * 1e3:.3f} ms) / "
                 f"{shape.kernels(1)} kernels, from {label}")
     if len(changes) == 1:
-        raise ScalingError("results.json has neither a sweep nor a single-device per-token time "
-                           "to calibrate from.")
+        raise ScalingError("results.json has nothing to calibrate from: "
+                           + (fit_error or "no sweep") + ", and no usable single-device "
+                           "per-token time.")
+    if fit_error:
+        changes["calibrated_from"] += f"; {fit_error}"
     return dataclasses.replace(profile, **changes)
 
 
@@ -478,9 +485,9 @@ def render_plotext(profile: HardwareProfile, world_size: int = 2,
         plt.scatter([measured["d_model"]], [measured["tp_ms"]], label="TP measured", marker="x")
     if cross is not None and lo <= cross <= hi:
         plt.vline(cross, "red")
-        title = f"{_title(profile, world_size)}: crossover d_model ≈ {cross:.0f}"
+        title = f"{profile.name}: crossover d_model ~ {cross:.0f}"
     else:
-        title = f"{_title(profile, world_size)}: no crossover in {lo:.0f}..{hi:.0f}"
+        title = f"{profile.name}: no crossover in d_model {lo:.0f}..{hi:.0f}"
     plt.title(title)
     plt.xlabel("d_model")
     plt.ylabel("ms/token")

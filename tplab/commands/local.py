@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-prompts", type=int, default=10)
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up decodes per mode")
+    parser.add_argument("--instrumented-prompts", type=int, default=3, metavar="K",
+                        help="run the instrumented TP pass (all-reduce timing) on the first K "
+                             "prompts (default 3: on this CPU a gloo all-reduce costs ~1 ms and a "
+                             "token does 14, so a second pass over every prompt would double the "
+                             "TP phase; results.json says which prompts were instrumented)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
     parser.add_argument("--sweep-max-bytes", type=int, default=4 << 20, metavar="BYTES")
     parser.add_argument("--profile", default="cpu-gloo",
@@ -60,6 +65,7 @@ def _job_command(args: argparse.Namespace) -> list[str]:
            "--sweep-max-bytes", str(args.sweep_max_bytes)]
     if args.no_sweep:
         cmd.append("--no-sweep")
+    cmd += ["--instrumented-prompts", str(min(args.instrumented_prompts, args.num_prompts))]
     return cmd
 
 
@@ -121,6 +127,9 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.instrumented_prompts < 1:
+        print("tplab local: --instrumented-prompts must be at least 1.", file=sys.stderr)
+        return 2
     if args.tp < 2:
         print("tplab local: --tp must be at least 2 (tensor parallelism needs two ranks).",
               file=sys.stderr)

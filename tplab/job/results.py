@@ -40,14 +40,16 @@ class PromptRecord:
     index: int
     prompt: str
     single: ModeRun
-    tp: ModeRun           # uninstrumented pass: latency
-    tp_instr: ModeRun     # instrumented pass: all-reduce time
+    tp: ModeRun                 # uninstrumented pass: latency
+    tp_instr: ModeRun | None    # instrumented pass: all-reduce time (None: not instrumented)
     single_text: str
     tp_text: str
 
     @property
     def match(self) -> bool:
-        return self.single.tokens == self.tp.tokens == self.tp_instr.tokens
+        if self.tp_instr is not None and self.tp_instr.tokens != self.tp.tokens:
+            return False
+        return self.single.tokens == self.tp.tokens
 
 
 def _decode_steps(runs: list[ModeRun], attr: str = "step_ms") -> list[float]:
@@ -61,7 +63,9 @@ def _prefills(runs: list[ModeRun]) -> list[float]:
     return [r.step_ms[0] for r in runs]
 
 
-def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str) -> dict[str, Any]:
+def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
+                 warmup_tokens: int | None = None, instrumented: int | None = None,
+                 num_prompts: int | None = None) -> dict[str, Any]:
     clock = ("CUDA events recorded around each step on the rank's stream, read after the prompt"
              if device_type == "cuda" else "time.perf_counter around each step")
     return {
@@ -69,13 +73,18 @@ def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str) ->
         "per_token": ("one step = one forward of the model plus the argmax of the last position; "
                       "step 0 is the prefill (whole prompt) and is reported separately as "
                       "prefill_ms; per-token statistics are over the one-token decode steps"),
-        "warmup": f"{warmup} untimed warm-up decode(s) per mode before the timed prompts, excluded",
+        "warmup": (f"{warmup} untimed warm-up decode(s)"
+                   + (f" of {warmup_tokens} tokens" if warmup_tokens else "")
+                   + " per mode before the timed prompts, excluded"),
         "single": ("rank 0 alone while the other ranks wait at a barrier; "
                    + ("only rank 0's GPU" if device_type == "cuda"
                       else f"torch.set_num_threads({threads}) as on every TP rank, so the "
                            "comparison is apples to apples")),
         "tp_latency": "from the uninstrumented TP pass (no timer inside the collectives)",
-        "allreduce": ("from a second, instrumented TP pass over the same prompts: "
+        "allreduce": ("from a second, instrumented TP pass over "
+                      + ("the same prompts" if instrumented is None or instrumented == num_prompts
+                         else f"the first {instrumented} of the {num_prompts} prompts")
+                      + ": "
                       f"tplab.tp.comm_timing({sync_desc}) brackets every collective with a sync "
                       "and perf_counter; all-reduce ms per token is rank 0's sum inside each step"),
         "instrumentation_overhead": ("instrumented per-token mean minus uninstrumented per-token "
@@ -101,7 +110,9 @@ def build_results(*, records: list[PromptRecord], config: dict[str, Any], model:
         raise ValueError("no prompts were decoded")
     singles = [r.single for r in records]
     tps = [r.tp for r in records]
-    instrs = [r.tp_instr for r in records]
+    instrs = [r.tp_instr for r in records if r.tp_instr is not None]
+    if not instrs:
+        raise ValueError("no prompt was decoded in the instrumented TP pass")
     s_stats = summarize(_decode_steps(singles))
     t_stats = summarize(_decode_steps(tps))
     i_stats = summarize(_decode_steps(instrs))
@@ -126,7 +137,8 @@ def build_results(*, records: list[PromptRecord], config: dict[str, Any], model:
         "speedup": s_stats.mean / t_stats.mean,
         "allreduce_ms_per_token": ar_ms,
         "comm_compute_ratio": (ar_ms / compute_ms) if compute_ms > 0 else math.inf,
-        "instrumentation_overhead_ms_per_token": i_stats.mean - t_stats.mean,
+        "instrumentation_overhead_ms_per_token": i_stats.mean - summarize(
+            _decode_steps([r.tp for r in records if r.tp_instr is not None])).mean,
         "allreduce_calls_per_token": calls_per_token,
         "allreduce_bytes_per_call": bytes_per_call,
         "single": {"per_token_ms": s_stats.to_dict(),

@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-prompts", type=int, default=10)
     p.add_argument("--new-tokens", type=int, default=100)
     p.add_argument("--warmup", type=int, default=2, help="untimed warm-up decodes per mode")
+    p.add_argument("--warmup-tokens", type=int, default=20,
+                   help="new tokens per warm-up decode (default 20)")
+    p.add_argument("--instrumented-prompts", type=int, default=None, metavar="K",
+                   help="run the instrumented TP pass (all-reduce timing) on the first K prompts "
+                        "only (default: every prompt)")
     p.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
     p.add_argument("--sweep-min-bytes", type=int, default=256)
     p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
@@ -124,14 +129,16 @@ class Job:
             model = torch.compile(model)  # type: ignore[assignment]
         return model
 
-    def _decode(self, model: Any, ids: list[int], instrument: bool = False) -> DecodeRun:
+    def _decode(self, model: Any, ids: list[int], instrument: bool = False,
+                tokens: int | None = None) -> DecodeRun:
         sync = self.rt.sync if (instrument and self.rt.is_cuda) else None
-        return decode_timed(model, ids, self.args.new_tokens, self.rt.device,
+        return decode_timed(model, ids, tokens or self.args.new_tokens, self.rt.device,
                             instrument=instrument, sync=sync)
 
     def _warmup(self, model: Any, prompt_ids: list[list[int]]) -> None:
+        n = max(1, min(self.args.warmup_tokens, self.args.new_tokens))
         for i in range(self.args.warmup):
-            self._decode(model, prompt_ids[i % len(prompt_ids)])
+            self._decode(model, prompt_ids[i % len(prompt_ids)], tokens=n)
 
     def _emit_tokens(self, mode: str, index: int, run: DecodeRun,
                      instr: DecodeRun | None = None) -> None:
@@ -139,11 +146,12 @@ class Job:
             return
         for pos, (tok, ms) in enumerate(zip(run.tokens, run.step_ms)):
             if instr is None:
-                self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms, ar_ms=0.0, token=tok)
+                self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms, ar_ms=0.0, token=tok,
+                            ar_measured=False)
             else:
                 self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms,
                             ar_ms=instr.ar_ms[pos], ms_instrumented=instr.step_ms[pos],
-                            ar_calls=instr.ar_calls[pos], token=tok)
+                            ar_calls=instr.ar_calls[pos], token=tok, ar_measured=True)
 
     def run(self) -> int:
         a, rt = self.args, self.rt
@@ -157,6 +165,8 @@ class Job:
             self.log(f"nccl on {rt.world_size} GPUs; NCCL_* variables found: "
                      f"{sorted(runtime.nccl_env()) or 'none'} (the job sets none)")
         prompts = read_prompts(a.prompts, a.num_prompts)
+        if a.instrumented_prompts is not None and not 1 <= a.instrumented_prompts:
+            raise JobError("--instrumented-prompts must be at least 1.")
         if a.new_tokens < 2:
             raise JobError(f"--new-tokens must be at least 2 (a prefill and one decode step), "
                            f"got {a.new_tokens}.")
@@ -197,15 +207,16 @@ class Job:
         self.phase("tp")
         self._warmup(tp_model, prompt_ids)
         records: list[PromptRecord] = []
+        n_instr = len(prompt_ids) if a.instrumented_prompts is None else a.instrumented_prompts
         for i, ids in enumerate(prompt_ids):
             plain = self._decode(tp_model, ids)
-            instr = self._decode(tp_model, ids, instrument=True)
+            instr = self._decode(tp_model, ids, instrument=True) if i < n_instr else None
             if rt.rank != 0:
                 continue
             self._emit_tokens("tp", i, plain, instr)
             rec = PromptRecord(
-                index=i, prompt=prompts[i],
-                single=_mode_run(singles[i]), tp=_mode_run(plain), tp_instr=_mode_run(instr),
+                index=i, prompt=prompts[i], single=_mode_run(singles[i]), tp=_mode_run(plain),
+                tp_instr=_mode_run(instr) if instr is not None else None,
                 single_text=tok.decode(singles[i].tokens), tp_text=tok.decode(plain.tokens))
             records.append(rec)
             self.emit("prompt_done", mode="tp", prompt=i, text=rec.tp_text,
@@ -239,13 +250,18 @@ class Job:
         env = runtime.capture_env(rt)
         config = {"checkpoint": str(a.checkpoint), "prompts_file": str(a.prompts),
                   "num_prompts": a.num_prompts, "new_tokens": a.new_tokens, "warmup": a.warmup,
+                  "warmup_tokens": min(a.warmup_tokens, a.new_tokens),
+                  "instrumented_prompts": min(n_instr, a.num_prompts),
                   "sweep": not a.no_sweep, "compile": a.compile, "device": a.device,
                   "threads_per_rank": rt.threads}
         model = {**cfg.to_dict(), "params": params_full, "params_per_rank": params_rank}
         sync_desc = "sync=torch.cuda.synchronize" if rt.is_cuda else "sync=None: gloo is blocking"
         results = build_results(
             records=records, config=config, model=model, env=env,
-            timing=timing_notes(rt.device.type, rt.threads, a.warmup, sync_desc),
+            timing=timing_notes(rt.device.type, rt.threads, a.warmup, sync_desc,
+                                warmup_tokens=min(a.warmup_tokens, a.new_tokens),
+                                instrumented=min(n_instr, a.num_prompts),
+                                num_prompts=a.num_prompts),
             sweep=sweep, fit=fit, fit_error=fit_error, started_at=started,
             finished_at=time.time())
         write_json(Path(a.out) / "results.json", results)
@@ -269,9 +285,10 @@ def _first_diff(rec: PromptRecord) -> int:
     for k, (a, b) in enumerate(zip(rec.single.tokens, rec.tp.tokens)):
         if a != b:
             return k
-    for k, (a, b) in enumerate(zip(rec.tp.tokens, rec.tp_instr.tokens)):
-        if a != b:
-            return k
+    if rec.tp_instr is not None:
+        for k, (a, b) in enumerate(zip(rec.tp.tokens, rec.tp_instr.tokens)):
+            if a != b:
+                return k
     return min(len(rec.single.tokens), len(rec.tp.tokens))
 
 

@@ -1,0 +1,111 @@
+"""manifest.json (tplab/manifest.py): the seed's fields, statuses, measured lesson notes, no secrets."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from tplab import manifest, scaling
+from tplab.manifest import ManifestError, build_manifest, write_manifest
+
+SEED_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id",
+                "start_ts", "end_ts", "duration_hours", "estimated_cost_usd", "actual_cost_usd",
+                "terminated_screenshot", "single_gpu_per_token_ms", "tp_per_token_ms", "speedup",
+                "lesson_notes", "crossover_d_model"]
+
+
+def _results(**over) -> dict:
+    r = {
+        "schema": 1, "ok": True, "outputs_match": True, "world_size": 2, "backend": "nccl",
+        "device_type": "cuda", "single_per_token_ms": 1.9, "tp_per_token_ms": 3.4,
+        "speedup": 1.9 / 3.4, "allreduce_ms_per_token": 0.6, "comm_compute_ratio": 0.22,
+        "instrumentation_overhead_ms_per_token": 0.15, "allreduce_calls_per_token": 14.0,
+        "allreduce_bytes_per_call": 409.0,
+        "model": {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4, "d_ff": 256,
+                  "params": 387072},
+        "sweep": {"points": [], "fit": {"alpha_us": 11.5, "beta_gbps": 9.8}},
+        "timing": {"tp_latency": "from the uninstrumented TP pass"},
+        "env": {"device_names": ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"]},
+    }
+    r.update(over)
+    return r
+
+
+def _complete(results=None, **kw):
+    args = dict(status="COMPLETE", vendor="runpod", instance_type="2x RTX 4090",
+                nvlink_present=False, instance_id="pod-123", start_ts=1764450000.0,
+                end_ts=1764450000.0 + 5400, estimated_cost_usd=3.0, actual_cost_usd=1.02,
+                terminated_screenshot="proof-terminated.png", crossover_d_model=1953.3)
+    args.update(kw)
+    return build_manifest(results if results is not None else _results(), **args)
+
+
+def test_manifest_has_every_seed_field_and_the_extras(tmp_path):
+    m = _complete()
+    for key in SEED_BLOCK_G + ["allreduce_ms_per_token", "comm_compute_ratio", "outputs_match",
+                               "tplab_version", "status", "reason"]:
+        assert key in m, key
+    assert m["seed"] == 35200 and m["lab"] == "02-tp-inference-cloud"
+    assert m["duration_hours"] == pytest.approx(1.5)
+    assert m["start_ts"].startswith("2025-11-29T")
+    assert m["single_gpu_per_token_ms"] == 1.9 and m["speedup"] == pytest.approx(0.5588, rel=1e-3)
+    assert m["crossover_d_model"] == 1953.3
+    path = write_manifest(tmp_path / "manifest.json", m)
+    assert json.loads(path.read_text()) == m
+
+
+def test_statuses_need_reasons_and_honest_outputs():
+    with pytest.raises(ManifestError, match="needs a reason"):
+        build_manifest(None, status="EDUCATIONAL_STUB")
+    with pytest.raises(ManifestError, match="cannot be COMPLETE"):
+        _complete(_results(outputs_match=False))
+    with pytest.raises(ManifestError, match="status must be one of"):
+        build_manifest(None, status="DONE", reason="x")
+    failed = build_manifest(_results(outputs_match=False), status="FAILED",
+                            reason="TP output differs for prompt 3")
+    assert failed["outputs_match"] is False and failed["reason"].startswith("TP output")
+    stub = build_manifest(None, status="EDUCATIONAL_STUB", reason="no spot capacity under the cap",
+                          prediction=scaling.predict(scaling.load_profile("rtx4090x2-pcie"), 64),
+                          crossover_d_model=1953.0)
+    assert stub["single_gpu_per_token_ms"] is None
+    assert "prediction" in stub["lesson_notes"] and "1953" in stub["lesson_notes"]
+
+
+def test_lesson_notes_are_written_from_the_runs_numbers():
+    a = manifest.lesson_notes(_results(), crossover_d_model=1953.0, profile_name="rtx4090x2-pcie")
+    for piece in ("1.900 ms/token", "3.400 ms/token", "256 B", "13 all-reduces", "α = 11.5 µs",
+                  "0.600 ms per token", "launches", "1953"):
+        assert piece in a, piece
+    other = _results(single_per_token_ms=0.8, tp_per_token_ms=2.5, speedup=0.32,
+                     sweep={"points": [], "fit": {"alpha_us": 6.0, "beta_gbps": 200.0}})
+    b = manifest.lesson_notes(other, crossover_d_model=2470.0)
+    assert b != a and "α = 6.0 µs" in b and "0.800 ms/token" in b
+
+
+def test_a_small_model_speedup_is_called_out_as_unphysical():
+    notes = manifest.lesson_notes(_results(speedup=1.4, tp_per_token_ms=1.36))
+    assert "not physical" in notes
+
+
+def test_no_secrets_in_the_manifest(monkeypatch, tmp_path):
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_SUPERSECRET1234567890")
+    pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----"
+    m = build_manifest(None, status="FAILED",
+                       reason="create failed: 401 for key rpa_SUPERSECRET1234567890",
+                       instance_id="pod-1", extra={"ssh": {"key": pem}})
+    text = json.dumps(m)
+    assert "SUPERSECRET" not in text and "PRIVATE KEY" not in text
+    assert "[REDACTED]" in m["reason"]
+    leaked = copy.deepcopy(m)
+    leaked["vendor"] = "rpa_SUPERSECRET1234567890"
+    write_manifest(tmp_path / "m.json", leaked)
+    assert "SUPERSECRET" not in (tmp_path / "m.json").read_text()
+
+
+def test_extra_cannot_overwrite_and_missing_fields_are_refused(tmp_path):
+    with pytest.raises(ManifestError, match="overwrite"):
+        build_manifest(None, status="FAILED", reason="x", extra={"speedup": 9.0})
+    with pytest.raises(ManifestError, match="missing"):
+        write_manifest(tmp_path / "m.json", {"seed": 35200})
