@@ -9,7 +9,6 @@ import pytest
 from tplab.cloud.base import (
     AuthError,
     NoCapacityError,
-    NotReadyError,
     Provider,
     ProviderError,
     UnknownGpuError,

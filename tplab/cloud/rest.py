@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
 from tplab.cloud.sdk import AUTH_FAILED, DEFAULT_API_BASE_URL, ApiError
-from tplab.redact import error_text, redact, register_secret
+from tplab.redact import redact, register_secret
 
 DEFAULT_REST_BASE_URL = "https://rest.runpod.io/v1"
 
@@ -100,5 +100,3 @@ class RunPodRest:
             raise
         return True
 
-
-__all__ = ["RunPodRest", "rest_base_for", "DEFAULT_REST_BASE_URL", "error_text"]
