@@ -171,3 +171,35 @@ def test_unreachable_api_is_transient_and_clear():
                        retry_delays=())
     with pytest.raises(ProviderError, match="Could not reach RunPod's API"):
         p.balance()
+
+
+def test_sdk_globals_are_per_call_and_thread_safe(cloud):
+    import os
+    import threading
+
+    good = _provider(cloud)
+    bad = RunPodProvider(api_key="rpa_other_account_key_000", api_base_url=cloud.api_url,
+                         retry_delays=())
+    from tplab.cloud.sdk import import_runpod
+
+    runpod = import_runpod()
+    key_before = runpod.api_key
+    assert "RUNPOD_API_BASE_URL" not in os.environ
+    results: dict[str, list[str]] = {"good": [], "bad": []}
+
+    def hammer(p, label):
+        for _ in range(15):
+            try:
+                p.list_pods()  # the SDK's get_pods reads the global runpod.api_key
+                results[label].append("ok")
+            except AuthError:
+                results[label].append("auth")
+
+    threads = [threading.Thread(target=hammer, args=(good, "good")),
+               threading.Thread(target=hammer, args=(bad, "bad"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results["good"] == ["ok"] * 15 and results["bad"] == ["auth"] * 15
+    assert "RUNPOD_API_BASE_URL" not in os.environ and runpod.api_key == key_before

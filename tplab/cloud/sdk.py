@@ -31,6 +31,7 @@ from tplab.redact import error_text, redact, register_secret
 
 DEFAULT_API_BASE_URL = "https://api.runpod.io"
 _LOCK = threading.RLock()
+_RUNPOD: Any = None  # the runpod module, once imported
 T = TypeVar("T")
 
 AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY or "
@@ -38,19 +39,27 @@ AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY or "
 
 
 def import_runpod() -> Any:
-    """``import runpod`` with the root logger's level and handlers left as they were."""
-    if "runpod" in sys.modules:
-        return sys.modules["runpod"]
-    with _LOCK:
-        root = logging.getLogger()
-        level, handlers = root.level, list(root.handlers)
-        import runpod
+    """``import runpod`` with the root logger's level and handlers left as they were.
 
-        root.setLevel(level)
-        for handler in list(root.handlers):
-            if handler not in handlers:
-                root.removeHandler(handler)
-        return runpod
+    Under the lock, and only once: two threads importing runpod at the same time would otherwise
+    see a half-initialised module (ImportError: partially initialized module)."""
+    global _RUNPOD
+    if _RUNPOD is not None:
+        return _RUNPOD
+    with _LOCK:
+        if _RUNPOD is None:
+            root = logging.getLogger()
+            level, handlers = root.level, list(root.handlers)
+            import runpod
+            import runpod.api.ctl_commands  # noqa: F401 - fully loaded before anyone uses it
+            import runpod.api.graphql  # noqa: F401
+
+            root.setLevel(level)
+            for handler in list(root.handlers):
+                if handler not in handlers:
+                    root.removeHandler(handler)
+            _RUNPOD = runpod
+        return _RUNPOD
 
 
 def ctl() -> Any:
