@@ -39,3 +39,12 @@ def test_key_from_env_then_config(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("not = [toml")
     assert load_api_key({}, bad) is None
+
+
+def test_gone_proof():
+    from tplab.cloud.base import GoneProof
+
+    assert GoneProof("p", "t", {"pod": None}, listed=False).gone
+    assert GoneProof("p", "t", {"pod": {"desiredStatus": "TERMINATED"}}, listed=False).gone
+    assert not GoneProof("p", "t", {"pod": None}, listed=True).gone
+    assert not GoneProof("p", "t", {"pod": {"desiredStatus": "RUNNING"}}, listed=False).gone

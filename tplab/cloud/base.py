@@ -96,8 +96,11 @@ class GoneProof:
 
     @property
     def gone(self) -> bool:
-        """The provider no longer knows the pod and does not list it."""
-        return self.answer.get("pod") is None and not self.listed
+        """The provider does not list the pod and answers for it with nothing (or a record that
+        says TERMINATED, which RunPod may keep showing for a while)."""
+        pod = self.answer.get("pod")
+        dead = pod is None or str(pod.get("desiredStatus", "")).upper() == "TERMINATED"
+        return dead and not self.listed
 
 
 @dataclass(frozen=True)
