@@ -180,34 +180,39 @@ class Lab:
 
     # ------------------------------------------------------------------ events
 
-    def subscribe(self, maxsize: int = 100_000) -> AsyncIterator[Event]:
-        """Every event from now on, until ``done``; a slow consumer loses its oldest events."""
+    def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
+        """Every event from now on, until ``done``. Events travel in batches (one per read from
+        the pod, one per lab event); a consumer more than ``maxsize`` batches behind loses its
+        oldest batch (counted in ``dropped_events``) — the lab itself never waits."""
         q: asyncio.Queue = asyncio.Queue(maxsize=maxsize)
         self._subs.append(q)
 
         async def gen() -> AsyncIterator[Event]:
             try:
                 while True:
-                    ev = await q.get()
-                    if ev is None:
+                    batch = await q.get()
+                    if batch is None:
                         return
-                    yield ev
+                    for ev in batch:
+                        yield ev
             finally:
                 with contextlib.suppress(ValueError):
                     self._subs.remove(q)
         return gen()
 
-    def _publish(self, ev: Event) -> None:
-        if self._stream_fh is not None:
+    def _publish(self, ev: Event, record: bool = True) -> None:
+        if record and self._stream_fh is not None:
             self._stream_fh.write(ev.to_json() + "\n")
+        self._publish_batch((ev,))
+
+    def _publish_batch(self, batch: list[Event] | tuple[Event, ...]) -> None:
         for q in self._subs:
             try:
-                q.put_nowait(ev)
+                q.put_nowait(batch)
             except asyncio.QueueFull:
                 with contextlib.suppress(asyncio.QueueEmpty):
-                    q.get_nowait()
-                self.dropped_events += 1
-                q.put_nowait(ev)
+                    self.dropped_events += len(q.get_nowait() or ())
+                q.put_nowait(batch)
 
     def _emit(self, type_: str, **fields: Any) -> Event:
         ev = self._writer.make(type_, **fields)
@@ -579,9 +584,14 @@ class Lab:
                     self._sftp = sftp
                     await self._touch()
                     async for batch in remote.tail_events(sftp, self.tail):
-                        for ev in batch:
-                            self.job_events += 1
-                            self._publish(ev)
+                        raw = self.tail.last_raw
+                        if raw and self._stream_fh is not None:
+                            self._stream_fh.write(raw.decode("utf-8"))  # as the job wrote it
+                        elif self._stream_fh is not None:
+                            for ev in batch:
+                                self._stream_fh.write(ev.to_json() + "\n")
+                        self.job_events += len(batch)
+                        self._publish_batch(batch)
             except (asyncssh.Error, OSError) as exc:
                 self.ssh_drops += 1
                 self._sftp = None
