@@ -203,3 +203,13 @@ def test_sdk_globals_are_per_call_and_thread_safe(cloud):
         t.join(60)
     assert results["good"] == ["ok"] * 15 and results["bad"] == ["auth"] * 15
     assert "RUNPOD_API_BASE_URL" not in os.environ and runpod.api_key == key_before
+
+
+def test_create_refuses_too_many_gpus_and_a_low_bid_before_calling(cloud):
+    p = _provider(cloud)
+    with pytest.raises(NoCapacityError, match="9 x"):
+        p.create(spec(new_key(), name="tplab-nine", gpu_count=9))
+    with pytest.raises(ProviderError, match=r"below RunPod's minimum bid .* nothing was created"):
+        p.create(spec(new_key(), name="tplab-cheap", bid_usd_per_gpu_hr=0.01))
+    names = {v["name"] for v in cloud.pods()}
+    assert not names & {"tplab-nine", "tplab-cheap"}

@@ -125,16 +125,19 @@ class RunPodProvider:
                 f"'NVIDIA GeForce RTX 4090' (see RunPod's GPU list).")
         return match
 
-    def quote(self, gpu_type: str, gpu_count: int) -> Quote:
-        gpu = self._gpu_type(gpu_type, gpu_count)
+    @staticmethod
+    def _offers(gpu: dict[str, Any], gpu_count: int) -> tuple[float | None, float | None, bool, bool]:
+        """Per-GPU spot minimum bid and on-demand price, and whether each is available now."""
         lp = gpu.get("lowestPrice") or {}
         max_count = gpu.get("maxGpuCount")
         fits = max_count is None or gpu_count <= int(max_count)
-        stock = lp.get("stockStatus")
-        spot = lp.get("minimumBidPrice")
-        ond = lp.get("uninterruptablePrice")
-        spot_ok = fits and bool(spot) and stock is not None
-        ond_ok = fits and bool(ond) and stock is not None
+        in_stock = lp.get("stockStatus") is not None
+        spot = _float_or_none(lp.get("minimumBidPrice")) or None
+        ond = _float_or_none(lp.get("uninterruptablePrice")) or None
+        return spot, ond, bool(fits and spot and in_stock), bool(fits and ond and in_stock)
+
+    def quote(self, gpu_type: str, gpu_count: int) -> Quote:
+        spot, ond, spot_ok, ond_ok = self._offers(self._gpu_type(gpu_type, gpu_count), gpu_count)
         return Quote(
             gpu_type=gpu_type, gpu_count=gpu_count,
             spot_usd_per_hr=round(spot * gpu_count, 6) if spot else None,
@@ -198,28 +201,27 @@ class RunPodProvider:
         if not spec.public_key.strip():
             raise ProviderError("The pod needs the lab's SSH public key (PodSpec.public_key); "
                                 "without it nobody could log in.")
-        gpu = self._gpu_type(spec.gpu_type, spec.gpu_count)
-        lp = gpu.get("lowestPrice") or {}
+        min_bid, _, spot_ok, ond_ok = self._offers(
+            self._gpu_type(spec.gpu_type, spec.gpu_count), spec.gpu_count)
         env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
         bid: float | None = None
         if spec.spot:
-            min_bid = lp.get("minimumBidPrice")
-            if not min_bid or lp.get("stockStatus") is None:
+            if not spot_ok or min_bid is None:
                 raise NoCapacityError(
                     f"No spot capacity for {spec.gpu_count} x {spec.gpu_type} on RunPod right now; "
                     "nothing was created. Try later, another GPU type, or on-demand explicitly.")
-            bid = spec.bid_usd_per_gpu_hr or float(min_bid)
-            if bid < float(min_bid):
+            bid = spec.bid_usd_per_gpu_hr or min_bid
+            if bid < min_bid:
                 raise ProviderError(
                     f"The bid ${bid}/GPU-hr is below RunPod's minimum bid ${min_bid}/GPU-hr for "
                     f"{spec.gpu_type}; nothing was created. Raise the bid.")
-        elif not lp.get("uninterruptablePrice"):
+        elif not ond_ok:
             raise NoCapacityError(
                 f"No on-demand capacity for {spec.gpu_count} x {spec.gpu_type} on RunPod right "
                 "now; nothing was created. Try later or another GPU type.")
         try:
             if self.creation_api == "rest":
-                raw = self._create_rest(spec, env, bid)
+                raw = self._create_rest(spec, env)
             elif spec.spot:
                 raw = self._api.graphql("creating the spot pod", ops.spot_create_mutation(
                     name=spec.name, image=spec.image, gpu_type=spec.gpu_type,
@@ -249,7 +251,7 @@ class RunPodProvider:
                 pass
         return info
 
-    def _create_rest(self, spec: PodSpec, env: dict[str, str], bid: float | None) -> dict[str, Any]:
+    def _create_rest(self, spec: PodSpec, env: dict[str, str]) -> dict[str, Any]:
         from tplab.cloud.rest import RunPodRest, rest_base_for
 
         rest = RunPodRest(self._key, rest_base_for(self._api.api_base_url, self._rest_base_url))
