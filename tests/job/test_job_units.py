@@ -95,3 +95,27 @@ def test_results_numbers_and_a_mismatch_fails_the_run():
     bad = _build([_rec(0, [1, 2, 3, 4], [1, 2, 3, 4]), _rec(1, [1, 2, 3, 4], [1, 2, 9, 4])])
     assert bad["outputs_match"] is False and bad["ok"] is False
     assert [p["match"] for p in bad["prompts"]] == [True, False]
+
+
+def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkeypatch, capsys):
+    import io
+
+    from tplab.events import read_events
+    from tplab.job.run import main
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    ckpt, prompts = tiny_assets
+    out = tmp_path / "out"
+    stdout = io.StringIO()
+    rc = main(["--checkpoint", str(ckpt), "--prompts", str(prompts), "--out", str(out)], stdout)
+    assert rc == 1
+    (err,) = [e for e in read_events(str(out / "events.jsonl")) if e.type == "error"]
+    assert err["fatal"] is True
+    assert err["msg"] == ("2 ranks need 2 GPUs but only 1 is visible; launch with "
+                          "--nproc-per-node=1 or on a machine with more GPUs.")
+    assert '"type":"error"' in stdout.getvalue()
+    assert "tplab.job rank 0: 2 ranks need 2 GPUs" in capsys.readouterr().err

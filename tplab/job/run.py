@@ -14,6 +14,7 @@ Pod-side: torch and the standard library only.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -300,12 +301,14 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
     events_fh: IO[str] | None = None
     job: Job | None = None
     try:
-        rt = runtime.init(args.device, args.threads, args.pg_timeout)
-        if rt.rank == 0:
+        # rank 0 opens the event sinks before joining the group, so a failure to start (too few
+        # GPUs, no torchrun) is an error event too, not only a line on stderr
+        if os.environ.get("RANK", "0") == "0":
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             events_fh = open(out / "events.jsonl", "w", encoding="utf-8")
             writer = EventWriter([stdout, events_fh], src="job")
+        rt = runtime.init(args.device, args.threads, args.pg_timeout)
         job = Job(args, rt, writer)
         job.phase("setup", rank_count=rt.world_size, backend=rt.backend)
         if writer is not None:
@@ -317,7 +320,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         msg = str(exc) if user_error else f"{type(exc).__name__}: {exc}"
         if writer is not None:
             writer.emit("error", msg=msg, fatal=True)
-        rank = rt.rank if rt is not None else "?"
+        rank = rt.rank if rt is not None else os.environ.get("RANK", "?")
         print(f"tplab.job rank {rank}: {msg}", file=sys.stderr)
         if not user_error:
             traceback.print_exc(file=sys.stderr)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nvidia-smi underlines its header
 
 
 class JobError(RuntimeError):
@@ -109,7 +113,7 @@ def _run(cmd: list[str], timeout_s: float = 20.0) -> str:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"<{' '.join(cmd)} failed: {exc}>"
-    return done.stdout if done.returncode == 0 else f"<{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}>"
+    return _ANSI.sub("", done.stdout) if done.returncode == 0 else f"<{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()}>"
 
 
 def _cpu_name() -> str:
