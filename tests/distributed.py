@@ -93,8 +93,9 @@ def run_distributed(
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; return their results.
 
     ``timeout_s`` bounds the whole run; ``pg_timeout_s`` (default 15 s) bounds each collective,
-    so a rank waiting for a peer that never comes fails in seconds. Raises DistributedTestError with the failing rank's traceback if any rank raises or dies, or if
-    the whole run takes longer than ``timeout_s`` (then every rank is killed).
+    so a rank waiting for a peer that never comes fails in seconds. Raises DistributedTestError
+    with the failing rank's traceback if any rank raises or dies, or if the whole run takes
+    longer than ``timeout_s`` (then every rank is killed).
     """
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
