@@ -179,3 +179,17 @@ def test_terminate_failing_every_time_names_the_pod(cloud):
     cloud.set_faults(terminate_fail_n=0)
     p.terminate(info.id)
     assert p.verify_gone(info.id).gone
+
+
+def test_docker_args_mean_no_sshd_as_on_runpod(cloud):
+    """Why the provider never sets dockerArgs: the mock behaves as RunPod did, sshd never starts."""
+    from tplab.cloud.sdk import ctl
+
+    key = new_key()
+    p = _provider(cloud)
+    raw = p._api.call("creating", ctl().create_pod, "tplab-f-dockerargs", "img", GPU,
+                      gpu_count=1, docker_args="sleep infinity", ports="22/tcp",
+                      env={"PUBLIC_KEY": key.export_public_key().decode().strip()})
+    with pytest.raises(NotReadyError, match=r"handshake.*has been terminated"):
+        p.wait_ready(raw["id"], 1.5)
+    _assert_nothing_left(cloud, "tplab-f-dockerargs")

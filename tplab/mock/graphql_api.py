@@ -51,7 +51,7 @@ def pod_view(state: CloudState, pod: MockPod) -> dict[str, Any]:
         "imageName": pod.image, "gpuCount": pod.gpu_count, "vcpuCount": 8.0 * pod.gpu_count,
         "memoryInGb": 31.0 * pod.gpu_count, "containerDiskInGb": pod.container_disk_gb,
         "volumeInGb": 0.0, "volumeMountPath": "/workspace", "costPerHr": pod.cost_per_hr,
-        "adjustedCostPerHr": pod.cost_per_hr, "machineId": pod.machine_id, "dockerArgs": "",
+        "adjustedCostPerHr": pod.cost_per_hr, "machineId": pod.machine_id, "dockerArgs": pod.docker_args,
         "dockerId": None, "env": [f"{k}={v}" for k, v in pod.user_env.items()],
         "port": None, "ports": pod.ports_spec,
         "podType": "INTERRUPTABLE" if pod.interruptible else "RESERVED",
@@ -143,7 +143,7 @@ class Root:
             gpu_type_id=input.get("gpuTypeId"), gpu_count=int(input.get("gpuCount") or 1),
             interruptible=interruptible, bid_per_gpu=input.get("bidPerGpu"),
             env=_env_list(input.get("env")), ports=input.get("ports"),
-            container_disk_gb=input.get("containerDiskInGb"))
+            container_disk_gb=input.get("containerDiskInGb"), docker_args=input.get("dockerArgs"))
         return pod_view(self.state, pod)
 
     def podRentInterruptable(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:

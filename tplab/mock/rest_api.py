@@ -57,4 +57,5 @@ def create_from_rest(state: CloudState, body: dict[str, Any]) -> MockPod:
         interruptible=interruptible, bid_per_gpu=bid,
         env={str(k): str(v) for k, v in env.items()},
         ports=",".join(ports) if isinstance(ports, list) else str(ports),
-        container_disk_gb=body.get("containerDiskInGb"))
+        container_disk_gb=body.get("containerDiskInGb"),
+        docker_args=" ".join(map(str, body.get("dockerStartCmd") or [])))

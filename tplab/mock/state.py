@@ -3,6 +3,9 @@
 One ``CloudState`` per mock process, driven from its asyncio loop (no locks: only the loop touches
 it). Behaviour modelled on RunPod's:
 
+- ``dockerArgs`` replaces the image's start script, so a pod created with non-empty
+  ``dockerArgs`` shows its ports but never runs sshd (connections refused), as on RunPod;
+  ``terminateAfter``/``stopAfter`` are accepted and ignored, as RunPod did.
 - A created pod is ``desiredStatus: RUNNING`` at once, with ``runtime: null`` while it "boots"
   (``boot_delay_s``, plus the ``runtime_null_s`` fault). Then ``runtime.ports`` lists
   ``22 -> <loopback port>`` on ``127.0.0.1`` (reported as a public IP), and the pod's SSH server
@@ -84,6 +87,7 @@ class MockPod:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     killed_pids: int = 0
     host_key: str | None = None           # OpenSSH line of the pod's host key, once booted
+    docker_args: str = ""                 # non-empty replaces the start script: sshd never starts
 
     def billed_seconds(self, now: float | None = None) -> int:
         end = self.ended_mono if self.ended_mono is not None else (now or time.monotonic())
@@ -138,7 +142,8 @@ class CloudState:
     # ---- create --------------------------------------------------------------------------
     def create_pod(self, *, name: str, image: str, gpu_type_id: str | None, gpu_count: int,
                    interruptible: bool, bid_per_gpu: float | None, env: dict[str, str],
-                   ports: str | None, container_disk_gb: int | None) -> MockPod:
+                   ports: str | None, container_disk_gb: int | None,
+                   docker_args: str | None = None) -> MockPod:
         offer = find_offer(gpu_type_id)
         if offer is None:
             raise CloudError(f"There are no GPU types matching {gpu_type_id!r}." if gpu_type_id
@@ -170,7 +175,8 @@ class CloudState:
             public_key=env.get("PUBLIC_KEY", ""), sandbox=sandbox,
             pod_key="rpa_pod_" + secrets.token_hex(16), ports_spec=ports or "",
             container_disk_gb=container_disk_gb or 20,
-            faults=Faults.from_dict(self.faults.to_dict()))
+            faults=Faults.from_dict(self.faults.to_dict()),
+            docker_args=docker_args or "")
         self.pods[pod_id] = pod
         pod.tasks.append(asyncio.get_running_loop().create_task(self._boot(pod)))
         return pod
@@ -238,6 +244,8 @@ class CloudState:
                 self._interrupt_later(pod, f.spot_interrupt_after_s)))
         if f.ssh_refuse_s > 0:
             await asyncio.sleep(f.ssh_refuse_s)
+        if pod.docker_args.strip():
+            return  # as on RunPod: dockerArgs replaced the image's start script, so no sshd
         if pod.desired_status == "RUNNING" and pod.ssh is not None:
             await pod.ssh.listen()
 
