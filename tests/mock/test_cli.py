@@ -52,21 +52,6 @@ def test_bad_fault_file_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "unknown fault switch(es) nope" in r.stderr
 
 
-def test_stopping_the_mock_terminates_pods_and_their_processes(tmp_path):
-    key = new_key()
-    with start_mock_cloud(boot_delay_s=0.1, state_dir=tmp_path, keep_sandboxes=True) as cloud:
-        p = RunPodProvider(**cloud.provider_kwargs(), poll_interval_s=0.05)
-        ready = p.wait_ready(p.create(spec(key, name="tplab-orphan")).id, 15)
-        r = ssh_run(ready.ssh.host, ready.ssh.port, key,
-                    "setsid nohup sleep 300 >/dev/null 2>&1 </dev/null & echo $!")
-        pid = int(r.stdout.strip())
-        assert Path(f"/proc/{pid}").exists()
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not Path(f"/proc/{pid}").exists()
-
-
 def test_stop_sweeps_processes_of_a_mock_that_died_hard(tmp_path):
     key = new_key()
     cloud = start_mock_cloud(boot_delay_s=0.1, state_dir=tmp_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -30,16 +29,13 @@ def ready_pod(cloud):
     p.terminate(ready.id)
 
 
-def test_wrong_key_gets_401_like_runpod(cloud):
+def test_wrong_key_gets_401_like_runpod(cloud, monkeypatch):
     import runpod
     from runpod.api.graphql import run_graphql_query
 
-    os.environ["RUNPOD_API_BASE_URL"] = cloud.api_url
-    try:
-        with pytest.raises(runpod.error.AuthenticationError):
-            run_graphql_query("query { myself { id } }", api_key="rpa_wrongwrongwrong")
-    finally:
-        del os.environ["RUNPOD_API_BASE_URL"]
+    monkeypatch.setenv("RUNPOD_API_BASE_URL", cloud.api_url)
+    with pytest.raises(runpod.error.AuthenticationError):
+        run_graphql_query("query { myself { id } }", api_key="rpa_wrongwrongwrong")
     status, _ = http("GET", cloud.api_url + "/_mock/pods", None)
     assert status == 401
     status, _ = http("POST", cloud.rest_url + "/pods", "nope-nope-nope", {})
