@@ -68,6 +68,7 @@ class LabConfig:
     api_url: str | None = None            # an already running (mock) API to use
     remote_python: str | None = None      # None: python3 on a real pod, this python on the mock
     mock_options: dict[str, Any] = field(default_factory=dict)  # passed to start_mock_cloud
+    finish_grace_s: float | None = 1.0    # after the job's `finished`, wait this long for torchrun
     cost_tick_s: float = 1.0
     status_poll_s: float = 3.0
 
@@ -109,13 +110,20 @@ def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
 
 
+def _prewarm_plotting() -> None:
+    """Import matplotlib while the job runs, so the curve is drawn without that wait after it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+
+
 async def verify_gone(provider: Provider, pod_id: str, timeout_s: float = 60.0) -> GoneProof:
     """Poll the provider until it no longer lists the pod (or the bound passes); the last proof."""
     deadline = time.monotonic() + timeout_s
     delay = 0.2
     while True:
         proof = await asyncio.to_thread(provider.verify_gone, pod_id)
-        if not proof.listed or time.monotonic() > deadline:
+        if proof.gone or time.monotonic() > deadline:
             return proof
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, 3.0)
@@ -126,7 +134,7 @@ async def terminate_and_verify(provider: Provider, pod_id: str, mock: bool,
     """Terminate a pod, verify it gone, and close its instance records when it is."""
     await asyncio.to_thread(provider.terminate, pod_id)
     proof = await verify_gone(provider, pod_id, timeout_s)
-    if not proof.listed:
+    if proof.gone:
         instance_store.mark(pod_id, instance_store.GONE, mock)
     return proof
 
@@ -177,6 +185,8 @@ class Lab:
         self.timeline: dict[str, float] = {}
         self._cost: dict[str, float] = {}
         self._phase: str | None = None
+        self._curve_task: asyncio.Task | None = None
+        self._crossover: float | None = None
 
     # ------------------------------------------------------------------ events
 
@@ -477,6 +487,7 @@ class Lab:
         self._log(f"uploaded {sent / 1e6:.2f} MB by SFTP")
         self._phase_("run")
         await remote.launch(self._conn, self._launch_spec())
+        prewarm = asyncio.create_task(asyncio.to_thread(_prewarm_plotting), name="lab-prewarm")
         hb = asyncio.create_task(self._heartbeat_loop(), name="lab-heartbeat")
         watch = asyncio.create_task(self._watch_pod(), name="lab-watch")
         try:
@@ -484,13 +495,16 @@ class Lab:
         finally:
             hb.cancel()
             watch.cancel()
-            for t in (hb, watch):
+            for t in (hb, watch, prewarm):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
 
         self._phase_("fetch")
         await self._fetch()
-        if self.tail.exit_code != 0:
+        if self.tail.exit_code is None and self.tail.finished_seen_at is not None:
+            self._log("the job reported `finished` (results written, outputs matched); not "
+                      "waiting for torchrun's teardown — the pod is terminated next")
+        elif self.tail.exit_code != 0:
             raise LabStop(FAILED, f"the job exited with code {self.tail.exit_code}; see "
                           f"{self.out_dir / 'job.log'}")
 
@@ -583,7 +597,8 @@ class Lab:
                 async with self._conn.start_sftp_client() as sftp:
                     self._sftp = sftp
                     await self._touch()
-                    async for batch in remote.tail_events(sftp, self.tail):
+                    async for batch in remote.tail_events(
+                            sftp, self.tail, finish_grace_s=self.config.finish_grace_s):
                         raw = self.tail.last_raw
                         if raw and self._stream_fh is not None:
                             self._stream_fh.write(raw.decode("utf-8"))  # as the job wrote it
@@ -592,6 +607,12 @@ class Lab:
                                 self._stream_fh.write(ev.to_json() + "\n")
                         self.job_events += len(batch)
                         self._publish_batch(batch)
+                        if self._curve_task is None:
+                            for ev in batch:
+                                if ev.type == "result":
+                                    # draw the curve while torchrun winds down and the pod goes
+                                    self._curve_task = asyncio.create_task(asyncio.to_thread(
+                                        self._write_curve, ev["results"]))
             except (asyncssh.Error, OSError) as exc:
                 self.ssh_drops += 1
                 self._sftp = None
@@ -738,7 +759,7 @@ class Lab:
                 self._log(f"could not verify the pod is gone: {exc}", "error")
                 self._proof = None
             self._pod_gone_at = time.time()
-            self.verified_gone = bool(self._proof and not self._proof.listed)
+            self.verified_gone = bool(self._proof and self._proof.gone)
             self._write_proof()
             if self.verified_gone:
                 self._instance_event(None, state="GONE")
@@ -800,7 +821,10 @@ class Lab:
     async def _finish(self) -> LabOutcome:
         self._phase_("manifest")
         try:
-            await asyncio.to_thread(self._write_curve)
+            if self._curve_task is not None:
+                await self._curve_task
+            elif self.results:
+                await asyncio.to_thread(self._write_curve, self.results)
         except Exception as exc:
             self._emit("warning", msg=_clean(f"the scaling curve could not be drawn: {exc}"))
         try:
@@ -826,19 +850,15 @@ class Lab:
 
     # ------------------------------------------------------------------ artifacts
 
-    def _write_curve(self) -> None:
-        self._crossover = None
-        if not self.results:
-            return
+    def _write_curve(self, results: dict[str, Any]) -> None:
         from tplab.lab_artifacts import write_scaling_curve
-        path, self._crossover = write_scaling_curve(self.results, self.out_dir,
-                                                    self.config.gpu_type)
+        path, self._crossover = write_scaling_curve(results, self.out_dir, self.config.gpu_type)
         if path:
             self.artifacts["scaling-curve.png"] = str(path)
 
     def _write_manifest(self) -> None:
         from tplab.lab_artifacts import write_lab_manifest
-        path = write_lab_manifest(self, getattr(self, "_crossover", None))
+        path = write_lab_manifest(self, self._crossover)
         self.artifacts["manifest.json"] = str(path)
 
     def summary(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 from typing import TYPE_CHECKING, AsyncIterator
 
@@ -48,7 +49,11 @@ async def mock_session(config: "LabConfig") -> AsyncIterator[Provider]:
         yield _provider(key, config.api_url)
         return
     from tplab.mock.handle import start_mock_cloud
+    # the mock starts in a subprocess; import the runpod SDK (about 1.5 s) meanwhile
+    sdk = asyncio.create_task(asyncio.to_thread(importlib.import_module, "runpod"))
     cloud = await asyncio.to_thread(start_mock_cloud, **config.mock_options)
+    with contextlib.suppress(Exception):
+        await sdk
     try:
         yield _provider(cloud.api_key, cloud.api_url)
     finally:

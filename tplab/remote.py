@@ -370,6 +370,10 @@ class TailState:
     exit_code: int | None = None
     #: raw bytes of the lines behind the last batch yielded ("" if some were dropped as duplicates)
     last_raw: bytes = b""
+    #: when the job's own ``finished`` phase arrived (its last event: results written, outputs
+    #: matched); after ``finish_grace_s`` without an exit code the tail ends without waiting for
+    #: torchrun's teardown, and ``exit_code`` stays None
+    finished_seen_at: float | None = None
 
     @property
     def read_pos(self) -> int:
@@ -390,11 +394,14 @@ def _accept(state: TailState, events: list[Event]) -> list[Event]:
             state.gaps += 1
         state.last_seq = ev.seq
         out.append(ev)
+    if out and out[-1].type == "phase" and out[-1].fields.get("name") == "finished":
+        state.finished_seen_at = time.monotonic()
     return out
 
 
 async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float = 0.05,
-                      chunk: int = 1 << 18) -> AsyncIterator[list[Event]]:
+                      chunk: int = 1 << 18, finish_grace_s: float | None = None
+                      ) -> AsyncIterator[list[Event]]:
     """Yield batches of new job events from ``events.jsonl`` until the job's exit code appears.
 
     Resumable: reads from ``state.read_pos``; every event is yielded exactly once across calls
@@ -430,7 +437,10 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
             if state.read_pos != before:
                 continue
             code = await _read_exit_code(sftp, exit_path)
-            if code is not None:
+            early = (code is None and finish_grace_s is not None
+                     and state.finished_seen_at is not None
+                     and time.monotonic() - state.finished_seen_at >= finish_grace_s)
+            if code is not None or early:
                 # the job has exited: one last read catches anything written just before
                 if fh is None:
                     with contextlib.suppress(asyncssh.SFTPNoSuchFile):

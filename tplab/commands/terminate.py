@@ -44,9 +44,9 @@ def main(args: argparse.Namespace) -> int:
         failed = 0
         for pod_id in ids:
             proof = asyncio.run(terminate_and_verify(provider, pod_id, args.mock, args.timeout))
-            if proof.listed:
+            if not proof.gone:
                 failed += 1
-                print(f"{pod_id}: terminate sent but the provider still lists it; check the "
+                print(f"{pod_id}: terminate sent but the provider does not show it gone yet; check the "
                       "provider console and retry.", file=sys.stderr)
             else:
                 print(f"{pod_id}: gone (checked {proof.checked_at}: "
