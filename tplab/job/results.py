@@ -81,6 +81,9 @@ def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
                       else f"torch.set_num_threads({threads}) as on every TP rank, so the "
                            "comparison is apples to apples")),
         "tp_latency": "from the uninstrumented TP pass (no timer inside the collectives)",
+        "compile": ("with --compile both models decode through tplab.job.compiled's fixed-shape "
+                    "static-cache step under torch.compile; the prompt is fed token by token "
+                    "through that step and timed as step 0"),
         "allreduce": ("from a second, instrumented TP pass over "
                       + ("the same prompts" if instrumented is None or instrumented == num_prompts
                          else f"the first {instrumented} of the {num_prompts} prompts")

@@ -31,7 +31,7 @@ from . import runtime
 from .results import ModeRun, PromptRecord, build_results, timing_notes, write_json
 from .runtime import JobError, Runtime
 from .sweep import fit_points, run_sweep, sweep_sizes
-from .timing import DecodeRun, decode_timed
+from .timing import DecodeRun, decode_timed, decode_timed_static
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
     p.add_argument("--sweep-iters", type=int, default=None,
                    help="timed all-reduces per size (default 20 on GPU, 10 on the CPU)")
-    p.add_argument("--compile", action="store_true", help="torch.compile both models")
+    p.add_argument("--compile", action="store_true",
+                   help="decode through tplab.job.compiled's static-cache step, torch.compile'd "
+                        "(both models; compilation happens in the warm-up)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
     p.add_argument("--pg-timeout", type=float, default=600.0, help="process-group timeout, s")
@@ -124,17 +126,20 @@ class Job:
         dist.barrier(device_ids=[self.rt.device.index] if self.rt.is_cuda else None)
 
     # ------------------------------------------------------------------ steps
-    def _prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+    def _prepare(self, model: torch.nn.Module) -> Any:
+        """The model itself, or with --compile its static-cache compiled decoder."""
         model.eval()
         if self.args.compile:
-            model = torch.compile(model)  # type: ignore[assignment]
+            from .compiled import build_decoder
+            return build_decoder(model, compile=True)
         return model
 
     def _decode(self, model: Any, ids: list[int], instrument: bool = False,
                 tokens: int | None = None) -> DecodeRun:
         sync = self.rt.sync if (instrument and self.rt.is_cuda) else None
-        return decode_timed(model, ids, tokens or self.args.new_tokens, self.rt.device,
-                            instrument=instrument, sync=sync)
+        timed = decode_timed_static if self.args.compile else decode_timed
+        return timed(model, ids, tokens or self.args.new_tokens, self.rt.device,
+                     instrument=instrument, sync=sync)
 
     def _warmup(self, model: Any, prompt_ids: list[list[int]]) -> None:
         n = max(1, min(self.args.warmup_tokens, self.args.new_tokens))
@@ -182,16 +187,21 @@ class Job:
         if longest + a.new_tokens > cfg.block_size:
             raise JobError(f"a prompt of {longest} tokens plus {a.new_tokens} new tokens exceeds "
                            f"the model's block_size {cfg.block_size}; lower --new-tokens.")
-        tp_model = self._prepare(build_tp(ckpt, rt.device))
-        params_rank = sum(p.numel() for p in tp_model.parameters())
+        if a.compile and a.warmup < 1:
+            a.warmup = 1
+            self.log("--compile: one warm-up decode per mode so compilation is not timed")
+        tp_raw = build_tp(ckpt, rt.device)
+        params_rank = sum(p.numel() for p in tp_raw.parameters())
+        tp_model = self._prepare(tp_raw)
 
         # ---- single-device baseline: rank 0 alone
         self.phase("baseline")
         singles: list[DecodeRun] = []
         params_full = 0
         if rt.rank == 0:
-            single = self._prepare(build_single(ckpt, rt.device))
-            params_full = sum(p.numel() for p in single.parameters())
+            single_raw = build_single(ckpt, rt.device)
+            params_full = sum(p.numel() for p in single_raw.parameters())
+            single = self._prepare(single_raw)
             self._warmup(single, prompt_ids)
             for i, ids in enumerate(prompt_ids):
                 run = self._decode(single, ids)
@@ -199,7 +209,7 @@ class Job:
                 self._emit_tokens("single", i, run)
                 self.emit("prompt_done", mode="single", prompt=i,
                           text=tok.decode(run.tokens), n_tokens=len(run.tokens))
-            del single
+            del single, single_raw
             if rt.is_cuda:
                 torch.cuda.empty_cache()
         self.barrier()

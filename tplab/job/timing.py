@@ -125,3 +125,46 @@ def decode_timed(model: Decoder, prompt_ids: list[int], new_tokens: int, device:
         tokens = torch.cat(out, dim=1)[0].tolist()
     return DecodeRun(tokens=tokens, step_ms=step_ms, ar_ms=ar_ms, ar_calls=ar_calls,
                      ar_bytes=ar_bytes, instrumented=instrument)
+
+
+def decode_timed_static(decoder: Any, prompt_ids: list[int], new_tokens: int,
+                        device: torch.device, instrument: bool = False,
+                        sync: Callable[[], None] | None = None) -> DecodeRun:
+    """``decode_timed`` for a ``tplab.job.compiled.CompiledDecoder`` (``--compile``).
+
+    Its one fixed-shape step takes one token at a time, so step 0 (the "prefill") is the prompt
+    fed token by token through that step, timed as one; every later step is one token.
+    """
+    if new_tokens < 1:
+        raise ValueError("new_tokens must be at least 1")
+    clock = _clock(device)
+    out: list[torch.Tensor] = []
+    ar_ms: list[float] = []
+    ar_calls: list[int] = []
+    ar_bytes: list[int] = []
+    with torch.inference_mode():
+        ctx = comm_timing(sync) if instrument else contextlib.nullcontext()
+        with ctx as timer:
+            nxt = None
+            t = 0
+            for step in range(new_tokens):
+                if timer is not None:
+                    ms0, calls0, bytes0 = timer.ms, timer.calls, timer.bytes
+                clock.start()
+                if step == 0:
+                    for tok in prompt_ids:
+                        nxt = decoder._call(torch.tensor([[tok]], device=device), t)
+                        t += 1
+                else:
+                    nxt = decoder._call(nxt, t)
+                    t += 1
+                clock.stop()
+                if timer is not None:
+                    ar_ms.append(timer.ms - ms0)
+                    ar_calls.append(timer.calls - calls0)
+                    ar_bytes.append(timer.bytes - bytes0)
+                out.append(nxt)
+        step_ms = clock.results()
+        tokens = torch.cat(out, dim=1)[0].tolist()
+    return DecodeRun(tokens=tokens, step_ms=step_ms, ar_ms=ar_ms, ar_calls=ar_calls,
+                     ar_bytes=ar_bytes, instrumented=instrument)
