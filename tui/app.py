@@ -276,6 +276,8 @@ class TplabApp(App[int]):
             if self.state.note_terminate_requested() and self.lab is not None:
                 self.lab.request_terminate("user")
             # a lab still being built picks the request up from the state (see _run_lab)
+        elif self.state.terminate_status == "gone":
+            pass  # this lab's pod is verified gone: nothing left to do
         elif not self._sweeping:
             self._sweeping = True
             self._sweep_leftovers()
@@ -286,31 +288,34 @@ class TplabApp(App[int]):
         """TERMINATE with no lab running: find pods tplab left behind and terminate them."""
         post = self.post_message
         if self.sweep_factory is None:
-            post(SweepProgress("no lab configured: nothing to terminate", finished=True))
+            post(SweepProgress("no lab configured: no provider to ask for pods", finished=True,
+                               ok=False))
             return
         post(SweepProgress("looking for tplab pods left running…"))
         try:
             lab = await asyncio.to_thread(self.sweep_factory)
             pods = list(await asyncio.to_thread(lab.find_leftover_pods))
+            all_gone = True
             for pod in pods:
                 post(SweepProgress(f"terminating leftover pod {pod.id}… verifying gone…"))
                 proof = await lab.terminate_pod(pod.id)
                 gone = not getattr(proof, "listed", False)
+                all_gone = all_gone and gone
                 self.state.note(f"leftover pod {pod.id} "
                                 + ("terminated, verified gone" if gone else
                                    "terminated but still listed: check the provider console"),
                                 "info" if gone else "error")
             post(SweepProgress(f"{len(pods)} leftover pod(s) terminated ✓" if pods
-                               else "no tplab pod is running ✓", finished=True))
+                               else "no tplab pod is running ✓", finished=True, ok=all_gone))
         except Exception as exc:  # noqa: BLE001 - shown to the user
-            post(SweepProgress(f"leftover check failed: {exc}", finished=True))
+            post(SweepProgress(f"leftover check failed: {exc}", finished=True, ok=False))
 
     def on_sweep_progress(self, msg: SweepProgress) -> None:
         self._sweep = msg.text
         if msg.finished:
             self._sweeping = False
-        self._sweep_done = msg.finished and "failed" not in msg.text
-        self.state.note(msg.text, "error" if "failed" in msg.text else "info")
+        self._sweep_done = msg.finished and msg.ok
+        self.state.note(msg.text, "info" if msg.ok else "error")
         self.redraw(force=True)
 
     # ------------------------------------------------------------------ quit

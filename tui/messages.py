@@ -22,3 +22,4 @@ class SweepProgress(Message):
 
     text: str
     finished: bool = False
+    ok: bool = True  # finished and every pod found is verified gone

@@ -14,7 +14,10 @@ async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 30.0,
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            state = getattr(pilot.app, "state", None)
+            tail = [f"{ln.level} {ln.text}" for ln in list(getattr(state, "log", []))[-12:]]
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; log tail:\n"
+                                 + "\n".join(tail))
         await pilot.pause(0.05)
 
 

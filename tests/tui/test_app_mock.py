@@ -1,0 +1,118 @@
+"""The dashboard driving the real orchestrator on the mock cloud (real provider, SSH, job on
+this CPU, ledger, manifest). Tiny labs: 2 prompts × 8 tokens, no sweep."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from textual.widgets import Button
+
+from tplab.lab import Lab, LabConfig
+from tplab.mock_session import _provider
+from tui.app import TplabApp
+from tui.screens.quit import QuitScreen
+from tui.scaling.panel import ScalingSource
+
+from .helpers import svg_text, wait_for
+
+pytestmark = pytest.mark.slow
+SIZE = (160, 48)
+#: a lab long enough to be interrupted (prompt + new tokens stay under block_size 160)
+LONG = {"num_prompts": 4, "new_tokens": 140}
+
+
+def _cfg(lab_assets, tmp_path, **kw) -> LabConfig:
+    ckpt, prompts = lab_assets
+    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
+                checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
+                heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
+    base.update(kw)
+    return LabConfig(**base)
+
+
+async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_path):
+    cfg = _cfg(lab_assets, tmp_path)
+    app = TplabApp(lambda: Lab(cfg), plan={"num_prompts": 2, "new_tokens": 8},
+                   scaling=ScalingSource.for_config(cfg))
+    token_seen_while_running = False
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        while app.outcome is None and app.lab_error is None:
+            await pilot.pause(0.05)
+            if app.lab_active and app.state.timings["tp"].count + \
+                    app.state.timings["single"].count > 0:
+                token_seen_while_running = True
+            assert pilot.app.is_running
+        await wait_for(pilot, lambda: app.proof_path is not None, what="proof screenshot")
+    assert app.lab_error is None, app.lab_error
+    assert token_seen_while_running, "timings never appeared while the lab ran"
+    out = app.outcome
+    assert out.status == "COMPLETE", out.reason
+    assert out.verified_gone and out.exit_code == 0 and app.exit_code() == 0
+    s = app.state
+    assert s.timings["single"].count == 2 * 8 and s.timings["tp"].count == 2 * 8
+    assert s.outputs_match() is True and s.terminate_status == "gone"
+    manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
+    assert manifest["status"] == "COMPLETE" and manifest["verified_gone"] is True
+    assert manifest["instance_id"] == s.instance.pod_id
+    proof = cfg.out_dir / "proof-terminated.svg"
+    assert app.proof_path == proof
+    text = svg_text(proof)
+    assert "POD GONE ✓" in text and "COMPLETE" in text and s.instance.pod_id in text
+
+
+async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_path, mock_cloud):
+    cfg = _cfg(lab_assets, tmp_path, **LONG)
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    labs = []
+
+    def factory():
+        labs.append(Lab(cfg, provider=prov))
+        return labs[-1]
+
+    app = TplabApp(factory, start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.timings["single"].count > 0, timeout=180,
+                       what="first tokens")
+        pod_id = app.state.instance.pod_id
+        assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]
+        await pilot.press("ctrl+t")
+        labels = {str(app.query_one("#terminate", Button).label)}
+        await pilot.click("#terminate")  # a second press: nothing extra
+        while app.outcome is None and app.lab_error is None:
+            labels.add(str(app.query_one("#terminate", Button).label))
+            await pilot.pause(0.02)
+        await pilot.pause(0.3)
+        final = str(app.query_one("#terminate", Button).label)
+    assert app.lab_error is None, app.lab_error
+    assert "TERMINATING…" in labels and final == "POD GONE ✓"
+    assert app.outcome.verified_gone and app.outcome.pod_id == pod_id
+    assert app.state.timings["tp"].count < LONG["num_prompts"] * LONG["new_tokens"]  # mid-run
+    pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
+    assert pod["desiredStatus"] == "TERMINATED"
+    stops = [line for line in app.state.log if "terminate requested" in line.text]
+    assert len(stops) == 1  # the lab was asked once
+
+
+async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cloud):
+    cfg = _cfg(lab_assets, tmp_path, **LONG)
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    app = TplabApp(lambda: Lab(cfg, provider=prov), start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.instance.pod_id is not None, timeout=120,
+                       what="a pod")
+        pod_id = app.state.instance.pod_id
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        assert app.is_running and app.lab_active
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press("t")  # terminate and quit: the app closes once the pod is gone
+        await wait_for(pilot, lambda: not app.is_running, timeout=120, what="the app to exit")
+    assert app.outcome is not None and app.outcome.verified_gone
+    pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
+    assert pod["desiredStatus"] == "TERMINATED"
+    assert (cfg.out_dir / "proof-terminated.svg").is_file()
