@@ -216,6 +216,8 @@ class Lab:
         self._publish_batch((ev,))
 
     def _publish_batch(self, batch: list[Event] | tuple[Event, ...]) -> None:
+        if not batch:
+            return
         for q in self._subs:
             try:
                 q.put_nowait(batch)
@@ -223,6 +225,14 @@ class Lab:
                 with contextlib.suppress(asyncio.QueueEmpty):
                     self.dropped_events += len(q.get_nowait() or ())
                 q.put_nowait(batch)
+
+    def _close_subs(self) -> None:
+        """End every subscription (a full queue loses its oldest batch to make room)."""
+        for q in list(self._subs):
+            if q.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    self.dropped_events += len(q.get_nowait() or ())
+            q.put_nowait(None)
 
     def _emit(self, type_: str, **fields: Any) -> Event:
         ev = self._writer.make(type_, **fields)
@@ -663,7 +673,8 @@ class Lab:
             if info.state.upper() != "RUNNING":
                 self.pod = info
                 self._instance_event(info)
-                self.request_terminate(f"the pod went {info.state} (spot interruption?)")
+                self.request_terminate(f"the pod went {info.state} (a spot interruption, or "
+                                       "its watchdog)")
                 return
 
     async def _fetch(self) -> None:
@@ -842,9 +853,7 @@ class Lab:
                    manifest=str(self.out_dir / "manifest.json"))
         if self._stream_fh is not None:
             self._stream_fh.flush()
-        for q in list(self._subs):
-            with contextlib.suppress(asyncio.QueueFull):
-                q.put_nowait(None)
+        self._close_subs()
         return LabOutcome(self._status, self._reason, self.out_dir, self.pod_id,
                           self.verified_gone, code)
 

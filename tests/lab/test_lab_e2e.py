@@ -150,6 +150,14 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
     pod_seqs = [e.seq for e in read_events(str(outcome.out_dir / "events.jsonl"))]
     assert job_seqs == pod_seqs == list(range(len(pod_seqs)))
     assert lab.tail.gaps == 0
+    drops_seen = [e for e in (outcome.out_dir / "stream.jsonl").read_text().splitlines()
+                  if '"state":"dropped"' in e]
+    assert len(drops_seen) == 2
+    key = mock_cloud.api_key.encode()
+    for path in list(outcome.out_dir.iterdir()) + list(
+            (Path(os.environ["TPLAB_HOME"]) / "mock").rglob("*")):
+        if path.is_file():
+            assert key not in path.read_bytes(), path
 
 
 def test_client_sigkill_watchdog_terminates_pod(lab_assets, tmp_path, mock_cloud):
@@ -278,3 +286,72 @@ def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, moc
     assert proc.returncode == 0, err
     assert f"{old.id}: gone" in out
     assert mock_cloud.pods()[0]["desiredStatus"] == "TERMINATED"
+
+
+async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path, mock_cloud):
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    # $0.70/h for at most 10 s costs at most $0.00194: within a $0.002 authorization, whose
+    # 80% ($0.0016) is reached after about 8.2 s; the default job runs far longer than 10 s
+    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.002, wall_cap_s=10.0, num_prompts=10,
+               new_tokens=100)
+    lab = Lab(cfg, provider=prov)
+    events = lab.subscribe()
+    seen = []
+
+    async def collect():
+        async for ev in events:
+            seen.append(ev)
+
+    task = asyncio.create_task(collect())
+    outcome = await lab.run()
+    await task
+    assert outcome.status == FAILED and outcome.exit_code != 0
+    assert "wall-clock cap" in outcome.reason or "watchdog" in outcome.reason, outcome.reason
+    assert outcome.verified_gone
+    warnings = [e for e in seen if e.type == "warning" and e.get("kind") == "budget80"]
+    assert len(warnings) == 1 and "80%" in warnings[0]["msg"]
+    costs = [e for e in seen if e.type == "cost"]
+    assert costs and costs[-1]["accrued_usd"] <= 0.0025
+    assert all(c["seconds_left"] <= 10.5 for c in costs)
+    pods = mock_cloud.pods()
+    assert pods[0]["desiredStatus"] == "TERMINATED"
+    _assert_settled(cfg.ledger_label())
+
+
+async def test_spot_interruption_ends_the_lab_through_terminate(lab_assets, tmp_path):
+    from tplab.mock.handle import start_mock_cloud
+    cloud = start_mock_cloud({"spot_interrupt_after_s": 4.0}, boot_delay_s=0.3,
+                             state_dir=tmp_path / "mock-state")
+    try:
+        prov = _provider(cloud.api_key, cloud.api_url)
+        cfg = _cfg(lab_assets, tmp_path, num_prompts=10, new_tokens=100)
+        outcome = await Lab(cfg, provider=prov).run()
+        assert outcome.status == FAILED and outcome.exit_code != 0
+        assert "EXITED" in outcome.reason, outcome.reason
+        assert outcome.verified_gone
+        assert cloud.pods()[0]["desiredStatus"] == "TERMINATED"
+        manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
+        assert manifest["status"] == FAILED and manifest["verified_gone"] is True
+        _assert_settled(cfg.ledger_label())
+    finally:
+        cloud.stop()
+
+
+async def test_failed_create_keeps_the_intent_and_releases_the_hold(lab_assets, tmp_path):
+    from tplab.mock.handle import start_mock_cloud
+    cloud = start_mock_cloud({"http_500": {"podRentInterruptable": 20}}, boot_delay_s=0.3,
+                             state_dir=tmp_path / "mock-state")
+    try:
+        prov = _provider(cloud.api_key, cloud.api_url)
+        cfg = _cfg(lab_assets, tmp_path)
+        outcome = await Lab(cfg, provider=prov).run()
+        assert outcome.status == FAILED and outcome.pod_id is None
+        assert cloud.pods() == []
+        inst = json.loads((cfg.out_dir / "instance.json").read_text())
+        assert inst["state"] == "not-created" and inst["pod_id"] is None
+        assert inst["intent_at"] <= inst["ended_at"]
+        kinds = [e["kind"] for e in _ledger_lines()]
+        assert kinds == ["authorize", "release"]
+        assert cloud.api_key not in outcome.reason
+    finally:
+        cloud.stop()

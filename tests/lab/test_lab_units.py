@@ -1,0 +1,149 @@
+"""Fast tests of the lab's pieces that need no cloud: decoding, records, options, the view."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import pytest
+
+from tplab import instance_store
+from tplab.events import EventDecoder, EventWriter, read_events
+from tplab.headless import HeadlessView
+from tplab.lab import Lab, LabConfig
+from tplab.lab_options import add_lab_arguments, config_from_args
+from tplab.remote import FastDecoder, TailState, _accept, fast_from_dict
+
+
+def _lines(n: int) -> bytes:
+    buf = io.StringIO()
+    w = EventWriter([buf], src="job")
+    for i in range(n):
+        w.emit("token", mode="tp", prompt=0, pos=i, ms=1.5, ar_ms=0.5, token=i)
+    w.emit("phase", name="finished", wall_s=1.0)
+    return buf.getvalue().encode()
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
+def test_fast_decoder_matches_reference_at_any_chunking(chunk):
+    data = _lines(50)
+    ref = EventDecoder().feed(data)
+    dec = FastDecoder()
+    got = []
+    for i in range(0, len(data), chunk):
+        got.extend(dec.feed(data[i:i + chunk]))
+    assert got == ref
+    assert dec.offset == len(data) and dec.pending == 0
+
+
+def test_fast_decoder_keeps_good_events_around_bad_and_blank_lines():
+    good = _lines(3).splitlines(keepends=True)
+    data = good[0] + b"\n" + b"{not json}\n" + good[1] + b'{"v": 9, "seq": 5}\n' + good[2]
+    dec = FastDecoder()
+    events = dec.feed(data)
+    assert [e.seq for e in events] == [0, 1, 2]
+    assert dec.bad_lines == 2
+    assert dec.last_raw == b""  # not stored raw: the bad lines must not travel on
+    assert dec.offset == len(data)
+
+
+def test_fast_from_dict_rejects_what_from_dict_rejects():
+    from tplab.events import EventError
+    for bad in ({"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": "token"},
+                {"v": 1, "seq": True, "ts": 1.0, "src": "job", "type": "heartbeat"},
+                {"v": 1, "seq": 0, "ts": 1.0, "src": "x", "type": "heartbeat"},
+                {"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": "error", "msg": "m",
+                 "fatal": 1}):
+        with pytest.raises(EventError):
+            fast_from_dict(bad)
+
+
+def test_accept_drops_duplicates_and_counts_gaps():
+    evs = list(FastDecoder().feed(_lines(5)))
+    st = TailState()
+    assert [e.seq for e in _accept(st, evs[:3])] == [0, 1, 2]
+    assert [e.seq for e in _accept(st, evs[1:])] == [3, 4, 5]
+    assert st.duplicates == 2 and st.gaps == 0
+    assert st.finished_seen_at is not None  # the job's `finished` phase was seen
+    _accept(st, [evs[0].__class__(type="heartbeat", seq=9, ts=0.0)])
+    assert st.gaps == 1
+
+
+def test_instance_records_round_trip_and_close(tmp_path):
+    rec = instance_store.InstanceRecord(lab_id="L1", label="lab", pod_name="tplab-L1",
+                                        provider="runpod", gpu_type="g", gpu_count=2, spot=True,
+                                        usd_per_hr=0.7, mock=True)
+    instance_store.save(rec, [tmp_path / "instance.json"])
+    assert [r.lab_id for r in instance_store.open_records(True)] == ["L1"]
+    rec.pod_id, rec.state = "pod9", instance_store.CREATED
+    instance_store.save(rec)
+    instance_store.mark("pod9", instance_store.GONE, True)
+    assert instance_store.open_records(True) == []
+    data = json.loads((tmp_path / "instance.json").read_text())
+    assert data["state"] == "intent" and "key" not in json.dumps(data).lower()
+
+
+def test_options_build_the_config(tmp_path):
+    p = argparse.ArgumentParser()
+    add_lab_arguments(p)
+    args = p.parse_args(["--mock", "--prompts", "3", "--new-tokens", "9", "--on-demand",
+                         "--lab-cap", "2.5", "--heartbeat-timeout", "7", "--out", str(tmp_path)])
+    cfg = config_from_args(args)
+    assert cfg.mock and not cfg.spot and cfg.num_prompts == 3 and cfg.new_tokens == 9
+    assert cfg.lab_cap_usd == 2.5 and cfg.heartbeat_timeout_s == 7.0
+    assert cfg.out_dir == tmp_path
+    assert cfg.ledger_label() == "lab02-tp-spinup-rtx4090x2"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--prompts", "0"])
+
+
+async def test_subscribers_get_every_event_and_never_block_the_lab(tmp_path):
+    lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
+    fast = lab.subscribe()
+    slow = lab.subscribe(maxsize=2)
+    for i in range(5):
+        lab._emit("log", level="info", msg=f"m{i}")
+    lab._publish_batch([])  # an empty batch is harmless
+    lab._close_subs()
+    got = [ev["msg"] async for ev in fast]
+    assert got == [f"m{i}" for i in range(5)]
+    tail = [ev["msg"] async for ev in slow]  # ends too, with the newest events
+    assert tail == ["m4"]
+    assert lab.dropped_events == 4  # the slow one lost its oldest, the lab did not wait
+
+
+def test_headless_view_prints_phases_progress_and_table():
+    out = io.StringIO()
+    view = HeadlessView(out, tty=False)
+    view.set_plan(1, 2, 2)
+    lab_w, job_w = EventWriter(src="lab"), EventWriter(src="job")
+    for ev in [lab_w.make("phase", name="run"),
+               job_w.make("token", mode="single", prompt=0, pos=0, ms=1.0, ar_ms=0.0),
+               job_w.make("token", mode="single", prompt=0, pos=1, ms=1.2, ar_ms=0.0),
+               job_w.make("token", mode="tp", prompt=0, pos=0, ms=3.0, ar_ms=2.0),
+               job_w.make("token", mode="tp", prompt=0, pos=1, ms=3.5, ar_ms=2.0),
+               lab_w.make("warning", msg="budget alert: 80%"),
+               lab_w.make("phase", name="done", status="COMPLETE", reason="ok")]:
+        view.handle(ev)
+    text = out.getvalue()
+    assert "run" in text and "tokens 4/4 (100%)" in text and "tp 3.500 ms" in text
+    assert "WARNING: budget alert" in text and "done: COMPLETE" in text
+    table = view.table({"status": "COMPLETE", "reason": "ok", "results": {
+        "single_per_token_ms": 1.1, "tp_per_token_ms": 3.25, "speedup": 0.338,
+        "allreduce_ms_per_token": 2.0, "comm_compute_ratio": 1.6, "outputs_match": True},
+        "pod_id": "p", "verified_gone": True, "actual_usd": 0.01, "job_events": 4,
+        "ssh_drops": 0, "duplicates": 0, "gaps": 0, "artifacts": {"manifest.json": "/x"}})
+    assert "0.338x" in table and "p (verified gone)" in table and "$0.0100" in table
+
+
+def test_tty_progress_is_one_redrawn_line():
+    out = io.StringIO()
+    view = HeadlessView(out, tty=True)
+    view.set_plan(1, 50, 2)
+    w = EventWriter(src="job")
+    for i in range(100):
+        view.handle(w.make("token", mode="tp", prompt=0, pos=i % 50, ms=2.0, ar_ms=1.0))
+    view._bar(force=True)
+    assert "\n" not in out.getvalue() and "\r" in out.getvalue()
+    assert "100/100 tokens" in out.getvalue().split("\r")[-1]
