@@ -94,11 +94,10 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     """
     cross = (f"The scaling model{f' ({profile_name})' if profile_name else ''} puts the crossover "
              f"at d_model ≈ {crossover_d_model:.0f}: only from there do the weight reads TP divides "
-             "outweigh the collectives and launches it adds." if crossover_d_model
-             else "The scaling model finds no d_model up to 65536 where TP wins on this hardware.")
+             "outweigh the collectives and launches it adds." if crossover_d_model else "")
     if not results:
         if prediction is None:
-            return "No run and no prediction: nothing measured to reflect on. " + cross
+            return ("No run and no prediction: nothing measured to reflect on. " + cross).strip()
         p = prediction
         return (f"No cloud run, so no measured numbers: this is the model's prediction at d_model "
                 f"{p.d_model:.0f}. One device: {p.single_ms:.3f} ms/token, of which "
@@ -108,7 +107,7 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
                 f"small part, launches at least as many kernels per rank ({p.tp_launch_ms:.3f} ms), "
                 f"and adds {p.allreduces_per_token} all-reduces of {_fmt_bytes(p.message_bytes)} "
                 f"plus a logits all-gather ({p.comm_ms:.3f} ms), each paying the latency α "
-                f"whatever its size. " + cross)
+                f"whatever its size. " + cross).strip()
     r = results
     s, t, x = r["single_per_token_ms"], r["tp_per_token_ms"], r["speedup"]
     world = r.get("world_size", 2)
@@ -160,7 +159,8 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     if oh is not None:
         out.append(f"(Timing the collectives changed the TP step by {oh:+.3f} ms/token; latency is "
                    "from the uninstrumented pass.)")
-    out.append(cross)
+    if cross:
+        out.append(cross)
     return " ".join(out)
 
 

@@ -84,6 +84,11 @@ def test_lesson_notes_are_written_from_the_runs_numbers():
     assert b != a and "α = 6.0 µs" in b and "0.800 ms/token" in b
 
 
+def test_no_run_and_no_crossover_claims_nothing():
+    notes = manifest.lesson_notes(None)
+    assert notes == "No run and no prediction: nothing measured to reflect on."
+
+
 def test_a_small_model_speedup_is_called_out_as_unphysical():
     notes = manifest.lesson_notes(_results(speedup=1.4, tp_per_token_ms=1.36))
     assert "not physical" in notes
