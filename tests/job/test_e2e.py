@@ -75,3 +75,17 @@ def test_tplab_local_end_to_end(tiny_assets, tmp_path):
     assert (m["status"], m["reason"]) == ("EDUCATIONAL_STUB", "no cloud run")
     assert m["outputs_match"] is True and m["tp_per_token_ms"] == r["tp_per_token_ms"]
     assert f"{r['single_per_token_ms']:.3f} ms/token" in m["lesson_notes"]
+
+
+def test_tplab_local_timeout_stops_the_job_and_records_failed(tiny_assets, tmp_path):
+    ckpt, prompts = tiny_assets
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "tplab", "local", "--out", str(out), "--checkpoint", str(ckpt),
+         "--prompts", str(prompts), "--num-prompts", "1", "--new-tokens", "4", "--timeout", "0.5",
+         "--quiet"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "the job did not finish within 0.5 s" in done.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "FAILED" and "did not finish" in m["reason"]
+    assert not (out / "results.json").exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -85,6 +86,21 @@ def _show(ev: Any, out: IO[str]) -> None:
     out.flush()
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Stop torchrun and its workers (they share the process group torchrun leads)."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     """Run torchrun, stream its events; return (exit status, error messages from the job)."""
     from tplab.events import EventDecoder, EventError
@@ -93,8 +109,16 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     log_path = out_dir / "torchrun.log"
     errors: list[str] = []
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(_job_command(args), stdout=subprocess.PIPE, stderr=log, env=env)
-        timer = threading.Timer(args.timeout, proc.kill)
+        # its own session, so a timeout or Ctrl-C stops torchrun *and* its workers, no orphans
+        proc = subprocess.Popen(_job_command(args), stdout=subprocess.PIPE, stderr=log, env=env,
+                                start_new_session=True)
+        timed_out = threading.Event()
+
+        def on_timeout() -> None:
+            timed_out.set()
+            _kill_group(proc)
+
+        timer = threading.Timer(args.timeout, on_timeout)
         timer.start()
         dec = EventDecoder()
         try:
@@ -113,11 +137,9 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
             rc = proc.wait()
         finally:
             timer.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    if rc != 0 and timer.finished.is_set() and not errors:
-        errors.append(f"the job did not finish within {args.timeout:.0f} s")
+            _kill_group(proc)
+    if timed_out.is_set():
+        errors.append(f"the job did not finish within {args.timeout:g} s")
     return rc, errors
 
 
