@@ -86,7 +86,7 @@ def train(config: GPTConfig | None = None, steps: int = 3000, minutes: float = 9
     stream: Iterator[corpus.Example] = corpus.train_stream(seed)
     budget = minutes * 60.0
     start = time.perf_counter()
-    step, loss_ema = 0, None
+    step, loss_ema, first_loss, last_loss = 0, None, None, None
     model.train()
     while step < steps:
         elapsed = time.perf_counter() - start
@@ -109,7 +109,9 @@ def train(config: GPTConfig | None = None, steps: int = 3000, minutes: float = 9
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+        last_loss = loss.item()
+        first_loss = last_loss if first_loss is None else first_loss
+        loss_ema = last_loss if loss_ema is None else 0.98 * loss_ema + 0.02 * last_loss
         if step % 100 == 0:
             log(f"step {step:5d}  loss {loss_ema:.4f}  lr {opt.param_groups[0]['lr']:.2e}  "
                 f"{time.perf_counter() - start:6.1f}s")
@@ -120,6 +122,7 @@ def train(config: GPTConfig | None = None, steps: int = 3000, minutes: float = 9
         f"({report.correct}/{report.total})")
     meta = {
         "steps": step, "train_seconds": round(train_s, 1), "final_loss": round(loss_ema or 0.0, 5),
+        "first_loss": round(first_loss or 0.0, 5), "last_loss": round(last_loss or 0.0, 5),
         "batch_size": batch_size, "lr": lr, "seed": seed, "threads": threads, "device": device, "params": model.num_params(),
         "torch": str(torch.__version__), "held_out": report.as_dict(),
         "held_out_accuracy": report.accuracy, "corpus_words": len(tok), "config": config.to_dict(),

@@ -1,0 +1,38 @@
+"""`tplab generate`, `tplab eval`, `tplab train`: outputs and one-sentence errors (in-process, cheap)."""
+
+from __future__ import annotations
+
+import argparse
+
+from tplab.commands import eval_, generate, train
+
+
+def _run(module, argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return module.main(parser.parse_args(argv))
+
+
+def test_generate_prints_the_correction_and_flags_unknown_words(capsys):
+    assert _run(generate, ["he", "goed", "to", "school"]) == 0
+    assert capsys.readouterr().out == "he went to school\n"
+    assert _run(generate, ["she", "dont", "like", "zanzibar"]) == 0
+    assert "read as <unk>: zanzibar" in capsys.readouterr().err
+
+
+def test_generate_errors_are_one_sentence(tmp_path, capsys):
+    assert _run(generate, ["--checkpoint", str(tmp_path / "none.pt"), "hi"]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert _run(generate, ["--tp", "3", "i has eat"]) == 1
+    assert "n_head=4 is not divisible by 3" in capsys.readouterr().err
+
+
+def test_eval_reports_accuracy_per_class(capsys):
+    assert _run(eval_, ["--examples", "40", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out exact match:" in out and "irregular_past" in out
+
+
+def test_train_rejects_bad_arguments(capsys):
+    assert _run(train, ["--steps", "0"]) == 2
+    assert "--steps must be positive" in capsys.readouterr().err

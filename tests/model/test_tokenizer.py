@@ -1,0 +1,45 @@
+"""Word tokenizer: splitting, round trip, specials, unknown words, serialisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tplab.model.corpus import build_tokenizer
+from tplab.model.tokenizer import SPECIALS, Tokenizer, split_words
+
+
+def test_split_keeps_apostrophes_and_separates_punctuation():
+    assert split_words("She DOESN'T like apples.") == ["she", "doesn't", "like", "apples", "."]
+
+
+def test_round_trip_of_corpus_sentences():
+    tok = build_tokenizer()
+    for text in ["he went to school", "she doesn't like apples.", "i have eaten"]:
+        ids = tok.encode(text)
+        assert tok.unk_id not in ids
+        assert tok.decode(ids) == text
+
+
+def test_prompt_ids_and_decode_stops_at_eos():
+    tok = build_tokenizer()
+    ids = tok.prompt_ids("i has eat")
+    assert ids[0] == tok.bos_id and ids[-1] == tok.sep_id and len(ids) == 5
+    body = tok.encode("i have eaten")
+    assert tok.decode(body + [tok.eos_id] + tok.encode("junk words")) == "i have eaten"
+
+
+def test_unknown_words_map_to_unk_and_are_reported():
+    tok = build_tokenizer()
+    ids = tok.encode("he goed to zanzibar")
+    assert ids[-1] == tok.unk_id
+    assert tok.unknown_words("he goed to zanzibar zanzibar qux") == ["zanzibar", "qux"]
+
+
+def test_vocabulary_is_deterministic_and_serialisable():
+    a, b = build_tokenizer(), build_tokenizer()
+    assert a.vocab == b.vocab and tuple(a.vocab[:5]) == SPECIALS
+    assert Tokenizer.from_dict(a.to_dict()).vocab == a.vocab
+    with pytest.raises(ValueError):
+        Tokenizer.from_dict({"kind": "bpe", "vocab": a.vocab})
+    with pytest.raises(ValueError):
+        Tokenizer(["a", "b"])
