@@ -36,3 +36,5 @@ def test_eval_reports_accuracy_per_class(capsys):
 def test_train_rejects_bad_arguments(capsys):
     assert _run(train, ["--steps", "0"]) == 2
     assert "--steps must be positive" in capsys.readouterr().err
+    assert _run(train, ["--n-layer", "0"]) == 2
+    assert "n_layer must be a positive integer" in capsys.readouterr().err

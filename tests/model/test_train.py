@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from tplab.model import corpus
+from tplab.model.checkpoint import load_checkpoint, save_checkpoint
 from tplab.model.config import GPTConfig
 from tplab.model.train import IGNORE, lr_at, make_batch, train
 
@@ -26,7 +27,7 @@ def test_lr_schedule_warms_up_and_decays():
     assert lr_at(1.0, 1.0) < 0.06
 
 
-def test_tiny_training_run_lowers_the_loss():
+def test_tiny_training_run_lowers_the_loss(tmp_path):
     config = GPTConfig(n_layer=1, block_size=48)
     lines: list[str] = []
     result = train(config, steps=40, minutes=2.0, batch_size=16, lr=5e-3, long_every=0, threads=1,
@@ -36,3 +37,5 @@ def test_tiny_training_run_lowers_the_loss():
     assert result.meta["last_loss"] < result.meta["first_loss"] - 2.0
     assert isinstance(result.meta["torch"], str)  # weights_only loading rejects TorchVersion objects
     assert torch.isfinite(next(result.model.parameters())).all()
+    path = save_checkpoint(tmp_path / "tiny.pt", result.model, result.tokenizer, result.meta)
+    assert load_checkpoint(path).meta["steps"] == 40  # the whole meta loads with weights_only=True

@@ -66,7 +66,7 @@ def lr_at(progress: float, base_lr: float, warmup: float = 0.03, floor: float = 
     return base_lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def train(config: GPTConfig | None = None, steps: int = 3000, minutes: float = 9.0, batch_size: int = 64,
+def train(config: GPTConfig | None = None, steps: int = 20000, minutes: float = 7.5, batch_size: int = 64,
           lr: float = 3e-3, seed: int = 0, long_every: int = 4, long_batch: int = 8, threads: int = 2,
           eval_examples: int = 600, device: str = "cpu",
           log: Callable[[str], None] = print) -> TrainResult:
