@@ -47,6 +47,13 @@ def test_block_size_overflow_is_a_clear_error():
         model(torch.zeros(1, 3, dtype=torch.long), cache)
 
 
+def test_greedy_decode_refuses_to_overrun_the_block():
+    model = _model()
+    assert len(greedy_decode(model, [1, 2], SMALL.block_size - 1)) == SMALL.block_size - 1  # fits exactly
+    with pytest.raises(ValueError, match="does not fit"):
+        greedy_decode(model, [1, 2], SMALL.block_size)
+
+
 def test_greedy_decode_lengths_and_batch_agreement():
     model = _model()
     prompt = [1, 5, 9, 2]

@@ -27,6 +27,10 @@ def greedy_decode(model: nn.Module, prompt_ids: Sequence[int], max_new_tokens: i
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
     if not prompt_ids:
         raise ValueError("greedy_decode needs a non-empty prompt.")
+    block = model.config.block_size
+    if len(prompt_ids) + max(max_new_tokens - 1, 0) > block:  # the last new token is never fed back
+        raise ValueError(f"a prompt of {len(prompt_ids)} tokens plus {max_new_tokens} new tokens does not fit "
+                         f"the model's block_size of {block}; ask for fewer new tokens.")
     device = next(model.parameters()).device
     cache = model.new_cache(batch_size=1, device=device)
     idx = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)

@@ -47,11 +47,26 @@ class Tokenizer:
     def __len__(self) -> int:
         return len(self.vocab)
 
-    pad_id = property(lambda self: 0)
-    bos_id = property(lambda self: 1)
-    sep_id = property(lambda self: 2)
-    eos_id = property(lambda self: 3)
-    unk_id = property(lambda self: 4)
+    # the specials' ids are their positions in SPECIALS (checked in __post_init__)
+    @property
+    def pad_id(self) -> int:
+        return 0
+
+    @property
+    def bos_id(self) -> int:
+        return 1
+
+    @property
+    def sep_id(self) -> int:
+        return 2
+
+    @property
+    def eos_id(self) -> int:
+        return 3
+
+    @property
+    def unk_id(self) -> int:
+        return 4
 
     def encode(self, text: str) -> list[int]:
         """Word ids of ``text``; words outside the vocabulary become ``<unk>``."""
