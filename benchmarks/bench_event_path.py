@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tplab.events import EventDecoder, EventWriter  # noqa: E402
+from tplab.events import EventWriter  # noqa: E402
 from tplab.lab import Lab, LabConfig  # noqa: E402
 from tplab.remote import TailState, _accept  # noqa: E402
 

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 from tplab import instance_store, remote
 from tplab.cloud.base import (POD_NAME_PREFIX, GoneProof, NoCapacityError, PodInfo, PodSpec,

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tplab import instance_store
-from tplab.events import EventDecoder, EventWriter, read_events
+from tplab.events import EventDecoder, EventWriter
 from tplab.headless import HeadlessView
 from tplab.lab import Lab, LabConfig
 from tplab.lab_options import add_lab_arguments, config_from_args
