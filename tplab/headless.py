@@ -67,7 +67,7 @@ class HeadlessView:
             self.out.write("\r\x1b[2K" + text)
             self.out.flush()
             self._bar_shown = True
-        elif total:
+        elif total and self.tokens:
             pct = int(100 * self.tokens / total) // 10 * 10
             if pct > self._last_pct_line:
                 self._last_pct_line = pct
@@ -143,6 +143,8 @@ class HeadlessView:
                            f"duplicates dropped {summary.get('duplicates')}, gaps "
                            f"{summary.get('gaps')})"),
         ]
+        if not res and not self.tokens:
+            rows = [r for r in rows if r[0] in ("status", "pod", "actual $")]
         for name, path in sorted((summary.get("artifacts") or {}).items()):
             rows.append((f"artifact {name}", path))
         width = max(len(k) for k, _ in rows)

@@ -30,12 +30,21 @@ def _provider(api_key: str, api_url: str | None) -> Provider:
 
 
 def real_provider(config: "LabConfig") -> Provider:
-    """The RunPod provider for a real lab (key from RUNPOD_API_KEY; never logged)."""
+    """The RunPod provider for a real lab (key from RUNPOD_API_KEY or ~/.runpod; never logged)."""
+    from tplab.cloud.keys import NO_KEY, load_api_key
+    key = load_api_key()
+    if not key:
+        raise AuthError(NO_KEY + " Or use --mock to run against the local mock cloud.")
+    return _provider(key, config.api_url or os.environ.get("RUNPOD_API_BASE_URL"))
+
+
+def _mock_key() -> str:
+    from tplab.redact import register_secret
     key = os.environ.get("RUNPOD_API_KEY", "").strip()
     if not key:
-        raise AuthError("RUNPOD_API_KEY is not set; export your RunPod API key, or use --mock "
-                        "to run against the local mock cloud")
-    return _provider(key, config.api_url or os.environ.get("RUNPOD_API_BASE_URL"))
+        raise AuthError("--api-url needs that cloud's API key in RUNPOD_API_KEY.")
+    register_secret(key)
+    return key
 
 
 @contextlib.asynccontextmanager
@@ -43,10 +52,7 @@ async def mock_session(config: "LabConfig") -> AsyncIterator[Provider]:
     """A provider on the mock cloud: ``config.api_url`` if one runs already, else one started
     here (with ``config.mock_options``) and stopped — every pod with it — on the way out."""
     if config.api_url:
-        key = os.environ.get("RUNPOD_API_KEY", "").strip()
-        if not key:
-            raise AuthError("--api-url needs the mock's key in RUNPOD_API_KEY")
-        yield _provider(key, config.api_url)
+        yield _provider(_mock_key(), config.api_url)
         return
     from tplab.mock.handle import start_mock_cloud
     # the mock starts in a subprocess; import the runpod SDK (about 1.5 s) meanwhile
@@ -54,6 +60,8 @@ async def mock_session(config: "LabConfig") -> AsyncIterator[Provider]:
     cloud = await asyncio.to_thread(start_mock_cloud, **config.mock_options)
     with contextlib.suppress(Exception):
         await sdk
+    from tplab.redact import register_secret
+    register_secret(cloud.api_key)
     try:
         yield _provider(cloud.api_key, cloud.api_url)
     finally:
@@ -66,9 +74,6 @@ def cli_provider(mock: bool, api_url: str | None) -> Provider | None:
     if mock and not api_url:
         return None
     if mock:
-        key = os.environ.get("RUNPOD_API_KEY", "").strip()
-        if not key:
-            raise AuthError("--api-url needs the mock's key in RUNPOD_API_KEY")
-        return _provider(key, api_url)
+        return _provider(_mock_key(), api_url)
     from tplab.lab import LabConfig
     return real_provider(LabConfig(api_url=api_url))

@@ -27,7 +27,11 @@ def main(args: argparse.Namespace) -> int:
     import asyncio
     from tplab.lab_options import config_from_args
     config = config_from_args(args)
-    if not config.mock and not args.yes and sys.stdin.isatty():
+    if not config.mock and not args.yes:
+        if not sys.stdin.isatty():
+            print("tplab: a real lab spends real money; pass --yes to run it without a prompt "
+                  "(or --mock for the local mock cloud). Nothing was created.", file=sys.stderr)
+            return 2
         answer = input(f"This creates a real {config.gpus}x {config.gpu_type} pod and spends real "
                        "money (within the lab cap). Continue? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
