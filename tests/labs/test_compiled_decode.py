@@ -10,7 +10,7 @@ from tplab.model.config import GPTConfig
 from tplab.model.decode import greedy_decode
 from tplab.model.gpt import MiniGPT
 
-TINY = GPTConfig(vocab_size=48, block_size=24, n_layer=2, n_head=2, d_model=16, d_ff=32)
+TINY = GPTConfig(vocab_size=48, block_size=24, n_layer=1, n_head=2, d_model=16, d_ff=32)
 
 
 def _model() -> MiniGPT:

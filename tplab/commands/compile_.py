@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new-tokens", type=int, default=64, help="tokens per timed decode (default 64)")
     p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per pair (default 5)")
     p.add_argument("--calls", type=int, default=200, help="calls per timing round for forwards (default 200)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where to compile and time")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: torch's choice; 1 gives steadier numbers on a busy machine)")
 
@@ -45,6 +46,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"tplab compile: checkpoint {args.checkpoint} not found; pass --checkpoint PATH "
               "or --substitute-only.", file=sys.stderr)
         return 2
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        print(f"tplab compile: --device must be cpu or cuda, not {args.device!r}.", file=sys.stderr)
+        return 2
     for name in ("new_tokens", "rounds", "calls"):
         if getattr(args, name) < 1:
             print(f"tplab compile: --{name.replace('_', '-')} must be at least 1.", file=sys.stderr)
@@ -58,6 +62,8 @@ def main(args: argparse.Namespace) -> int:
             cmd += ["--prompts", str(args.prompts)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if args.device != "cpu":
+        cmd += ["--device", args.device]
     print(f"tplab compile: compiling (the first compile takes tens of seconds on a CPU); log in {out / 'inductor.log'}")
     with open(out / "inductor.log", "w") as log:
         rc = subprocess.call(cmd, env=inductor_env(out), stdout=log, stderr=subprocess.STDOUT)

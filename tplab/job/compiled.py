@@ -81,6 +81,10 @@ class CompiledDecoder:
     def __post_init__(self) -> None:
         self.positions = torch.arange(self.step.key_pos.numel(), device=self.device)
 
+    def next_token(self, token: torch.Tensor, t: int) -> torch.Tensor:
+        """The greedy token ``[B, 1]`` after feeding ``token`` ``[B, 1]`` at position ``t`` (advances the cache)."""
+        return self._call(token, t)
+
     def _call(self, token: torch.Tensor, t: int) -> torch.Tensor:
         if self.mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
@@ -118,11 +122,13 @@ class CompiledDecoder:
 
 
 def build_decoder(model: nn.Module, compile: bool = True, mode: str | None = None,
-                  fullgraph: bool | None = None) -> CompiledDecoder:
+                  fullgraph: bool | None = None, cpp_wrapper: bool = False) -> CompiledDecoder:
     """Wrap a loaded (eval) MiniGPT in a static-cache greedy decoder, compiled unless ``compile=False``.
 
     ``mode`` defaults to :func:`default_mode` for the model's device. ``fullgraph`` defaults to True
     for a single-device model and False for a TP build (its collectives may break the graph).
+    ``cpp_wrapper=True`` (CPU, default mode only) has Inductor emit the per-call wrapper in C++ instead
+    of Python: less overhead per token, a longer compile.
     """
     model.eval()
     step = StaticDecodeStep(model)
@@ -132,6 +138,9 @@ def build_decoder(model: nn.Module, compile: bool = True, mode: str | None = Non
     mode = mode or default_mode(device)
     if fullgraph is None:
         fullgraph = not getattr(model, "parallel", False) or getattr(model, "world_size", 1) == 1
+    if cpp_wrapper and mode == "default":
+        fn = torch.compile(step.greedy, options={"cpp_wrapper": True}, fullgraph=fullgraph, dynamic=False)
+        return CompiledDecoder(step, fn, device, "default+cpp_wrapper")
     fn = torch.compile(step.greedy, mode=mode, fullgraph=fullgraph, dynamic=False)
     return CompiledDecoder(step, fn, device, mode)
 

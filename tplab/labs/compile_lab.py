@@ -84,25 +84,39 @@ def softmax_analysis(out: Path, graphs: list[Path]) -> dict[str, Any] | None:
         findings = inductor_dump.anatomy(k)
         return {"kernel": k.name, "language": k.language, "graph": g.name,
                 "file": str(path.relative_to(out)), "call_args": k.call_args,
-                "buffer_shapes": k.buffer_shapes, "graph_aten_ops": inductor_dump.graph_aten_ops(g),
+                "buffer_shapes": k.buffer_shapes, "pointers": inductor_dump.pointer_params(k),
+                "graph_aten_ops": inductor_dump.graph_aten_ops(g),
                 "steps": inductor_dump.softmax_steps_present(findings),
                 "findings": [asdict(f) for f in findings]}
     return None
 
 
-def substitute_part(out: Path, watch: GraphWatch, calls: int, rounds: int) -> dict[str, Any]:
+def _sync(device: str) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def _synced(fn: Callable[[], object], sync: Callable[[], None]) -> Callable[[], None]:
+    def call() -> None:
+        fn()
+        sync()
+    return call
+
+
+def substitute_part(out: Path, watch: GraphWatch, calls: int, rounds: int, device: str) -> dict[str, Any]:
     """Part A-E on the seed's TinyHead: match, kernels, fused softmax, hot-path timing."""
     torch.manual_seed(SEED)
     model = TinyHead().eval()
+    x = torch.randn(2, 64)  # drawn on the CPU so the input is the seed's on every device
+    model, x = model.to(device), x.to(device)
     compiled = torch.compile(model, mode="default")
-    x = torch.randn(2, 64)
+    sync = _sync(device)
     with torch.no_grad():
         t0 = time.perf_counter()
         y_c = compiled(x)
         compile_s = time.perf_counter() - t0
         y_e = model(x)
-        timing = time_pair("TinyHead forward [2,64]", lambda: model(x), lambda: compiled(x),
-                           calls=calls, rounds=rounds)
+        timing = time_pair("TinyHead forward [2,64]", _synced(lambda: model(x), sync),
+                           _synced(lambda: compiled(x), sync), calls=calls, rounds=rounds)
     graphs = watch.new()
     return {"max_abs_diff": float((y_e - y_c).abs().max()), "compile_s": compile_s,
             "timing": {**asdict(timing), "speedup": timing.speedup},
@@ -130,14 +144,15 @@ def _decode_ms_per_token(decode: Callable[..., list[int]], prompt: list[int], to
 
 
 def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Path | None,
-               new_tokens: int, rounds: int, calls: int) -> dict[str, Any]:
+               new_tokens: int, rounds: int, calls: int, device: str) -> dict[str, Any]:
     """The stretch goal: the full MiniGPT-grammar forward, and its decode step with a static KV cache."""
     from tplab.job.compiled import build_decoder, warm_up
     from tplab.model.checkpoint import build_single, load_checkpoint
     from tplab.model.decode import greedy_decode
 
     ckpt = load_checkpoint(checkpoint)
-    model = build_single(ckpt, "cpu").eval()
+    model = build_single(ckpt, device).eval()
+    sync = _sync(device)
     prompts = _prompts(ckpt, prompts_path, 3)
     room = ckpt.config.block_size - max(len(p) for p in prompts) + 1
     new_tokens = max(2, min(new_tokens, room))
@@ -145,15 +160,15 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
                               "params": model.num_params(), "new_tokens": new_tokens}
 
     # (1) the full forward on one fixed-shape prompt
-    idx = torch.tensor([prompts[0]])
+    idx = torch.tensor([prompts[0]], device=device)
     fwd = torch.compile(model, mode="default")
     with torch.no_grad():
         t0 = time.perf_counter()
         logits_c = fwd(idx)
         result["forward_compile_s"] = time.perf_counter() - t0
         logits_e = model(idx)
-        timing = time_pair(f"MiniGPT forward [1,{idx.shape[1]}]", lambda: model(idx), lambda: fwd(idx),
-                           calls=calls, rounds=rounds)
+        timing = time_pair(f"MiniGPT forward [1,{idx.shape[1]}]", _synced(lambda: model(idx), sync),
+                           _synced(lambda: fwd(idx), sync), calls=calls, rounds=rounds)
     result["forward_max_abs_diff"] = float((logits_e - logits_c).abs().max())
     result["forward_argmax_equal"] = bool(torch.equal(logits_e.argmax(-1), logits_c.argmax(-1)))
     result["forward_timing"] = {**asdict(timing), "speedup": timing.speedup}
@@ -192,7 +207,7 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
 
 
 def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: int,
-        rounds: int, calls: int, threads: int | None) -> dict[str, Any]:
+        rounds: int, calls: int, threads: int | None, device: str = "cpu") -> dict[str, Any]:
     """Run the lab into ``out`` and return the results written to compile-results.json."""
     if threads:
         torch.set_num_threads(threads)
@@ -200,10 +215,11 @@ def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: in
     results: dict[str, Any] = {
         "lab": "compile", "torch": torch.__version__, "python": platform.python_version(),
         "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
-        "device": "cpu", "threads": torch.get_num_threads(), "started_at": time.time(),
-        "substitute": substitute_part(out, watch, calls, rounds),
+        "device": device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(device)})",
+        "threads": torch.get_num_threads(), "started_at": time.time(),
+        "substitute": substitute_part(out, watch, calls, rounds, device),
     }
-    results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls)
+    results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls, device)
                         if checkpoint is not None else None)
     results["finished_at"] = time.time()
     (out / "compile-results.json").write_text(json.dumps(results, indent=2))
@@ -220,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args(argv)
     missing = missing_env()
     if missing:
@@ -227,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
               "(run it through `tplab compile`).", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    run(args.out, args.checkpoint, args.prompts, args.new_tokens, args.rounds, args.calls, args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("compile lab: --device cuda was asked for but torch sees no GPU; use --device cpu.", file=sys.stderr)
+        return 2
+    run(args.out, args.checkpoint, args.prompts, args.new_tokens, args.rounds, args.calls, args.threads,
+        args.device)
     return 0
 
 

@@ -56,9 +56,13 @@ def annotation(fs: dict[str, Any]) -> str:
     for step, ok in fs["steps"].items():
         lines.append(f"- {step}: {'yes' if ok else 'NOT FOUND'}")
     lines += ["", "## Where it reads and writes", ""]
+    ptrs = fs.get("pointers", {"in": [], "out": [], "in_out": []})
+    lines.append(f"Pointer parameters: read {ptrs['in'] or 'none'}, written {ptrs['out'] or 'none'}, "
+                 f"read and overwritten in place {ptrs['in_out'] or 'none'}. The index expressions in the "
+                 "loads and stores below (row index times the row length, plus the column) say where.")
     shapes = fs.get("buffer_shapes", {})
     for i, arg in enumerate(fs.get("call_args", [])):
-        lines.append(f"- argument {i}: `{arg}`, allocated with shape {shapes.get(arg, '(not allocated here)')}")
+        lines.append(f"- call argument {i}: `{arg}`, allocated with shape {shapes.get(arg, '(not found in the wrapper)')}")
     lines += ["", "## Line by line", "", "| line | role | code |", "|---|---|---|"]
     for f in fs["findings"]:
         code = f["code"].replace("|", "\\|")
@@ -74,18 +78,27 @@ def annotation(fs: dict[str, Any]) -> str:
         lines.append("Each row is loaded into a block and reduced with `tl.max` / `tl.sum` inside one "
                      "program instance (a persistent reduction when the row fits in one block).")
     lines += ["", "## What is not there", ""]
-    row_shapes = {s for s in shapes.values() if not s.rstrip(")").endswith(", 1")}
-    full = [a for a, s in shapes.items() if s in row_shapes]
-    small = [a for a, s in shapes.items() if s not in row_shapes]
-    lines.append(f"The wrapper allocates {len(full)} full-size buffer(s) for this call ({', '.join(full)}: "
-                 f"the GEMM output it reads and the probabilities it writes) and {len(small)} per-row "
-                 f"statistic(s) ({', '.join(small) or 'none'}). There is no full-size buffer for "
-                 "`exp(x - max)`: the exponentials never leave the kernel"
-                 + (", they live in a one-row per-thread scratch buffer" if any(
-                     f["role"] == "per-thread scratch" for f in fs["findings"]) else "")
-                 + ". Eager PyTorch runs softmax as its own kernel too, but the fusion matters once the "
-                 "softmax has neighbours: Inductor folds them into the same pass instead of writing and "
-                 "re-reading a tensor between kernels.")
+    args = fs.get("call_args", [])
+    full = [a for a in args if a in shapes and not shapes[a].rstrip(")").endswith(", 1")]
+    stats = [a for a in args if a in shapes and shapes[a].rstrip(")").endswith(", 1")]
+    known = bool(args) and all(a in shapes for a in args)
+    n_full = len(full) if known else len(ptrs["in"]) + len(ptrs["out"]) + len(ptrs["in_out"])
+    needed = 1 if ptrs["in_out"] else 2  # the logits it reads and the probabilities it writes
+    if known:
+        lines.append(f"The wrapper passes {len(full)} full-size buffer(s) ({', '.join(full) or 'none'}) and "
+                     f"{len(stats)} per-row statistic(s) ({', '.join(stats) or 'none'}).")
+    if n_full <= needed:
+        lines.append("There is no full-size buffer for `exp(x - max)`: the exponentials never leave the kernel"
+                     + (" (they sit in a one-row per-thread scratch buffer)" if any(
+                         f["role"] == "per-thread scratch" for f in fs["findings"]) else
+                        " (they are recomputed or kept in registers between the reductions)")
+                     + ". That is the fusion's win: eager PyTorch's softmax is one kernel too, but around "
+                     "it Inductor folds neighbouring elementwise work into the same pass instead of "
+                     "writing and re-reading a tensor between kernels.")
+    else:
+        lines.append(f"The kernel has {n_full} possibly full-size tensor arguments, more than the {needed} "
+                     "its input and output need, so an intermediate may be written to memory; check the "
+                     "stores above.")
     return "\n".join(lines) + "\n"
 
 

@@ -78,7 +78,8 @@ def _attach_call_site(k: Kernel, output_code: str) -> None:
     call = re.search(rf"^\s+{re.escape(k.name)}(?:\.run)?\((?P<args>[^)]*)\)", output_code, re.M)
     if call is None:
         return
-    k.call_args = [a.strip() for a in call["args"].split(",") if re.fullmatch(r"\s*\w+\s*", a)]
+    # tensor arguments only: not sizes (``2, 600``) nor keywords (``stream=stream0``)
+    k.call_args = [a.strip() for a in call["args"].split(",") if re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a)]
     before = output_code[:call.start()]
     for line in reversed(before.rstrip("\n").splitlines()):  # the comment block right above the call
         if not line.strip().startswith("#"):
@@ -87,9 +88,16 @@ def _attach_call_site(k: Kernel, output_code: str) -> None:
         if prov:
             k.aten_ops = prov.group(1)
     for arg in k.call_args:
-        alloc = re.search(rf"^\s+{re.escape(arg)} = empty_strided_\w+\((\([^)]*\))", before, re.M)
-        if alloc:
-            k.buffer_shapes[arg] = alloc.group(1)
+        name = arg
+        for _ in range(8):  # follow reuse aliases (``buf3 = buf0; del buf0  # reuse``) to the allocation
+            alloc = re.search(rf"^\s+{re.escape(name)} = empty_strided_\w+\((\([^)]*\))", before, re.M)
+            if alloc:
+                k.buffer_shapes[arg] = alloc.group(1)
+                break
+            alias = re.search(rf"^\s+{re.escape(name)} = (\w+);?.*# reuse", before, re.M)
+            if alias is None:
+                break
+            name = alias.group(1)
 
 
 def load_kernels(graph_dir: Path) -> list[Kernel]:
@@ -119,7 +127,7 @@ _CPP_ROLES: list[tuple[str, re.Pattern[str]]] = [
     ("subtract max", re.compile(r"=\s*tmp\d+\s*-\s*tmp\d+;")),
     ("exp", re.compile(r"\.exp\(\)|std::exp\(|\bexp\(")),
     ("sum reduction", re.compile(r"tmp_acc\d+(_vec)?\s*=\s*tmp_acc\d+(_vec)?\s*\+")),
-    ("divide", re.compile(r"=\s*tmp\d+\s*/\s*tmp\d+;")),
+    ("divide", re.compile(r"=\s*\(?tmp\d+\s*/\s*tmp\d+\)?;")),
     ("load", re.compile(r"loadu\((in_ptr\d+|local_buffer_data_\d+)|\bin_ptr\d+\[")),
     ("store", re.compile(r"\.store\(|\bout_ptr\d+\[[^\]]*\]\s*=")),
     ("per-thread scratch", re.compile(r"local_buffer_data_\d+\s*=")),
@@ -127,10 +135,10 @@ _CPP_ROLES: list[tuple[str, re.Pattern[str]]] = [
 ]
 _TRITON_ROLES: list[tuple[str, re.Pattern[str]]] = [
     ("max reduction", re.compile(r"max2\(|tl\.max\(")),
-    ("subtract max", re.compile(r"=\s*tmp\d+\s*-\s*tmp\d+\s*$")),
+    ("subtract max", re.compile(r"=\s*\(?tmp\d+\s*-\s*tmp\d+\)?\s*$")),
     ("exp", re.compile(r"exp\(")),
     ("sum reduction", re.compile(r"tl\.sum\(|sum\(")),
-    ("divide", re.compile(r"=\s*tmp\d+\s*/\s*tmp\d+\s*$")),
+    ("divide", re.compile(r"=\s*\(?tmp\d+\s*/\s*tmp\d+\)?\s*$")),
     ("load", re.compile(r"tl\.load\(")),
     ("store", re.compile(r"tl\.store\(")),
     ("parallel loop", re.compile(r"tl\.program_id\(")),
@@ -147,6 +155,14 @@ def anatomy(k: Kernel) -> list[Finding]:
                 found.append(Finding(role, i, line.strip()))
                 break
     return found
+
+
+def pointer_params(k: Kernel) -> dict[str, list[str]]:
+    """The kernel's pointer parameters by kind: ``in`` (read), ``out`` (written), ``in_out`` (both, in place)."""
+    names = sorted(set(re.findall(r"\b((?:in_out|in|out)_ptr\d+)\b", k.source)))
+    return {"in": [n for n in names if n.startswith("in_ptr")],
+            "out": [n for n in names if n.startswith("out_ptr")],
+            "in_out": [n for n in names if n.startswith("in_out_ptr")]}
 
 
 def softmax_steps_present(findings: list[Finding]) -> dict[str, bool]:
