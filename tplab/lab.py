@@ -32,6 +32,7 @@ from tplab.cloud.base import (POD_NAME_PREFIX, GoneProof, NoCapacityError, PodIn
                               Provider, ProviderError)
 from tplab.events import Event, EventWriter
 from tplab.lab_options import DEFAULT_GPU_TYPE
+from tplab.budget import fmt_usd
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, tplab_home
 from tplab.redact import redact
 
@@ -598,11 +599,20 @@ class Lab:
     async def _stream_job(self) -> None:
         """Tail the job's events to the end, reconnecting (and resuming) after drops."""
         import asyncssh
+        idle_drops = 0
         while not self.tail.finished:
             if self._conn is None:
+                if idle_drops >= 10:
+                    raise LabStop(FAILED, "the SSH connection kept dropping without progress "
+                                  f"({idle_drops} times); the pod is being terminated")
                 self._emit("ssh", state="connecting")
                 await self._check_pod_alive()
-                await self._connect(self.pod)
+                try:
+                    await self._connect(self.pod)
+                except LabStop:
+                    await self._check_pod_alive()  # say "the pod went X" when that is why
+                    raise
+            pos_before = self.tail.read_pos
             try:
                 async with self._conn.start_sftp_client() as sftp:
                     self._sftp = sftp
@@ -624,6 +634,7 @@ class Lab:
                                     self._curve_task = asyncio.create_task(asyncio.to_thread(
                                         self._write_curve, ev["results"]))
             except (asyncssh.Error, OSError) as exc:
+                idle_drops = idle_drops + 1 if self.tail.read_pos == pos_before else 1
                 self.ssh_drops += 1
                 self._sftp = None
                 with contextlib.suppress(Exception):
@@ -717,10 +728,10 @@ class Lab:
                 continue
             if cap and accrued >= 0.8 * cap and not self._warned_80:
                 self._warned_80 = True
-                self._emit("warning", msg=f"budget alert: ${accrued:.2f} accrued, 80% of the "
-                           f"lab's ${cap:.2f} authorization", kind="budget80")
+                self._emit("warning", msg=f"budget alert: {fmt_usd(accrued)} accrued, 80% of "
+                           f"the lab's {fmt_usd(cap)} authorization", kind="budget80")
             if cap and accrued >= cap:
-                self.request_terminate(f"the lab cap ${cap:.2f} was reached")
+                self.request_terminate(f"the lab cap {fmt_usd(cap)} was reached")
             elif wall_left <= 0:
                 self.request_terminate(f"the wall-clock cap {self.config.wall_cap_s:.0f} s "
                                        "was reached")
