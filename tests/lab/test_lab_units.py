@@ -147,3 +147,16 @@ def test_tty_progress_is_one_redrawn_line():
     view._bar(force=True)
     assert "\n" not in out.getvalue() and "\r" in out.getvalue()
     assert "100/100 tokens" in out.getvalue().split("\r")[-1]
+
+
+def test_bundle_is_only_what_the_pod_needs(lab_assets):
+    from tplab.bundle import bundle_items
+    ckpt, prompts = lab_assets
+    remote_paths = {i.remote for i in bundle_items(ckpt, prompts)}
+    assert {"checkpoint.pt", "prompts.txt", "tplab/__init__.py", "tplab/events.py",
+            "tplab/job/__main__.py", "tplab/job/watchdog.py", "tplab/tp/layers.py",
+            "tplab/model/gpt.py"} <= remote_paths
+    tops = {p.split("/")[1] for p in remote_paths if p.startswith("tplab/") and p.count("/") > 1}
+    assert tops == {"tp", "model", "job"}
+    assert not any(p.startswith(("tplab/cloud", "tplab/mock")) or "remote" in p or
+                   "__pycache__" in p for p in remote_paths)
