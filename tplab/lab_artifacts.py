@@ -26,7 +26,8 @@ LESSON = ("Two-way tensor parallelism is slower than one device here: MiniGPT-gr
           "in scaling-curve.png.")
 
 
-def _profile_for(results: dict[str, Any], gpu_type: str):
+def profile_for(results: dict[str, Any], gpu_type: str):
+    """The hardware profile a run's curve starts from: cpu-gloo for a CPU run, else by GPU type."""
     from tplab import scaling
     if results.get("device_type") == "cpu":
         return scaling.load_profile("cpu-gloo")
@@ -39,11 +40,14 @@ def _profile_for(results: dict[str, Any], gpu_type: str):
     return scaling.load_profile(name)
 
 
+_profile_for = profile_for  # the name the dashboard first used
+
+
 def write_scaling_curve(results: dict[str, Any], out_dir: Path, gpu_type: str = ""
                         ) -> tuple[Path | None, float | None]:
     """scaling-curve.png calibrated from this run's sweep and timings; (path, crossover d_model)."""
     from tplab import scaling
-    base = _profile_for(results, gpu_type)
+    base = profile_for(results, gpu_type)
     try:
         prof = scaling.calibrate(base, results)
     except scaling.ScalingError:
