@@ -108,6 +108,10 @@ class Job:
         self.rt = rt
         self.w = writer
         self.heartbeat: _Heartbeat | None = None
+        self.tp_model: Any = None
+        self.n_instr = 0
+        self.params_full = 0
+        self.params_rank = 0
 
     # ------------------------------------------------------------------ events (rank 0 only)
     def emit(self, type_: str, **fields: Any) -> None:
@@ -160,47 +164,69 @@ class Job:
                             ar_calls=instr.ar_calls[pos], token=tok, ar_measured=True)
 
     def run(self) -> int:
-        a, rt = self.args, self.rt
+        """The whole sequence on this rank; 0 only if it completed and the outputs matched."""
         started = time.time()
+        self._announce_backend()
+        prompts = self._check_args()
+        self.phase("load", checkpoint=str(self.args.checkpoint))
+        ckpt, prompt_ids = self._load(prompts)
+        singles = self._baseline(ckpt, prompt_ids)
+        records = self._tensor_parallel(ckpt, prompts, prompt_ids, singles)
+        sweep, fit, fit_error = self._sweep()
+        if self.rt.rank != 0:
+            return 0
+        return self._finish(ckpt, records, sweep, fit, fit_error, started)
+
+    # ------------------------------------------------------------------ the sequence
+    def _announce_backend(self) -> None:
+        rt = self.rt
         if rt.backend == "gloo":
             self.log(f"gloo on the CPU ({rt.fallback_reason}): {rt.world_size} ranks, "
                      f"torch.set_num_threads({rt.threads}) on each; the single-device baseline "
-                     "uses the same thread count", level="warning" if rt.fallback_reason
-                     == "no GPU is visible" else "info")
+                     "uses the same thread count",
+                     level="warning" if rt.fallback_reason == "no GPU is visible" else "info")
         else:
             self.log(f"nccl on {rt.world_size} GPUs; NCCL_* variables found: "
                      f"{sorted(runtime.nccl_env()) or 'none'} (the job sets none)")
+
+    def _check_args(self) -> list[str]:
+        a = self.args
         prompts = read_prompts(a.prompts, a.num_prompts)
-        if a.instrumented_prompts is not None and not 1 <= a.instrumented_prompts:
+        if a.instrumented_prompts is not None and a.instrumented_prompts < 1:
             raise JobError("--instrumented-prompts must be at least 1.")
         if a.new_tokens < 2:
             raise JobError(f"--new-tokens must be at least 2 (a prefill and one decode step), "
                            f"got {a.new_tokens}.")
-
-        self.phase("load", checkpoint=str(a.checkpoint))
-        from tplab.model.checkpoint import build_single, build_tp, load_checkpoint
-        ckpt = load_checkpoint(a.checkpoint)
-        cfg = ckpt.config
-        tok = ckpt.tokenizer
-        prompt_ids = [tok.prompt_ids(p) for p in prompts]
-        longest = max(len(ids) for ids in prompt_ids)
-        if longest + a.new_tokens > cfg.block_size:
-            raise JobError(f"a prompt of {longest} tokens plus {a.new_tokens} new tokens exceeds "
-                           f"the model's block_size {cfg.block_size}; lower --new-tokens.")
         if a.compile and a.warmup < 1:
             a.warmup = 1
             self.log("--compile: one warm-up decode per mode so compilation is not timed")
-        tp_raw = build_tp(ckpt, rt.device)
-        params_rank = sum(p.numel() for p in tp_raw.parameters())
-        tp_model = self._prepare(tp_raw)
+        self.n_instr = min(a.num_prompts, a.instrumented_prompts or a.num_prompts)
+        return prompts
 
-        # ---- single-device baseline: rank 0 alone
+    def _load(self, prompts: list[str]) -> tuple[Any, list[list[int]]]:
+        """The full checkpoint (every rank reads it whole, then keeps its strict shard)."""
+        from tplab.model.checkpoint import build_tp, load_checkpoint
+        ckpt = load_checkpoint(self.args.checkpoint)
+        prompt_ids = [ckpt.tokenizer.prompt_ids(p) for p in prompts]
+        longest = max(len(ids) for ids in prompt_ids)
+        if longest + self.args.new_tokens > ckpt.config.block_size:
+            raise JobError(f"a prompt of {longest} tokens plus {self.args.new_tokens} new tokens "
+                           f"exceeds the model's block_size {ckpt.config.block_size}; lower "
+                           "--new-tokens.")
+        tp_raw = build_tp(ckpt, self.rt.device)
+        self.params_rank = sum(p.numel() for p in tp_raw.parameters())
+        self.tp_model = self._prepare(tp_raw)
+        return ckpt, prompt_ids
+
+    def _baseline(self, ckpt: Any, prompt_ids: list[list[int]]) -> list[DecodeRun]:
+        """Single-device decoding on rank 0 alone (its device only); the others wait."""
+        from tplab.model.checkpoint import build_single
         self.phase("baseline")
         singles: list[DecodeRun] = []
-        params_full = 0
-        if rt.rank == 0:
-            single_raw = build_single(ckpt, rt.device)
-            params_full = sum(p.numel() for p in single_raw.parameters())
+        self.params_full = 0
+        if self.rt.rank == 0:
+            single_raw = build_single(ckpt, self.rt.device)
+            self.params_full = sum(p.numel() for p in single_raw.parameters())
             single = self._prepare(single_raw)
             self._warmup(single, prompt_ids)
             for i, ids in enumerate(prompt_ids):
@@ -208,21 +234,25 @@ class Job:
                 singles.append(run)
                 self._emit_tokens("single", i, run)
                 self.emit("prompt_done", mode="single", prompt=i,
-                          text=tok.decode(run.tokens), n_tokens=len(run.tokens))
+                          text=ckpt.tokenizer.decode(run.tokens), n_tokens=len(run.tokens))
             del single, single_raw
-            if rt.is_cuda:
+            if self.rt.is_cuda:
                 torch.cuda.empty_cache()
         self.barrier()
+        return singles
 
-        # ---- tensor parallel: uninstrumented pass for latency, instrumented pass for comm
+    def _tensor_parallel(self, ckpt: Any, prompts: list[str], prompt_ids: list[list[int]],
+                         singles: list[DecodeRun]) -> list[PromptRecord]:
+        """Per prompt an uninstrumented pass (latency) and an instrumented one (all-reduce time);
+        rank 0 compares each with the baseline."""
         self.phase("tp")
-        self._warmup(tp_model, prompt_ids)
+        self._warmup(self.tp_model, prompt_ids)
+        tok = ckpt.tokenizer
         records: list[PromptRecord] = []
-        n_instr = len(prompt_ids) if a.instrumented_prompts is None else a.instrumented_prompts
         for i, ids in enumerate(prompt_ids):
-            plain = self._decode(tp_model, ids)
-            instr = self._decode(tp_model, ids, instrument=True) if i < n_instr else None
-            if rt.rank != 0:
+            plain = self._decode(self.tp_model, ids)
+            instr = self._decode(self.tp_model, ids, instrument=True) if i < self.n_instr else None
+            if self.rt.rank != 0:
                 continue
             self._emit_tokens("tp", i, plain, instr)
             rec = PromptRecord(
@@ -236,42 +266,43 @@ class Job:
                 self.emit("error", fatal=False,
                           msg=f"prompt {i}: TP output differs from the single-device output "
                               f"(first difference at token {_first_diff(rec)}).")
+        return records
 
-        # ---- all-reduce sweep on this process group
-        sweep: list[dict[str, Any]] = []
-        fit = None
-        fit_error = "sweep skipped (--no-sweep)" if a.no_sweep else ""
-        if not a.no_sweep:
-            self.phase("sweep")
-            iters = a.sweep_iters or (20 if rt.is_cuda else 10)
-            points = run_sweep(rt.device, sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes),
-                               iters, on_point=lambda p: self.emit(
-                                   "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                                   busbw_gbps=p.busbw_gbps))
-            sweep = [p.to_dict() for p in points]
-            try:
-                fit = fit_points(points, rt.world_size)
-            except ValueError as exc:
-                fit_error = str(exc)
-                self.log(f"alpha-beta fit failed: {exc}", level="warning")
+    def _sweep(self) -> tuple[list[dict[str, Any]], Any, str]:
+        """All-reduce sizes on this run's process group, and their alpha-beta fit."""
+        a, rt = self.args, self.rt
+        if a.no_sweep:
+            return [], None, "sweep skipped (--no-sweep)"
+        self.phase("sweep")
+        iters = a.sweep_iters or (20 if rt.is_cuda else 10)
+        points = run_sweep(rt.device, sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes), iters,
+                           on_point=lambda p: self.emit(
+                               "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
+                               busbw_gbps=p.busbw_gbps))
+        try:
+            return [p.to_dict() for p in points], fit_points(points, rt.world_size), ""
+        except ValueError as exc:
+            self.log(f"alpha-beta fit failed: {exc}", level="warning")
+            return [p.to_dict() for p in points], None, str(exc)
 
-        if rt.rank != 0:
-            return 0
+    def _finish(self, ckpt: Any, records: list[PromptRecord], sweep: list[dict[str, Any]],
+                fit: Any, fit_error: str, started: float) -> int:
+        """results.json and the result event (rank 0); a mismatch fails the run."""
+        a, rt = self.args, self.rt
         self.phase("results")
-        env = runtime.capture_env(rt)
+        warmup_tokens = min(a.warmup_tokens, a.new_tokens)
         config = {"checkpoint": str(a.checkpoint), "prompts_file": str(a.prompts),
                   "num_prompts": a.num_prompts, "new_tokens": a.new_tokens, "warmup": a.warmup,
-                  "warmup_tokens": min(a.warmup_tokens, a.new_tokens),
-                  "instrumented_prompts": min(n_instr, a.num_prompts),
+                  "warmup_tokens": warmup_tokens, "instrumented_prompts": self.n_instr,
                   "sweep": not a.no_sweep, "compile": a.compile, "device": a.device,
                   "threads_per_rank": rt.threads}
-        model = {**cfg.to_dict(), "params": params_full, "params_per_rank": params_rank}
+        model = {**ckpt.config.to_dict(), "params": self.params_full,
+                 "params_per_rank": self.params_rank}
         sync_desc = "sync=torch.cuda.synchronize" if rt.is_cuda else "sync=None: gloo is blocking"
         results = build_results(
-            records=records, config=config, model=model, env=env,
+            records=records, config=config, model=model, env=runtime.capture_env(rt),
             timing=timing_notes(rt.device.type, rt.threads, a.warmup, sync_desc,
-                                warmup_tokens=min(a.warmup_tokens, a.new_tokens),
-                                instrumented=min(n_instr, a.num_prompts),
+                                warmup_tokens=warmup_tokens, instrumented=self.n_instr,
                                 num_prompts=a.num_prompts),
             sweep=sweep, fit=fit, fit_error=fit_error, started_at=started,
             finished_at=time.time())
