@@ -119,3 +119,19 @@ def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkey
                           "--nproc-per-node=1 or on a machine with more GPUs.")
     assert '"type":"error"' in stdout.getvalue()
     assert "tplab.job rank 0: 2 ranks need 2 GPUs" in capsys.readouterr().err
+
+
+def test_static_step_loop_decodes_like_greedy_decode(tiny_assets):
+    """The --compile path's timed loop, with the static-cache step left eager (compiling is slow)."""
+    from tplab.job.compiled import build_decoder
+    from tplab.job.timing import decode_timed_static
+    from tplab.model.checkpoint import build_single, load_checkpoint
+    from tplab.model.decode import greedy_decode
+
+    torch.set_num_threads(1)
+    ckpt = load_checkpoint(tiny_assets[0])
+    model = build_single(ckpt, "cpu")
+    ids = ckpt.tokenizer.prompt_ids("i has eat")
+    run = decode_timed_static(build_decoder(model, compile=False), ids, 10, torch.device("cpu"))
+    assert run.tokens == greedy_decode(model, ids, 10)
+    assert len(run.step_ms) == 10

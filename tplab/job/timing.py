@@ -153,10 +153,10 @@ def decode_timed_static(decoder: Any, prompt_ids: list[int], new_tokens: int,
                 clock.start()
                 if step == 0:
                     for tok in prompt_ids:
-                        nxt = decoder._call(torch.tensor([[tok]], device=device), t)
+                        nxt = decoder.next_token(torch.tensor([[tok]], device=device), t)
                         t += 1
                 else:
-                    nxt = decoder._call(nxt, t)
+                    nxt = decoder.next_token(nxt, t)
                     t += 1
                 clock.stop()
                 if timer is not None:
