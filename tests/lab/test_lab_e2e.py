@@ -358,3 +358,29 @@ async def test_failed_create_keeps_the_intent_and_releases_the_hold(lab_assets, 
         assert cloud.api_key not in outcome.reason
     finally:
         cloud.stop()
+
+
+async def test_slow_runtime_and_refused_ssh_are_waited_out(lab_assets, tmp_path):
+    from tplab.mock.handle import start_mock_cloud
+    cloud = start_mock_cloud({"runtime_null_s": 1.5, "ssh_refuse_s": 3.0}, boot_delay_s=0.3,
+                             state_dir=tmp_path / "mock-state")
+    try:
+        prov = _provider(cloud.api_key, cloud.api_url)
+        cfg = _cfg(lab_assets, tmp_path)
+        lab = Lab(cfg, provider=prov)
+        events = lab.subscribe()
+        attempts = []
+
+        async def collect():
+            async for ev in events:
+                if ev.type == "log" and ev["msg"].startswith("ssh attempt"):
+                    attempts.append(ev["msg"])
+
+        task = asyncio.create_task(collect())
+        outcome = await lab.run()
+        await task
+        assert outcome.status == COMPLETE, outcome.reason
+        assert outcome.verified_gone and outcome.exit_code == 0
+        assert attempts, "sshd refused at first: the client should have retried"
+    finally:
+        cloud.stop()
