@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from tplab import instance_store, remote
-from tplab.cloud.base import (POD_NAME_PREFIX, GoneProof, NoCapacityError, PodInfo, PodSpec,
-                              Provider, ProviderError)
+from tplab.cloud.base import (POD_NAME_PREFIX, AuthError, GoneProof, NoCapacityError,
+                              PodInfo, PodSpec, Provider, ProviderError)
 from tplab.events import Event, EventWriter
 from tplab.lab_options import DEFAULT_GPU_TYPE
 from tplab.budget import fmt_usd
@@ -541,7 +541,17 @@ class Lab:
         deadline = time.monotonic() + self.config.boot_timeout_s
         last_state = None
         while True:
-            info = await asyncio.to_thread(self.provider.status, self.pod_id)
+            try:
+                info = await asyncio.to_thread(self.provider.status, self.pod_id)
+            except AuthError:
+                raise
+            except ProviderError as exc:  # a passing API error: keep waiting, within the bound
+                self._log(f"reading the pod's status failed ({exc}); retrying", "warning")
+                if time.monotonic() > deadline:
+                    raise LabStop(FAILED, f"the pod {self.pod_id} could not be read within "
+                                  f"{self.config.boot_timeout_s:.0f} s ({exc})") from None
+                await asyncio.sleep(1.0)
+                continue
             if info.state != last_state:
                 last_state = info.state
                 self.pod = info

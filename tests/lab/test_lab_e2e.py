@@ -384,3 +384,19 @@ async def test_slow_runtime_and_refused_ssh_are_waited_out(lab_assets, tmp_path)
         assert attempts, "sshd refused at first: the client should have retried"
     finally:
         cloud.stop()
+
+
+async def test_api_errors_and_failing_terminates_still_end_verified_gone(lab_assets, tmp_path):
+    from tplab.mock.handle import start_mock_cloud
+    cloud = start_mock_cloud({"terminate_fail_n": 2, "http_500": {"pod": 2}}, boot_delay_s=0.3,
+                             state_dir=tmp_path / "mock-state")
+    try:
+        prov = _provider(cloud.api_key, cloud.api_url)
+        cfg = _cfg(lab_assets, tmp_path)
+        outcome = await Lab(cfg, provider=prov).run()
+        assert outcome.status == COMPLETE, outcome.reason
+        assert outcome.verified_gone and outcome.exit_code == 0
+        assert cloud.pods()[0]["desiredStatus"] == "TERMINATED"
+        _assert_settled(cfg.ledger_label())
+    finally:
+        cloud.stop()
