@@ -37,6 +37,7 @@ class HeadlessView:
         self._bar_shown = False
         self._last_draw = 0.0
         self._last_pct_line = -1
+        self._last_instance: tuple | None = None
 
     def set_plan(self, num_prompts: int, new_tokens: int, world_size: int) -> None:
         self.state.set_plan(num_prompts=num_prompts, new_tokens=new_tokens, world_size=world_size)
@@ -95,6 +96,10 @@ class HeadlessView:
             else:
                 self._line(name + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else ""))
         elif t == "instance":
+            key = (ev.get("pod_id"), ev["state"])
+            if key == self._last_instance:
+                return
+            self._last_instance = key
             price = ev.get("usd_per_hr")
             ssh = f" ssh {ev.get('ssh_host')}:{ev.get('ssh_port')}" if ev.get("ssh_host") else ""
             self._line(f"pod {ev.get('pod_id')} {ev['state']}"

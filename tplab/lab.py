@@ -535,6 +535,7 @@ class Lab:
     def _save_record(self) -> None:
         if self._record is not None:
             instance_store.save(self._record, [self.out_dir / "instance.json"])
+            self.artifacts["instance.json"] = str(self.out_dir / "instance.json")
 
     async def _wait_ready(self) -> PodInfo:
         assert self.provider is not None and self.pod_id is not None
