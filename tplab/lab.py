@@ -337,6 +337,7 @@ class Lab:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._stream_fh = open(self.out_dir / "stream.jsonl", "w", encoding="utf-8",
                                buffering=1 << 16)
+        self.artifacts["stream.jsonl"] = str(self.out_dir / "stream.jsonl")
         mock_cm = None
         try:
             if self.provider is None:
