@@ -32,6 +32,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         provider = cli_provider(args.mock, args.api_url)
         if provider is None:
+            if not args.pod_ids:
+                print("No live tplab pods (no mock cloud is running; mock pods live only as "
+                      "long as their mock cloud).")
+                return 0
             print("tplab terminate: no mock cloud is running, so no mock pod is alive; pass "
                   "--api-url to reach a running one.", file=sys.stderr)
             return 1
