@@ -400,9 +400,13 @@ def _accept(state: TailState, events: list[Event]) -> list[Event]:
 
 
 async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float = 0.05,
-                      chunk: int = 1 << 18, finish_grace_s: float | None = None
-                      ) -> AsyncIterator[list[Event]]:
+                      chunk: int = 1 << 18, finish_grace_s: float | None = None,
+                      max_poll_s: float = 0.4) -> AsyncIterator[list[Event]]:
     """Yield batches of new job events from ``events.jsonl`` until the job's exit code appears.
+
+    Polls every ``poll_s`` while events flow, backing off to ``max_poll_s`` while the file is
+    quiet: on the mock cloud the pod shares this machine's cores, and a busy poll would slow
+    the very job it watches (gloo all-reduce latency suffers from every extra wake-up).
 
     Resumable: reads from ``state.read_pos``; every event is yielded exactly once across calls
     (events at or below ``state.last_seq`` are dropped and counted). Raises the transport's
@@ -425,6 +429,7 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
             if len(data) < chunk:
                 return
 
+    delay = poll_s
     try:
         while not state.finished:
             if fh is None:
@@ -435,6 +440,8 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
                 async for batch in drain():
                     yield batch
             if state.read_pos != before:
+                delay = poll_s
+                await asyncio.sleep(poll_s)
                 continue
             code = await _read_exit_code(sftp, exit_path)
             early = (code is None and finish_grace_s is not None
@@ -451,7 +458,8 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
                 state.exit_code = code
                 state.finished = True
                 break
-            await asyncio.sleep(poll_s)
+            await asyncio.sleep(delay)
+            delay = min(max_poll_s, delay * 2)
     finally:
         if fh is not None:
             with contextlib.suppress(asyncssh.Error, OSError):
