@@ -101,24 +101,41 @@ class TplabApp(App[int]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
+        # references kept: the redraw must reach them while a modal screen is on top
+        self.budget_panel = BudgetPanel(id="budget")
+        self.instance_panel = InstancePanel(id="instance")
+        self.timings_panel = TimingsStats(id="timings")
+        self.token_plot = TokenPlot(id="plot")
+        self.scaling_panel = ScalingPanel(self.scaling, id="scaling")
+        self.log_panel = LogPanel(id="log")
+        self.action_bar = ActionBar(id="actions")
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield BudgetPanel(id="budget")
-                yield InstancePanel(id="instance")
-                yield TimingsStats(id="timings")
+                yield self.budget_panel
+                yield self.instance_panel
+                yield self.timings_panel
             with Vertical(id="right"):
-                yield TokenPlot(id="plot")
+                yield self.token_plot
                 with Horizontal(id="lower"):
-                    yield ScalingPanel(self.scaling, id="scaling")
-                    yield LogPanel(id="log")
-        yield ActionBar(id="actions")
+                    yield self.scaling_panel
+                    yield self.log_panel
+        yield self.action_bar
         yield Footer()
 
     def on_mount(self) -> None:
+        # The plots are built in worker threads (tui/plot.py). With CPython's default 5 ms GIL
+        # switch interval, every time the UI loop releases the GIL (each select) a busy plot
+        # thread keeps it up to 5 ms: tens of such waits per frame add up to a sluggish key
+        # press. 1 ms hands it back sooner; restored when the app unmounts.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, 0.001))
         self.set_interval(1.0 / self.refresh_hz, self.redraw)
         self.redraw(force=True)
         if self.autostart:
             self.call_after_refresh(self.action_start)
+
+    def on_unmount(self) -> None:
+        sys.setswitchinterval(self._switch_interval)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # our palette entries replace the default Quit and Screenshot (same names, our actions)
@@ -145,17 +162,17 @@ class TplabApp(App[int]):
             return
         self._last_tick = now
         self.redraws += 1
-        self.query_one(InstancePanel).show(s)
-        self.query_one(ActionBar).show(s, lab_active=self.lab_active, sweep=self._sweep,
+        self.instance_panel.show(s)
+        self.action_bar.show(s, lab_active=self.lab_active, sweep=self._sweep,
                                        sweeping=self._sweeping, sweep_done=self._sweep_done)
         if not changed:
             return
         self._drawn_rev = s.rev
-        self.query_one(BudgetPanel).show(s)
-        self.query_one(TimingsStats).show(s)
-        self.query_one(TokenPlot).show(s)
-        self.query_one(LogPanel).show(s)
-        self.query_one(ScalingPanel).show(s)
+        self.budget_panel.show(s)
+        self.timings_panel.show(s)
+        self.token_plot.show(s, force=force)
+        self.log_panel.show(s)
+        self.scaling_panel.show(s)
         self.sub_title = self._subtitle()
 
     def _subtitle(self) -> str:
@@ -176,8 +193,8 @@ class TplabApp(App[int]):
                         severity="error")
             return
         self.state = self._new_state()
-        self.query_one(LogPanel).reset()
-        self.query_one(ScalingPanel).reset()
+        self.log_panel.reset()
+        self.scaling_panel.reset()
         self.outcome = self.lab_error = None
         self.proof_path = None
         self._sweep, self._sweep_done = None, False
@@ -358,10 +375,12 @@ class TplabApp(App[int]):
 
     # ------------------------------------------------------------------ misc
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen  # Markdown is slow to import: not at first paint
+        from tui.screens.help import HelpScreen  # not needed for the first paint
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            if not self.is_screen_installed("help"):
+                self.install_screen(HelpScreen(), "help")  # kept: rendered once, reused
+            self.push_screen("help")
 
     def action_screenshot(self) -> None:
         out = self.state.out_dir or "."

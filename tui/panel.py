@@ -2,14 +2,39 @@
 
 Panels never read the event stream. The app folds events into ``LabState`` as they arrive and
 calls ``show(state)`` on every panel from a timer (4–30 Hz), so a burst of thousands of events
-costs one redraw, not thousands.
+costs one redraw, not thousands. Panels build plain ``rich.text.Text`` (rows of label and
+value), not Tables: under a stream of token events the stats panel changes on every tick, and
+Text is several times cheaper for Textual to lay out. An update whose text did not change is
+skipped.
 """
 
 from __future__ import annotations
 
+from typing import Iterable
+
+from rich.text import Text
 from textual.widgets import Static
 
 from tplab.labstate import LabState
+
+Cell = str | Text
+
+
+def rows(items: Iterable[tuple[Cell, Cell]], label_width: int = 12) -> Text:
+    """Label/value rows: labels bold and padded to ``label_width`` cells."""
+    out = Text()
+    first = True
+    for label, value in items:
+        if not first:
+            out.append("\n")
+        first = False
+        lab = label if isinstance(label, Text) else Text(label, style="bold")
+        lab = lab.copy()
+        lab.pad_right(max(0, label_width - lab.cell_len))
+        out.append_text(lab)
+        out.append(" ")
+        out.append_text(value if isinstance(value, Text) else Text(value))
+    return out
 
 
 class StatePanel(Static):
@@ -18,22 +43,30 @@ class StatePanel(Static):
     DEFAULT_CSS = """
     StatePanel { border: round $primary 60%; padding: 0 1; height: auto; }
     """
+    # Give each panel a fixed height in CSS: then an update never needs a relayout of the
+    # screen (``layout=False`` below), which would re-render every widget.
     #: the panel's border title
     TITLE = ""
+
+    _state: LabState | None = None
+    _shown: Text | None = None
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
 
-    _state: LabState | None = None
-
     def show(self, state: LabState) -> None:
         self._state = state
-        self.update(self.render_state(state))
+        text = self.render_state(state)
+        if text == self._shown:
+            return
+        self._shown = text
+        self.update(text, layout=False)
 
     def on_resize(self) -> None:
         # content that depends on the width (bars) is rebuilt once the size is known
         if self._state is not None:
-            self.update(self.render_state(self._state))
+            self._shown = None
+            self.show(self._state)
 
-    def render_state(self, state: LabState):  # -> rich renderable
+    def render_state(self, state: LabState) -> Text:
         raise NotImplementedError

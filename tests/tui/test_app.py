@@ -39,7 +39,9 @@ async def test_start_runs_to_done_and_saves_the_proof_screen(tmp_path):
         assert s.timings["single"].count == 16 and s.timings["tp"].count == 16
         assert s.done_status == "COMPLETE" and s.outputs_match() is True
         assert _label(app) == "POD GONE ✓"
-        assert app.query_one(TokenPlot)._drawn == (16, 16)
+        plot = app.query_one(TokenPlot)
+        await wait_for(pilot, lambda: not plot.busy, what="the plot build")
+        assert plot.drawn_counts == (16, 16) and plot.builds >= 1
         proof = tmp_path / "proof-terminated.svg"
         assert app.proof_path == proof and proof.read_text().startswith("<svg")
         assert "POD GONE ✓" in svg_text(proof)
@@ -208,3 +210,21 @@ def test_refresh_rate_is_bounded():
         TplabApp(None, refresh_hz=60)
     with pytest.raises(ValueError):
         TplabApp(None, refresh_hz=1)
+
+
+async def test_panels_keep_updating_under_a_modal_screen(tmp_path):
+    """The redraw reaches the main screen's panels while help (or the quit dialog) is on top,
+    and a lab that ends meanwhile still saves its proof."""
+    lab = SyntheticLab(ScriptOptions(num_prompts=2, new_tokens=60), speed=2.0,
+                       out_dir=str(tmp_path))
+    app = TplabApp(lambda: lab)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.press("escape")
+        await pilot.press("s", "question_mark")
+        await wait_for(pilot, lambda: app.outcome is not None, timeout=60, what="the lab's end")
+        await wait_for(pilot, lambda: app.proof_path is not None, what="the proof")
+        assert isinstance(app.screen, HelpScreen)
+        assert app.timings_panel._shown is not None
+        assert "120" in app.timings_panel._shown.plain  # 2 × 60 tokens per mode, drawn

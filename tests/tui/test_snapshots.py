@@ -10,7 +10,8 @@ from __future__ import annotations
 from tplab.events import Event
 from tui.app import TplabApp
 from tui.feed.synthetic import ScriptOptions, lab_script
-from tui.scaling.panel import ScalingPanel, ScalingSource
+from tui.plot import ThreadedPlot
+from tui.scaling.panel import ScalingSource
 
 SIZE = (160, 48)
 
@@ -25,15 +26,24 @@ def _app(events: list[Event], *, requested: bool = False) -> tuple[TplabApp, obj
             app.state.note_terminate_requested()
         app.feed(events)
         app.redraw(force=True)  # may start the scaling recalibration (a thread worker)
-        panel = app.query_one(ScalingPanel)
-        for _ in range(200):
-            if not panel.pending:
-                break
-            await pilot.pause(0.05)
-        app.redraw(force=True)
-        await pilot.pause()
+        await settle(pilot, app)
 
     return app, run_before
+
+
+async def settle(pilot, app: TplabApp) -> None:
+    """Until the scaling model answered and every plot's threaded build is done."""
+    plots = list(app.query(ThreadedPlot))
+    for _ in range(400):
+        if not any(p.busy for p in plots):
+            break
+        await pilot.pause(0.05)
+    app.redraw(force=True)
+    for _ in range(400):
+        if not any(p.busy for p in plots):
+            break
+        await pilot.pause(0.05)
+    await pilot.pause()
 
 
 def _script(until: str) -> list[Event]:

@@ -7,13 +7,11 @@ authorize. The bar shows the three side by side so "held" is visible as money al
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
-from rich.console import Group
 
 from tplab.labstate import LabState
 from tui.format import DASH, usd
-from tui.panel import StatePanel
+from tui.panel import StatePanel, rows
 
 
 def budget_bar(cap: float | None, spent: float | None, held: float | None, width: int) -> Text:
@@ -34,17 +32,20 @@ def budget_bar(cap: float | None, spent: float | None, held: float | None, width
 class BudgetPanel(StatePanel):
     TITLE = "Budget"
 
-    def render_state(self, state: LabState):
+    def render_state(self, state: LabState) -> Text:
         b = state.budget
-        t = Table.grid(padding=(0, 1))
-        t.add_column(style="bold")
-        t.add_column(justify="right")
-        t.add_row("cap", usd(b.cap_usd))
-        t.add_row(Text("spent", style="red"), usd(b.spent_usd, 4))
-        t.add_row(Text("held", style="yellow"), usd(b.held_usd, 4))
-        t.add_row(Text("remaining", style="green"), usd(b.remaining_usd, 4))
-        auth = usd(b.authorized_usd) if b.authorized_usd is not None else (
-            "not yet" if state.phase in (None, "preflight") else DASH)
-        t.add_row("this lab", f"authorized {auth}")
-        width = max(4, self.content_size.width or 30)
-        return Group(t, budget_bar(b.cap_usd, b.spent_usd, b.held_usd, width))
+        if b.authorized_usd is not None:
+            auth = f"{usd(b.authorized_usd)} authorized"
+        else:
+            auth = "not authorized yet" if state.phase in (None, "preflight") else DASH
+        text = rows([
+            ("cap", usd(b.cap_usd)),
+            (Text("spent", style="bold red"), usd(b.spent_usd, 4)),
+            (Text("held", style="bold yellow"), usd(b.held_usd, 4)),
+            (Text("remaining", style="bold green"), usd(b.remaining_usd, 4)),
+            ("this lab", auth),
+        ])
+        text.append("\n")
+        text.append_text(budget_bar(b.cap_usd, b.spent_usd, b.held_usd,
+                                    self.content_size.width or 30))
+        return text

@@ -209,11 +209,13 @@ class SyntheticLab:
         self._queues: list[asyncio.Queue[Event | None]] = []
         self._terminate = asyncio.Event()
         self.emitted = 0
+        self.dropped = 0
         self.restamp = restamp
         self._t_base: tuple[float, float] | None = None
 
-    def subscribe(self) -> AsyncIterator[Event]:
-        q: asyncio.Queue[Event | None] = asyncio.Queue()
+    def subscribe(self, maxsize: int = 100_000) -> AsyncIterator[Event]:
+        """Like the orchestrator's: a bounded queue that drops its oldest event when full."""
+        q: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=maxsize)
         self._queues.append(q)
         return self._drain(q)
 
@@ -237,6 +239,9 @@ class SyntheticLab:
             wall, t0 = self._t_base
             ev = replace(ev, ts=wall + (ev.ts - t0) / (self.speed or 1.0))
         for q in self._queues:
+            if q.full():
+                q.get_nowait()
+                self.dropped += 1
             q.put_nowait(ev)
 
     async def run(self) -> SyntheticOutcome:
@@ -246,6 +251,8 @@ class SyntheticLab:
             return await self._run_script()
         finally:
             for q in self._queues:
+                if q.full():
+                    q.get_nowait()
                 q.put_nowait(None)
 
     async def _run_script(self) -> SyntheticOutcome:
@@ -278,13 +285,15 @@ class SyntheticLab:
 
     async def _run_flood(self) -> SyntheticOutcome:
         loop = asyncio.get_running_loop()
+        # the load generator should cost little next to the app it loads: build a pool of
+        # events once and cycle it (LabState does not look at seq)
+        pool = list(token_flood(n=4000, rate=self.flood_rate))
         start = loop.time()
-        feed = token_flood(rate=self.flood_rate)
         sent = 0
         while not self._terminate.is_set():
             due = int((loop.time() - start) * self.flood_rate)
             while sent < due:
-                self._emit(next(feed))
+                self._emit(pool[sent % len(pool)])
                 sent += 1
             await asyncio.sleep(0.01)
         return SyntheticOutcome(status="FAILED", reason="terminated by the user",

@@ -7,12 +7,11 @@ passing and a stale heartbeat turns red without waiting for another event.
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from tplab.labstate import LabState
 from tui.format import DASH, duration, usd
-from tui.panel import StatePanel
+from tui.panel import StatePanel, rows
 
 _STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
                 "TERMINATED": "bold cyan", "EXITED": "yellow"}
@@ -28,30 +27,26 @@ def heartbeat_text(age: float | None) -> Text:
 class InstancePanel(StatePanel):
     TITLE = "Instance"
 
-    def render_state(self, state: LabState):
+    def render_state(self, state: LabState) -> Text:
         i = state.instance
-        t = Table.grid(padding=(0, 1))
-        t.add_column(style="bold", no_wrap=True)
-        t.add_column()
-        t.add_row("provider", f"{i.provider or DASH}   pod {i.pod_id or DASH}")
         gpus = DASH
         if i.gpu_type:
             kind = DASH if i.spot is None else ("spot" if i.spot else "on-demand")
             gpus = f"{i.gpu_type} × {i.gpu_count or '?'} ({kind})"
-        t.add_row("GPU", gpus)
         st = Text(i.state or DASH, style=_STATE_STYLE.get((i.state or "").upper(), ""))
         if i.state:
-            st.append(f"  for {duration(state.time_in_state())}", style="")
-        t.add_row("state", st)
-        t.add_row("uptime", duration(state.uptime()))
+            st.append(f"  for {duration(state.time_in_state())}")
         rate = state.cost.usd_per_hr if state.cost.usd_per_hr is not None else i.usd_per_hr
-        t.add_row("price", f"{usd(rate, 3)}/h   accrued {usd(state.cost.accrued_usd, 4)}")
         left = state.seconds_left()
-        t.add_row("cap in", Text(duration(left),
-                                 style="bold red" if left is not None and left < 600 else ""))
-        ssh = DASH
-        if i.ssh_host:
-            ssh = f"root@{i.ssh_host}:{i.ssh_port or 22}"
-        t.add_row("ssh", f"{ssh}  ({state.ssh_state or DASH})")
-        t.add_row("watchdog", heartbeat_text(state.heartbeat_age()))
-        return t
+        ssh = f"root@{i.ssh_host}:{i.ssh_port or 22}" if i.ssh_host else DASH
+        return rows([
+            ("provider", f"{i.provider or DASH}   pod {i.pod_id or DASH}"),
+            ("GPU", gpus),
+            ("state", st),
+            ("uptime", duration(state.uptime())),
+            ("price", f"{usd(rate, 3)}/h   accrued {usd(state.cost.accrued_usd, 4)}"),
+            ("cap in", Text(duration(left),
+                            style="bold red" if left is not None and left < 600 else "")),
+            ("ssh", f"{ssh}  ({state.ssh_state or DASH})"),
+            ("watchdog", heartbeat_text(state.heartbeat_age())),
+        ], label_width=9)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from textual import work
-from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from tplab.labstate import LabState
+from tui.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60
 
@@ -87,7 +88,7 @@ def measured_point(state: LabState) -> tuple[float, float, float] | None:
         return None
 
 
-class ScalingPanel(PlotextPlot):
+class ScalingPanel(ThreadedPlot):
     DEFAULT_CSS = """
     ScalingPanel { border: round $primary 60%; width: 1fr; height: 1fr; }
     """
@@ -101,6 +102,10 @@ class ScalingPanel(PlotextPlot):
         self._gen = 0
         self.pending = 0  # computations not back yet (tests wait for 0)
         self._point: tuple[float, float, float] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.pending > 0 or super().busy
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -149,27 +154,27 @@ class ScalingPanel(PlotextPlot):
         self._draw()
 
     def _draw(self) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        if self.curve is not None or self._point is not None:
+        self.set_spec((self.curve, self._point, self.problem))
+
+    def draw(self, plt: Plot, spec, width: int, height: int) -> None:
+        curve, point, problem = spec
+        if curve is not None or point is not None:
             plt.xscale("log")  # plotext's log scale fails on an empty plot
             plt.yscale("log")
         plt.xlabel("d_model")
         plt.ylabel("ms/token")
-        c = self.curve
-        if c is not None:
-            plt.plot(c.d_models, c.single_ms, label="single", color="cyan", marker="braille")
-            plt.plot(c.d_models, c.tp_ms, label="tp", color="magenta", marker="braille")
-            if c.crossover and D_LO <= c.crossover <= D_HI:
-                plt.vline(c.crossover, color="yellow")
-                plt.title(f"{c.label}: crossover ≈{c.crossover:,.0f}")
+        if curve is not None:
+            plt.plot(curve.d_models, curve.single_ms, label="single", color="cyan",
+                     marker="braille")
+            plt.plot(curve.d_models, curve.tp_ms, label="tp", color="magenta", marker="braille")
+            if curve.crossover and D_LO <= curve.crossover <= D_HI:
+                plt.vline(curve.crossover, color="yellow")
+                plt.title(f"{curve.label}: crossover ≈{curve.crossover:,.0f}")
             else:
-                plt.title(f"{c.label}: no crossover")
-        elif self.problem:
-            plt.title(self.problem)
-        if self._point is not None:
-            d, s, t = self._point
+                plt.title(f"{curve.label}: no crossover")
+        elif problem:
+            plt.title(problem)
+        if point is not None:
+            d, s, t = point
             plt.scatter([d], [s], color="cyan", marker="●")
             plt.scatter([d], [t], color="magenta", marker="●")
-        self.refresh()

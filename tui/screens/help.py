@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from rich.markdown import Markdown
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Markdown
+from textual.widgets import Static
 
 HELP = """\
 # tplab dashboard
@@ -48,5 +49,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
+        # one Static holding rich's Markdown: opens at once even while the lab streams events
+        # (Textual's Markdown widget mounts a widget per block)
         with VerticalScroll():
-            yield Markdown(HELP)
+            yield Static(Markdown(HELP), id="help-text")

@@ -22,7 +22,7 @@ CANCEL = "cancel"
 class QuitScreen(ModalScreen[str]):
     DEFAULT_CSS = """
     QuitScreen { align: center middle; }
-    QuitScreen > Vertical { width: 72; height: auto; border: thick $error; padding: 1 2;
+    QuitScreen > Vertical { width: 86; height: auto; border: thick $error; padding: 1 2;
                             background: $surface; }
     QuitScreen Label { width: 1fr; margin-bottom: 1; }
     QuitScreen Horizontal { height: auto; align: center middle; }
@@ -41,9 +41,9 @@ class QuitScreen(ModalScreen[str]):
             yield Label(f"[b]A pod is alive[/b] ({self.pod or 'being created'}). "
                         "It costs money until it is terminated.")
             with Horizontal():
-                yield Button("Terminate and quit [t]", id=TERMINATE_AND_QUIT, variant="error")
-                yield Button("Leave it running… [l]", id=LEAVE_RUNNING, variant="warning")
-                yield Button("Cancel [esc]", id=CANCEL, variant="primary")
+                yield Button("Terminate and quit (t)", id=TERMINATE_AND_QUIT, variant="error")
+                yield Button("Leave it running… (l)", id=LEAVE_RUNNING, variant="warning")
+                yield Button("Cancel (esc)", id=CANCEL, variant="primary")
 
     def on_mount(self) -> None:
         self.query_one(f"#{CANCEL}", Button).focus()
@@ -80,8 +80,8 @@ class ConfirmLeaveScreen(ModalScreen[bool]):
                         "wall-clock cap passes.\n"
                         "See it with [b]tplab status[/b]; stop it with [b]tplab terminate[/b].")
             with Horizontal():
-                yield Button("Yes, leave it running [y]", id="yes", variant="warning")
-                yield Button("No, go back [esc]", id="no", variant="primary")
+                yield Button("Yes, leave it running (y)", id="yes", variant="warning")
+                yield Button("No, go back (esc)", id="no", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

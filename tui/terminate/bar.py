@@ -103,5 +103,8 @@ class ActionBar(Horizontal):
             btn.label = label
         btn.set_class(status in ("requested", "terminating", "verifying"), "-progress")
         btn.set_class(status in ("gone", "no-pod"), "-gone")
-        self.query_one("#start", Button).disabled = lab_active
-        self.query_one("#lab-status", Static).update(status_text(state, sweep))
+        start = self.query_one("#start", Button)
+        if start.disabled != lab_active:
+            start.disabled = lab_active
+        # fixed size (CSS): no relayout of the screen for a new status line
+        self.query_one("#lab-status", Static).update(status_text(state, sweep), layout=False)

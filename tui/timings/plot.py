@@ -1,50 +1,57 @@
-"""The live per-token plot: single-device and TP ms per token over the last few hundred tokens.
+"""The live per-token plot: single-device and TP ms per token over the most recent tokens.
 
-Drawn with plotext through textual-plotext (plotext is pinned below 6: plotext 6 removed the
-internals textual-plotext imports). Plotext rebuilds the whole chart on each render, so the plot
-is only refreshed when new tokens arrived since the last redraw.
+Drawn with plotext through textual-plotext (plotext pinned below 6: plotext 6 removed the
+internals textual-plotext imports), built off the UI loop (``tui.plot.ThreadedPlot``). It
+plots the last ``2 × width`` tokens of each mode (a braille cell is two dots wide, so more
+would not show) and asks for a new build at most ``max_hz`` times a second.
 """
 
 from __future__ import annotations
 
-from textual_plotext import PlotextPlot
+import time
+
+from textual_plotext.plot import Plot
 
 from tplab.labstate import LabState
+from tui.plot import ThreadedPlot
 
 _COLORS = {"single": "cyan", "tp": "magenta"}
 
 
-class TokenPlot(PlotextPlot):
+class TokenPlot(ThreadedPlot):
     DEFAULT_CSS = """
     TokenPlot { border: round $primary 60%; height: 1fr; min-height: 8; }
     """
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, max_hz: float = 4.0, **kw) -> None:
         super().__init__(**kw)
-        self._drawn: tuple[int, int] | None = None
+        self.max_hz = max_hz
+        self.drawn_counts: tuple[int, int] | None = None
+        self._last_request = 0.0
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.border_title = "Live timings · ms per token"
-        self._draw(None)
+        self.border_title = "Live timings · ms per token (recent)"
+        self.set_spec(())
 
-    def show(self, state: LabState) -> None:
-        key = (state.timings["single"].count, state.timings["tp"].count)
-        if key != self._drawn:
-            self._draw(state)
-            self._drawn = key
+    def show(self, state: LabState, force: bool = False) -> None:
+        counts = (state.timings["single"].count, state.timings["tp"].count)
+        now = time.monotonic()
+        if counts == self.drawn_counts or (not force and now - self._last_request
+                                           < 1.0 / self.max_hz):
+            return
+        self._last_request = now
+        self.drawn_counts = counts
+        series = tuple((mode, t.count, tuple(t.recent))
+                       for mode, t in state.timings.items() if t.recent)
+        self.set_spec(series)
 
-    def _draw(self, state: LabState | None) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+    def draw(self, plt: Plot, spec, width: int, height: int) -> None:
         plt.xlabel("token #")
         plt.ylabel("ms")
-        if state is not None:
-            for mode, t in state.timings.items():
-                if not t.recent:
-                    continue
-                x0 = t.first_recent_index
-                plt.plot(list(range(x0, x0 + len(t.recent))), list(t.recent),
-                         label=mode, color=_COLORS[mode], marker="braille")
-        self.refresh()
+        keep = max(20, 2 * max(1, width - 8))  # braille: two dots per column
+        for mode, count, recent in spec:
+            ys = list(recent[-keep:])
+            x0 = count - len(ys)
+            plt.plot(list(range(x0, x0 + len(ys))), ys, label=mode, color=_COLORS[mode],
+                     marker="braille")

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from tplab.labstate import LabState
 from tui.format import DASH, ms, ratio
-from tui.panel import StatePanel
+from tui.panel import StatePanel, rows
 
 
 def _res(results: dict[str, Any] | None, mode: str, key: str) -> float | None:
@@ -47,43 +45,49 @@ def match_text(state: LabState) -> Text:
     return Text(f"{same}/{compared} prompts identical so far", style=style)
 
 
+def _cols(label: str, a: str, b: str) -> Text:
+    t = Text(f"{label:<15}", style="bold")
+    t.append(f"{a:>9}", style="cyan")
+    t.append(f"{b:>9}", style="magenta")
+    return t
+
+
 class TimingsStats(StatePanel):
     TITLE = "Timings"
 
-    def render_state(self, state: LabState):
+    def render_state(self, state: LabState) -> Text:
         p = state.progress()
-        head = Text()
+        out = Text()
         if p["mode"]:
-            head.append(f"decoding {p['mode']}", style="bold")
-            head.append(f" · prompt {p['prompt'] or DASH} of {p['num_prompts'] or '?'}"
-                        f" · token {p['token'] or DASH} of {p['new_tokens'] or '?'}")
+            out.append(f"decoding {p['mode']}", style="bold")
+            out.append(f" · prompt {p['prompt'] or DASH}/{p['num_prompts'] or '?'}"
+                       f" · token {p['token'] or DASH}/{p['new_tokens'] or '?'}")
         else:
-            head.append("no tokens yet", style="dim")
+            out.append("no tokens yet", style="dim")
         r = state.results
-        t = Table.grid(padding=(0, 2))
-        t.add_column(style="bold")
-        t.add_column(justify="right", style="cyan")
-        t.add_column(justify="right", style="magenta")
-        t.add_row("", "single", "tp")
-        src = " (job)" if r else ""
         s, tp = state.timings["single"], state.timings["tp"]
+        src = " (job)" if r else ""
+        lines = [Text(f"{'':<15}{'single':>9}{'tp':>9}", style="bold")]
         for label, q, key in (("p50 ms", 0.5, "p50"), ("p99 ms", 0.99, "p99")):
             a = _res(r, "single", key) if r else s.p(q)
             b = _res(r, "tp", key) if r else tp.p(q)
-            t.add_row(label + src, ms(a), ms(b))
-        t.add_row("mean ms" + src, ms(_res(r, "single", "mean") if r else s.mean_ms),
-                  ms(_res(r, "tp", "mean") if r else tp.mean_ms))
-        t.add_row("tokens", str(s.count), str(tp.count))
+            lines.append(_cols(label + src, ms(a), ms(b)))
+        lines.append(_cols("mean ms" + src, ms(_res(r, "single", "mean") if r else s.mean_ms),
+                           ms(_res(r, "tp", "mean") if r else tp.mean_ms)))
+        lines.append(_cols("tokens", str(s.count), str(tp.count)))
+        for line in lines:
+            out.append("\n")
+            out.append_text(line)
         ar = _top(r, "allreduce_ms_per_token") if r else tp.ar_ms_per_token
         cc = _top(r, "comm_compute_ratio") if r else tp.comm_compute_ratio
         sp = _top(r, "speedup")
         if sp is None and s.mean_ms and tp.mean_ms:
             sp = s.mean_ms / tp.mean_ms
-        extra = Table.grid(padding=(0, 1))
-        extra.add_column(style="bold")
-        extra.add_column()
-        extra.add_row("all-reduce", f"{ms(ar)} ms/token")
-        extra.add_row("comm/compute", ratio(cc))
-        extra.add_row("speedup", DASH if sp is None else f"{sp:.2f}× (single/tp)")
-        extra.add_row("TP == single", match_text(state))
-        return Group(head, t, extra)
+        out.append("\n")
+        out.append_text(rows([
+            ("all-reduce", f"{ms(ar)} ms/token"),
+            ("comm/compute", ratio(cc)),
+            ("speedup", DASH if sp is None else f"{sp:.2f}× (single/tp)"),
+            ("TP == single", match_text(state)),
+        ], label_width=12))
+        return out

@@ -1,0 +1,240 @@
+"""The dashboard's speed bars: first paint, key-press latency under load, flat memory.
+
+Why: the dashboard must never be the slow part of a lab. Three measurements, one run:
+
+1. **First paint** (bar: < 1 s, torch never imported). (a) ``tplab-tui --mock`` started in a
+   real terminal (tmux, 160×48), time until its first frame is on screen, polled with
+   ``tmux capture-pane``; (b) the app alone, headless, from process start to ready, with a
+   check that ``torch`` is not in ``sys.modules``.
+2. **Key press under load** (bar: answered < 100 ms). The app runs headless on a synthetic lab
+   that emits 5,000 token events per second through the same subscribe/queue path as the
+   orchestrator; ``?`` opens the help screen and ``escape`` closes it, N times; the latency is
+   from the press until the screen has changed.
+3. **Memory** (bar: flat over 1M events). 1,000,000 events folded into ``LabState`` directly,
+   RSS sampled every 100k; then a shorter run through the whole app at a high rate.
+
+    python benchmarks/bench_tui.py [--presses 20] [--events 1000000] [--app-events 200000]
+                                   [--skip-tmux] [--json FILE]
+
+On a shared 2-core machine the absolute numbers include the other tenants' load; the output
+prints the machine's load average next to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# ---------------------------------------------------------------------- 1. first paint
+_HEADLESS_CHILD = r"""
+import json, sys, time
+t_start = float(sys.argv[1])
+from tui.app import TplabApp
+async def auto(pilot):
+    await pilot.pause()
+    print(json.dumps({"ready_s": time.time() - t_start,
+                      "torch_imported": "torch" in sys.modules}), flush=True)
+    pilot.app.exit()
+TplabApp(None).run(headless=True, size=(160, 48), auto_pilot=auto)
+"""
+
+
+def first_paint_headless(runs: int = 3) -> list[dict]:
+    out = []
+    for _ in range(runs):
+        t0 = time.time()
+        p = subprocess.run([sys.executable, "-c", _HEADLESS_CHILD, repr(t0)], cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr[-2000:])
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1]
+        out.append(json.loads(line))
+    return out
+
+
+def first_paint_tmux(runs: int = 3) -> list[float]:
+    """Seconds from launching ``tplab-tui --mock`` in tmux until TERMINATE is on screen."""
+    exe = Path(sys.executable).with_name("tplab-tui")
+    home = tempfile.mkdtemp(prefix="bench-tui-home-")
+    times = []
+    for i in range(runs):
+        name = f"bench-tui-{os.getpid()}-{i}"
+        t0 = time.monotonic()
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48",
+                        f"TPLAB_HOME={home} {exe} --mock"], check=True)
+        try:
+            while time.monotonic() - t0 < 30:
+                screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name],
+                                        capture_output=True, text=True).stdout
+                if "TERMINATE" in screen and "Budget" in screen:
+                    times.append(time.monotonic() - t0)
+                    break
+                time.sleep(0.01)
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    shutil.rmtree(home, ignore_errors=True)
+    return times
+
+
+# ---------------------------------------------------------------------- 2. key presses
+async def key_latency(presses: int, rate: float) -> dict:
+    """Press ``?`` / ``escape`` as the terminal driver would (a Key message from the input
+    side) and time until the app has composed the first frame showing the other screen."""
+    from textual import events
+
+    from tui.app import TplabApp
+    from tui.feed.synthetic import SyntheticLab
+    from tui.screens.help import HelpScreen
+
+    lab = SyntheticLab(flood_rate=rate)
+    app = TplabApp(lambda: lab, start=True, refresh_hz=10)
+    frames: list[tuple[float, bool]] = []  # (time, help screen shown) per composed frame
+    lat: list[float] = []
+    async with app.run_test(size=(160, 48)) as pilot:
+        display = app._display
+
+        def hooked(screen, renderable):
+            if renderable is not None:
+                frames.append((time.perf_counter(), isinstance(screen, HelpScreen)))
+            return display(screen, renderable)
+
+        app._display = hooked  # headless: the frame is composed, then not written anywhere
+        while app.state.events < rate:  # one second of load first
+            await asyncio.sleep(0.01)
+        e0, t0, r0 = app.state.events, time.monotonic(), app.redraws
+        for _ in range(presses):
+            want_help = not isinstance(app.screen, HelpScreen)
+            key = events.Key("question_mark", "?") if want_help else events.Key("escape", None)
+            n0 = len(frames)
+            start = time.perf_counter()
+            app._driver.send_message(key)
+            while not any(h == want_help for _, h in frames[n0:]):
+                await asyncio.sleep(0.0005)
+            done = next(t for t, h in frames[n0:] if h == want_help)
+            lat.append((done - start) * 1000)
+            await asyncio.sleep(0.2)
+        dt = time.monotonic() - t0
+        delivered = (app.state.events - e0) / dt
+        redraw_hz = (app.redraws - r0) / dt
+        app._display = display
+        await pilot.press("ctrl+t")
+        while app.outcome is None:
+            await asyncio.sleep(0.01)
+    lat.sort()
+    return {"presses": presses, "target_events_per_s": rate,
+            "delivered_events_per_s": round(delivered), "dropped_events": lab.dropped,
+            "p50_ms": statistics.median(lat),
+            "p99_ms": lat[min(len(lat) - 1, int(0.99 * len(lat)))], "max_ms": lat[-1],
+            "redraws_per_s": round(redraw_hz, 1)}
+
+
+# ---------------------------------------------------------------------- 3. memory
+def memory_labstate(n: int) -> dict:
+    from tplab.labstate import LabState
+    from tui.feed.synthetic import token_flood
+
+    s = LabState()
+    samples = []
+    t0 = time.perf_counter()
+    for i, ev in enumerate(token_flood(n), 1):
+        s.apply(ev)
+        if i % (n // 10) == 0:
+            samples.append((i, round(rss_mb(), 1)))
+    dt = time.perf_counter() - t0
+    return {"events": n, "rss_mb": samples, "growth_after_first_10pct_mb":
+            round(samples[-1][1] - samples[0][1], 1), "events_per_s": round(n / dt)}
+
+
+async def memory_app(n: int, rate: float) -> dict:
+    from tui.app import TplabApp
+    from tui.feed.synthetic import SyntheticLab
+
+    lab = SyntheticLab(flood_rate=rate)
+    app = TplabApp(lambda: lab, start=True, refresh_hz=10)
+    samples = []
+    async with app.run_test(size=(160, 48)) as pilot:
+        step = n // 5
+        nxt = step
+        while app.state.events < n:
+            await asyncio.sleep(0.05)
+            if app.state.events >= nxt:
+                samples.append((app.state.events, round(rss_mb(), 1)))
+                nxt += step
+        await pilot.press("ctrl+t")
+        while app.outcome is None:
+            await asyncio.sleep(0.01)
+    return {"events": n, "rate": rate, "rss_mb": samples,
+            "growth_after_first_20pct_mb": round(samples[-1][1] - samples[0][1], 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--presses", type=int, default=20)
+    ap.add_argument("--rate", type=float, default=5000.0)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--app-events", type=int, default=200_000)
+    ap.add_argument("--app-rate", type=float, default=20_000.0)
+    ap.add_argument("--skip-tmux", action="store_true")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+
+    report: dict = {"loadavg": os.getloadavg(), "cpus": os.cpu_count()}
+    print(f"load average {report['loadavg']} on {report['cpus']} CPUs")
+
+    head = first_paint_headless()
+    report["first_paint_headless"] = head
+    print(f"first paint, headless app: "
+          + ", ".join(f"{h['ready_s']:.2f}s" for h in head)
+          + f"  torch imported: {any(h['torch_imported'] for h in head)}  (bar < 1 s)")
+    if not a.skip_tmux and shutil.which("tmux"):
+        tm = first_paint_tmux()
+        report["first_paint_tmux_s"] = tm
+        print("first paint, `tplab-tui --mock` in tmux: "
+              + ", ".join(f"{t:.2f}s" for t in tm) + "  (bar < 1 s)")
+
+    kl = asyncio.run(key_latency(a.presses, a.rate))
+    report["key_latency"] = kl
+    print(f"key press under {kl['delivered_events_per_s']} events/s: p50 {kl['p50_ms']:.1f} ms, "
+          f"p99 {kl['p99_ms']:.1f} ms, max {kl['max_ms']:.1f} ms over {kl['presses']} presses "
+          f"(bar < 100 ms); panel redraws {kl['redraws_per_s']}/s, "
+          f"events dropped by the bounded queue: {kl['dropped_events']}")
+
+    mem = memory_labstate(a.events)
+    report["memory_labstate"] = mem
+    print(f"LabState over {mem['events']:,} events ({mem['events_per_s']:,}/s): RSS MB "
+          + " ".join(f"{m}" for _, m in mem["rss_mb"])
+          + f"; growth after the first 10%: {mem['growth_after_first_10pct_mb']} MB")
+
+    ma = asyncio.run(memory_app(a.app_events, a.app_rate))
+    report["memory_app"] = ma
+    print(f"app over {ma['events']:,} events at {ma['rate']:,.0f}/s: RSS MB "
+          + " ".join(f"{m}" for _, m in ma["rss_mb"])
+          + f"; growth after the first 20%: {ma['growth_after_first_20pct_mb']} MB")
+    if a.json:
+        a.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
