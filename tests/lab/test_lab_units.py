@@ -54,7 +54,10 @@ def test_fast_from_dict_rejects_what_from_dict_rejects():
                 {"v": 1, "seq": True, "ts": 1.0, "src": "job", "type": "heartbeat"},
                 {"v": 1, "seq": 0, "ts": 1.0, "src": "x", "type": "heartbeat"},
                 {"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": "error", "msg": "m",
-                 "fatal": 1}):
+                 "fatal": 1},
+                {"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": ["token"]},
+                {"v": 2, "seq": 0, "ts": 1.0, "src": "job", "type": "heartbeat"},
+                ["not", "an", "object"]):
         with pytest.raises(EventError):
             fast_from_dict(bad)
 
