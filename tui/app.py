@@ -193,7 +193,6 @@ class TplabApp(App[int]):
                         severity="error")
             return
         self.state = self._new_state()
-        self.log_panel.reset()
         self.scaling_panel.reset()
         self.outcome = self.lab_error = None
         self.proof_path = None

@@ -1,8 +1,11 @@
-"""Log of lab phases, warnings and the pod's stderr.
+"""Log of lab phases, warnings and the pod's stderr: the most recent lines that fit.
 
-LabState keeps a bounded deque of lines, each with a running number; this widget appends only
-the lines it has not written yet (RichLog itself is bounded by ``max_lines``), so a redraw costs
-the new lines only. If it fell behind by more than the deque holds, it says how many it skipped.
+Why not Textual's RichLog: every ``write`` changes a scrolling widget's virtual size, which
+makes Textual lay out and re-render the whole screen; with the pod's stderr streaming, that
+was the most expensive thing the dashboard did (and it made TERMINATE's first frame wait).
+LabState already keeps a bounded deque of lines, so this panel simply shows its tail, cropped
+to the panel's width, with a fixed size (no relayout). The complete stream is in the lab's
+``stream.jsonl``.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.widgets import RichLog
 
 from tplab.labstate import LabState, LogLine
+from tui.panel import StatePanel
 
 _LEVEL_STYLE = {"debug": "dim", "info": "", "warning": "yellow", "error": "bold red"}
 
@@ -24,33 +27,21 @@ def format_line(line: LogLine) -> Text:
     return t
 
 
-class LogPanel(RichLog):
+class LogPanel(StatePanel):
+    TITLE = "Log · phases and remote stderr (UTC)"
     DEFAULT_CSS = """
-    LogPanel { border: round $primary 60%; height: 1fr; }
+    LogPanel { height: 1fr; }
     """
 
-    def __init__(self, **kw) -> None:
-        super().__init__(max_lines=2000, wrap=False, markup=False, auto_scroll=True, **kw)
-        self._last = 0
-
-    def on_mount(self) -> None:
-        self.border_title = "Log · phases and remote stderr (UTC)"
+    def render_state(self, state: LabState) -> Text:
+        height = max(1, self.content_size.height or 20)
+        lines = list(state.log)[-height:]
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for i, line in enumerate(lines):
+            if i:
+                out.append("\n")
+            out.append_text(format_line(line))
+        return out
 
     def reset(self) -> None:
-        self.clear()
-        self._last = 0
-
-    def show(self, state: LabState) -> None:
-        if state.log_seq == self._last:
-            return
-        lines = state.log
-        if lines and lines[0].seq > self._last + 1:
-            self.write(Text(f"… {lines[0].seq - self._last - 1} lines skipped", style="dim"))
-        fresh = []
-        for line in reversed(lines):  # only the tail is new: stop at the first written line
-            if line.seq <= self._last:
-                break
-            fresh.append(line)
-        for line in reversed(fresh):
-            self.write(format_line(line))
-        self._last = state.log_seq
+        self._shown = None

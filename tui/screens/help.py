@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from rich.markdown import Markdown
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import Screen
 from textual.widgets import Static
 
 HELP = """\
@@ -40,13 +40,16 @@ When the lab ends the screen is saved as `proof-terminated.svg` next to the mani
 """
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Screen[None]):
+    """A full screen, not a modal: a modal composites the whole dashboard behind it, which
+    made opening help several times slower while the lab streams events."""
+
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90; height: 80%; border: thick $primary;
+    HelpScreen > VerticalScroll { width: 96; height: 90%; border: thick $primary;
                                   background: $surface; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close help")]
 
     def compose(self) -> ComposeResult:
         # one Static holding rich's Markdown: opens at once even while the lab streams events
