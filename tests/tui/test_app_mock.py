@@ -77,16 +77,25 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
                        what="first tokens")
         pod_id = app.state.instance.pod_id
         assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]
+        button = app.query_one("#terminate", Button)
+        labels: list[str] = []
+        show = app.action_bar.show
+
+        def recording_show(*a, **kw):  # every label the button showed, in order
+            show(*a, **kw)
+            if not labels or labels[-1] != str(button.label):
+                labels.append(str(button.label))
+
+        app.action_bar.show = recording_show
         await pilot.press("ctrl+t")
-        labels = {str(app.query_one("#terminate", Button).label)}
         await pilot.click("#terminate")  # a second press: nothing extra
         while app.outcome is None and app.lab_error is None:
-            labels.add(str(app.query_one("#terminate", Button).label))
             await pilot.pause(0.02)
         await pilot.pause(0.3)
         final = str(app.query_one("#terminate", Button).label)
     assert app.lab_error is None, app.lab_error
-    assert "TERMINATING…" in labels and final == "POD GONE ✓"
+    progress = [label for label in labels if label != "TERMINATE"]
+    assert progress[0] == "TERMINATING…" and progress[-1] == final == "POD GONE ✓", labels
     assert app.outcome.verified_gone and app.outcome.pod_id == pod_id
     assert app.state.timings["tp"].count < LONG["num_prompts"] * LONG["new_tokens"]  # mid-run
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
