@@ -30,7 +30,7 @@ def format_line(line: LogLine) -> Text:
 class LogPanel(StatePanel):
     TITLE = "Log · phases and remote stderr (UTC)"
     DEFAULT_CSS = """
-    LogPanel { height: 1fr; }
+    LogPanel { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def render_state(self, state: LabState) -> Text:
