@@ -228,3 +228,16 @@ async def test_panels_keep_updating_under_a_modal_screen(tmp_path):
         assert isinstance(app.screen, HelpScreen)
         assert app.timings_panel._shown is not None
         assert "120" in app.timings_panel._shown.plain  # 2 × 60 tokens per mode, drawn
+
+
+def test_command_line_takes_the_lab_options():
+    from tui.app import app_from_args, build_parser
+
+    app = app_from_args(["--mock", "--prompts", "2", "--new-tokens", "8", "--no-sweep"])
+    assert app.plan == {"num_prompts": 2, "new_tokens": 8, "world_size": 2}
+    assert not app.autostart and app.lab_factory is not None and app.sweep_factory is not None
+    assert app.scaling is not None and app.scaling.mock
+    assert app_from_args(["--start"]).autostart
+    help_text = build_parser().format_help()
+    for flag in ("--start", "--mock", "--prompts", "--new-tokens", "--no-sweep", "--refresh-hz"):
+        assert flag in help_text
