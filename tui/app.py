@@ -407,16 +407,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
     args = build_parser().parse_args(argv)
-    from tplab.lab_options import config_from_args
-    from tui.lab_port import real_lab_factory, real_sweep_factory
+    from tui.lab_port import LazyConfig, real_lab_factory, real_sweep_factory
 
-    config = config_from_args(args)
+    # what the panels need comes from the parsed options; the LabConfig itself (which imports
+    # tplab.lab) is built in a worker when the lab starts
+    config = LazyConfig(args)
+    gpus = getattr(args, "gpus", None)
     plan = {k: v for k, v in (
-        ("num_prompts", getattr(config, "num_prompts", None)),
-        ("new_tokens", getattr(config, "new_tokens", None)),
-        ("world_size", getattr(config, "gpus", None))) if isinstance(v, int)}
+        ("num_prompts", getattr(args, "num_prompts", None)),
+        ("new_tokens", getattr(args, "new_tokens", None)),
+        ("world_size", gpus)) if isinstance(v, int)}
+    scaling = ScalingSource(str(getattr(args, "gpu_type", "") or ""), int(gpus or 2),
+                            bool(getattr(args, "mock", False)))
     return TplabApp(real_lab_factory(config), start=args.start, plan=plan,
-                    refresh_hz=args.refresh_hz, scaling=ScalingSource.for_config(config),
+                    refresh_hz=args.refresh_hz, scaling=scaling,
                     sweep_factory=real_sweep_factory(config))
 
 

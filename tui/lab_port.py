@@ -29,16 +29,38 @@ class LabPort(Protocol):
 LabFactory = Callable[[], LabPort]
 
 
+class LazyConfig:
+    """``config_from_args(args)`` made on first use: building a LabConfig imports ``tplab.lab``
+    (asyncssh and friends), which the first paint must not wait for."""
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+        self._config: Any = None
+
+    def get(self) -> Any:
+        if self._config is None:
+            from tplab.lab_options import config_from_args
+
+            self._config = config_from_args(self.args)
+        return self._config
+
+
 def real_lab_factory(config: Any) -> LabFactory:
-    """A factory that builds ``tplab.lab.Lab(config)`` when called (in a worker thread)."""
+    """A factory that builds ``tplab.lab.Lab(config)`` when called; ``config`` may be a
+    ``LazyConfig``. ``preload`` (run in a worker thread first) does the slow imports."""
+
+    def resolve() -> Any:
+        return config.get() if isinstance(config, LazyConfig) else config
 
     def preload() -> None:
         import tplab.lab  # noqa: F401 - run in a thread: the import is the slow part
 
+        resolve()
+
     def build() -> LabPort:
         from tplab.lab import Lab  # deferred: not on the first-paint path
 
-        return Lab(config)
+        return Lab(resolve())
 
     build.preload = preload  # type: ignore[attr-defined]
     return build
@@ -54,7 +76,8 @@ def real_sweep_factory(config: Any) -> Callable[[], Any]:
         from tplab.lab import Lab
         from tplab.mock_session import cli_provider
 
-        return Lab(config, provider=cli_provider(bool(getattr(config, "mock", False)),
-                                                 getattr(config, "api_url", None)))
+        cfg = config.get() if isinstance(config, LazyConfig) else config
+        return Lab(cfg, provider=cli_provider(bool(getattr(cfg, "mock", False)),
+                                              getattr(cfg, "api_url", None)))
 
     return build
