@@ -57,7 +57,7 @@ class LabConfig:
     out_dir: Path | None = None           # None: TPLAB_HOME/labs/<lab id>
     checkpoint: Path = DEFAULT_CHECKPOINT
     prompts: Path = DEFAULT_PROMPTS
-    heartbeat_timeout_s: float = 60.0     # the pod's watchdog terminates it after this silence
+    heartbeat_timeout_s: float = 600.0    # the pod's watchdog terminates it after this silence
     heartbeat_interval_s: float = 2.0
     wall_cap_s: float = 7200.0            # the seed's two-hour cap; the watchdog enforces it too
     boot_timeout_s: float = 600.0
@@ -378,6 +378,7 @@ class Lab:
                 self._status, self._reason = COMPLETE, "the lab completed"
                 if self.tail.exit_code not in (None, 0):
                     self._status = FAILED
+                    self._reason = f"the job exited with status {self.tail.exit_code}"
             except LabStop as stop:
                 self._status, self._reason = stop.status, stop.reason
             except asyncio.CancelledError:

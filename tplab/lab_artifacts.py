@@ -2,28 +2,17 @@
 
 Why apart from lab.py: these are pure functions of what the lab learned (results.json, pod,
 times, spend) and they pull in matplotlib; the state machine only decides *when* they are
-written (always, after terminate + verify + record, whatever the outcome).
+written (always, after terminate + verify + record, whatever the outcome). The manifest itself
+is tplab.manifest's (the same builder `tplab local` uses); this module only says what the lab knows.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tplab.lab import Lab
-
-LESSON = ("Two-way tensor parallelism is slower than one device here: MiniGPT-grammar has about "
-          "0.4M parameters, so each decode step is a few small kernels whose cost is launch "
-          "overhead, not memory bandwidth or FLOPs. TP halves work that was already almost free "
-          "and adds 2 all-reduces per layer (plus the logits gather) to every token, each paying "
-          "a fixed latency (alpha) that NVLink shortens but cannot remove. TP costs latency at "
-          "small scale and buys headroom at large scale: once a layer's weights take longer to "
-          "stream from memory than an all-reduce takes, splitting them pays — see the crossover "
-          "in scaling-curve.png.")
 
 
 def profile_for(results: dict[str, Any], gpu_type: str):
@@ -59,74 +48,86 @@ def write_scaling_curve(results: dict[str, Any], out_dir: Path, gpu_type: str = 
     return path, scaling.crossover_d_model(prof, world, shape)
 
 
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+#: the shipped checkpoint's d_model (MiniGPT-grammar: n_head 4 × head_dim 16), where a lab with
+#: no results is predicted
+SHIPPED_D_MODEL = 64
+PROOF = "proof-terminated.json"
+
+
+def _no_run_prediction(cfg: Any) -> tuple[Any, float | None, str]:
+    """(prediction at the shipped d_model or None, crossover d_model, profile name) from the
+    uncalibrated profile this lab would have run on; a lab with no results is described by these."""
+    from tplab import scaling
+    from tplab.paths import DEFAULT_CHECKPOINT
+    try:
+        prof = profile_for({"device_type": "cpu"} if cfg.mock else {}, cfg.gpu_type)
+        world = max(2, int(cfg.gpus))
+        shipped = Path(cfg.checkpoint).resolve() == Path(DEFAULT_CHECKPOINT).resolve()
+        pred = scaling.predict(prof, SHIPPED_D_MODEL, world) if shipped else None
+        return pred, scaling.crossover_d_model(prof, world), f"{prof.name}, uncalibrated"
+    except (scaling.ScalingError, OSError, TypeError, ValueError):
+        return None, None, ""
+
+
+def _curve_profile_name(results: dict[str, Any], gpu_type: str) -> str:
+    """The name of the profile write_scaling_curve drew this run's curve (and crossover) from."""
+    from tplab import scaling
+    try:
+        base = profile_for(results, gpu_type)
+    except (scaling.ScalingError, OSError, ValueError):
+        return ""
+    try:
+        scaling.calibrate(base, results)
+    except scaling.ScalingError:
+        return f"{base.name}, uncalibrated"
+    return f"{base.name}, calibrated from this run"
 
 
 def lab_manifest(lab: "Lab", crossover: float | None) -> dict[str, Any]:
-    """The seed's manifest fields (and more) from what the lab knows; no secrets."""
+    """The seed's manifest fields (and the lab's own) from what the lab knows, built by
+    tplab.manifest.build_manifest: lesson notes from this run's numbers, no secrets."""
+    from tplab import manifest
     s = lab.summary()
-    res = s.get("results") or {}
+    res = s.get("results") or None
     cfg = lab.config
-    start, end = s.get("start_ts"), s.get("end_ts")
-    return {
-        "seed": 35200,
-        "lab": "02-tp-inference-cloud",
-        "status": s["status"],
-        "reason": s["reason"],
-        "mock": cfg.mock,
-        "vendor": ("mock RunPod (local)" if cfg.mock else "RunPod"),
-        "instance_type": f"{cfg.gpus}x {cfg.gpu_type}" + (" spot" if cfg.spot else " on-demand"),
-        "nvlink_present": False if cfg.mock else None,  # unknown for a real pod until asked
-        "instance_id": s.get("pod_id"),
-        "start_ts": _iso(start),
-        "end_ts": _iso(end),
-        "duration_hours": round((end - start) / 3600.0, 6) if start and end else None,
-        "usd_per_hr": s.get("usd_per_hr"),
-        "estimated_cost_usd": s.get("authorized_usd"),
-        "actual_cost_usd": s.get("actual_usd"),
-        "actual_cost_note": s.get("cost_note"),
-        "budget_label": cfg.ledger_label(),
-        "terminated_screenshot": "proof-terminated.json",
-        "verified_gone": s.get("verified_gone"),
-        "single_gpu_per_token_ms": res.get("single_per_token_ms"),
-        "tp_per_token_ms": res.get("tp_per_token_ms"),
-        "speedup": res.get("speedup"),
-        "allreduce_ms_per_token": res.get("allreduce_ms_per_token"),
-        "comm_compute_ratio": res.get("comm_compute_ratio"),
-        "outputs_match": res.get("outputs_match"),
-        "backend": res.get("backend"),
-        "device_type": res.get("device_type"),
-        "timing_method": res.get("timing"),
-        "lesson_notes": LESSON if res else None,
-        "crossover_d_model": crossover,
-        "num_prompts": cfg.num_prompts,
-        "new_tokens": cfg.new_tokens,
-        "events": {"job_events": s["job_events"], "ssh_drops": s["ssh_drops"],
-                   "duplicates_dropped": s["duplicates"], "gaps": s["gaps"]},
-        "artifacts": sorted(set(s["artifacts"]) | {"manifest.json", "stream.jsonl",
-                                                    "instance.json"}),
-    }
-
-
-def _finite(obj: Any) -> Any:
-    """JSON has no inf/nan: such numbers become null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    status, reason = s["status"], s["reason"]
+    if status == "COMPLETE" and not res:
+        status, reason = "FAILED", "the lab finished without the job's results"
+    elif status == "COMPLETE" and res.get("outputs_match") is not True:
+        status, reason = "FAILED", "the TP output differs from the single-device output"
+    prediction, profile_name = None, ""
+    if res:
+        profile_name = _curve_profile_name(res, cfg.gpu_type)
+    else:
+        prediction, crossover, profile_name = _no_run_prediction(cfg)
+    proof = lab.out_dir / PROOF
+    return manifest.build_manifest(
+        res, status=status, reason=reason,
+        vendor="mock RunPod (local)" if cfg.mock else "RunPod",
+        instance_type=f"{cfg.gpus}x {cfg.gpu_type}" + (" spot" if cfg.spot else " on-demand"),
+        nvlink_present=False if cfg.mock else manifest.nvlink_from_results(res),
+        instance_id=s.get("pod_id"), start_ts=s.get("start_ts"), end_ts=s.get("end_ts"),
+        estimated_cost_usd=s.get("authorized_usd"), actual_cost_usd=s.get("actual_usd"),
+        terminated_screenshot=PROOF if proof.is_file() else None,
+        crossover_d_model=crossover, prediction=prediction, profile_name=profile_name,
+        extra={
+            "mock": cfg.mock,
+            "verified_gone": s.get("verified_gone"),
+            "usd_per_hr": s.get("usd_per_hr"),
+            "actual_cost_note": s.get("cost_note"),
+            "budget_label": cfg.ledger_label(),
+            "device_type": (res or {}).get("device_type"),
+            "timing_method": (res or {}).get("timing"),
+            "num_prompts": cfg.num_prompts,
+            "new_tokens": cfg.new_tokens,
+            "events": {"job_events": s["job_events"], "ssh_drops": s["ssh_drops"],
+                       "duplicates_dropped": s["duplicates"], "gaps": s["gaps"]},
+            "artifacts": sorted(set(s["artifacts"]) | {"manifest.json", "stream.jsonl",
+                                                        "instance.json"}),
+        })
 
 
 def write_lab_manifest(lab: "Lab", crossover: float | None = None) -> Path:
-    data = _finite(lab_manifest(lab, crossover))
-    path = lab.out_dir / "manifest.json"
-    tmp = path.with_name("manifest.json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, allow_nan=False, default=str)
-                   + "\n")
-    tmp.replace(path)
-    return path
+    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest)."""
+    from tplab import manifest
+    return manifest.write_manifest(lab.out_dir / "manifest.json", lab_manifest(lab, crossover))

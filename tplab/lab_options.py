@@ -64,9 +64,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="checkpoint to upload (default: the shipped MiniGPT-grammar)")
     g.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
                    help="prompts to upload, one a line (default: the shipped prompts)")
-    g.add_argument("--heartbeat-timeout", type=_positive_float, default=60.0, metavar="S",
-                   help="the pod terminates itself after this long without the client "
-                        "(default: 60)")
+    g.add_argument("--heartbeat-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="the pod's watchdog terminates it after this long without a heartbeat "
+                        "from the client (default: 600, the seed's 10 min)")
     g.add_argument("--wall-cap", type=_positive_float, default=7200.0, metavar="S",
                    help="hard wall-clock cap for the pod in seconds (default: 7200, the seed's 2 h)")
     g.add_argument("--boot-timeout", type=_positive_float, default=600.0, metavar="S",

@@ -8,7 +8,10 @@ COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap
 or FAILED (with the reason).
 
 ``lesson_notes`` is written from the run's measured numbers (message size, α against per-token
-compute, launches not divided), so two runs on different hardware read differently. A manifest
+compute, launches not divided), so two runs on different hardware read differently; without a
+run it says so, and why. ``nvlink_present`` comes from the job's ``nvidia-smi topo -m`` capture
+(``nvlink_from_results``). Both `tplab local` and the lab (tplab/lab_artifacts.py) write their
+manifests through ``build_manifest`` and ``write_manifest``. A manifest
 never contains secrets: every string is checked against the environment's key-like variables and
 private-key markers, and redacted if one slipped in.
 
@@ -18,6 +21,7 @@ Client side: standard library only (no torch).
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import re
 from pathlib import Path
@@ -85,21 +89,72 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+_GPU = re.compile(r"^GPU\d+$")
+_NV_LINK = re.compile(r"^NV\d+$")
+
+
+def nvlink_from_topo(topo: str | None) -> bool | None:
+    """Whether ``nvidia-smi topo -m`` output shows an NVLink (an ``NV<n>`` cell) between two GPUs.
+
+    Only the GPU-to-GPU cells of the matrix count: not the legend (whose ``NV#`` line explains
+    the notation) nor NIC rows or columns. None when the text holds no GPU matrix (nvidia-smi
+    missing or failed); False when it does and no pair of GPUs is joined by NVLink.
+    """
+    if not topo:
+        return None
+    header: list[str] | None = None
+    rows = 0
+    for line in topo.splitlines():
+        cells = line.split()
+        if not cells:
+            continue
+        if header is None:
+            if "GPU0" in cells and "X" not in cells:  # the column labels; rows have an X
+                header = cells
+            continue
+        if not _GPU.match(cells[0]) or "X" not in cells:
+            continue
+        rows += 1
+        for col, cell in zip(header, cells[1:]):
+            if _GPU.match(col) and col != cells[0] and _NV_LINK.match(cell):
+                return True
+    return False if rows else None
+
+
+def nvlink_from_results(results: dict[str, Any] | None) -> bool | None:
+    """NVLink between the run's GPUs: False for a CPU run, the topology matrix's answer for a GPU
+    run, None when unknown (no results, or no usable ``nvidia-smi topo -m`` capture)."""
+    if not results:
+        return None
+    env = results.get("env") or {}
+    if (results.get("device_type") or env.get("device_type")) == "cpu":
+        return False
+    return nvlink_from_topo(env.get("nvidia_smi_topo_m"))
+
+
 def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
-                 crossover_d_model: float | None = None, profile_name: str = "") -> str:
+                 crossover_d_model: float | None = None, profile_name: str = "",
+                 why_no_run: str = "") -> str:
     """The "why is TP slower here" paragraph, written from this run's numbers.
 
     ``results`` is a results.json dict (or None when there was no run: then the paragraph is
-    written from ``prediction``, a ``tplab.scaling.Prediction`` at the lab's d_model).
+    written from ``prediction``, a ``tplab.scaling.Prediction`` at the lab's d_model, and opens
+    with ``why_no_run``, e.g. the manifest's reason).
     """
     cross = (f"The scaling model{f' ({profile_name})' if profile_name else ''} puts the crossover "
              f"at d_model ≈ {crossover_d_model:.0f}: only from there do the weight reads TP divides "
              "outweigh the collectives and launches it adds." if crossover_d_model else "")
+    why = why_no_run.strip().rstrip(".")
     if not results:
         if prediction is None:
+            if why:
+                return (f"No job results, so nothing measured to reflect on: {why}. "
+                        + cross).strip()
             return ("No run and no prediction: nothing measured to reflect on. " + cross).strip()
         p = prediction
-        return (f"No cloud run, so no measured numbers: this is the model's prediction at d_model "
+        opening = (f"No job results ({why}), so no measured numbers" if why
+                   else "No cloud run, so no measured numbers")
+        return (f"{opening}: this is the model's prediction at d_model "
                 f"{p.d_model:.0f}. One device: {p.single_ms:.3f} ms/token, of which "
                 f"{p.single_launch_ms:.3f} ms is kernel launches and only "
                 f"{max(p.single_memory_ms, p.single_compute_ms):.3f} ms reading weights or "
@@ -183,6 +238,19 @@ def redact(value: Any, secrets: list[str] | None = None) -> Any:
     return value
 
 
+def _json_safe(value: Any) -> Any:
+    """JSON has no inf/nan (they become null); paths and other objects become text."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return str(value)
+
+
 def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str = "",
                    vendor: str | None = None, instance_type: str | None = None,
                    nvlink_present: bool | None = None, instance_id: str | None = None,
@@ -193,7 +261,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
                    prediction: Any = None, profile_name: str = "",
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The manifest dict. ``notes`` overrides the generated lesson_notes; ``extra`` adds fields
-    (it cannot overwrite the seed's)."""
+    (it cannot overwrite the seed's). Without results the lesson notes say why (``reason``)."""
     if status not in STATUSES:
         raise ManifestError(f"status must be one of {', '.join(STATUSES)}, not {status!r}.")
     if status != "COMPLETE" and not reason.strip():
@@ -223,7 +291,8 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "tp_per_token_ms": r.get("tp_per_token_ms"),
         "speedup": r.get("speedup"),
         "lesson_notes": notes if notes is not None else lesson_notes(
-            r or None, prediction, crossover_d_model, profile_name),
+            r or None, prediction, crossover_d_model, profile_name,
+            why_no_run="" if r else reason),
         "crossover_d_model": round(crossover_d_model, 1) if crossover_d_model else None,
         "allreduce_ms_per_token": r.get("allreduce_ms_per_token"),
         "comm_compute_ratio": r.get("comm_compute_ratio"),
@@ -240,7 +309,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         if k in m:
             raise ManifestError(f"extra field {k!r} would overwrite a manifest field.")
         m[k] = v
-    return redact(m)
+    return redact(_json_safe(m))
 
 
 def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> Path:
@@ -248,5 +317,5 @@ def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> Pa
     missing = [k for k in SEED_FIELDS + EXTRA_FIELDS if k not in manifest]
     if missing:
         raise ManifestError(f"manifest is missing {', '.join(missing)}.")
-    write_json(path, redact(manifest))
+    write_json(path, redact(_json_safe(manifest)))
     return Path(path)

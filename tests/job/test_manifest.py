@@ -114,3 +114,56 @@ def test_extra_cannot_overwrite_and_missing_fields_are_refused(tmp_path):
         build_manifest(None, status="FAILED", reason="x", extra={"speedup": 9.0})
     with pytest.raises(ManifestError, match="missing"):
         write_manifest(tmp_path / "m.json", {"seed": 35200})
+
+
+TOPO_NVLINK = (
+    "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tNV18\tSYS\t0-63\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tSYS\t0-63\t0\t\tN/A\n"
+    "NIC0\tSYS\tSYS\t X \t\t\t\t\n"
+    "\n"
+    "Legend:\n\n"
+    "  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n"
+)
+
+
+def test_nvlink_is_read_from_the_gpu_cells_of_the_topology_matrix():
+    assert manifest.nvlink_from_topo(TOPO_NVLINK) is True
+    pcie = TOPO_NVLINK.replace("NV18", "PHB")  # the legend still mentions NV#: not a link
+    assert manifest.nvlink_from_topo(pcie) is False
+    single = "\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-31\t0\n\nLegend:\n  NV#  = NVLinks\n"
+    assert manifest.nvlink_from_topo(single) is False
+    assert manifest.nvlink_from_topo("<nvidia-smi not found>") is None
+    assert manifest.nvlink_from_topo("") is None and manifest.nvlink_from_topo(None) is None
+
+
+def test_nvlink_from_results_is_false_on_cpu_and_unknown_without_a_matrix():
+    assert manifest.nvlink_from_results(None) is None
+    assert manifest.nvlink_from_results(_results(device_type="cpu")) is False
+    gpu = _results()
+    assert manifest.nvlink_from_results(gpu) is None  # no topo captured
+    gpu["env"] = dict(gpu["env"], nvidia_smi_topo_m=TOPO_NVLINK)
+    assert manifest.nvlink_from_results(gpu) is True
+    gpu["env"]["nvidia_smi_topo_m"] = TOPO_NVLINK.replace("NV18", "SYS")
+    assert manifest.nvlink_from_results(gpu) is False
+
+
+def test_a_manifest_without_results_says_why_in_its_lesson_notes():
+    m = build_manifest(None, status="FAILED", reason="the pod never became ready")
+    assert m["lesson_notes"] == ("No job results, so nothing measured to reflect on: the pod "
+                                 "never became ready.")
+    pred = scaling.predict(scaling.load_profile("cpu-gloo"), 64)
+    m = build_manifest(None, status="EDUCATIONAL_STUB", reason="no spot capacity under the cap",
+                       prediction=pred)
+    assert m["lesson_notes"].startswith("No job results (no spot capacity under the cap), so no "
+                                        "measured numbers: this is the model's prediction")
+
+
+def test_non_finite_numbers_become_null(tmp_path):
+    m = _complete(_results(comm_compute_ratio=float("inf")))
+    assert m["comm_compute_ratio"] is None
+    write_manifest(tmp_path / "m.json", m)
+    assert json.loads((tmp_path / "m.json").read_text())["comm_compute_ratio"] is None

@@ -99,6 +99,31 @@ def test_options_build_the_config(tmp_path):
     assert cfg.ledger_label() == "lab02-tp-spinup-rtx4090x2"
     with pytest.raises(SystemExit):
         p.parse_args(["--prompts", "0"])
+    # the watchdog's stale-heartbeat T defaults to the seed's 10 min
+    assert config_from_args(p.parse_args([])).heartbeat_timeout_s == 600.0
+    assert LabConfig().heartbeat_timeout_s == 600.0
+
+
+def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
+    from tplab.lab_artifacts import write_lab_manifest
+    from tplab.manifest import SEED_FIELDS
+    lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
+    lab._status, lab._reason = "EDUCATIONAL_STUB", "no spot capacity; nothing was created"
+    m = json.loads(write_lab_manifest(lab).read_text())
+    assert all(k in m for k in SEED_FIELDS)
+    assert m["status"] == "EDUCATIONAL_STUB" and m["vendor"] == "mock RunPod (local)"
+    assert m["nvlink_present"] is False and m["instance_id"] is None
+    assert m["terminated_screenshot"] is None  # no pod, no proof file
+    notes = m["lesson_notes"]
+    assert notes.startswith("No job results (no spot capacity; nothing was created)")
+    assert "prediction at d_model 64" in notes
+    assert m["events"]["job_events"] == 0 and m["budget_label"] == lab.config.ledger_label()
+    # a pod's proof, once written, is what terminated_screenshot names
+    (tmp_path / "proof-terminated.json").write_text("{}")
+    lab._status, lab._reason = "FAILED", "the job exited with status 1"
+    m = json.loads(write_lab_manifest(lab).read_text())
+    assert m["terminated_screenshot"] == "proof-terminated.json"
+    assert "the job exited with status 1" in m["lesson_notes"]
 
 
 async def test_subscribers_get_every_event_and_never_block_the_lab(tmp_path):
