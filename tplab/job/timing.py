@@ -90,6 +90,39 @@ def _clock(device: torch.device) -> _CpuClock | _CudaClock:
     return _CudaClock() if device.type == "cuda" else _CpuClock()
 
 
+def _timed_steps(new_tokens: int, device: torch.device, instrument: bool,
+                 sync: Callable[[], None] | None, step: Callable[[int], torch.Tensor]) -> DecodeRun:
+    """Call ``step(0) .. step(new_tokens - 1)``, each returning the next token as a [1, 1] tensor
+    on the device, with the clock bracketing exactly that call.
+
+    ``instrument`` turns on ``comm_timing(sync)`` for all the steps and records, per step, the
+    all-reduce ms, calls and bytes issued inside it. The callers check ``new_tokens >= 1``.
+    """
+    clock = _clock(device)
+    out: list[torch.Tensor] = []
+    ar_ms: list[float] = []
+    ar_calls: list[int] = []
+    ar_bytes: list[int] = []
+    with torch.inference_mode():
+        ctx = comm_timing(sync) if instrument else contextlib.nullcontext()
+        with ctx as timer:
+            for i in range(new_tokens):
+                if timer is not None:
+                    ms0, calls0, bytes0 = timer.ms, timer.calls, timer.bytes
+                clock.start()
+                nxt = step(i)
+                clock.stop()
+                if timer is not None:
+                    ar_ms.append(timer.ms - ms0)
+                    ar_calls.append(timer.calls - calls0)
+                    ar_bytes.append(timer.bytes - bytes0)
+                out.append(nxt)
+        step_ms = clock.results()
+        tokens = torch.cat(out, dim=1)[0].tolist()
+    return DecodeRun(tokens=tokens, step_ms=step_ms, ar_ms=ar_ms, ar_calls=ar_calls,
+                     ar_bytes=ar_bytes, instrumented=instrument)
+
+
 def decode_timed(model: Decoder, prompt_ids: list[int], new_tokens: int, device: torch.device,
                  instrument: bool = False, sync: Callable[[], None] | None = None) -> DecodeRun:
     """Greedy-decode exactly ``new_tokens`` tokens, timing each step.
@@ -99,32 +132,17 @@ def decode_timed(model: Decoder, prompt_ids: list[int], new_tokens: int, device:
     """
     if new_tokens < 1:
         raise ValueError("new_tokens must be at least 1")
-    clock = _clock(device)
-    out: list[torch.Tensor] = []
-    ar_ms: list[float] = []
-    ar_calls: list[int] = []
-    ar_bytes: list[int] = []
     with torch.inference_mode():
         cache = model.new_cache(batch_size=1, device=device)
         idx = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-        ctx = comm_timing(sync) if instrument else contextlib.nullcontext()
-        with ctx as timer:
-            for _ in range(new_tokens):
-                if timer is not None:
-                    ms0, calls0, bytes0 = timer.ms, timer.calls, timer.bytes
-                clock.start()
-                logits = model(idx, cache)
-                idx = logits[:, -1, :].argmax(dim=-1, keepdim=True)
-                clock.stop()
-                if timer is not None:
-                    ar_ms.append(timer.ms - ms0)
-                    ar_calls.append(timer.calls - calls0)
-                    ar_bytes.append(timer.bytes - bytes0)
-                out.append(idx)
-        step_ms = clock.results()
-        tokens = torch.cat(out, dim=1)[0].tolist()
-    return DecodeRun(tokens=tokens, step_ms=step_ms, ar_ms=ar_ms, ar_calls=ar_calls,
-                     ar_bytes=ar_bytes, instrumented=instrument)
+
+        def step(_: int) -> torch.Tensor:
+            nonlocal idx
+            logits = model(idx, cache)
+            idx = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            return idx
+
+        return _timed_steps(new_tokens, device, instrument, sync, step)
 
 
 def decode_timed_static(decoder: Any, prompt_ids: list[int], new_tokens: int,
@@ -137,34 +155,18 @@ def decode_timed_static(decoder: Any, prompt_ids: list[int], new_tokens: int,
     """
     if new_tokens < 1:
         raise ValueError("new_tokens must be at least 1")
-    clock = _clock(device)
-    out: list[torch.Tensor] = []
-    ar_ms: list[float] = []
-    ar_calls: list[int] = []
-    ar_bytes: list[int] = []
-    with torch.inference_mode():
-        ctx = comm_timing(sync) if instrument else contextlib.nullcontext()
-        with ctx as timer:
-            nxt = None
-            t = 0
-            for step in range(new_tokens):
-                if timer is not None:
-                    ms0, calls0, bytes0 = timer.ms, timer.calls, timer.bytes
-                clock.start()
-                if step == 0:
-                    for tok in prompt_ids:
-                        nxt = decoder.next_token(torch.tensor([[tok]], device=device), t)
-                        t += 1
-                else:
-                    nxt = decoder.next_token(nxt, t)
-                    t += 1
-                clock.stop()
-                if timer is not None:
-                    ar_ms.append(timer.ms - ms0)
-                    ar_calls.append(timer.calls - calls0)
-                    ar_bytes.append(timer.bytes - bytes0)
-                out.append(nxt)
-        step_ms = clock.results()
-        tokens = torch.cat(out, dim=1)[0].tolist()
-    return DecodeRun(tokens=tokens, step_ms=step_ms, ar_ms=ar_ms, ar_calls=ar_calls,
-                     ar_bytes=ar_bytes, instrumented=instrument)
+    nxt: torch.Tensor | None = None
+    t = 0
+
+    def step(i: int) -> torch.Tensor:
+        nonlocal nxt, t
+        if i == 0:
+            for tok in prompt_ids:
+                nxt = decoder.next_token(torch.tensor([[tok]], device=device), t)
+                t += 1
+        else:
+            nxt = decoder.next_token(nxt, t)
+            t += 1
+        return nxt
+
+    return _timed_steps(new_tokens, device, instrument, sync, step)
