@@ -47,18 +47,48 @@ def shard_size(layer: str, dimension: str, size: int, world_size: int) -> int:
     return size // world_size
 
 
-def _linear_init_(weight: torch.Tensor, bias: torch.Tensor | None, fan_in: int) -> None:
-    """nn.Linear's default init (uniform in ±1/sqrt(fan_in)), with the *full* layer's fan-in."""
+def _linear_params(
+    weight_shape: tuple[int, int],
+    bias_size: int | None,
+    fan_in: int,
+    device: torch.device | str | None,
+    dtype: torch.dtype | None,
+) -> tuple[nn.Parameter, nn.Parameter | None]:
+    """A shard's weight and bias (None when ``bias_size`` is None) with nn.Linear's default init
+    (uniform in ±1/sqrt(fan_in)), using the *full* layer's fan-in."""
+    kw = {"device": device, "dtype": dtype}
+    weight = nn.Parameter(torch.empty(*weight_shape, **kw))
+    bias = nn.Parameter(torch.empty(bias_size, **kw)) if bias_size is not None else None
     bound = 1.0 / math.sqrt(fan_in)
     with torch.no_grad():
         weight.uniform_(-bound, bound)
         if bias is not None:
             bias.uniform_(-bound, bound)
+    return weight, bias
 
 
-def _check_full_linear(cls: str, full: nn.Module) -> None:
+def _layer_for_full(cls: type, full: nn.Module, group: ProcessGroup, kw: dict) -> nn.Module:
+    """``cls`` (a parallel linear) built with the full nn.Linear's shape, bias, device and dtype."""
     if not isinstance(full, nn.Linear):
-        raise TypeError(f"{cls}.from_full expects an nn.Linear, got {type(full).__name__}.")
+        raise TypeError(f"{cls.__name__}.from_full expects an nn.Linear, got {type(full).__name__}.")
+    return cls(
+        full.in_features,
+        full.out_features,
+        bias=full.bias is not None,
+        group=group,
+        device=full.weight.device,
+        dtype=full.weight.dtype,
+        **kw,
+    )
+
+
+def _load_shard_(layer: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
+    """Copy this rank's slices of the full weight and bias into ``layer``; returns ``layer``."""
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        if layer.bias is not None:
+            layer.bias.copy_(bias)
+    return layer
 
 
 class ColumnParallelLinear(nn.Module):
@@ -88,10 +118,10 @@ class ColumnParallelLinear(nn.Module):
         self.out_per_rank = shard_size(
             "ColumnParallelLinear", "out_features", out_features, self.world_size
         )
-        kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.empty(self.out_per_rank, in_features, **kw))
-        self.bias = nn.Parameter(torch.empty(self.out_per_rank, **kw)) if bias else None
-        _linear_init_(self.weight, self.bias, in_features)
+        self.weight, self.bias = _linear_params(
+            (self.out_per_rank, in_features), self.out_per_rank if bias else None, in_features,
+            device, dtype,
+        )
 
     @property
     def out_start(self) -> int:
@@ -102,22 +132,10 @@ class ColumnParallelLinear(nn.Module):
         cls, full: nn.Linear, group: ProcessGroup = None, **kw: bool
     ) -> ColumnParallelLinear:
         """Build this rank's shard from a full ``nn.Linear`` (rows of its weight, slice of its bias)."""
-        _check_full_linear(cls.__name__, full)
-        layer = cls(
-            full.in_features,
-            full.out_features,
-            bias=full.bias is not None,
-            group=group,
-            device=full.weight.device,
-            dtype=full.weight.dtype,
-            **kw,
-        )
+        layer = _layer_for_full(cls, full, group, kw)
         rows = slice(layer.out_start, layer.out_start + layer.out_per_rank)
-        with torch.no_grad():
-            layer.weight.copy_(full.weight[rows])
-            if layer.bias is not None:
-                layer.bias.copy_(full.bias[rows])
-        return layer
+        bias = None if full.bias is None else full.bias[rows]
+        return _load_shard_(layer, full.weight[rows], bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = copy_to_region(x, self.group)
@@ -162,10 +180,10 @@ class RowParallelLinear(nn.Module):
         self.in_per_rank = shard_size(
             "RowParallelLinear", "in_features", in_features, self.world_size
         )
-        kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.empty(out_features, self.in_per_rank, **kw))
-        self.bias = nn.Parameter(torch.empty(out_features, **kw)) if bias else None
-        _linear_init_(self.weight, self.bias, in_features)
+        self.weight, self.bias = _linear_params(
+            (out_features, self.in_per_rank), out_features if bias else None, in_features,
+            device, dtype,
+        )
 
     @property
     def in_start(self) -> int:
@@ -176,22 +194,9 @@ class RowParallelLinear(nn.Module):
         cls, full: nn.Linear, group: ProcessGroup = None, **kw: bool
     ) -> RowParallelLinear:
         """Build this rank's shard from a full ``nn.Linear`` (columns of its weight, all its bias)."""
-        _check_full_linear(cls.__name__, full)
-        layer = cls(
-            full.in_features,
-            full.out_features,
-            bias=full.bias is not None,
-            group=group,
-            device=full.weight.device,
-            dtype=full.weight.dtype,
-            **kw,
-        )
+        layer = _layer_for_full(cls, full, group, kw)
         cols = slice(layer.in_start, layer.in_start + layer.in_per_rank)
-        with torch.no_grad():
-            layer.weight.copy_(full.weight[:, cols])
-            if layer.bias is not None:
-                layer.bias.copy_(full.bias)
-        return layer
+        return _load_shard_(layer, full.weight[:, cols], full.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
