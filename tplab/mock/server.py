@@ -89,13 +89,25 @@ def _rest_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message, "status": status}, status=status)
 
 
+def _rest_refused(request: web.Request, call: str,
+                  pod_id: str | None = None) -> web.Response | None:
+    """What a REST call gets before it runs, or None to run it: 401 unless the key is account-wide
+    (or, for a call on ``pod_id``, scoped to that pod), else the 500 injected for ``call``, if any.
+    """
+    scope = _scope(request)
+    if pod_id is None:
+        if scope is not None:
+            return _unauthorized()
+    elif scope is False or (scope is not None and scope != pod_id):
+        return _unauthorized()
+    return _http_500(request.app[_STATE], call)
+
+
 async def rest_create(request: web.Request) -> web.Response:
     state = request.app[_STATE]
-    if _scope(request) is not None:
-        return _unauthorized()
-    failed = _http_500(state, "POST /v1/pods")
-    if failed is not None:
-        return failed
+    refused = _rest_refused(request, "POST /v1/pods")
+    if refused is not None:
+        return refused
     try:
         body = await request.json()
     except ValueError:
@@ -111,23 +123,18 @@ async def rest_create(request: web.Request) -> web.Response:
 
 async def rest_list(request: web.Request) -> web.Response:
     state = request.app[_STATE]
-    if _scope(request) is not None:
-        return _unauthorized()
-    failed = _http_500(state, "GET /v1/pods")
-    if failed is not None:
-        return failed
+    refused = _rest_refused(request, "GET /v1/pods")
+    if refused is not None:
+        return refused
     return web.json_response([rest_pod(state, p) for p in state.live_pods()])
 
 
 async def rest_get(request: web.Request) -> web.Response:
     state = request.app[_STATE]
     pod_id = request.match_info["pod_id"]
-    scope = _scope(request)
-    if scope is False or (scope is not None and scope != pod_id):
-        return _unauthorized()
-    failed = _http_500(state, "GET /v1/pods")
-    if failed is not None:
-        return failed
+    refused = _rest_refused(request, "GET /v1/pods", pod_id)
+    if refused is not None:
+        return refused
     pod = state.get_live(pod_id)
     if pod is None:
         return _rest_error(404, "pod not found")
@@ -137,12 +144,9 @@ async def rest_get(request: web.Request) -> web.Response:
 async def rest_delete(request: web.Request) -> web.Response:
     state = request.app[_STATE]
     pod_id = request.match_info["pod_id"]
-    scope = _scope(request)
-    if scope is False or (scope is not None and scope != pod_id):
-        return _unauthorized()
-    failed = _http_500(state, "DELETE /v1/pods")
-    if failed is not None:
-        return failed
+    refused = _rest_refused(request, "DELETE /v1/pods", pod_id)
+    if refused is not None:
+        return refused
     if state.get_live(pod_id) is None:
         return _rest_error(404, "pod not found")
     try:
