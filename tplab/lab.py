@@ -4,6 +4,9 @@ Why one state machine: every way out of a lab — success, an error, Ctrl-C, SIG
 dashboard's terminate button, a lost connection, the dollar cap, a spot interruption — must
 go through the same *terminate* and *verify gone* steps, then settle the budget and write the
 manifest. ``run()`` runs the lab's body as a task and, whatever ends it, runs ``_teardown()``.
+The one exception is ``detach()``, the dashboard's explicitly confirmed "leave it running": the
+client side stops, the pod (guarded by its own watchdog) and its instance record stay, and the
+outcome says so.
 
 The lab emits one merged event stream (its own phases, instance and SSH state, cost ticks,
 budget figures and warnings, plus every job event exactly once); ``subscribe()`` gives each
@@ -22,7 +25,7 @@ import re
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -156,6 +159,10 @@ class Lab:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_reason: str | None = None
         self._stop_event: asyncio.Event | None = None
+        self._detach_requested = False    # detach(): leave the pod running, stop the client
+        self.detached = False             # True once run() ended by detaching (pod left alive)
+        self._tearing_down = False
+        self._own_mock = False            # run() started the mock cloud (it stops with run())
         self._status = FAILED
         self._reason = "the lab did not finish"
         # pod and money
@@ -294,6 +301,43 @@ class Lab:
     def stop_requested(self) -> bool:
         return self._stop_reason is not None
 
+    def detach(self) -> None:
+        """Leave the pod running and stop only the client side (SSH stream, heartbeat, cost ticks):
+        no terminate. For the dashboard's explicitly confirmed "leave it running"; the pod's
+        watchdog still ends it when the heartbeat goes stale or the wall cap passes.
+
+        ``run()`` then returns FAILED ("detached: pod … left running", exit code 1), leaves the
+        instance record open (the next start finds the pod as a leftover), records no actual
+        spend (the authorization stays held in the ledger), and emits a ``warning`` with the
+        command that ends the pod. Too late once terminate has begun, and before a pod exists
+        there is nothing to leave: then the lab tears down as usual. In ``--mock`` mode with the
+        mock cloud started by this lab, the pod ends with that mock cloud, which stops as
+        ``run()`` returns (it could not outlive this process anyway); the warning says so.
+        Idempotent, safe from any thread."""
+        if self._tearing_down:
+            return
+        self._detach_requested = True
+        loop = self._loop
+        if loop is None or self._stop_event is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._stop_event.set()
+        else:
+            loop.call_soon_threadsafe(self._stop_event.set)
+
+    def terminate_command(self) -> str:
+        """The exact command that ends this lab's pod from a shell."""
+        cmd = f"tplab terminate {self.pod_id or '<pod id>'}"
+        if self.config.mock:
+            cmd += " --mock"
+            if self.config.api_url:
+                cmd += f" --api-url {self.config.api_url}"
+        return cmd
+
     # ------------------------------------------------------------------ leftovers
 
     def find_leftover_pods(self) -> list[PodInfo]:
@@ -345,6 +389,7 @@ class Lab:
                     from tplab.mock_session import mock_session
                     mock_cm = mock_session(self.config)
                     self.provider = await mock_cm.__aenter__()
+                    self._own_mock = not self.config.api_url
                 else:
                     from tplab.mock_session import real_provider
                     self.provider = await asyncio.to_thread(real_provider, self.config)
@@ -368,9 +413,12 @@ class Lab:
             try:
                 await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:
-                # run() itself was cancelled (e.g. the app is closing): still tear down
+                # run() itself was cancelled (e.g. the app is closing): still tear down,
+                # unless the pod is being left running on purpose (detach)
                 cancelled = True
-                self._request("the lab task was cancelled")
+                if not self._detach_requested:
+                    self._request("the lab task was cancelled")
+            detach = self._detach_requested and self._stop_reason is None
             if not body.done():
                 body.cancel()
             try:
@@ -383,11 +431,16 @@ class Lab:
                 self._status, self._reason = stop.status, stop.reason
             except asyncio.CancelledError:
                 self._status = FAILED
-                self._reason = f"terminated on request ({self._stop_reason})"
+                why = self._stop_reason or ("detach requested before a pod existed"
+                                            if self._detach_requested else "cancelled")
+                self._reason = f"terminated on request ({why})"
             except Exception as exc:
                 self._status = FAILED
                 self._reason = _clean(f"{type(exc).__name__}: {exc}")
-            await self._teardown()
+            if detach and self.pod_id is not None:
+                await self._detach_client()
+            else:
+                await self._teardown()
         finally:
             stopper.cancel()
             ticker.cancel()
@@ -542,7 +595,7 @@ class Lab:
     async def _wait_ready(self) -> PodInfo:
         assert self.provider is not None and self.pod_id is not None
         deadline = time.monotonic() + self.config.boot_timeout_s
-        last_state = None
+        last_state, last_ssh = None, None
         while True:
             try:
                 info = await asyncio.to_thread(self.provider.status, self.pod_id)
@@ -555,8 +608,10 @@ class Lab:
                                   f"{self.config.boot_timeout_s:.0f} s ({exc})") from None
                 await asyncio.sleep(1.0)
                 continue
-            if info.state != last_state:
-                last_state = info.state
+            if info.state != last_state or info.ssh != last_ssh:
+                # on every state change, and once more when SSH appears: the `ready` event
+                # carries ssh_host, ssh_port and uptime_s
+                last_state, last_ssh = info.state, info.ssh
                 self.pod = info
                 self._instance_event(info)
             if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":
@@ -686,7 +741,8 @@ class Lab:
                 self._emit("heartbeat", age_s=round(age, 3))
 
     async def _watch_pod(self) -> None:
-        """Notice a spot interruption (or a watchdog kill) while the job runs."""
+        """Notice a spot interruption (or a watchdog kill) while the job runs; each poll also
+        refreshes the dashboard's instance fields (uptime_s, ssh endpoint)."""
         assert self.provider is not None and self.pod_id is not None
         while True:
             await asyncio.sleep(self.config.status_poll_s)
@@ -694,12 +750,17 @@ class Lab:
                 info = await asyncio.to_thread(self.provider.status, self.pod_id)
             except ProviderError:
                 continue
-            if info.state.upper() != "RUNNING":
+            if info.state.upper() == "RUNNING":
+                if info.ssh is None and self.pod is not None:
+                    info = replace(info, ssh=self.pod.ssh)  # keep the endpoint in use
                 self.pod = info
                 self._instance_event(info)
-                self.request_terminate(f"the pod went {info.state} (a spot interruption, or "
-                                       "its watchdog)")
-                return
+                continue
+            self.pod = info
+            self._instance_event(info)
+            self.request_terminate(f"the pod went {info.state} (a spot interruption, or "
+                                   "its watchdog)")
+            return
 
     async def _fetch(self) -> None:
         got = await remote.fetch(self._conn, self.out_dir)
@@ -753,6 +814,7 @@ class Lab:
 
     async def _teardown(self) -> None:
         """Terminate and verify gone (whatever happened), then settle the budget."""
+        self._tearing_down = True
         prov = self.provider
         if self._sftp is not None:
             self._sftp = None
@@ -810,6 +872,37 @@ class Lab:
             self._record.ended_at = time.time()
             self._save_record()
         await self._settle()
+
+    async def _detach_client(self) -> None:
+        """detach(): close the client side and leave the pod, its record and its hold open."""
+        self._tearing_down = True
+        self.detached = True
+        self._sftp = None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+            self._emit("ssh", state="closed")
+        if self._record is not None:
+            self._record.note = _clean(f"detached at {_iso(time.time())}: left running on "
+                                       "request; its watchdog still guards it")
+            self._save_record()
+        cmd = self.terminate_command()
+        self._status = FAILED
+        self._reason = f"detached: pod {self.pod_id} left running; end it with `{cmd}`"
+        if self.config.mock and self._own_mock:
+            tail = ("; in --mock the pod lives only as long as its mock cloud: the mock cloud "
+                    "this lab started stops as the lab ends, and mock pod "
+                    f"{self.pod_id} ends with it")
+        else:
+            tail = (f"; its watchdog terminates it after {self.config.heartbeat_timeout_s:.0f} s "
+                    f"without a heartbeat or at the {self.config.wall_cap_s:.0f} s wall cap")
+        self._emit("warning", kind="detached", pod_id=self.pod_id, command=cmd,
+                   msg=f"pod {self.pod_id} is left running (not terminated); end it with "
+                       f"`{cmd}`{tail}. No actual spend was recorded: the "
+                       f"{fmt_usd(self._authorized_usd)} authorization stays held "
+                       "(see `tplab budget`)")
+        self._budget_event()
 
     def _write_proof(self) -> None:
         proof = self._proof
@@ -893,6 +986,18 @@ class Lab:
         from tplab.lab_artifacts import write_lab_manifest
         path = write_lab_manifest(self, self._crossover)
         self.artifacts["manifest.json"] = str(path)
+
+    def add_artifact(self, name: str) -> Path | None:
+        """List a file saved in the out dir after the lab ended (the dashboard's
+        ``proof-terminated.svg``): add it to ``artifacts`` and re-write manifest.json (whose
+        ``terminated_screenshot`` prefers the SVG). Returns the manifest's path, or None when
+        ``name`` is not a file directly in the out dir."""
+        path = self.out_dir / name
+        if Path(name).name != name or not path.is_file():
+            return None
+        self.artifacts[name] = str(path)
+        self._write_manifest()
+        return self.out_dir / "manifest.json"
 
     def summary(self) -> dict[str, Any]:
         """Figures for the final table and the manifest (from the job's results when present)."""

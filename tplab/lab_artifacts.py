@@ -52,6 +52,8 @@ def write_scaling_curve(results: dict[str, Any], out_dir: Path, gpu_type: str = 
 #: no results is predicted
 SHIPPED_D_MODEL = 64
 PROOF = "proof-terminated.json"
+#: the dashboard's screen saved after the lab ended (listed via Lab.add_artifact)
+PROOF_SVG = "proof-terminated.svg"
 
 
 def _no_run_prediction(cfg: Any) -> tuple[Any, float | None, str]:
@@ -100,7 +102,8 @@ def lab_manifest(lab: "Lab", crossover: float | None) -> dict[str, Any]:
         profile_name = _curve_profile_name(res, cfg.gpu_type)
     else:
         prediction, crossover, profile_name = _no_run_prediction(cfg)
-    proof = lab.out_dir / PROOF
+    # the dashboard's screenshot when it saved one, else the provider's answer (json)
+    proof = next((n for n in (PROOF_SVG, PROOF) if (lab.out_dir / n).is_file()), None)
     return manifest.build_manifest(
         res, status=status, reason=reason,
         vendor="mock RunPod (local)" if cfg.mock else "RunPod",
@@ -108,7 +111,7 @@ def lab_manifest(lab: "Lab", crossover: float | None) -> dict[str, Any]:
         nvlink_present=False if cfg.mock else manifest.nvlink_from_results(res),
         instance_id=s.get("pod_id"), start_ts=s.get("start_ts"), end_ts=s.get("end_ts"),
         estimated_cost_usd=s.get("authorized_usd"), actual_cost_usd=s.get("actual_usd"),
-        terminated_screenshot=PROOF if proof.is_file() else None,
+        terminated_screenshot=proof,
         crossover_d_model=crossover, prediction=prediction, profile_name=profile_name,
         extra={
             "mock": cfg.mock,

@@ -264,6 +264,15 @@ class TplabApp(App[int]):
             self.state.note(f"screen saved: {self.proof_path}")
         except OSError as exc:
             self.notify(f"could not save {PROOF_NAME}: {exc}", severity="error")
+        else:
+            # list it in manifest.json (artifacts, terminated_screenshot) when the lab can
+            add_artifact = getattr(self.lab, "add_artifact", None)
+            if callable(add_artifact) and self.proof_path.parent == out_dir:
+                try:
+                    add_artifact(PROOF_NAME)
+                except Exception as exc:  # noqa: BLE001 - shown, the screenshot is saved
+                    self.notify(f"could not list {PROOF_NAME} in the manifest: {exc}",
+                                severity="warning")
         if self._quit_after_lab:
             self._exit_now()
 
@@ -359,10 +368,11 @@ class TplabApp(App[int]):
             pass
 
     def _on_leave_confirmed(self, yes: bool | None) -> None:
-        """Leave the pod running: quit without terminating. The app's exit cancels the lab's
-        client side (SSH, heartbeat) without its teardown; the pod's watchdog then terminates
-        it when the heartbeat goes stale or the wall-clock cap passes, and the lab's instance
-        record stays open so the next start finds it."""
+        """Leave the pod running: quit without terminating. ``lab.detach()`` makes the lab stop
+        its client side (SSH, heartbeat, cost ticks) without its teardown when the app's exit
+        cancels it; the pod's watchdog then terminates it when the heartbeat goes stale or the
+        wall-clock cap passes, and the lab's instance record stays open so the next start finds
+        it."""
         if not yes:
             return
         detach = getattr(self.lab, "detach", None)

@@ -25,6 +25,10 @@ class LabPort(Protocol):
     def request_terminate(self, reason: str = "user") -> None:
         """Ask the lab to terminate its pod now (idempotent)."""
 
+    # Optional, called when present (getattr): ``detach()`` — leave the pod running and stop
+    # the client side (quit's "leave it running"); ``add_artifact(name)`` — list a file saved
+    # in the out dir after the lab ended (proof-terminated.svg) in manifest.json.
+
 
 LabFactory = Callable[[], LabPort]
 

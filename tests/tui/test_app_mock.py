@@ -11,7 +11,7 @@ from textual.widgets import Button
 from tplab.lab import Lab, LabConfig
 from tplab.mock_session import _provider
 from tui.app import TplabApp
-from tui.screens.quit import QuitScreen
+from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
 from tui.scaling.panel import ScalingSource
 
 from .helpers import svg_text, wait_for
@@ -60,6 +60,13 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert app.proof_path == proof
     text = svg_text(proof)
     assert "POD GONE ✓" in text and "COMPLETE" in text and s.instance.pod_id in text
+    # the lab listed the saved screen in the manifest (add_artifact)
+    manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
+    assert manifest["terminated_screenshot"] == "proof-terminated.svg"
+    assert "proof-terminated.svg" in manifest["artifacts"]
+    assert manifest["status"] == "COMPLETE" and manifest["verified_gone"] is True
+    # the instance panel had the pod's SSH endpoint and uptime from the lab's events
+    assert s.instance.ssh_host and s.instance.ssh_port and s.instance.uptime_s is not None
 
 
 async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_path, mock_cloud):
@@ -125,3 +132,35 @@ async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cl
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
     assert pod["desiredStatus"] == "TERMINATED"
     assert (cfg.out_dir / "proof-terminated.svg").is_file()
+
+
+async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_path, mock_cloud):
+    from tplab import instance_store
+    cfg = _cfg(lab_assets, tmp_path, **LONG)
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    labs = []
+
+    def factory():
+        labs.append(Lab(cfg, provider=prov))
+        return labs[-1]
+
+    app = TplabApp(factory, start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.instance.ssh_port is not None, timeout=120,
+                       what="a ready pod")
+        pod_id = app.state.instance.pod_id
+        await pilot.press("q", "l")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmLeaveScreen),
+                       what="confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
+        await wait_for(pilot, lambda: labs[0].detached, timeout=30, what="the lab to detach")
+    lab = labs[0]
+    assert app._left_running and app.return_code == 0
+    assert lab.detached and not lab.verified_gone and lab.pod_id == pod_id
+    # the mock API (still up: the test's own mock cloud) shows the pod running
+    assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]
+    assert pod_id in [r.pod_id for r in instance_store.open_records(mock=True)]
+    assert f"tplab terminate {pod_id} --mock" in lab.summary()["reason"]
+    proof = await lab.terminate_pod(pod_id)  # what the warning says to run, in-process
+    assert proof.gone
