@@ -55,6 +55,7 @@ class LabConfig:
     num_prompts: int = 10
     new_tokens: int = 100
     warmup: int = 2
+    instrumented_prompts: int = 3
     sweep: bool = True
     compile: bool = False
     out_dir: Path | None = None           # None: TPLAB_HOME/labs/<lab id>
@@ -654,7 +655,8 @@ class Lab:
         cfg = self.config
         args = ["--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt", "--out", ".",
                 "--num-prompts", str(cfg.num_prompts), "--new-tokens", str(cfg.new_tokens),
-                "--warmup", str(cfg.warmup)]
+                "--warmup", str(cfg.warmup),
+                "--instrumented-prompts", str(min(cfg.instrumented_prompts, cfg.num_prompts))]
         if not cfg.sweep:
             args.append("--no-sweep")
         if cfg.compile:

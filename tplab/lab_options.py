@@ -56,6 +56,10 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--new-tokens", type=_positive_int, default=100, metavar="N",
                    help="new tokens per prompt (default: 100)")
     g.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up steps (default: 2)")
+    g.add_argument("--instrumented-prompts", type=_positive_int, default=3, metavar="K",
+                   help="time the all-reduces (a second, instrumented TP pass) on the first K "
+                        "prompts (default: 3, as `tplab local`); latency always comes from the "
+                        "uninstrumented pass over every prompt")
     g.add_argument("--no-sweep", action="store_true", help="skip the all-reduce size sweep")
     g.add_argument("--compile", action="store_true", help="torch.compile the models on the pod")
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -82,6 +86,7 @@ def config_from_args(args: argparse.Namespace):
         mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type, gpus=args.gpus,
         spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,
         num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
+        instrumented_prompts=args.instrumented_prompts,
         sweep=not args.no_sweep, compile=args.compile, out_dir=args.out,
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
