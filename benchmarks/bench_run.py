@@ -66,6 +66,8 @@ def main() -> int:
     p.add_argument("--prompts", type=int, default=10)
     p.add_argument("--new-tokens", type=int, default=100)
     p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--instrumented-prompts", type=int, default=3,
+                   help="prompts with the instrumented TP pass, in both runs (tplab run's default)")
     a = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="tplab-bench-") as tmp_s:
         tmp = Path(tmp_s)
@@ -73,14 +75,16 @@ def main() -> int:
         env = {**os.environ, "TPLAB_HOME": str(tmp / "home"), "PYTHONPATH": str(REPO)}
         env.pop("RUNPOD_API_KEY", None)
         job = ["--checkpoint", str(ckpt), "--prompts", str(prompts),
-               "--num-prompts", str(a.prompts), "--new-tokens", str(a.new_tokens)]
+               "--num-prompts", str(a.prompts), "--new-tokens", str(a.new_tokens),
+               "--instrumented-prompts", str(a.instrumented_prompts)]
         if a.no_sweep:
             job.append("--no-sweep")
         bare_argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                      "--nproc-per-node=2", "-m", "tplab.job", *job, "--out", str(tmp / "bare")]
         lab_argv = [sys.executable, "-m", "tplab", "run", "--mock", "--out", str(tmp / "lab"),
                     "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
-                    "--prompts", str(a.prompts), "--new-tokens", str(a.new_tokens)]
+                    "--prompts", str(a.prompts), "--new-tokens", str(a.new_tokens),
+                    "--instrumented-prompts", str(a.instrumented_prompts)]
         if a.no_sweep:
             lab_argv.append("--no-sweep")
         print(f"job: {a.prompts} prompts x {a.new_tokens} tokens, single and TP=2, "
