@@ -122,13 +122,15 @@ class CompiledDecoder:
 
 
 def build_decoder(model: nn.Module, compile: bool = True, mode: str | None = None,
-                  fullgraph: bool | None = None, cpp_wrapper: bool = False) -> CompiledDecoder:
+                  fullgraph: bool | None = None, cpp_wrapper: bool | None = None) -> CompiledDecoder:
     """Wrap a loaded (eval) MiniGPT in a static-cache greedy decoder, compiled unless ``compile=False``.
 
     ``mode`` defaults to :func:`default_mode` for the model's device. ``fullgraph`` defaults to True
     for a single-device model and False for a TP build (its collectives may break the graph).
     ``cpp_wrapper=True`` (CPU, default mode only) has Inductor emit the per-call wrapper in C++ instead
-    of Python: less overhead per token, a longer compile.
+    of Python: less per-token overhead for about the same compile time here (measured side by side by
+    ``benchmarks/bench_compile.py``). ``None`` turns it on for a single-device model on the CPU; a TP
+    build keeps the Python wrapper (its collectives break the graph, untested with the C++ wrapper).
     """
     model.eval()
     step = StaticDecodeStep(model)
@@ -138,6 +140,8 @@ def build_decoder(model: nn.Module, compile: bool = True, mode: str | None = Non
     mode = mode or default_mode(device)
     if fullgraph is None:
         fullgraph = not getattr(model, "parallel", False) or getattr(model, "world_size", 1) == 1
+    if cpp_wrapper is None:
+        cpp_wrapper = device.type == "cpu" and mode == "default" and fullgraph
     if cpp_wrapper and mode == "default":
         fn = torch.compile(step.greedy, options={"cpp_wrapper": True}, fullgraph=fullgraph, dynamic=False)
         return CompiledDecoder(step, fn, device, "default+cpp_wrapper")
