@@ -7,6 +7,8 @@ transport and orchestrator are exercised the same way). Each conftest wraps it i
 session-scoped ``lab_assets`` fixture with its own prompts.
 
 ``mock_cloud``: a running mock cloud (subprocess), stopped after the test; a conftest imports it.
+
+``tiny_lab_config``: the small mock lab (2 prompts x 8 tokens, no sweep) the e2e tests start from.
 """
 
 from __future__ import annotations
@@ -46,3 +48,14 @@ def mock_cloud(tmp_path):
     cloud = start_mock_cloud(boot_delay_s=0.3, state_dir=tmp_path / "mock-state")
     yield cloud
     cloud.stop()
+
+
+def tiny_lab_config(lab_assets: tuple[Path, Path], tmp_path: Path, **kw):
+    """A LabConfig for a small, fast mock lab; keyword arguments override its fields."""
+    from tplab.lab import LabConfig
+    ckpt, prompts = lab_assets
+    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
+                checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
+                heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
+    base.update(kw)
+    return LabConfig(**base)

@@ -11,19 +11,14 @@ import pytest
 
 from tplab import instance_store
 from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab import COMPLETE, FAILED, Lab, LabConfig
+from tplab.lab import COMPLETE, FAILED, Lab
 from tplab.mock_session import _provider
+from tests.e2e_fixtures import tiny_lab_config
 
 pytestmark = pytest.mark.slow
 
 
-def _cfg(lab_assets, tmp_path, **kw) -> LabConfig:
-    ckpt, prompts = lab_assets
-    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
-                checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
-                heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
-    base.update(kw)
-    return LabConfig(**base)
+_cfg = tiny_lab_config
 
 
 async def _collect(lab: Lab, seen: list) -> None:

@@ -8,8 +8,9 @@ import json
 import pytest
 from textual.widgets import Button
 
-from tplab.lab import Lab, LabConfig
+from tplab.lab import Lab
 from tplab.mock_session import _provider
+from tests.e2e_fixtures import tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
 from tui.scaling.panel import ScalingSource
@@ -22,13 +23,7 @@ SIZE = (160, 48)
 LONG = {"num_prompts": 4, "new_tokens": 140}
 
 
-def _cfg(lab_assets, tmp_path, **kw) -> LabConfig:
-    ckpt, prompts = lab_assets
-    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
-                checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
-                heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
-    base.update(kw)
-    return LabConfig(**base)
+_cfg = tiny_lab_config
 
 
 async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_path):
