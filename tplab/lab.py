@@ -425,7 +425,7 @@ class Lab:
             try:
                 await body
                 self._status, self._reason = COMPLETE, "the lab completed"
-                if self.tail.exit_code not in (None, 0):
+                if self.tail.exit_code not in (None, 0) and self.tail.finished_seen_at is None:
                     self._status = FAILED
                     self._reason = f"the job exited with status {self.tail.exit_code}"
             except LabStop as stop:
@@ -571,6 +571,12 @@ class Lab:
         if self.tail.exit_code is None and self.tail.finished_seen_at is not None:
             self._log("the job reported `finished` (results written, outputs matched); not "
                       "waiting for torchrun's teardown — the pod is terminated next")
+        elif self.tail.exit_code != 0 and self.tail.finished_seen_at is not None:
+            # the job wrote results.json and reported `finished` (outputs matched) before
+            # torchrun's teardown failed: the numbers are whole, the exit is worth a look
+            self._emit("warning", msg=f"torchrun exited with code {self.tail.exit_code} after the "
+                       f"job reported `finished` (results written, outputs matched); see "
+                       f"{self.out_dir / 'job.log'}")
         elif self.tail.exit_code != 0:
             raise LabStop(FAILED, f"the job exited with code {self.tail.exit_code}; see "
                           f"{self.out_dir / 'job.log'}")

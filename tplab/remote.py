@@ -400,7 +400,7 @@ def _accept(state: TailState, events: list[Event]) -> list[Event]:
             state.gaps += 1
         state.last_seq = ev.seq
         out.append(ev)
-    if out and out[-1].type == "phase" and out[-1].fields.get("name") == "finished":
+    if any(ev.type == "phase" and ev.fields.get("name") == "finished" for ev in out):
         state.finished_seen_at = time.monotonic()
     return out
 

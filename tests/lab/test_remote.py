@@ -220,3 +220,17 @@ def test_launch_command_is_detached_and_sources_env():
     assert cmd.count("setsid nohup") == 2
     assert "--nproc-per-node=2" in cmd and "tplab.job.watchdog" in cmd
     assert "> exit_code.tmp" in cmd
+
+
+def test_finished_is_seen_even_when_a_heartbeat_follows_it_in_the_same_read() -> None:
+    from tplab.events import EventWriter
+    w = EventWriter(src="job")
+    evs = [w.make("phase", name="results"), w.make("phase", name="finished"),
+           w.make("heartbeat", phase="finished")]
+    state = TailState()
+    assert [e.seq for e in remote._accept(state, evs)] == [0, 1, 2]
+    assert state.finished_seen_at is not None
+
+    other = TailState()
+    remote._accept(other, [EventWriter(src="job").make("phase", name="tp")])
+    assert other.finished_seen_at is None

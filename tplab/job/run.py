@@ -355,7 +355,12 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         if writer is not None:
             job.heartbeat = _Heartbeat(writer, args.heartbeat_s)
             job.heartbeat.start()
-        return job.run()
+        code = job.run()
+        # every rank leaves together: a gloo rank that tore its process group down while its peer
+        # was still writing results has aborted at exit ("terminate called without an active
+        # exception"), turning a finished run into a failed torchrun
+        job.barrier()
+        return code
     except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
         user_error = isinstance(exc, JobError) or type(exc).__name__ == "CheckpointError"
         msg = str(exc) if user_error else f"{type(exc).__name__}: {exc}"
