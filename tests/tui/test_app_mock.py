@@ -26,6 +26,18 @@ LONG = {"num_prompts": 4, "new_tokens": 140}
 _cfg = tiny_lab_config
 
 
+def _mock_app(cfg, mock_cloud) -> tuple[TplabApp, list[Lab]]:
+    """The dashboard, started, on labs against the test's mock cloud; the list holds each Lab made."""
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    labs: list[Lab] = []
+
+    def factory() -> Lab:
+        labs.append(Lab(cfg, provider=prov))
+        return labs[-1]
+
+    return TplabApp(factory, start=True), labs
+
+
 async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_path):
     cfg = _cfg(lab_assets, tmp_path)
     app = TplabApp(lambda: Lab(cfg), plan={"num_prompts": 2, "new_tokens": 8},
@@ -66,14 +78,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
 
 async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_path, mock_cloud):
     cfg = _cfg(lab_assets, tmp_path, **LONG)
-    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    labs = []
-
-    def factory():
-        labs.append(Lab(cfg, provider=prov))
-        return labs[-1]
-
-    app = TplabApp(factory, start=True)
+    app, labs = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.timings["single"].count > 0, timeout=180,
                        what="first tokens")
@@ -108,8 +113,7 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
 
 async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cloud):
     cfg = _cfg(lab_assets, tmp_path, **LONG)
-    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    app = TplabApp(lambda: Lab(cfg, provider=prov), start=True)
+    app, _ = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.instance.pod_id is not None, timeout=120,
                        what="a pod")
@@ -132,14 +136,7 @@ async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cl
 async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_path, mock_cloud):
     from tplab import instance_store
     cfg = _cfg(lab_assets, tmp_path, **LONG)
-    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    labs = []
-
-    def factory():
-        labs.append(Lab(cfg, provider=prov))
-        return labs[-1]
-
-    app = TplabApp(factory, start=True)
+    app, labs = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.instance.ssh_port is not None, timeout=120,
                        what="a ready pod")
