@@ -23,8 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tplab.events import EventWriter  # noqa: E402
-from tplab.lab import Lab, LabConfig  # noqa: E402
-from tplab.remote import TailState, _accept  # noqa: E402
+from tplab.lab.config import LabConfig
+from tplab.lab.orchestrator import Lab  # noqa: E402
+from tplab.event_tail import TailState, _accept  # noqa: E402
 
 
 def make_stream(n: int) -> bytes:
@@ -48,7 +49,7 @@ def bench_decode(data: bytes, chunk: int) -> tuple[int, float, float]:
 
 async def bench_dispatch(data: bytes, chunk: int, tmp: Path) -> tuple[int, float, float, int]:
     lab = Lab(LabConfig(mock=True, out_dir=tmp))
-    lab._stream_fh = open(tmp / "stream.jsonl", "w", buffering=1 << 16)
+    lab.stream.open_record(tmp / "stream.jsonl")
     sub = lab.subscribe()
     got = 0
 
@@ -66,19 +67,13 @@ async def bench_dispatch(data: bytes, chunk: int, tmp: Path) -> tuple[int, float
         batch = state.decoder.feed(data[i:i + chunk])
         accepted = _accept(state, batch)
         raw = state.decoder.last_raw if len(accepted) == len(batch) else b""
-        if raw:  # as Lab._stream_job does
-            lab._stream_fh.write(raw.decode("utf-8"))
-        else:
-            for ev in accepted:
-                lab._stream_fh.write(ev.to_json() + "\n")
-        lab._publish_batch(accepted)
+        lab.stream.publish_job(accepted, raw)  # as the lab's SSH session does
         n += len(accepted)
         await asyncio.sleep(0)  # let the subscriber run, as the lab's loop would
-    for q in lab._subs:
-        q.put_nowait(None)
+    lab.stream.close_subs()
     await task
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
-    lab._stream_fh.close()
+    lab.stream.close_record()
     return n, dt, dc, got
 
 

@@ -210,7 +210,7 @@ async def key_latency(presses: int, rate: float, labs: int) -> dict:
 
 # ---------------------------------------------------------------------- 3. memory
 def memory_labstate(n: int) -> dict:
-    from tplab.labstate import LabState
+    from tplab.lab.faces.state import LabState
     from tui.feed.synthetic import token_flood
 
     s = LabState()

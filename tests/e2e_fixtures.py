@@ -52,7 +52,7 @@ def mock_cloud(tmp_path):
 
 def tiny_lab_config(lab_assets: tuple[Path, Path], tmp_path: Path, **kw):
     """A LabConfig for a small, fast mock lab; keyword arguments override its fields."""
-    from tplab.lab import LabConfig
+    from tplab.lab.config import LabConfig
     ckpt, prompts = lab_assets
     base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
                 checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",

@@ -10,7 +10,7 @@ or FAILED (with the reason).
 ``lesson_notes`` is written from the run's measured numbers (message size, α against per-token
 compute, launches not divided), so two runs on different hardware read differently; without a
 run it says so, and why. ``nvlink_present`` comes from the job's ``nvidia-smi topo -m`` capture
-(``nvlink_from_results``). Both `tplab local` and the lab (tplab/lab_artifacts.py) write their
+(``nvlink_from_results``). Both `tplab local` and the lab (tplab/lab/artifacts.py) write their
 manifests through ``build_manifest`` and ``write_manifest``. A manifest
 never contains secrets: every string is checked against the environment's key-like variables and
 private-key markers, and redacted if one slipped in.

@@ -59,3 +59,8 @@ def error_text(exc: BaseException, extra: Iterable[str | None] = ()) -> str:
     """One redacted line for an exception: its message, or its type name if it has none."""
     msg = " ".join(str(exc).split()) or type(exc).__name__
     return redact(msg, extra)
+
+
+def one_line(text: object, limit: int = 500) -> str:
+    """``text`` redacted, on one line, at most ``limit`` characters: for reasons shown to users."""
+    return redact(" ".join(str(text).split()))[:limit]

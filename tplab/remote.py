@@ -1,5 +1,7 @@
 """SSH transport to a pod: connect, upload, launch detached, tail events with resume, heartbeat, fetch.
 
+The event file itself is tailed by ``tplab.event_tail``.
+
 Why this shape: the job must survive a dropped connection and the client must neither lose nor
 repeat an event, so the job is launched detached (``setsid nohup``) and writes everything to
 files on the pod; the client only *reads* those files over SFTP, from a byte offset it keeps
@@ -13,25 +15,22 @@ Client side only; no torch import.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import asyncssh
 
-from tplab.events import (EVENT_FIELDS, SCHEMA_VERSION, SOURCES, Event, EventDecoder,
-                          EventError, decode_line, from_dict)
+
+#: the run directory, relative to the login home (works on real pods and the mock sandbox)
+REMOTE_DIR = "tplab-run"
 
 # asyncssh logs every channel at INFO; a lab opens many. Its warnings and errors still show.
 logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
-#: the run directory, relative to the login home (works on real pods and the mock sandbox)
-REMOTE_DIR = "tplab-run"
 #: the environment file a RunPod pod exports its variables in; the mock points the env var elsewhere
 ENV_FILE_EXPR = '"${TPLAB_RP_ENV_FILE:-/etc/rp_environment}"'
 
@@ -273,215 +272,6 @@ async def touch_heartbeat(sftp: asyncssh.SFTPClient) -> None:
     """Rewrite the heartbeat file: the pod's clock sets its mtime, so skew does not matter."""
     async with sftp.open(f"{REMOTE_DIR}/heartbeat", "wb") as fh:
         await fh.write(f"{time.time():.3f}\n".encode())
-
-
-# --------------------------------------------------------------------------------------------
-# fast decoding (the client's hot path)
-
-_SPECS = {t: tuple((name, types, bool in types) for name, types in spec.items())
-          for t, spec in EVENT_FIELDS.items()}
-_new_event = object.__new__
-_set = object.__setattr__
-_MISSING = object()
-
-
-def fast_from_dict(obj: Any) -> Event:
-    """``events.from_dict`` for the common, valid case at a fraction of the cost; anything unusual
-    goes through ``from_dict`` itself, so errors (and what counts as valid) are the same.
-
-    Takes ownership of ``obj`` (a dict fresh from ``json.loads``): its header keys are popped
-    and what is left becomes the event's ``fields``.
-    """
-    get = obj.get if obj.__class__ is dict else None
-    if get is None:
-        return from_dict(obj)
-    seq = get("seq")
-    ts = get("ts")
-    src = get("src")
-    type_ = get("type")
-    spec = _SPECS.get(type_) if type_.__class__ is str else None
-    if (spec is None or get("v") != SCHEMA_VERSION or seq.__class__ is not int or seq < 0
-            or not (ts.__class__ is float or ts.__class__ is int) or src not in SOURCES):
-        return from_dict(obj)
-    for name, types, bool_ok in spec:
-        val = get(name, _MISSING)
-        if not isinstance(val, types) or (val.__class__ is bool and not bool_ok):
-            return from_dict(obj)  # _MISSING is no instance of any field type
-    pop = obj.pop
-    pop("v")
-    pop("seq")
-    pop("ts")
-    pop("src")
-    ev = _new_event(Event)
-    _set(ev, "type", pop("type"))
-    _set(ev, "seq", seq)
-    _set(ev, "ts", float(ts))
-    _set(ev, "src", src)
-    _set(ev, "fields", obj)
-    _set(ev, "v", SCHEMA_VERSION)
-    return ev
-
-
-class FastDecoder(EventDecoder):
-    """An EventDecoder that parses all complete lines of a chunk with one ``json.loads`` and
-    keeps the raw bytes of those lines (``last_raw``) so they can be stored without re-encoding.
-    Same contract as EventDecoder (partial lines held, ``offset`` = bytes consumed); a chunk
-    with anything odd in it (blank or bad line) falls back to the line-by-line decoder."""
-
-    def __init__(self, offset: int = 0) -> None:
-        super().__init__(offset)
-        self.last_raw = b""
-        self.bad_lines = 0
-
-    def feed(self, data: bytes) -> list[Event]:
-        buf = self._buf
-        buf.extend(data)
-        last = buf.rfind(b"\n")
-        if last < 0:
-            self.last_raw = b""
-            return []
-        raw = bytes(buf[:last + 1])
-        self.last_raw = raw
-        del buf[:last + 1]
-        try:
-            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
-            events = [fast_from_dict(o) for o in objs]
-        except (ValueError, EventError):
-            # a blank or bad line somewhere: line by line, keeping every good event
-            events = []
-            for line in raw.split(b"\n"):
-                if not line.strip():
-                    continue
-                try:
-                    events.append(decode_line(line))
-                except EventError:
-                    self.bad_lines += 1
-            self.last_raw = b""
-        self.offset += len(raw)
-        return events
-
-
-# --------------------------------------------------------------------------------------------
-# tailing events with resume
-
-
-@dataclass
-class TailState:
-    """Survives reconnects: the byte position read so far and the last job seq delivered."""
-    decoder: FastDecoder = field(default_factory=FastDecoder)
-    last_seq: int = -1
-    duplicates: int = 0
-    gaps: int = 0
-    finished: bool = False
-    exit_code: int | None = None
-    #: raw bytes of the lines behind the last batch yielded ("" if some were dropped as duplicates)
-    last_raw: bytes = b""
-    #: when the job's own ``finished`` phase arrived (its last event: results written, outputs
-    #: matched); after ``finish_grace_s`` without an exit code the tail ends without waiting for
-    #: torchrun's teardown, and ``exit_code`` stays None
-    finished_seen_at: float | None = None
-
-    @property
-    def read_pos(self) -> int:
-        return self.decoder.offset + self.decoder.pending
-
-    @property
-    def bad_lines(self) -> int:
-        return self.decoder.bad_lines
-
-
-def _accept(state: TailState, events: list[Event]) -> list[Event]:
-    out = []
-    for ev in events:
-        if ev.seq <= state.last_seq:
-            state.duplicates += 1
-            continue
-        if ev.seq != state.last_seq + 1:
-            state.gaps += 1
-        state.last_seq = ev.seq
-        out.append(ev)
-    if any(ev.type == "phase" and ev.fields.get("name") == "finished" for ev in out):
-        state.finished_seen_at = time.monotonic()
-    return out
-
-
-async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float = 0.05,
-                      chunk: int = 1 << 18, finish_grace_s: float | None = None,
-                      max_poll_s: float = 0.4) -> AsyncIterator[list[Event]]:
-    """Yield batches of new job events from ``events.jsonl`` until the job's exit code appears.
-
-    Polls every ``poll_s`` while events flow, backing off to ``max_poll_s`` while the file is
-    quiet: on the mock cloud the pod shares this machine's cores, and a busy poll would slow
-    the very job it watches (gloo all-reduce latency suffers from every extra wake-up).
-
-    Resumable: reads from ``state.read_pos``; every event is yielded exactly once across calls
-    (events at or below ``state.last_seq`` are dropped and counted). Raises the transport's
-    errors as they come (the caller reconnects and calls again with the same state).
-    """
-    path = f"{REMOTE_DIR}/events.jsonl"
-    exit_path = f"{REMOTE_DIR}/exit_code"
-    fh = None
-
-    async def drain() -> AsyncIterator[list[Event]]:
-        while True:
-            data = await fh.read(chunk, state.read_pos)
-            if not data:
-                return
-            batch = state.decoder.feed(data)
-            accepted = _accept(state, batch)
-            state.last_raw = state.decoder.last_raw if len(accepted) == len(batch) else b""
-            if accepted:
-                yield accepted
-            if len(data) < chunk:
-                return
-
-    delay = poll_s
-    try:
-        while not state.finished:
-            if fh is None:
-                with contextlib.suppress(asyncssh.SFTPNoSuchFile):
-                    fh = await sftp.open(path, "rb")
-            before = state.read_pos
-            if fh is not None:
-                async for batch in drain():
-                    yield batch
-            if state.read_pos != before:
-                delay = poll_s
-                await asyncio.sleep(poll_s)
-                continue
-            code = await _read_exit_code(sftp, exit_path)
-            early = (code is None and finish_grace_s is not None
-                     and state.finished_seen_at is not None
-                     and time.monotonic() - state.finished_seen_at >= finish_grace_s)
-            if code is not None or early:
-                # the job has exited: one last read catches anything written just before
-                if fh is None:
-                    with contextlib.suppress(asyncssh.SFTPNoSuchFile):
-                        fh = await sftp.open(path, "rb")
-                if fh is not None:
-                    async for batch in drain():
-                        yield batch
-                state.exit_code = code
-                state.finished = True
-                break
-            await asyncio.sleep(delay)
-            delay = min(max_poll_s, delay * 2)
-    finally:
-        if fh is not None:
-            with contextlib.suppress(asyncssh.Error, OSError):
-                await fh.close()
-
-
-async def _read_exit_code(sftp: asyncssh.SFTPClient, path: str) -> int | None:
-    try:
-        async with sftp.open(path, "rb") as fh:
-            text = (await fh.read()).decode(errors="replace").strip()
-    except asyncssh.SFTPNoSuchFile:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return -1
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 
 from tplab.events import Event
-from tplab.labstate import LabState
+from tplab.lab.faces.state import LabState
 from tui.budget.panel import BudgetPanel
 from tui.commands import LabCommands
 from tui.instance.panel import InstancePanel
@@ -406,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start the lab at once (otherwise press s)")
     parser.add_argument("--refresh-hz", type=float, default=10.0,
                         help=f"panel redraw rate, {MIN_HZ:g}-{MAX_HZ:g} Hz (default 10)")
-    from tplab.lab_options import add_lab_arguments  # torch-free, stdlib argparse only
+    from tplab.lab.options import add_lab_arguments  # torch-free, stdlib argparse only
 
     add_lab_arguments(parser)
     if not any(a.dest == "mock" for a in parser._actions):

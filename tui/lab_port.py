@@ -1,7 +1,7 @@
 """The slice of the orchestrator's API the dashboard calls, and how it builds a Lab.
 
 The dashboard holds no lab logic: it subscribes to the Lab's events, awaits ``run()``, and asks
-for termination. Typing against this Protocol (not ``tplab.lab.Lab``) keeps ``tplab.lab`` and
+for termination. Typing against this Protocol (not ``tplab.lab.orchestrator.Lab``) keeps the orchestrator and
 everything it imports (asyncssh, the provider, maybe runpod) off the first-paint path: the real
 Lab is imported inside a worker, after the first frame is on screen.
 """
@@ -43,26 +43,26 @@ class LazyConfig:
 
     def get(self) -> Any:
         if self._config is None:
-            from tplab.lab_options import config_from_args
+            from tplab.lab.options import config_from_args
 
             self._config = config_from_args(self.args)
         return self._config
 
 
 def real_lab_factory(config: Any) -> LabFactory:
-    """A factory that builds ``tplab.lab.Lab(config)`` when called; ``config`` may be a
+    """A factory that builds ``tplab.lab.orchestrator.Lab(config)`` when called; ``config`` may be a
     ``LazyConfig``. ``preload`` (run in a worker thread first) does the slow imports."""
 
     def resolve() -> Any:
         return config.get() if isinstance(config, LazyConfig) else config
 
     def preload() -> None:
-        import tplab.lab  # noqa: F401 - run in a thread: the import is the slow part
+        import tplab.lab.orchestrator  # noqa: F401 - in a thread: the import is the slow part
 
         resolve()
 
     def build() -> LabPort:
-        from tplab.lab import Lab  # deferred: not on the first-paint path
+        from tplab.lab.orchestrator import Lab  # deferred: not on the first-paint path
 
         return Lab(resolve())
 
@@ -77,8 +77,8 @@ def real_sweep_factory(config: Any) -> Callable[[], Any]:
     Called in a worker thread (the provider may import the runpod SDK)."""
 
     def build() -> Any:
-        from tplab.lab import Lab
-        from tplab.mock_session import cli_provider
+        from tplab.lab.orchestrator import Lab
+        from tplab.lab.providers import cli_provider
 
         cfg = config.get() if isinstance(config, LazyConfig) else config
         return Lab(cfg, provider=cli_provider(bool(getattr(cfg, "mock", False)),

@@ -15,7 +15,7 @@ from typing import Iterable
 from rich.text import Text
 from textual.widgets import Static
 
-from tplab.labstate import LabState
+from tplab.lab.faces.state import LabState
 
 Cell = str | Text
 

@@ -17,8 +17,9 @@ import pytest
 
 from tplab.budget import BudgetGuard, default_ledger_path
 from tplab.events import read_events
-from tplab.lab import COMPLETE, FAILED, STUB, Lab
-from tplab.mock_session import _provider
+from tplab.lab.config import COMPLETE, FAILED, STUB
+from tplab.lab.orchestrator import Lab
+from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 
 pytestmark = pytest.mark.slow
@@ -129,10 +130,11 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
         async for ev in events:
             if ev.src == "job":
                 job_seqs.append(ev.seq)
-                if drops < 2 and not waiting_reconnect and lab._conn is not None:
+                if (drops < 2 and not waiting_reconnect and lab.session is not None
+                        and lab.session.conn is not None):
                     drops += 1
                     waiting_reconnect = True
-                    lab._conn.abort()  # the TCP connection dies under the transport
+                    lab.session.conn.abort()  # the TCP connection dies under the transport
             elif ev.type == "ssh" and ev["state"] == "connected":
                 waiting_reconnect = False
 
@@ -144,7 +146,7 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
     assert drops == 2 and lab.ssh_drops == 2
     pod_seqs = [e.seq for e in read_events(str(outcome.out_dir / "events.jsonl"))]
     assert job_seqs == pod_seqs == list(range(len(pod_seqs)))
-    assert lab.tail.gaps == 0
+    assert lab.session.tail.gaps == 0 and lab.summary()["gaps"] == 0
     drops_seen = [e for e in (outcome.out_dir / "stream.jsonl").read_text().splitlines()
                   if '"state":"dropped"' in e]
     assert len(drops_seen) == 2

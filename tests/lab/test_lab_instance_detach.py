@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from tplab import instance_store
+from tplab.lab import instances as instance_store
 from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab import COMPLETE, FAILED, Lab
-from tplab.mock_session import _provider
+from tplab.lab.config import COMPLETE, FAILED
+from tplab.lab.orchestrator import Lab
+from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 
 pytestmark = pytest.mark.slow

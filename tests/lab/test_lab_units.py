@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from tplab import instance_store
+from tplab.lab import instances as instance_store
 from tplab.events import EventDecoder, EventWriter
-from tplab.headless import HeadlessView
-from tplab.lab import Lab, LabConfig
-from tplab.lab_options import add_lab_arguments, config_from_args
-from tplab.remote import FastDecoder, TailState, _accept, fast_from_dict
+from tplab.lab.faces.headless import HeadlessView
+from tplab.lab.config import LabConfig
+from tplab.lab.orchestrator import Lab
+from tplab.lab.options import add_lab_arguments, config_from_args
+from tplab.event_tail import FastDecoder, TailState, _accept, fast_from_dict
 
 
 def _lines(n: int) -> bytes:
@@ -105,11 +106,15 @@ def test_options_build_the_config(tmp_path):
 
 
 def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
-    from tplab.lab_artifacts import write_lab_manifest
+    from tplab.lab.artifacts import write_lab_manifest
+    from tplab.lab.prediction import predict_lab
     from tplab.manifest import SEED_FIELDS
     lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
-    lab._status, lab._reason = "EDUCATIONAL_STUB", "no spot capacity; nothing was created"
-    m = json.loads(write_lab_manifest(lab).read_text())
+    cfg, facts = lab.config, lab.facts
+    pred = predict_lab(None, gpu_type=cfg.gpu_type, gpus=cfg.gpus, mock=True,
+                       checkpoint=cfg.checkpoint)
+    facts.status, facts.reason = "EDUCATIONAL_STUB", "no spot capacity; nothing was created"
+    m = json.loads(write_lab_manifest(cfg, facts, pred).read_text())
     assert all(k in m for k in SEED_FIELDS)
     assert m["status"] == "EDUCATIONAL_STUB" and m["vendor"] == "mock RunPod (local)"
     assert m["nvlink_present"] is False and m["instance_id"] is None
@@ -120,8 +125,8 @@ def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     assert m["events"]["job_events"] == 0 and m["budget_label"] == lab.config.ledger_label()
     # a pod's proof, once written, is what terminated_screenshot names
     (tmp_path / "proof-terminated.json").write_text("{}")
-    lab._status, lab._reason = "FAILED", "the job exited with status 1"
-    m = json.loads(write_lab_manifest(lab).read_text())
+    facts.status, facts.reason = "FAILED", "the job exited with status 1"
+    m = json.loads(write_lab_manifest(cfg, facts, pred).read_text())
     assert m["terminated_screenshot"] == "proof-terminated.json"
     assert "the job exited with status 1" in m["lesson_notes"]
 
@@ -131,9 +136,9 @@ async def test_subscribers_get_every_event_and_never_block_the_lab(tmp_path):
     fast = lab.subscribe()
     slow = lab.subscribe(maxsize=2)
     for i in range(5):
-        lab._emit("log", level="info", msg=f"m{i}")
-    lab._publish_batch([])  # an empty batch is harmless
-    lab._close_subs()
+        lab.stream.emit("log", level="info", msg=f"m{i}")
+    lab.stream.publish_batch([])  # an empty batch is harmless
+    lab.stream.close_subs()
     got = [ev["msg"] async for ev in fast]
     assert got == [f"m{i}" for i in range(5)]
     tail = [ev["msg"] async for ev in slow]  # ends too, with the newest events
@@ -178,7 +183,7 @@ def test_tty_progress_is_one_redrawn_line():
 
 
 def test_bundle_is_only_what_the_pod_needs(lab_assets):
-    from tplab.bundle import bundle_items
+    from tplab.lab.bundle import bundle_items
     ckpt, prompts = lab_assets
     remote_paths = {i.remote for i in bundle_items(ckpt, prompts)}
     assert {"checkpoint.pt", "prompts.txt", "tplab/__init__.py", "tplab/events.py",

@@ -12,7 +12,9 @@ import asyncssh
 import pytest
 
 from tplab import remote
-from tplab.remote import ConnectOptions, HostKeyMismatch, TailState, UploadItem
+from tplab import event_tail
+from tplab.event_tail import TailState
+from tplab.remote import ConnectOptions, HostKeyMismatch, UploadItem
 
 from .sshserver import SandboxServer
 
@@ -156,7 +158,7 @@ async def test_tail_resumes_after_drops_exactly_once(server, tmp_path):
         conn = await remote.connect(_opts(server, tmp_path), server.client_key)
         try:
             async with conn.start_sftp_client() as sftp:
-                async for batch in remote.tail_events(sftp, state):
+                async for batch in event_tail.tail_events(sftp, state):
                     seqs.extend(ev.seq for ev in batch)
                     if drops < 2 and len(seqs) > (drops + 1) * 150:
                         drops += 1
@@ -183,7 +185,7 @@ async def test_tail_holds_a_partial_line(server, tmp_path):
 
     async def consume():
         async with conn.start_sftp_client() as sftp:
-            async for batch in remote.tail_events(sftp, state, poll_s=0.02):
+            async for batch in event_tail.tail_events(sftp, state, poll_s=0.02):
                 got.extend(batch)
 
     task = asyncio.create_task(consume())
@@ -228,9 +230,9 @@ def test_finished_is_seen_even_when_a_heartbeat_follows_it_in_the_same_read() ->
     evs = [w.make("phase", name="results"), w.make("phase", name="finished"),
            w.make("heartbeat", phase="finished")]
     state = TailState()
-    assert [e.seq for e in remote._accept(state, evs)] == [0, 1, 2]
+    assert [e.seq for e in event_tail._accept(state, evs)] == [0, 1, 2]
     assert state.finished_seen_at is not None
 
     other = TailState()
-    remote._accept(other, [EventWriter(src="job").make("phase", name="tp")])
+    event_tail._accept(other, [EventWriter(src="job").make("phase", name="tp")])
     assert other.finished_seen_at is None

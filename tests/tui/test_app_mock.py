@@ -8,8 +8,8 @@ import json
 import pytest
 from textual.widgets import Button
 
-from tplab.lab import Lab
-from tplab.mock_session import _provider
+from tplab.lab.orchestrator import Lab
+from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
@@ -134,7 +134,7 @@ async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cl
 
 
 async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_path, mock_cloud):
-    from tplab import instance_store
+    from tplab.lab import instances as instance_store
     cfg = _cfg(lab_assets, tmp_path, **LONG)
     app, labs = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:

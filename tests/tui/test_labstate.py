@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tplab.events import EventWriter
-from tplab.labstate import LabState, LogHistogram
+from tplab.lab.faces.state import LabState, LogHistogram
 from tui.feed.synthetic import ScriptOptions, lab_script, token_flood
 
 

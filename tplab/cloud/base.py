@@ -15,6 +15,8 @@ POD_NAME_PREFIX = "tplab-"
 #: what the lab rents unless told otherwise
 DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
 DEFAULT_GPU_COUNT = 2
+#: provider states that mean a pod no longer exists (GONE: the provider has no record of it)
+GONE_STATES = frozenset({"GONE", "TERMINATED", "DELETED"})
 
 
 class ProviderError(RuntimeError):

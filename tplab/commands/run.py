@@ -17,7 +17,7 @@ DESCRIPTION = ("Run lab 02 end to end: authorize, create a spot pod, upload, run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tplab.lab_options import add_lab_arguments
+    from tplab.lab.options import add_lab_arguments
     add_lab_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print the event stream as JSON lines (one event a line) instead")
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     import asyncio
-    from tplab.lab_options import config_from_args
+    from tplab.lab.options import config_from_args
     config = config_from_args(args)
     if not config.mock and not args.yes:
         if not sys.stdin.isatty():
@@ -43,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
 async def run_lab(config, as_json: bool = False, out=None) -> int:
     import asyncio
     import signal
-    from tplab.headless import HeadlessView
-    from tplab.lab import Lab
+    from tplab.lab.faces.headless import HeadlessView
+    from tplab.lab.orchestrator import Lab
     out = out or sys.stdout
     lab = Lab(config)
     loop = asyncio.get_running_loop()

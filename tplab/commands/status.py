@@ -20,35 +20,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def gather(mock: bool, api_url: str | None) -> list[dict]:
     """One row per live pod: id, name, state, $/h, uptime, cost so far, where it was found."""
-    from tplab import instance_store
-    from tplab.cloud.base import ProviderError
-    from tplab.lab import GONE_STATES
-    from tplab.mock_session import cli_provider
+    from tplab.lab import instances, leftovers
+    from tplab.lab.providers import cli_provider
     provider = cli_provider(mock, api_url)
-    records = {r.pod_id: r for r in instance_store.open_records(mock) if r.pod_id}
-    rows: dict[str, dict] = {}
     if provider is not None:
-        for pod in provider.list_pods():
-            if pod.state.upper() in GONE_STATES:
-                continue
-            rows[pod.id] = _row(pod, records.get(pod.id), "provider")
-        for pod_id, rec in records.items():
-            if pod_id in rows:
-                continue
-            try:
-                info = provider.status(pod_id)
-            except ProviderError:
-                continue
-            if info.state.upper() in GONE_STATES:
-                instance_store.mark(pod_id, instance_store.GONE, mock)
-            else:
-                rows[pod_id] = _row(info, rec, "instance.json")
-    else:
-        for pod_id, rec in records.items():
-            rows[pod_id] = {"pod_id": pod_id, "name": rec.pod_name, "state": "UNKNOWN (no mock "
-                            "cloud running)", "usd_per_hr": rec.usd_per_hr, "uptime_s": None,
-                            "cost_so_far_usd": None, "lab_id": rec.lab_id, "found_in": "instance.json"}
-    return list(rows.values())
+        return [_row(p.info, p.record, p.found_in) for p in leftovers.live_pods(provider, mock)]
+    return [{"pod_id": rec.pod_id, "name": rec.pod_name,
+             "state": "UNKNOWN (no mock cloud running)", "usd_per_hr": rec.usd_per_hr,
+             "uptime_s": None, "cost_so_far_usd": None, "lab_id": rec.lab_id,
+             "found_in": "instance.json"}
+            for rec in instances.open_records(mock) if rec.pod_id]
 
 
 def _row(pod, rec, found_in: str) -> dict:

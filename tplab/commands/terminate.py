@@ -23,8 +23,8 @@ def main(args: argparse.Namespace) -> int:
     import asyncio
     from tplab.cloud.base import ProviderError
     from tplab.commands.status import gather
-    from tplab.lab import terminate_and_verify
-    from tplab.mock_session import cli_provider
+    from tplab.lab.teardown import terminate_and_verify
+    from tplab.lab.providers import cli_provider
     if not args.pod_ids and not args.all:
         print("tplab terminate: name pod id(s) or pass --all (see `tplab status`).",
               file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.labstate import LabState
+from tplab.lab.faces.state import LabState
 from tui.format import DASH, usd
 from tui.panel import StatePanel, rows
 

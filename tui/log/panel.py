@@ -14,7 +14,7 @@ import time
 
 from rich.text import Text
 
-from tplab.labstate import LabState, LogLine
+from tplab.lab.faces.state import LabState, LogLine
 from tui.panel import StatePanel
 
 _LEVEL_STYLE = {"debug": "dim", "info": "", "warning": "yellow", "error": "bold red"}

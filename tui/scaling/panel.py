@@ -14,7 +14,7 @@ from typing import Any
 from textual import work
 from textual_plotext.plot import Plot
 
-from tplab.labstate import LabState
+from tplab.lab.faces.state import LabState
 from tui.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60
@@ -44,36 +44,17 @@ class ScalingSource:
         return cls(str(getattr(config, "gpu_type", "") or ""),
                    int(getattr(config, "gpus", 2) or 2), bool(getattr(config, "mock", False)))
 
-    def _profile(self, results: dict[str, Any] | None):
-        from tplab import lab_artifacts  # the lab's own choice of profile, not a second one
-
-        pick = getattr(lab_artifacts, "profile_for", None) or lab_artifacts._profile_for
-        hint = results or ({"device_type": "cpu"} if self.mock else {})
-        return pick(hint, self.gpu_type)
-
     def compute(self, results: dict[str, Any] | None = None) -> ScalingCurve:
-        """The predicted curve; calibrated on the run's ``results`` when they allow it."""
-        from tplab import scaling  # torch-free by contract
+        """The lab's own prediction (``tplab.lab.prediction``, the one its PNG and manifest are
+        written from): calibrated on the run's ``results`` when they allow it."""
+        from tplab.lab.prediction import curve_points, predict_lab  # torch-free by contract
 
-        profile = self._profile(results)
-        shape = None
-        world = self.world_size
-        if results:
-            world = int(results.get("world_size") or world)
-            try:
-                shape = scaling.shape_from_results(results)
-            except scaling.ScalingError:
-                shape = None
-            try:
-                profile = scaling.calibrate(profile, results, shape)
-            except scaling.ScalingError:
-                pass  # e.g. no sweep and no single timing: the curve stays uncalibrated
-        ds = scaling.log_space(D_LO, D_HI, N_POINTS)
-        preds = scaling.curve(profile, ds, world, shape)
-        cross = scaling.crossover_d_model(profile, world, shape)
-        label = profile.name + (" calibrated" if profile.calibrated_from else "")
-        return ScalingCurve([p.d_model for p in preds], [p.single_ms for p in preds],
-                            [p.tp_ms for p in preds], cross, label)
+        pred = predict_lab(results, gpu_type=self.gpu_type, gpus=self.world_size, mock=self.mock)
+        if pred is None:
+            raise RuntimeError("no hardware profile for this lab's GPU type")
+        ds, single, tp = curve_points(pred, D_LO, D_HI, N_POINTS)
+        label = pred.profile.name + (" calibrated" if pred.calibrated else "")
+        return ScalingCurve(ds, single, tp, pred.crossover_d_model, label)
 
 
 def measured_point(state: LabState) -> tuple[float, float, float] | None:

@@ -12,7 +12,7 @@ import time
 
 from textual_plotext.plot import Plot
 
-from tplab.labstate import LabState
+from tplab.lab.faces.state import LabState
 from tui.plot import ThreadedPlot
 
 _COLORS = {"single": "cyan", "tp": "magenta"}

@@ -1,6 +1,6 @@
 """Where a Lab gets its Provider: the real RunPod API, a running mock, or a mock started for it.
 
-Why here and not in lab.py: the Lab talks only to the Provider protocol; choosing and building
+Why apart from the orchestrator: the Lab talks only to the Provider protocol; choosing and building
 the provider (and, in ``--mock`` mode, starting and stopping the local mock cloud around the
 lab) is wiring, kept out of the state machine. The runpod SDK is imported only when used.
 """
@@ -11,15 +11,14 @@ import asyncio
 import contextlib
 import importlib
 import os
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
 from tplab.cloud.base import AuthError, Provider
-
-if TYPE_CHECKING:
-    from tplab.lab import LabConfig
+from tplab.lab.config import LabConfig
 
 
-def _provider(api_key: str, api_url: str | None) -> Provider:
+def provider_for(api_key: str, api_url: str | None) -> Provider:
+    """The RunPod provider with this key, pointed at ``api_url`` (RunPod itself when None)."""
     from tplab.cloud.runpod_provider import RunPodProvider
     kwargs: dict[str, str] = {"api_key": api_key}
     if api_url:
@@ -29,13 +28,13 @@ def _provider(api_key: str, api_url: str | None) -> Provider:
     return RunPodProvider(**kwargs)
 
 
-def real_provider(config: "LabConfig") -> Provider:
+def real_provider(api_url: str | None = None) -> Provider:
     """The RunPod provider for a real lab (key from RUNPOD_API_KEY or ~/.runpod; never logged)."""
     from tplab.cloud.keys import NO_KEY, load_api_key
     key = load_api_key()
     if not key:
         raise AuthError(NO_KEY + " Or use --mock to run against the local mock cloud.")
-    return _provider(key, config.api_url or os.environ.get("RUNPOD_API_BASE_URL"))
+    return provider_for(key, api_url or os.environ.get("RUNPOD_API_BASE_URL"))
 
 
 def _mock_key() -> str:
@@ -48,11 +47,11 @@ def _mock_key() -> str:
 
 
 @contextlib.asynccontextmanager
-async def mock_session(config: "LabConfig") -> AsyncIterator[Provider]:
+async def mock_session(config: LabConfig) -> AsyncIterator[Provider]:
     """A provider on the mock cloud: ``config.api_url`` if one runs already, else one started
     here (with ``config.mock_options``) and stopped — every pod with it — on the way out."""
     if config.api_url:
-        yield _provider(_mock_key(), config.api_url)
+        yield provider_for(_mock_key(), config.api_url)
         return
     from tplab.mock.handle import start_mock_cloud
     # the mock starts in a subprocess; import the runpod SDK (about 1.5 s) meanwhile
@@ -63,7 +62,7 @@ async def mock_session(config: "LabConfig") -> AsyncIterator[Provider]:
     from tplab.redact import register_secret
     register_secret(cloud.api_key)
     try:
-        yield _provider(cloud.api_key, cloud.api_url)
+        yield provider_for(cloud.api_key, cloud.api_url)
     finally:
         await asyncio.to_thread(cloud.stop)
 
@@ -74,6 +73,5 @@ def cli_provider(mock: bool, api_url: str | None) -> Provider | None:
     if mock and not api_url:
         return None
     if mock:
-        return _provider(_mock_key(), api_url)
-    from tplab.lab import LabConfig
-    return real_provider(LabConfig(api_url=api_url))
+        return provider_for(_mock_key(), api_url)
+    return real_provider(api_url)

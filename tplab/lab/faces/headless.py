@@ -2,7 +2,7 @@
 
 Why separate from the Lab: the orchestrator holds all lab logic and emits events; this module is
 one consumer of that stream (the dashboard is the other). Figures come from
-``tplab.labstate.LabState`` so both views fold events the same way. ``--json`` mode prints the
+``tplab.lab.faces.state.LabState`` so both views fold events the same way. ``--json`` mode prints the
 stream itself, one event per line, for scripts.
 """
 
@@ -13,7 +13,7 @@ import time
 from typing import IO, AsyncIterator
 
 from tplab.events import Event
-from tplab.labstate import LabState
+from tplab.lab.faces.state import LabState
 
 _QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
 

@@ -1,4 +1,4 @@
-"""instance.json records: what tplab created (or was about to create), kept across crashes.
+"""Instance records (instance.json): what tplab created (or was about to create), kept across crashes.
 
 Why: a client killed mid-lab (SIGKILL, power loss) cannot terminate its pod; the pod's watchdog
 will, but the next tplab must also be able to *find* it. So the intent is written before the

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tplab.cloud.base import DEFAULT_GPU_TYPE
+from tplab.lab.config import LabConfig
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
-
-#: the seed's GPU (RunPod's id for it)
-DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
 
 
 def _positive_int(text: str) -> int:
@@ -79,9 +78,8 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="do not ask before spending real money")
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace) -> LabConfig:
     """The LabConfig these parsed options describe."""
-    from tplab.lab import LabConfig
     return LabConfig(
         mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type, gpus=args.gpus,
         spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,

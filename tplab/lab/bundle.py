@@ -13,7 +13,7 @@ from pathlib import Path
 from tplab.remote import UploadItem, bundle_items as _items
 
 POD_PACKAGES = ("tp", "model", "job")
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # tplab/
 
 
 def bundle_items(checkpoint: Path, prompts: Path) -> list[UploadItem]:

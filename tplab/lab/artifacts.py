@@ -1,0 +1,75 @@
+"""The lab's closing artifacts: scaling-curve.png and manifest.json, from one ``LabPrediction``.
+
+Why apart from the orchestrator: these are pure functions of plain records (the config, the
+lab's facts, its prediction); the state machine only decides *when* they are written (always,
+after terminate + verify + record, whatever the outcome). The manifest itself is built by
+``tplab.manifest`` (the same builder `tplab local` uses); this module only says what the lab knows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tplab import manifest, scaling
+from tplab.lab.config import COMPLETE, FAILED, LabConfig
+from tplab.lab.facts import LabFacts
+from tplab.lab.prediction import LabPrediction
+from tplab.lab.teardown import PROOF
+
+CURVE = "scaling-curve.png"
+#: the dashboard's screen saved after the lab ended (listed via Lab.add_artifact)
+PROOF_SVG = "proof-terminated.svg"
+
+
+def write_curve(pred: LabPrediction, out_dir: Path) -> Path:
+    """scaling-curve.png: the prediction's curves, its crossover, this run's measured point."""
+    return scaling.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
+                            measured=pred.measured)
+
+
+def lab_manifest(config: LabConfig, facts: LabFacts,
+                 pred: LabPrediction | None) -> dict[str, Any]:
+    """The seed's manifest fields (and the lab's own) from what the lab knows, built by
+    tplab.manifest.build_manifest: lesson notes from this run's numbers, no secrets."""
+    s = facts.summary()
+    res = s.get("results") or None
+    status, reason = s["status"], s["reason"]
+    if status == COMPLETE and not res:
+        status, reason = FAILED, "the lab finished without the job's results"
+    elif status == COMPLETE and res.get("outputs_match") is not True:
+        status, reason = FAILED, "the TP output differs from the single-device output"
+    # the dashboard's screenshot when it saved one, else the provider's answer (json)
+    proof = next((n for n in (PROOF_SVG, PROOF) if (facts.out_dir / n).is_file()), None)
+    return manifest.build_manifest(
+        res, status=status, reason=reason,
+        vendor="mock RunPod (local)" if config.mock else "RunPod",
+        instance_type=config.instance_type(),
+        nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
+        instance_id=s.get("pod_id"), start_ts=s.get("start_ts"), end_ts=s.get("end_ts"),
+        estimated_cost_usd=s.get("authorized_usd"), actual_cost_usd=s.get("actual_usd"),
+        terminated_screenshot=proof,
+        crossover_d_model=pred.crossover_d_model if pred else None,
+        prediction=pred.at_lab_d_model if pred else None,
+        profile_name=pred.profile_name if pred else "",
+        extra={
+            "mock": config.mock,
+            "verified_gone": s.get("verified_gone"),
+            "usd_per_hr": s.get("usd_per_hr"),
+            "actual_cost_note": s.get("cost_note"),
+            "budget_label": config.ledger_label(),
+            "device_type": (res or {}).get("device_type"),
+            "timing_method": (res or {}).get("timing"),
+            "num_prompts": config.num_prompts,
+            "new_tokens": config.new_tokens,
+            "events": {"job_events": s["job_events"], "ssh_drops": s["ssh_drops"],
+                       "duplicates_dropped": s["duplicates"], "gaps": s["gaps"]},
+            "artifacts": sorted(set(s["artifacts"]) | {"manifest.json", "stream.jsonl",
+                                                        "instance.json"}),
+        })
+
+
+def write_lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None) -> Path:
+    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest)."""
+    return manifest.write_manifest(facts.out_dir / "manifest.json",
+                                   lab_manifest(config, facts, pred))

@@ -1,0 +1,99 @@
+"""What one lab does (``LabConfig``) and how it ended (``LabOutcome``, the statuses, ``LabStop``).
+
+Why a module of its own: the options parser, the provider session, the phases and the
+artifacts all read the config, and none of them may import the orchestrator to get it (that was
+the import circle). Standard library only, so ``tplab run --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tplab.cloud.base import DEFAULT_GPU_TYPE
+from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+
+COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
+
+
+@dataclass
+class LabConfig:
+    """What one lab does; built by ``options.config_from_args`` or by hand (tests, dashboard)."""
+    mock: bool = False
+    gpu_type: str = DEFAULT_GPU_TYPE
+    gpus: int = 2
+    spot: bool = True
+    lab_cap_usd: float | None = None      # None: the budget config's lab cap (seed: $3)
+    phase_cap_usd: float | None = None    # None: the budget config's phase cap
+    num_prompts: int = 10
+    new_tokens: int = 100
+    warmup: int = 2
+    instrumented_prompts: int = 3
+    sweep: bool = True
+    compile: bool = False
+    out_dir: Path | None = None           # None: TPLAB_HOME/labs/<lab id>
+    checkpoint: Path = DEFAULT_CHECKPOINT
+    prompts: Path = DEFAULT_PROMPTS
+    heartbeat_timeout_s: float = 600.0    # the pod's watchdog terminates it after this silence
+    heartbeat_interval_s: float = 2.0
+    wall_cap_s: float = 7200.0            # the seed's two-hour cap; the watchdog enforces it too
+    boot_timeout_s: float = 600.0
+    connect_timeout_s: float = 180.0      # per (re)connect
+    keepalive_interval_s: float = 2.0
+    keepalive_count_max: int = 2
+    label: str | None = None              # ledger label; None: lab02-tp-spinup-<gpu>x<n>
+    refuse_leftovers: bool = True         # headless: refuse to start while old pods live
+    api_url: str | None = None            # an already running (mock) API to use
+    remote_python: str | None = None      # None: python3 on a real pod, this python on the mock
+    mock_options: dict[str, Any] = field(default_factory=dict)  # passed to start_mock_cloud
+    finish_grace_s: float | None = 1.0    # after the job's `finished`, wait this long for torchrun
+    cost_tick_s: float = 1.0
+    status_poll_s: float = 3.0
+
+    def ledger_label(self) -> str:
+        if self.label:
+            return self.label
+        slug = re.sub(r"[^a-z0-9]+", "", self.gpu_type.lower().replace("nvidia", "")
+                      .replace("geforce", ""))
+        return f"lab02-tp-spinup-{slug or 'gpu'}x{self.gpus}"
+
+    def instance_type(self) -> str:
+        """The manifest's ``instance_type``: '2x NVIDIA GeForce RTX 4090 spot'."""
+        return f"{self.gpus}x {self.gpu_type}" + (" spot" if self.spot else " on-demand")
+
+    def terminate_command(self, pod_id: str | None) -> str:
+        """The exact shell command that ends ``pod_id`` on this lab's cloud."""
+        cmd = f"tplab terminate {pod_id or '<pod id>'}"
+        if self.mock:
+            cmd += " --mock"
+            if self.api_url:
+                cmd += f" --api-url {self.api_url}"
+        return cmd
+
+
+@dataclass(frozen=True)
+class LabOutcome:
+    status: str                 # COMPLETE | FAILED | EDUCATIONAL_STUB
+    reason: str
+    out_dir: Path
+    pod_id: str | None
+    verified_gone: bool         # True when a pod existed and the provider showed it gone
+    exit_code: int              # 0 only when COMPLETE and no pod is left
+
+
+class LabStop(Exception):
+    """Ends the lab's body with a status and a one-sentence reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def exit_code(status: str, pod_left: bool) -> int:
+    """0 only when COMPLETE with no pod left, 3 for EDUCATIONAL_STUB, else 1."""
+    if status == COMPLETE and not pod_left:
+        return 0
+    return 3 if status == STUB else 1

@@ -1,0 +1,66 @@
+"""What every phase of a lab works with: its config, its provider, its stream and its facts.
+
+Why a record of its own: the phases (``preflight``, ``provision``, ``ssh_session``, ``cost``,
+``teardown``) are functions of these four things plus one way to ask the lab to stop; passing
+them together keeps each phase's signature short without handing any of them the ``Lab``.
+The two events every phase may need to say (the pod's state, the budget's figures) live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from tplab.cloud.base import PodInfo, Provider
+from tplab.lab import instances
+from tplab.lab.config import LabConfig
+from tplab.lab.facts import LabFacts
+from tplab.lab.stream import LabStream
+
+
+def _never(reason: str) -> None:  # a context built outside a running lab has nobody to ask
+    return None
+
+
+@dataclass
+class LabContext:
+    config: LabConfig
+    provider: Provider | None
+    stream: LabStream
+    facts: LabFacts
+    #: ask the lab to stop now (terminate + verify gone); idempotent
+    request_stop: Callable[[str], None] = _never
+
+    @property
+    def provider_name(self) -> str:
+        return getattr(self.provider, "name", "?")
+
+    def instance_event(self, info: PodInfo | None = None, state: str | None = None) -> None:
+        """The pod as the dashboard shows it (state, price, SSH endpoint, uptime)."""
+        pod = self.facts.pod
+        info = info or pod.info
+        ssh = info.ssh if info else None
+        cfg = self.config
+        self.stream.emit("instance", state=state or (info.state if info else "UNKNOWN"),
+                         pod_id=pod.id, provider=self.provider_name, gpu_type=cfg.gpu_type,
+                         gpu_count=cfg.gpus, spot=cfg.spot, usd_per_hr=pod.usd_per_hr,
+                         ssh_host=ssh.host if ssh else None, ssh_port=ssh.port if ssh else None,
+                         uptime_s=info.uptime_s if info else None)
+
+    def budget_event(self) -> None:
+        """The ledger's figures (cap, spent, held, remaining) and this lab's authorization."""
+        guard = self.facts.money.guard
+        if guard is None:
+            return
+        s = guard.summary()
+        self.stream.emit("budget", cap_usd=s.cap_usd, spent_usd=s.spent_usd, held_usd=s.held_usd,
+                         remaining_usd=s.remaining_usd,
+                         authorized_usd=self.facts.money.authorized_usd,
+                         label=self.config.ledger_label())
+
+    def save_record(self) -> None:
+        """Write the instance record to the store and to the out dir's instance.json."""
+        record = self.facts.pod.record
+        if record is not None:
+            instances.save(record, [self.facts.out_dir / "instance.json"])
+            self.facts.add_artifact("instance.json")

@@ -1,0 +1,85 @@
+"""What a lab has learned so far, as plain records: its pod, its money, its transport, its results.
+
+Why records and not the ``Lab``: the phases, the teardown and the closing artifacts each read
+and fill in part of these facts; handing them this record (never the orchestrator) keeps every
+lower layer free of the ``Lab`` class, and ``summary()`` is the one place the figures for the
+final table and the manifest are read from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tplab.cloud.base import GoneProof, PodInfo
+from tplab.lab.config import FAILED
+from tplab.lab.instances import InstanceRecord
+
+
+@dataclass
+class PodFacts:
+    """The lab's pod: its id the moment the provider answers, its price, its life, its end."""
+    id: str | None = None
+    info: PodInfo | None = None
+    usd_per_hr: float | None = None
+    created_at: float | None = None     # epoch s, when the create call answered
+    gone_at: float | None = None        # epoch s, when verify ended
+    record: InstanceRecord | None = None
+    proof: GoneProof | None = None
+    verified_gone: bool = False
+
+
+@dataclass
+class MoneyFacts:
+    """The ledger side: the authorization held for this lab and what it really cost."""
+    guard: Any = None                   # tplab.budget.BudgetGuard once preflight opened it
+    auth_id: str | None = None
+    authorized_usd: float = 0.0
+    balance_before: float | None = None
+    warned_80: bool = False
+    accrued_usd: float | None = None    # price x seconds so far (the cost ticker)
+    seconds_left: float | None = None
+    actual_usd: float | None = None     # recorded when the lab was settled
+    cost_note: str | None = None
+
+
+@dataclass
+class TransportFacts:
+    """The event stream from the pod: how much came, how often SSH dropped."""
+    job_events: int = 0
+    ssh_drops: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+
+
+@dataclass
+class LabFacts:
+    lab_id: str
+    out_dir: Path
+    status: str = FAILED
+    reason: str = "the lab did not finish"
+    pod: PodFacts = field(default_factory=PodFacts)
+    money: MoneyFacts = field(default_factory=MoneyFacts)
+    transport: TransportFacts = field(default_factory=TransportFacts)
+    results: dict[str, Any] | None = None
+    #: file name -> path of every artifact in the out dir
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+    def add_artifact(self, name: str) -> Path:
+        path = self.out_dir / name
+        self.artifacts[name] = str(path)
+        return path
+
+    def summary(self) -> dict[str, Any]:
+        """Figures for the final table and the manifest (from the job's results when present)."""
+        return {
+            "lab_id": self.lab_id, "status": self.status, "reason": self.reason,
+            "pod_id": self.pod.id, "verified_gone": self.pod.verified_gone,
+            "usd_per_hr": self.pod.usd_per_hr, "authorized_usd": self.money.authorized_usd,
+            "actual_usd": self.money.actual_usd, "cost_note": self.money.cost_note,
+            "start_ts": self.pod.created_at, "end_ts": self.pod.gone_at,
+            "job_events": self.transport.job_events, "ssh_drops": self.transport.ssh_drops,
+            "duplicates": self.transport.duplicates, "gaps": self.transport.gaps,
+            "results": self.results, "artifacts": dict(self.artifacts),
+        }

@@ -1,0 +1,352 @@
+"""The orchestrator: one async state machine that runs a lab and always terminates its pod.
+
+Why one state machine: every way out of a lab — success, an error, Ctrl-C, SIGTERM, the
+dashboard's terminate button, a lost connection, the dollar cap, a spot interruption — must
+go through the same *terminate* and *verify gone* steps, then settle the budget and write the
+manifest. ``run()`` runs the lab's body as a task and, whatever ends it, runs the teardown.
+The one exception is ``detach()``, the dashboard's explicitly confirmed "leave it running": the
+client side stops, the pod (guarded by its own watchdog) and its instance record stay, and the
+outcome says so.
+
+The body is the phases in order, each in a module of its own (``preflight``, ``provision``,
+``ssh_session``, ``teardown``, ``artifacts``); this class holds only the order, the control
+(stop, detach) and the public API that the two faces (``tplab run``, ``tplab-tui``) use.
+
+Client side: no torch import. The Provider is synchronous (the runpod SDK is), so its calls run
+in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from tplab.cloud.base import GoneProof, PodInfo, Provider
+from tplab.events import Event
+from tplab.lab import artifacts, leftovers, preflight, provision, teardown
+from tplab.lab.config import COMPLETE, FAILED, LabConfig, LabOutcome, LabStop, exit_code
+from tplab.lab.context import LabContext
+from tplab.lab.cost import cost_ticker
+from tplab.lab.facts import LabFacts
+from tplab.lab.prediction import LabPrediction, predict_lab
+from tplab.lab.ssh_session import PodSession
+from tplab.lab.stream import LabStream
+from tplab.paths import tplab_home
+from tplab.redact import one_line
+
+def _prewarm_plotting() -> None:
+    """Import matplotlib while the job runs, so the curve is drawn without that wait after it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+
+
+class Lab:
+    """One lab run. See the module docstring; the public API is used by `tplab run` and the TUI."""
+
+    def __init__(self, config: LabConfig, provider: Provider | None = None) -> None:
+        self.config = config
+        self.lab_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+        out_dir = Path(config.out_dir) if config.out_dir else \
+            tplab_home(config.mock) / "labs" / self.lab_id
+        self.stream = LabStream()
+        self.facts = LabFacts(lab_id=self.lab_id, out_dir=out_dir)
+        self.ctx = LabContext(config, provider, self.stream, self.facts, self.request_terminate)
+        self.session: PodSession | None = None
+        self._creation = provision.Creation()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_reason: str | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._detach_requested = False    # detach(): leave the pod running, stop the client
+        self.detached = False             # True once run() ended by detaching (pod left alive)
+        self._tearing_down = False
+        self._own_mock = False            # run() started the mock cloud (it stops with run())
+        self._prediction_task: asyncio.Task | None = None
+        self._prediction: LabPrediction | None = None
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def provider(self) -> Provider | None:
+        return self.ctx.provider
+
+    @property
+    def out_dir(self) -> Path:
+        return self.facts.out_dir
+
+    @property
+    def pod_id(self) -> str | None:
+        return self.facts.pod.id
+
+    @property
+    def verified_gone(self) -> bool:
+        return self.facts.pod.verified_gone
+
+    @property
+    def results(self) -> dict[str, Any] | None:
+        return self.facts.results
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        return self.facts.artifacts
+
+    @property
+    def ssh_drops(self) -> int:
+        return self.facts.transport.ssh_drops
+
+    @property
+    def dropped_events(self) -> int:
+        return self.stream.dropped_events
+
+    @property
+    def timeline(self) -> dict[str, float]:
+        return self.stream.timeline
+
+    def summary(self) -> dict[str, Any]:
+        """Figures for the final table and the manifest (from the job's results when present)."""
+        return self.facts.summary()
+
+    def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
+        """Every event from now on, until ``done`` (see ``tplab.lab.stream``)."""
+        return self.stream.subscribe(maxsize)
+
+    # ------------------------------------------------------------------ control
+    def request_terminate(self, reason: str = "user") -> None:
+        """Ask the lab to stop now (terminate + verify gone). Idempotent, safe from any thread."""
+        if not self._in_loop(self._request, reason):
+            self._stop_reason = self._stop_reason or reason
+
+    def _request(self, reason: str) -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+            self.stream.log(f"terminate requested: {reason}", "warning")
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_reason is not None
+
+    def detach(self) -> None:
+        """Leave the pod running and stop only the client side (SSH stream, heartbeat, cost ticks):
+        no terminate. For the dashboard's explicitly confirmed "leave it running"; the pod's
+        watchdog still ends it when the heartbeat goes stale or the wall cap passes.
+
+        ``run()`` then returns FAILED ("detached: pod … left running", exit code 1), leaves the
+        instance record open (the next start finds the pod as a leftover), records no actual
+        spend (the authorization stays held in the ledger), and emits a ``warning`` with the
+        command that ends the pod. Too late once terminate has begun, and before a pod exists
+        there is nothing to leave: then the lab tears down as usual. In ``--mock`` mode with the
+        mock cloud started by this lab, the pod ends with that mock cloud, which stops as
+        ``run()`` returns (it could not outlive this process anyway); the warning says so.
+        Idempotent, safe from any thread."""
+        if self._tearing_down:
+            return
+        self._detach_requested = True
+        if self._stop_event is not None:
+            self._in_loop(self._stop_event.set)
+
+    def _in_loop(self, fn: Callable[..., None], *args: Any) -> bool:
+        """Call ``fn(*args)`` on the lab's loop: now when this is that loop's thread, else
+        thread-safely. False (and nothing called) before ``run()`` has started."""
+        loop = self._loop
+        if loop is None:
+            return False
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+        return True
+
+    def terminate_command(self) -> str:
+        """The exact command that ends this lab's pod from a shell."""
+        return self.config.terminate_command(self.pod_id)
+
+    # ------------------------------------------------------------------ leftovers
+    def find_leftover_pods(self) -> list[PodInfo]:
+        """Pods of earlier labs still alive: the provider's tplab pods plus open instance records."""
+        if self.provider is None:
+            return []
+        return [p.info for p in leftovers.live_pods(self.provider, self.config.mock,
+                                                    exclude_pod=self.pod_id,
+                                                    exclude_lab=self.lab_id)]
+
+    async def terminate_pod(self, pod_id: str, timeout_s: float = 60.0) -> GoneProof:
+        """Terminate one pod and poll until the provider shows it gone; returns the proof."""
+        assert self.provider is not None
+        return await teardown.terminate_and_verify(self.provider, pod_id, self.config.mock,
+                                                   timeout_s)
+
+    # ------------------------------------------------------------------ run
+    async def run(self) -> LabOutcome:
+        """Run the lab to its end; never returns with a pod of this lab left alive if it can help it."""
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        if self._stop_reason is not None:
+            self._stop_event.set()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.stream.open_record(self.facts.add_artifact("stream.jsonl"))
+        mock_cm = None
+        try:
+            if self.ctx.provider is None:
+                from tplab.lab import providers
+                if self.config.mock:
+                    mock_cm = providers.mock_session(self.config)
+                    self.ctx.provider = await mock_cm.__aenter__()
+                    self._own_mock = not self.config.api_url
+                else:
+                    self.ctx.provider = await asyncio.to_thread(providers.real_provider,
+                                                                self.config.api_url)
+            return await self._run_with_provider()
+        except Exception as exc:  # provider could not even be built (no key, mock failed)
+            self.facts.status, self.facts.reason = FAILED, one_line(exc) or type(exc).__name__
+            return await self._finish()
+        finally:
+            if mock_cm is not None:
+                await mock_cm.__aexit__(None, None, None)
+            self.stream.close_record()
+
+    async def _run_with_provider(self) -> LabOutcome:
+        facts = self.facts
+        body = asyncio.create_task(self._body(), name="lab-body")
+        stopper = asyncio.create_task(self._stop_event.wait(), name="lab-stop")
+        ticker = asyncio.create_task(cost_ticker(self.ctx), name="lab-cost")
+        cancelled = False
+        try:
+            try:
+                await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # run() itself was cancelled (e.g. the app is closing): still tear down,
+                # unless the pod is being left running on purpose (detach)
+                cancelled = True
+                if not self._detach_requested:
+                    self._request("the lab task was cancelled")
+            detach = self._detach_requested and self._stop_reason is None
+            if not body.done():
+                body.cancel()
+            try:
+                await body
+                facts.status, facts.reason = COMPLETE, "the lab completed"
+            except LabStop as stop:
+                facts.status, facts.reason = stop.status, stop.reason
+            except asyncio.CancelledError:
+                facts.status = FAILED
+                why = self._stop_reason or ("detach requested before a pod existed"
+                                            if self._detach_requested else "cancelled")
+                facts.reason = f"terminated on request ({why})"
+            except Exception as exc:
+                facts.status = FAILED
+                facts.reason = one_line(f"{type(exc).__name__}: {exc}")
+            self._tearing_down = True
+            if detach and self.pod_id is not None:
+                self.detached = True
+                await teardown.detach(self.ctx, self.session, self._own_mock)
+            else:
+                await teardown.teardown(self.ctx, self._creation, self.session)
+        finally:
+            stopper.cancel()
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await ticker
+        outcome = await self._finish()
+        if cancelled:
+            raise asyncio.CancelledError
+        return outcome
+
+    # ------------------------------------------------------------------ the body
+    async def _body(self) -> None:
+        cfg, ctx, facts = self.config, self.ctx, self.facts
+        ctx.stream.phase("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
+                         world_size=cfg.gpus, lab_id=self.lab_id, mock=cfg.mock)
+        preflight.check_inputs(ctx)
+        lab_cap = preflight.open_budget(ctx)
+        await preflight.check_leftovers(ctx)
+        facts.pod.usd_per_hr = await preflight.choose_price(ctx, lab_cap)
+        await provision.authorize(ctx, lab_cap)
+
+        self.session = PodSession(ctx, on_result=self._start_prediction)
+        await provision.create(ctx, self._creation, self.session.public_key)
+        info = await provision.boot(ctx)
+
+        ctx.stream.phase("connect")
+        await self.session.connect(info)
+        ctx.stream.phase("upload")
+        await self.session.upload()
+        ctx.stream.phase("run")
+        await self.session.launch()
+        prewarm = asyncio.create_task(asyncio.to_thread(_prewarm_plotting), name="lab-prewarm")
+        try:
+            await self.session.run_job()
+        finally:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await prewarm
+
+        ctx.stream.phase("fetch")
+        await self.session.fetch()
+        self.session.check_exit()
+
+    # ------------------------------------------------------------------ artifacts
+    def _start_prediction(self, results: dict[str, Any]) -> None:
+        """The job's results arrived: calibrate and draw the curve while the pod winds down."""
+        if self._prediction_task is None:
+            self._prediction_task = asyncio.create_task(
+                asyncio.to_thread(self._predict_and_draw, results), name="lab-prediction")
+
+    def _predict_and_draw(self, results: dict[str, Any] | None) -> None:
+        cfg = self.config
+        self._prediction = predict_lab(results, gpu_type=cfg.gpu_type, gpus=cfg.gpus,
+                                       mock=cfg.mock, checkpoint=cfg.checkpoint)
+        if results and self._prediction is not None:
+            artifacts.write_curve(self._prediction, self.out_dir)
+            self.facts.add_artifact(artifacts.CURVE)
+
+    def _write_manifest(self) -> Path:
+        path = artifacts.write_lab_manifest(self.config, self.facts, self._prediction)
+        self.facts.add_artifact("manifest.json")
+        return path
+
+    async def _finish(self) -> LabOutcome:
+        facts, stream = self.facts, self.stream
+        stream.phase("manifest")
+        try:
+            if self._prediction_task is not None:
+                await self._prediction_task
+            else:
+                await asyncio.to_thread(self._predict_and_draw, facts.results)
+        except Exception as exc:
+            stream.warn(f"the scaling curve could not be drawn: {exc}")
+        try:
+            self._write_manifest()
+        except Exception as exc:
+            stream.warn(f"the manifest could not be written: {exc}")
+        pod_left = self.pod_id is not None and not self.verified_gone
+        if pod_left and facts.status == COMPLETE:
+            facts.status = FAILED
+            facts.reason = f"the pod {self.pod_id} could not be verified gone"
+        code = exit_code(facts.status, pod_left)
+        stream.emit("phase", name="done", status=facts.status, reason=facts.reason,
+                    out_dir=str(self.out_dir), pod_id=self.pod_id,
+                    verified_gone=self.verified_gone, exit_code=code,
+                    manifest=str(self.out_dir / "manifest.json"))
+        stream.flush()
+        stream.close_subs()
+        return LabOutcome(facts.status, facts.reason, self.out_dir, self.pod_id,
+                          self.verified_gone, code)
+
+    def add_artifact(self, name: str) -> Path | None:
+        """List a file saved in the out dir after the lab ended (the dashboard's
+        ``proof-terminated.svg``): add it to ``artifacts`` and re-write manifest.json (whose
+        ``terminated_screenshot`` prefers the SVG). Returns the manifest's path, or None when
+        ``name`` is not a file directly in the out dir."""
+        path = self.out_dir / name
+        if Path(name).name != name or not path.is_file():
+            return None
+        self.facts.add_artifact(name)
+        return self._write_manifest()

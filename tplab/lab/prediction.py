@@ -1,0 +1,99 @@
+"""A lab's prediction: its results -> the calibrated hardware profile -> the curve and crossover, once.
+
+Why one place: the PNG, the dashboard's terminal plot, the manifest's crossover and its lesson
+notes must all tell the same story. They used to calibrate the profile separately (and pick it
+in different places); now each takes a ``LabPrediction`` made here. Without results (a STUB, or
+a lab that failed before the job) the prediction is the uncalibrated profile the lab would have
+run on, and at the shipped model's d_model when the lab used the shipped checkpoint.
+
+Client side: no torch; ``tplab.scaling`` is pure Python (matplotlib only when drawing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tplab import scaling
+from tplab.paths import DEFAULT_CHECKPOINT
+
+#: the shipped checkpoint's d_model (MiniGPT-grammar: n_head 4 × head_dim 16), where a lab with
+#: no results is predicted
+SHIPPED_D_MODEL = 64
+
+
+@dataclass(frozen=True)
+class LabPrediction:
+    profile: scaling.HardwareProfile        # calibrated from the run when it could be
+    profile_name: str                       # e.g. "cpu-gloo, calibrated from this run"
+    world_size: int
+    shape: scaling.ModelShape | None        # the run's model shape (None: the shipped shape)
+    crossover_d_model: float | None
+    measured: dict[str, float] | None       # this run's measured point, to draw on the curve
+    at_lab_d_model: scaling.Prediction | None = None  # only for a lab without results
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.profile.calibrated_from)
+
+
+def profile_for(results: dict[str, Any] | None, gpu_type: str,
+                mock: bool = False) -> scaling.HardwareProfile:
+    """The hardware profile a lab's curve starts from: cpu-gloo for a CPU run (and a mock lab,
+    whose pods decode on the CPU), else by GPU type."""
+    device = (results or {}).get("device_type") or ("cpu" if mock and not results else None)
+    if device == "cpu":
+        return scaling.load_profile("cpu-gloo")
+    low = gpu_type.lower()
+    name = "rtx4090x2-pcie"
+    if "a100" in low:
+        name = "a100x2-nvlink"
+    elif "h100" in low:
+        name = "h100x2-nvlink"
+    return scaling.load_profile(name)
+
+
+def predict_lab(results: dict[str, Any] | None, *, gpu_type: str, gpus: int = 2,
+                mock: bool = False, checkpoint: Path | None = None) -> LabPrediction | None:
+    """The lab's prediction from its results (calibrated) or from its plan (uncalibrated);
+    None when not even the profile can be read."""
+    try:
+        base = profile_for(results, gpu_type, mock)
+    except (scaling.ScalingError, OSError, ValueError):
+        return None
+    if results:
+        return _from_results(base, results)
+    try:
+        world = max(2, int(gpus))
+        shipped = (checkpoint is None
+                   or Path(checkpoint).resolve() == Path(DEFAULT_CHECKPOINT).resolve())
+        at = scaling.predict(base, SHIPPED_D_MODEL, world) if shipped else None
+        return LabPrediction(base, f"{base.name}, uncalibrated", world, None,
+                             scaling.crossover_d_model(base, world), None, at)
+    except (scaling.ScalingError, OSError, TypeError, ValueError):
+        return None
+
+
+def _from_results(base: scaling.HardwareProfile, results: dict[str, Any]) -> LabPrediction:
+    world = int(results.get("world_size") or 2)
+    try:
+        shape: scaling.ModelShape | None = scaling.shape_from_results(results)
+    except scaling.ScalingError:
+        shape = None
+    try:
+        profile = scaling.calibrate(base, results, shape)
+        name = f"{base.name}, calibrated from this run"
+    except scaling.ScalingError:  # e.g. --no-sweep and no single timing: nothing to fit
+        profile, name = base, f"{base.name}, uncalibrated"
+    return LabPrediction(profile, name, world, shape,
+                         scaling.crossover_d_model(profile, world, shape),
+                         scaling.measured_points(results))
+
+
+def curve_points(pred: LabPrediction, lo: float, hi: float, n: int
+                 ) -> tuple[list[float], list[float], list[float]]:
+    """(d_models, single ms, tp ms) of the prediction's curve, for a plot."""
+    ds = scaling.log_space(lo, hi, n)
+    preds = scaling.curve(pred.profile, ds, pred.world_size, pred.shape)
+    return [p.d_model for p in preds], [p.single_ms for p in preds], [p.tp_ms for p in preds]

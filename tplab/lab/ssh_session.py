@@ -1,0 +1,249 @@
+"""The lab's SSH session with its pod: connect, upload, launch, tail the job's events, heartbeat, fetch.
+
+Why one object: the connection, the SFTP channel, the lab's private key and the tail position
+survive reconnects together. The job runs detached on the pod and writes its events to a file;
+this session only reads that file from the byte offset it keeps (``tail``), so a dropped
+connection loses and repeats nothing. While the job runs, a heartbeat file is rewritten for the
+pod's watchdog and the provider is polled for the pod's state (a spot interruption).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+from tplab import event_tail, remote
+from tplab.cloud.base import PodInfo, ProviderError
+from tplab.lab.config import FAILED, LabStop
+from tplab.lab.context import LabContext
+from tplab.paths import tplab_home
+from tplab.redact import one_line
+
+#: the job's files that come back (``exit_code`` only tells the tail the job ended)
+EXIT_CODE = "exit_code"
+
+
+class PodSession:
+    """See the module docstring. ``on_result`` is called with the job's results dict the moment
+    its ``result`` event arrives (the lab starts drawing the curve while the pod winds down)."""
+
+    def __init__(self, ctx: LabContext, on_result: Callable[[dict[str, Any]], None]) -> None:
+        self.ctx = ctx
+        self.on_result = on_result
+        self.client_key = remote.generate_client_key()  # only its public half leaves
+        self.conn: Any = None
+        self.sftp: Any = None
+        self.tail = event_tail.TailState()
+        self._last_touch: float | None = None
+        self._result_seen = False
+
+    @property
+    def public_key(self) -> str:
+        return remote.public_key_line(self.client_key)
+
+    # ---- connect, upload, launch -------------------------------------------------------
+    async def connect(self, info: PodInfo) -> None:
+        cfg, stream = self.ctx.config, self.ctx.stream
+        assert info.ssh is not None
+        stream.emit("ssh", state="connecting", host=info.ssh.host, port=info.ssh.port)
+        opts = remote.ConnectOptions(
+            host=info.ssh.host, port=info.ssh.port, user=info.ssh.user, pod_id=info.id,
+            known_hosts_dir=tplab_home(cfg.mock) / "known_hosts",
+            timeout_s=cfg.connect_timeout_s, keepalive_interval=cfg.keepalive_interval_s,
+            keepalive_count_max=cfg.keepalive_count_max)
+        try:
+            self.conn = await remote.connect(
+                opts, self.client_key,
+                on_attempt=lambda n, why: stream.log(f"ssh attempt {n}: {why}", "debug"))
+        except remote.RemoteError as exc:
+            stream.emit("ssh", state="closed")
+            raise LabStop(FAILED, str(exc)) from None
+        stream.emit("ssh", state="connected", host=info.ssh.host, port=info.ssh.port)
+
+    async def upload(self) -> None:
+        from tplab.lab.bundle import bundle_items
+        cfg = self.ctx.config
+        sent = await remote.upload(self.conn, bundle_items(cfg.checkpoint, cfg.prompts))
+        self.ctx.stream.log(f"uploaded {sent / 1e6:.2f} MB by SFTP")
+
+    def launch_spec(self) -> remote.LaunchSpec:
+        cfg = self.ctx.config
+        args = ["--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt", "--out", ".",
+                "--num-prompts", str(cfg.num_prompts), "--new-tokens", str(cfg.new_tokens),
+                "--warmup", str(cfg.warmup),
+                "--instrumented-prompts", str(min(cfg.instrumented_prompts, cfg.num_prompts))]
+        if not cfg.sweep:
+            args.append("--no-sweep")
+        if cfg.compile:
+            args.append("--compile")
+        python = cfg.remote_python or (sys.executable if cfg.mock else "python3")
+        return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
+                                 heartbeat_stale_s=cfg.heartbeat_timeout_s,
+                                 wall_cap_s=cfg.wall_cap_s,
+                                 started_at=self.ctx.facts.pod.created_at)
+
+    async def launch(self) -> None:
+        await remote.launch(self.conn, self.launch_spec())
+
+    # ---- while the job runs ------------------------------------------------------------
+    async def run_job(self) -> None:
+        """Tail the job to its end, with the heartbeat and the pod-state poll beside it."""
+        hb = asyncio.create_task(self._heartbeat_loop(), name="lab-heartbeat")
+        watch = asyncio.create_task(self._watch_pod(), name="lab-watch")
+        try:
+            await self._stream_job()
+        finally:
+            hb.cancel()
+            watch.cancel()
+            for t in (hb, watch):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    async def _stream_job(self) -> None:
+        """Tail the job's events to the end, reconnecting (and resuming) after drops."""
+        import asyncssh
+        ctx = self.ctx
+        transport = ctx.facts.transport
+        idle_drops = 0
+        while not self.tail.finished:
+            if self.conn is None:
+                if idle_drops >= 10:
+                    raise LabStop(FAILED, "the SSH connection kept dropping without progress "
+                                  f"({idle_drops} times); the pod is being terminated")
+                ctx.stream.emit("ssh", state="connecting")
+                await self._check_pod_alive()
+                try:
+                    await self.connect(ctx.facts.pod.info)
+                except LabStop:
+                    await self._check_pod_alive()  # say "the pod went X" when that is why
+                    raise
+            pos_before = self.tail.read_pos
+            try:
+                async with self.conn.start_sftp_client() as sftp:
+                    self.sftp = sftp
+                    await self._touch()
+                    async for batch in event_tail.tail_events(
+                            sftp, self.tail, finish_grace_s=ctx.config.finish_grace_s):
+                        ctx.stream.publish_job(batch, self.tail.last_raw)
+                        transport.job_events += len(batch)
+                        if not self._result_seen:
+                            self._note_result(batch)
+            except (asyncssh.Error, OSError) as exc:
+                idle_drops = idle_drops + 1 if self.tail.read_pos == pos_before else 1
+                transport.ssh_drops += 1
+                self.sftp = None
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                self.conn = None
+                ctx.stream.emit("ssh", state="dropped", reason=one_line(type(exc).__name__),
+                                drops=transport.ssh_drops, resume_offset=self.tail.read_pos)
+            finally:
+                transport.duplicates, transport.gaps = self.tail.duplicates, self.tail.gaps
+        self.sftp = None
+        if self.tail.duplicates or self.tail.gaps:
+            ctx.stream.log(f"event stream: {self.tail.duplicates} duplicates dropped, "
+                           f"{self.tail.gaps} gaps", "warning")
+
+    def _note_result(self, batch: list) -> None:
+        for ev in batch:
+            if ev.type == "result":
+                self._result_seen = True
+                self.on_result(ev["results"])
+                return
+
+    async def _check_pod_alive(self) -> None:
+        ctx = self.ctx
+        pod = ctx.facts.pod
+        assert ctx.provider is not None and pod.id is not None
+        info = await asyncio.to_thread(ctx.provider.status, pod.id)
+        if info.state.upper() != "RUNNING":
+            ctx.instance_event(info)
+            raise LabStop(FAILED, f"the pod {pod.id} is {info.state} (spot interruption "
+                          "or watchdog); the run is lost")
+
+    async def _touch(self) -> None:
+        if self.sftp is None:
+            return
+        await remote.touch_heartbeat(self.sftp)
+        self._last_touch = time.time()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.ctx.config.heartbeat_interval_s)
+            age = (time.time() - self._last_touch) if self._last_touch else None
+            try:
+                await self._touch()
+            except Exception:
+                pass  # the tail loop sees the drop and reconnects
+            if age is not None:
+                self.ctx.stream.emit("heartbeat", age_s=round(age, 3))
+
+    async def _watch_pod(self) -> None:
+        """Notice a spot interruption (or a watchdog kill) while the job runs; each poll also
+        refreshes the dashboard's instance fields (uptime_s, ssh endpoint)."""
+        ctx = self.ctx
+        pod = ctx.facts.pod
+        assert ctx.provider is not None and pod.id is not None
+        while True:
+            await asyncio.sleep(ctx.config.status_poll_s)
+            try:
+                info = await asyncio.to_thread(ctx.provider.status, pod.id)
+            except ProviderError:
+                continue
+            if info.state.upper() == "RUNNING":
+                if info.ssh is None and pod.info is not None:
+                    info = replace(info, ssh=pod.info.ssh)  # keep the endpoint in use
+                pod.info = info
+                ctx.instance_event(info)
+                continue
+            pod.info = info
+            ctx.instance_event(info)
+            ctx.request_stop(f"the pod went {info.state} (a spot interruption, or its watchdog)")
+            return
+
+    # ---- after the job -----------------------------------------------------------------
+    async def fetch(self) -> None:
+        """Copy the run's files into the out dir; read results.json when it came."""
+        facts = self.ctx.facts
+        got = await remote.fetch(self.conn, facts.out_dir)
+        for name in got:
+            if name != EXIT_CODE:
+                facts.add_artifact(name)
+        rp = facts.out_dir / "results.json"
+        if rp.is_file():
+            try:
+                facts.results = json.loads(rp.read_text())
+            except ValueError:
+                facts.results = None
+        with contextlib.suppress(OSError):
+            (facts.out_dir / EXIT_CODE).unlink()
+
+    def check_exit(self) -> None:
+        """After fetch: what the job's end means for the lab (a LabStop when it failed)."""
+        tail, stream, out = self.tail, self.ctx.stream, self.ctx.facts.out_dir
+        if tail.exit_code is None and tail.finished_seen_at is not None:
+            stream.log("the job reported `finished` (results written, outputs matched); not "
+                       "waiting for torchrun's teardown — the pod is terminated next")
+        elif tail.exit_code != 0 and tail.finished_seen_at is not None:
+            # the job wrote results.json and reported `finished` (outputs matched) before
+            # torchrun's teardown failed: the numbers are whole, the exit is worth a look
+            stream.warn(f"torchrun exited with code {tail.exit_code} after the job reported "
+                        f"`finished` (results written, outputs matched); see {out / 'job.log'}")
+        elif tail.exit_code != 0:
+            raise LabStop(FAILED, f"the job exited with code {tail.exit_code}; see "
+                          f"{out / 'job.log'}")
+
+    def close(self) -> bool:
+        """Close the connection (if any); True when there was one."""
+        self.sftp = None
+        if self.conn is None:
+            return False
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.conn = None
+        return True

@@ -1,0 +1,120 @@
+"""The lab's one merged event stream: its own events and the job's, to every subscriber and to disk.
+
+Why one stream: the dashboard and the headless runner are two faces of the same lab and must
+see the same events in the same order; neither may slow the lab down. So each subscriber gets a
+bounded queue of *batches* (one per read from the pod, one per lab event); a subscriber more
+than ``maxsize`` batches behind loses its oldest batch (counted in ``dropped_events``) and the
+lab never waits. Everything published is also appended to ``stream.jsonl`` (the job's lines as
+the job wrote them, byte for byte).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import IO, Any, AsyncIterator, Sequence
+
+from tplab.events import Event, EventWriter
+from tplab.redact import one_line
+
+
+class LabStream:
+    """Publish lab events (``emit``, ``phase``, ``log``, ``warn``) and job batches to subscribers."""
+
+    def __init__(self) -> None:
+        self._writer = EventWriter(src="lab")
+        self._subs: list[asyncio.Queue] = []
+        self._fh: IO[str] | None = None
+        self.dropped_events = 0
+        #: when each lab phase began (epoch s), and the current one
+        self.timeline: dict[str, float] = {}
+        self.phase_name: str | None = None
+
+    # ---- the record on disk ------------------------------------------------------------
+    def open_record(self, path: Path) -> None:
+        """Start appending everything published to ``path`` (stream.jsonl)."""
+        self._fh = open(path, "w", encoding="utf-8", buffering=1 << 16)
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close_record(self) -> None:
+        if self._fh is not None:
+            fh, self._fh = self._fh, None
+            fh.close()
+
+    # ---- subscribers -------------------------------------------------------------------
+    def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
+        """Every event from now on, until ``close_subs``; see the module docstring."""
+        q: asyncio.Queue = asyncio.Queue(maxsize=maxsize)
+        self._subs.append(q)
+
+        async def gen() -> AsyncIterator[Event]:
+            try:
+                while True:
+                    batch = await q.get()
+                    if batch is None:
+                        return
+                    for ev in batch:
+                        yield ev
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._subs.remove(q)
+        return gen()
+
+    def publish_batch(self, batch: Sequence[Event]) -> None:
+        """Hand a batch to every subscriber (not to disk: see ``publish`` and ``publish_job``)."""
+        if not batch:
+            return
+        for q in self._subs:
+            try:
+                q.put_nowait(batch)
+            except asyncio.QueueFull:
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    self.dropped_events += len(q.get_nowait() or ())
+                q.put_nowait(batch)
+
+    def publish(self, ev: Event) -> None:
+        """One lab event: to disk and to every subscriber."""
+        if self._fh is not None:
+            self._fh.write(ev.to_json() + "\n")
+        self.publish_batch((ev,))
+
+    def publish_job(self, batch: Sequence[Event], raw: bytes = b"") -> None:
+        """A batch of job events: to disk as the job wrote them (``raw``, when it is exactly these
+        events' lines) or re-encoded, then to every subscriber."""
+        if self._fh is not None:
+            if raw:
+                self._fh.write(raw.decode("utf-8"))
+            else:
+                for ev in batch:
+                    self._fh.write(ev.to_json() + "\n")
+        self.publish_batch(batch)
+
+    def close_subs(self) -> None:
+        """End every subscription (a full queue loses its oldest batch to make room)."""
+        for q in list(self._subs):
+            if q.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    self.dropped_events += len(q.get_nowait() or ())
+            q.put_nowait(None)
+
+    # ---- lab events --------------------------------------------------------------------
+    def emit(self, type_: str, **fields: Any) -> Event:
+        ev = self._writer.make(type_, **fields)
+        self.publish(ev)
+        return ev
+
+    def phase(self, name: str, **extra: Any) -> None:
+        self.phase_name = name
+        self.timeline.setdefault(name, time.time())
+        self.emit("phase", name=name, **extra)
+
+    def log(self, msg: str, level: str = "info") -> None:
+        self.emit("log", level=level, msg=one_line(msg))
+
+    def warn(self, msg: str, **extra: Any) -> None:
+        self.emit("warning", msg=one_line(msg, 2000), **extra)
