@@ -74,41 +74,80 @@ def fast_from_dict(obj: Any) -> Event:
     return ev
 
 
+#: the longest event line the client accepts; a longer one (no newline in sight) is skipped
+MAX_LINE_BYTES = 1 << 20
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 class FastDecoder(EventDecoder):
     """An EventDecoder that parses all complete lines of a chunk with one ``json.loads`` and
     keeps the raw bytes of those lines (``last_raw``) so they can be stored without re-encoding.
     Same contract as EventDecoder (partial lines held, ``offset`` = bytes consumed); a chunk
-    with anything odd in it (blank or bad line) falls back to the line-by-line decoder."""
+    with anything odd in it (blank or bad line) falls back to the line-by-line decoder.
+
+    The pod is untrusted: a line longer than ``MAX_LINE_BYTES`` is skipped without being held
+    (up to its newline, however far), and lines that are not strict JSON (NaN, Infinity),
+    nested too deeply, not UTF-8 or not events are counted in ``bad_lines`` and dropped; the
+    stream goes on after each of them."""
 
     def __init__(self, offset: int = 0) -> None:
         super().__init__(offset)
         self.last_raw = b""
         self.bad_lines = 0
+        self._skipping = False   # inside an oversized line: drop bytes up to its newline
 
     def feed(self, data: bytes) -> list[Event]:
         buf = self._buf
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self.offset += len(data)
+                self.last_raw = b""
+                return []
+            self.offset += nl + 1
+            data = data[nl + 1:]
+            self._skipping = False
         buf.extend(data)
         last = buf.rfind(b"\n")
         if last < 0:
+            if len(buf) > MAX_LINE_BYTES:
+                self.offset += len(buf)
+                del buf[:]
+                self._skipping = True
+                self.bad_lines += 1
             self.last_raw = b""
             return []
         raw = bytes(buf[:last + 1])
         self.last_raw = raw
         del buf[:last + 1]
         try:
-            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+            if len(raw) > MAX_LINE_BYTES:
+                raise ValueError("check each line's length")
+            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]",
+                              parse_constant=_no_constant)
             events = [fast_from_dict(o) for o in objs]
-        except (ValueError, EventError):
+        except (ValueError, EventError, RecursionError):
             # a blank or bad line somewhere: line by line, keeping every good event
             events = []
             for line in raw.split(b"\n"):
                 if not line.strip():
+                    continue
+                if len(line) > MAX_LINE_BYTES:
+                    self.bad_lines += 1
                     continue
                 try:
                     events.append(decode_line(line))
                 except EventError:
                     self.bad_lines += 1
             self.last_raw = b""
+        if len(buf) > MAX_LINE_BYTES:  # the partial line after the last newline is too long
+            self.offset += len(buf)
+            del buf[:]
+            self._skipping = True
+            self.bad_lines += 1
         self.offset += len(raw)
         return events
 
@@ -124,6 +163,9 @@ class TailState:
     last_seq: int = -1
     duplicates: int = 0
     gaps: int = 0
+    #: events from the pod claiming another source than the job (``src`` "lab"): dropped, since
+    #: the pod must not be able to speak for the client ("verified gone", a phase, a cost)
+    foreign: int = 0
     finished: bool = False
     exit_code: int | None = None
     #: raw bytes of the lines behind the last batch yielded ("" if some were dropped as duplicates)
@@ -145,6 +187,9 @@ class TailState:
 def _accept(state: TailState, events: list[Event]) -> list[Event]:
     out = []
     for ev in events:
+        if ev.src != "job":
+            state.foreign += 1
+            continue
         if ev.seq <= state.last_seq:
             state.duplicates += 1
             continue

@@ -153,10 +153,20 @@ def decode_line(line: str | bytes) -> Event:
     if not line:
         raise EventError("empty event line")
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise EventError(f"event line is not JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:  # NaN / Infinity: never written by EventWriter
+        raise EventError(f"event line is not strict JSON ({exc})") from None
+    except RecursionError:
+        raise EventError("event line is nested too deeply") from None
     return from_dict(obj)
+
+
+def _no_constant(name: str) -> Any:
+    """``json.loads``' hook for NaN, Infinity and -Infinity: refused (EventWriter never writes
+    them, so one in an event line means the line did not come from it)."""
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 class EventDecoder:

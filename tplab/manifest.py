@@ -32,7 +32,7 @@ from tplab.job.results import write_json
 
 SEED = 35200
 LAB = "02-tp-inference-cloud"
-STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED")
+STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED", "STOPPED")
 
 #: the seed's Block G fields, in its order
 SEED_FIELDS = (
@@ -132,9 +132,28 @@ def nvlink_from_results(results: dict[str, Any] | None) -> bool | None:
     return nvlink_from_topo(env.get("nvidia_smi_topo_m"))
 
 
+def _partial_notes(partial: dict[str, Any], why: str, cross: str) -> str:
+    """The paragraph for a lab that ended before its results: what the stream measured so far."""
+    s, t, x = (partial.get(k) for k in ("single_per_token_ms", "tp_per_token_ms", "speedup"))
+    out = [f"The lab ended before its results ({why})" if why else
+           "The lab ended before its results",
+           f"; these figures are partial, from the live stream: {partial.get('single_tokens', 0)} "
+           f"single-device and {partial.get('tp_tokens', 0)} TP tokens timed"]
+    if s is not None:
+        out.append(f"; one device {s:.3f} ms/token")
+    if t is not None:
+        out.append(f", TP {t:.3f} ms/token")
+    if x is not None:
+        out.append(f", speedup {x:.2f}" + (" (TP is slower)" if x < 1 else ""))
+    ar = partial.get("allreduce_ms_per_token")
+    if ar is not None:
+        out.append(f"; the all-reduces took {ar:.3f} ms per instrumented TP token")
+    return ("".join(out) + ". " + cross).strip()
+
+
 def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
                  crossover_d_model: float | None = None, profile_name: str = "",
-                 why_no_run: str = "") -> str:
+                 why_no_run: str = "", partial: dict[str, Any] | None = None) -> str:
     """The "why is TP slower here" paragraph, written from this run's numbers.
 
     ``results`` is a results.json dict (or None when there was no run: then the paragraph is
@@ -145,6 +164,8 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
              f"at d_model ≈ {crossover_d_model:.0f}: only from there do the weight reads TP divides "
              "outweigh the collectives and launches it adds." if crossover_d_model else "")
     why = why_no_run.strip().rstrip(".")
+    if not results and partial:
+        return _partial_notes(partial, why, cross)
     if not results:
         if prediction is None:
             if why:
@@ -259,9 +280,12 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
                    terminated_screenshot: str | None = None,
                    crossover_d_model: float | None = None, notes: str | None = None,
                    prediction: Any = None, profile_name: str = "",
+                   partial: dict[str, Any] | None = None,
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The manifest dict. ``notes`` overrides the generated lesson_notes; ``extra`` adds fields
-    (it cannot overwrite the seed's). Without results the lesson notes say why (``reason``)."""
+    (it cannot overwrite the seed's). Without results the lesson notes say why (``reason``);
+    ``partial`` (figures from the live stream of a lab that ended early) then fills the timing
+    fields, and the manifest's ``partial`` section says so and how many tokens they cover."""
     if status not in STATUSES:
         raise ManifestError(f"status must be one of {', '.join(STATUSES)}, not {status!r}.")
     if status != "COMPLETE" and not reason.strip():
@@ -273,6 +297,8 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
             raise ManifestError("a run whose TP output differs from the single-device output "
                                 "cannot be COMPLETE; record it as FAILED.")
     r = results or {}
+    part = partial if (partial and not r) else None
+    figures = r or part or {}
     start, end = _iso(start_ts), _iso(end_ts)
     m: dict[str, Any] = {
         "seed": SEED,
@@ -287,20 +313,23 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "estimated_cost_usd": estimated_cost_usd,
         "actual_cost_usd": actual_cost_usd,
         "terminated_screenshot": terminated_screenshot,
-        "single_gpu_per_token_ms": r.get("single_per_token_ms"),
-        "tp_per_token_ms": r.get("tp_per_token_ms"),
-        "speedup": r.get("speedup"),
+        "single_gpu_per_token_ms": figures.get("single_per_token_ms"),
+        "tp_per_token_ms": figures.get("tp_per_token_ms"),
+        "speedup": figures.get("speedup"),
         "lesson_notes": notes if notes is not None else lesson_notes(
             r or None, prediction, crossover_d_model, profile_name,
-            why_no_run="" if r else reason),
+            why_no_run="" if r else reason, partial=part),
         "crossover_d_model": round(crossover_d_model, 1) if crossover_d_model else None,
-        "allreduce_ms_per_token": r.get("allreduce_ms_per_token"),
+        "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
         "comm_compute_ratio": r.get("comm_compute_ratio"),
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,
         "status": status,
         "reason": reason,
     }
+    m["figures"] = "complete" if r else ("partial" if part else "none")
+    if part:
+        m["partial"] = part
     if r:
         m["world_size"] = r.get("world_size")
         m["backend"] = r.get("backend")

@@ -280,18 +280,46 @@ async def touch_heartbeat(sftp: asyncssh.SFTPClient) -> None:
 
 #: what comes back from the pod after the run
 FETCH_FILES = ("results.json", "events.jsonl", "job.log", "watchdog.log", "exit_code")
+#: the most of each file the client takes from the (untrusted) pod; a longer log comes back as
+#: its last part, anything else longer is not fetched
+FETCH_LIMITS = {"results.json": 8 << 20, "events.jsonl": 256 << 20, "job.log": 16 << 20,
+                "watchdog.log": 4 << 20, "exit_code": 64}
+DEFAULT_FETCH_LIMIT = 16 << 20
+_LOGS = (".log",)
+
+
+@dataclass
+class Fetched:
+    got: list[str] = field(default_factory=list)       # fetched whole
+    trimmed: list[str] = field(default_factory=list)   # logs over their limit: the last part
+    refused: list[str] = field(default_factory=list)   # over the limit, not fetched
 
 
 async def fetch(conn: asyncssh.SSHClientConnection, out_dir: Path,
-                names: Sequence[str] = FETCH_FILES) -> list[str]:
-    """Copy the run's files into ``out_dir``; returns the names fetched (missing ones skipped)."""
+                names: Sequence[str] = FETCH_FILES,
+                limits: dict[str, int] | None = None) -> Fetched:
+    """Copy the run's files into ``out_dir`` within their size limits (missing ones skipped)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    got = []
+    limits = {**FETCH_LIMITS, **(limits or {})}
+    result = Fetched()
     async with conn.start_sftp_client() as sftp:
         for name in names:
+            path = f"{REMOTE_DIR}/{name}"
             try:
-                await sftp.get(f"{REMOTE_DIR}/{name}", str(out_dir / name))
-                got.append(name)
+                size = (await sftp.stat(path)).size or 0
             except asyncssh.SFTPNoSuchFile:
                 continue
-    return got
+            cap = limits.get(name, DEFAULT_FETCH_LIMIT)
+            if size <= cap:
+                await sftp.get(path, str(out_dir / name))
+                result.got.append(name)
+            elif name.endswith(_LOGS):
+                async with sftp.open(path, "rb") as fh:
+                    tail = await fh.read(cap, size - cap)
+                (out_dir / name).write_bytes(
+                    f"[tplab: the first {size - cap} bytes of this {size}-byte log were not "
+                    "fetched]\n".encode() + tail)
+                result.trimmed.append(name)
+            else:
+                result.refused.append(name)
+    return result

@@ -131,8 +131,32 @@ class TplabApp(App[int]):
         sys.setswitchinterval(min(self._switch_interval, 0.001))
         self.set_interval(1.0 / self.refresh_hz, self.redraw)
         self.redraw(force=True)
+        self._install_stop_signals()
         if self.autostart:
             self.call_after_refresh(self.action_start)
+
+    def _install_stop_signals(self) -> None:
+        """SIGTERM, SIGHUP (the terminal went away) and SIGQUIT end the dashboard the way
+        "terminate and quit" does: the lab terminates its pod, verifies it gone, then the app
+        exits. (Ctrl-C is a key here, not a signal: it opens the quit dialog.)"""
+        import signal
+
+        from tplab.lab.faces.signals import STOP_SIGNALS
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            try:
+                loop.add_signal_handler(sig, self._on_stop_signal, STOP_SIGNALS[sig])
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (tests' pilot), or no such signal here
+
+    def _on_stop_signal(self, name: str) -> None:
+        self.state.note(f"{name}: terminating the pod, then closing", "warning")
+        self._quit_after_lab = True
+        if self.lab_active:
+            if self.state.note_terminate_requested() and self.lab is not None:
+                self.lab.request_terminate(name)
+        elif not self.state.pod_alive:
+            self._exit_now()
 
     def on_unmount(self) -> None:
         sys.setswitchinterval(self._switch_interval)

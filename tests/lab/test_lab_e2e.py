@@ -17,7 +17,7 @@ import pytest
 
 from tplab.budget import BudgetGuard, default_ledger_path
 from tplab.events import read_events
-from tplab.lab.config import COMPLETE, FAILED, STUB
+from tplab.lab.config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
@@ -214,8 +214,8 @@ def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path):
         proc.stdout.close()
         proc.stderr.close()
         done = rest[-1]
-        assert proc.returncode != 0
-        assert done["status"] == FAILED and "Ctrl-C" in done["reason"]
+        assert proc.returncode == 4  # stopped by the user, the pod verified gone
+        assert done["status"] == STOPPED and "Ctrl-C" in done["reason"]
         assert done["verified_gone"] is True
         assert "Ctrl-C" in err
         pods = cloud.pods()

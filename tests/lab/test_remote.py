@@ -210,9 +210,19 @@ async def test_heartbeat_and_fetch(server, tmp_path):
         await remote.touch_heartbeat(sftp)
     assert (run / "heartbeat").is_file()
     got = await remote.fetch(conn, tmp_path / "out")
-    conn.close()
-    assert sorted(got) == ["job.log", "results.json"]
+    assert sorted(got.got) == ["job.log", "results.json"]
     assert json.loads((tmp_path / "out" / "results.json").read_text()) == {"ok": 1}
+    # the pod is untrusted: a log over its limit comes back as its last part, anything else
+    # over its limit not at all
+    (run / "job.log").write_text("x" * 5000 + "THE END\n")
+    (run / "results.json").write_text(json.dumps({"pad": "y" * 5000}))
+    got = await remote.fetch(conn, tmp_path / "capped", ["job.log", "results.json"],
+                             limits={"job.log": 100, "results.json": 100})
+    conn.close()
+    assert got.got == [] and got.trimmed == ["job.log"] and got.refused == ["results.json"]
+    log = (tmp_path / "capped" / "job.log").read_text()
+    assert log.endswith("THE END\n") and "were not fetched" in log and len(log) < 200
+    assert not (tmp_path / "capped" / "results.json").exists()
 
 
 def test_launch_command_is_detached_and_sources_env():

@@ -1,8 +1,9 @@
 """`tplab run`: one lab, headless — phases, a progress bar, a final table; `--json` for scripts.
 
-Exit 0 only when the lab completed and its pod is verified gone. Ctrl-C and SIGTERM stop the
-lab through terminate + verify gone (a non-zero exit); SIGKILL cannot be caught, which is what
-the pod's watchdog and `tplab status` are for.
+Exit 0 only when the lab completed and its pod is verified gone (3: EDUCATIONAL_STUB, 4: stopped
+by the user with the pod gone, 1: failed). Ctrl-C, SIGTERM, SIGHUP and SIGQUIT, and a closed
+output pipe, stop the lab through terminate + verify gone; SIGKILL cannot be caught, which is
+what the pod's guard and watchdog and `tplab status` are for.
 """
 
 from __future__ import annotations
@@ -40,54 +41,101 @@ def main(args: argparse.Namespace) -> int:
     return asyncio.run(run_lab(config, as_json=args.json))
 
 
-async def run_lab(config, as_json: bool = False, out=None) -> int:
-    import asyncio
-    import signal
-    from tplab.lab.faces.headless import HeadlessView
-    from tplab.lab.orchestrator import Lab
-    out = out or sys.stdout
-    lab = Lab(config)
-    loop = asyncio.get_running_loop()
-    seen: list[str] = []
+class _Output:
+    """stdout for the lab's view: when the reader goes away (``| head``, a closed terminal) the
+    output stops quietly and the lab is asked to stop; the lab itself never waits on it."""
 
-    def on_signal(name: str) -> None:
-        if seen:
-            print(f"\ntplab: {name} again — still terminating the pod; wait for `done`.",
-                  file=sys.stderr)
-        seen.append(name)
-        lab.request_terminate(name)
+    def __init__(self, out, on_closed) -> None:
+        self.out = out
+        self.closed = False
+        self._on_closed = on_closed
 
-    for sig, name in ((signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")):
+    def write(self, text: str) -> None:
+        if self.closed:
+            return
         try:
-            loop.add_signal_handler(sig, on_signal, name)
-        except (NotImplementedError, RuntimeError):
-            pass
+            self.out.write(text)
+        except (BrokenPipeError, OSError, ValueError):
+            self._close()
+
+    def flush(self) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self._close()
+
+    def isatty(self) -> bool:
+        try:
+            return self.out.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def _close(self) -> None:
+        self.closed = True
+        _silence(self.out)
+        self._on_closed()
+
+
+def _silence(stream) -> None:
+    """Point a dead stdout/stderr at /dev/null, so nothing (the interpreter's exit flush
+    included) prints a BrokenPipeError traceback."""
+    import os
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _say(text: str) -> None:
+    """A line on stderr that never raises (the terminal may be gone: SIGHUP)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        _silence(sys.stderr)
+
+
+async def run_lab(config, as_json: bool = False, out=None) -> int:
+    from tplab.lab.faces.headless import HeadlessView
+    from tplab.lab.faces.signals import StopOnSignals
+    from tplab.lab.orchestrator import Lab
+    lab = Lab(config)
+    output = _Output(out or sys.stdout,
+                     lambda: lab.request_terminate("the output pipe was closed"))
+    signals = StopOnSignals(lab, _say).install()
     events = lab.subscribe()
     view = None
     if as_json:
         async def consume() -> None:
             async for ev in events:
-                out.write(ev.to_json() + "\n")
-            out.flush()
+                output.write(ev.to_json() + "\n")
+            output.flush()
     else:
-        view = HeadlessView(out)
+        view = HeadlessView(output)
         view.set_plan(config.num_prompts, config.new_tokens, config.gpus)
 
         async def consume() -> None:
             await view.consume(events)
+    import asyncio
     consumer = asyncio.create_task(consume())
     try:
         outcome = await lab.run()
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
-    await consumer
+        signals.uninstall()
+    try:
+        await consumer
+    except Exception as exc:  # noqa: BLE001 - the view must not change the lab's exit
+        _say(f"tplab: the output stopped early ({exc})")
     if view is not None:
-        out.write("\n" + view.table(lab.summary()) + "\n")
-        out.flush()
+        output.write("\n" + view.table(lab.summary()) + "\n")
+        output.flush()
     if outcome.exit_code != 0:
-        print(f"tplab: {outcome.status}: {outcome.reason}", file=sys.stderr)
+        _say(f"tplab: {outcome.status}: {outcome.reason}")
     return outcome.exit_code

@@ -23,7 +23,7 @@ def main(args: argparse.Namespace) -> int:
     import asyncio
     from tplab.cloud.base import ProviderError
     from tplab.commands.status import gather
-    from tplab.lab.teardown import terminate_and_verify
+    from tplab.lab.leftovers import end_pod
     from tplab.lab.providers import cli_provider
     if not args.pod_ids and not args.all:
         print("tplab terminate: name pod id(s) or pass --all (see `tplab status`).",
@@ -42,20 +42,28 @@ def main(args: argparse.Namespace) -> int:
         ids = list(args.pod_ids)
         if args.all:
             ids += [r["pod_id"] for r in gather(args.mock, args.api_url) if r["pod_id"] not in ids]
-        if not ids:
-            print("No live tplab pods.")
-            return 0
-        failed = 0
-        for pod_id in ids:
-            proof = asyncio.run(terminate_and_verify(provider, pod_id, args.mock, args.timeout))
-            if not proof.gone:
-                failed += 1
-                print(f"{pod_id}: terminate sent but the provider does not show it gone yet; check the "
-                      "provider console and retry.", file=sys.stderr)
-            else:
-                print(f"{pod_id}: gone (checked {proof.checked_at}: "
-                      f"{json.dumps(proof.answer, sort_keys=True)[:120]})")
-        return 1 if failed else 0
     except ProviderError as exc:
         print(f"tplab terminate: {exc}", file=sys.stderr)
         return 1
+    if not ids:
+        print("No live tplab pods.")
+        return 0
+    failed = 0
+    for pod_id in ids:  # one pod's failure never stops the others
+        try:
+            ended = asyncio.run(end_pod(provider, pod_id, args.mock, args.timeout))
+        except Exception as exc:  # noqa: BLE001 - reported, and the next pod still goes
+            failed += 1
+            print(f"{pod_id}: could not be terminated ({exc}); check the provider console and "
+                  "retry.", file=sys.stderr)
+            continue
+        if not ended.proof.gone:
+            failed += 1
+            print(f"{pod_id}: terminate sent but the provider does not show it gone yet; check "
+                  "the provider console and retry.", file=sys.stderr)
+            continue
+        print(f"{pod_id}: gone (checked {ended.proof.checked_at}: "
+              f"{json.dumps(ended.proof.answer, sort_keys=True)[:120]})")
+        for note in ended.settled:
+            print(f"{pod_id}: {note}")
+    return 1 if failed else 0

@@ -52,6 +52,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         crossover_d_model=pred.crossover_d_model if pred else None,
         prediction=pred.at_lab_d_model if pred else None,
         profile_name=pred.profile_name if pred else "",
+        partial=s.get("partial"),
         extra={
             "mock": config.mock,
             "verified_gone": s.get("verified_gone"),

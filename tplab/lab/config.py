@@ -16,6 +16,8 @@ from tplab.cloud.base import DEFAULT_GPU_TYPE
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
+#: the user ended the lab (TERMINATE, Ctrl-C, a signal): not a failure of the lab itself
+STOPPED = "STOPPED"
 
 
 @dataclass
@@ -75,7 +77,7 @@ class LabConfig:
 
 @dataclass(frozen=True)
 class LabOutcome:
-    status: str                 # COMPLETE | FAILED | EDUCATIONAL_STUB
+    status: str                 # COMPLETE | FAILED | EDUCATIONAL_STUB | STOPPED
     reason: str
     out_dir: Path
     pod_id: str | None
@@ -93,7 +95,9 @@ class LabStop(Exception):
 
 
 def exit_code(status: str, pod_left: bool) -> int:
-    """0 only when COMPLETE with no pod left, 3 for EDUCATIONAL_STUB, else 1."""
-    if status == COMPLETE and not pod_left:
-        return 0
-    return 3 if status == STUB else 1
+    """0 only when COMPLETE with no pod left; 3 for EDUCATIONAL_STUB, 4 for STOPPED (by the
+    user, pod gone), else 1 (FAILED, or any lab that left a pod behind)."""
+    if pod_left:
+        return 1
+    return {COMPLETE: 0, STUB: 3, STOPPED: 4}.get(status, 1)
+

@@ -9,7 +9,7 @@ The two events every phase may need to say (the pod's state, the budget's figure
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from tplab.cloud.base import PodInfo, Provider
 from tplab.lab import instances
@@ -47,20 +47,31 @@ class LabContext:
                          ssh_host=ssh.host if ssh else None, ssh_port=ssh.port if ssh else None,
                          uptime_s=info.uptime_s if info else None)
 
-    def budget_event(self) -> None:
-        """The ledger's figures (cap, spent, held, remaining) and this lab's authorization."""
+    def budget_event(self, summary: Any = None) -> None:
+        """The ledger's figures (cap, spent, held, remaining) and this lab's authorization.
+        ``summary``: ``guard.summary()`` read beforehand (in a worker thread: it reads the
+        ledger file), so the event itself is emitted on the lab's loop."""
         guard = self.facts.money.guard
         if guard is None:
             return
-        s = guard.summary()
+        s = summary if summary is not None else guard.summary()
         self.stream.emit("budget", cap_usd=s.cap_usd, spent_usd=s.spent_usd, held_usd=s.held_usd,
                          remaining_usd=s.remaining_usd,
                          authorized_usd=self.facts.money.authorized_usd,
                          label=self.config.ledger_label())
 
-    def save_record(self) -> None:
-        """Write the instance record to the store and to the out dir's instance.json."""
+    def save_record(self) -> bool:
+        """Write the instance record to the store and to the out dir's instance.json, with the
+        lab's authorization id (so `tplab terminate` can settle a crashed lab's hold). A failed
+        write (a full disk) is a warning and False: the caller decides whether that stops it."""
         record = self.facts.pod.record
-        if record is not None:
+        if record is None:
+            return True
+        record.auth_id = record.auth_id or self.facts.money.auth_id
+        try:
             instances.save(record, [self.facts.out_dir / "instance.json"])
-            self.facts.add_artifact("instance.json")
+        except (OSError, ValueError) as exc:
+            self.stream.warn(f"the instance record could not be written ({exc})")
+            return False
+        self.facts.add_artifact("instance.json")
+        return True

@@ -15,6 +15,7 @@ from typing import Any
 from tplab.cloud.base import GoneProof, PodInfo
 from tplab.lab.config import FAILED
 from tplab.lab.instances import InstanceRecord
+from tplab.lab.partial import PartialFigures
 
 
 @dataclass
@@ -35,6 +36,8 @@ class MoneyFacts:
     """The ledger side: the authorization held for this lab and what it really cost."""
     guard: Any = None                   # tplab.budget.BudgetGuard once preflight opened it
     auth_id: str | None = None
+    pending_auth: Any = None            # the authorize call in flight (an asyncio future)
+    pending_amount: float = 0.0
     authorized_usd: float = 0.0
     balance_before: float | None = None
     warned_80: bool = False
@@ -63,6 +66,8 @@ class LabFacts:
     money: MoneyFacts = field(default_factory=MoneyFacts)
     transport: TransportFacts = field(default_factory=TransportFacts)
     results: dict[str, Any] | None = None
+    #: the live stream's figures, for a lab that ends without results.json
+    partial: PartialFigures = field(default_factory=PartialFigures)
     #: file name -> path of every artifact in the out dir
     artifacts: dict[str, str] = field(default_factory=dict)
 
@@ -82,4 +87,6 @@ class LabFacts:
             "job_events": self.transport.job_events, "ssh_drops": self.transport.ssh_drops,
             "duplicates": self.transport.duplicates, "gaps": self.transport.gaps,
             "results": self.results, "artifacts": dict(self.artifacts),
+            "partial": None if self.results or not self.partial.measured
+            else self.partial.to_dict(),
         }

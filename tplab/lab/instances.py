@@ -41,6 +41,8 @@ class InstanceRecord:
     mock: bool = False
     ssh_host: str | None = None
     ssh_port: int | None = None
+    auth_id: str | None = None          # the ledger authorization that holds this lab's money
+    settled: bool = False               # the hold was settled (spend recorded or released)
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,18 +25,32 @@ import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from tplab.cloud.base import GoneProof, PodInfo, Provider
+from tplab.budget_config import BudgetError
+from tplab.cloud.base import GoneProof, PodInfo, Provider, ProviderError
 from tplab.events import Event
 from tplab.lab import artifacts, leftovers, preflight, provision, teardown
-from tplab.lab.config import COMPLETE, FAILED, LabConfig, LabOutcome, LabStop, exit_code
+from tplab.lab.config import (COMPLETE, FAILED, STOPPED, LabConfig, LabOutcome, LabStop,
+                              exit_code)
 from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
 from tplab.lab.facts import LabFacts
+from tplab.lab.job_check import check_job_inputs
 from tplab.lab.prediction import LabPrediction, predict_lab
 from tplab.lab.ssh_session import PodSession
 from tplab.lab.stream import LabStream
 from tplab.paths import tplab_home
 from tplab.redact import one_line
+from tplab.remote import RemoteError
+
+def failure_sentence(exc: BaseException, out_dir: Path) -> str:
+    """The reason shown for an error that ended a lab: the error's own sentence when it is one
+    of ours (provider, SSH, budget: written for users; no class names), else a bug report."""
+    msg = one_line(exc)
+    if isinstance(exc, (ProviderError, RemoteError, BudgetError, OSError)) and msg:
+        return msg
+    return one_line(f"tplab hit an unexpected error ({msg or type(exc).__name__}); this is a "
+                    f"bug: report it with {out_dir / 'stream.jsonl'}")
+
 
 def _prewarm_plotting() -> None:
     """Import matplotlib while the job runs, so the curve is drawn without that wait after it."""
@@ -55,11 +69,13 @@ class Lab:
             tplab_home(config.mock) / "labs" / self.lab_id
         self.stream = LabStream()
         self.facts = LabFacts(lab_id=self.lab_id, out_dir=out_dir)
-        self.ctx = LabContext(config, provider, self.stream, self.facts, self.request_terminate)
+        self.ctx = LabContext(config, provider, self.stream, self.facts,
+                              lambda reason: self.request_terminate(reason, by_user=False))
         self.session: PodSession | None = None
         self._creation = provision.Creation()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_reason: str | None = None
+        self._stopped_by_user = False
         self._stop_event: asyncio.Event | None = None
         self._detach_requested = False    # detach(): leave the pod running, stop the client
         self.detached = False             # True once run() ended by detaching (pod left alive)
@@ -114,14 +130,17 @@ class Lab:
         return self.stream.subscribe(maxsize)
 
     # ------------------------------------------------------------------ control
-    def request_terminate(self, reason: str = "user") -> None:
-        """Ask the lab to stop now (terminate + verify gone). Idempotent, safe from any thread."""
-        if not self._in_loop(self._request, reason):
-            self._stop_reason = self._stop_reason or reason
+    def request_terminate(self, reason: str = "user", by_user: bool = True) -> None:
+        """Ask the lab to stop now (terminate + verify gone). Idempotent, safe from any thread.
+        ``by_user``: the user asked (TERMINATE, Ctrl-C, a signal), so a lab without results ends
+        STOPPED; the lab's own stops (a cap, a lost pod) pass False and end FAILED."""
+        if not self._in_loop(self._request, reason, by_user):
+            if self._stop_reason is None:
+                self._stop_reason, self._stopped_by_user = reason, by_user
 
-    def _request(self, reason: str) -> None:
+    def _request(self, reason: str, by_user: bool = True) -> None:
         if self._stop_reason is None:
-            self._stop_reason = reason
+            self._stop_reason, self._stopped_by_user = reason, by_user
             self.stream.log(f"terminate requested: {reason}", "warning")
         if self._stop_event is not None:
             self._stop_event.set()
@@ -179,10 +198,13 @@ class Lab:
                                                     exclude_lab=self.lab_id)]
 
     async def terminate_pod(self, pod_id: str, timeout_s: float = 60.0) -> GoneProof:
-        """Terminate one pod and poll until the provider shows it gone; returns the proof."""
+        """Terminate one pod, poll until the provider shows it gone, settle the hold its
+        instance record names; returns the provider's proof."""
         assert self.provider is not None
-        return await teardown.terminate_and_verify(self.provider, pod_id, self.config.mock,
-                                                   timeout_s)
+        ended = await leftovers.end_pod(self.provider, pod_id, self.config.mock, timeout_s)
+        for note in ended.settled:
+            self.stream.log(note)
+        return ended.proof
 
     # ------------------------------------------------------------------ run
     async def run(self) -> LabOutcome:
@@ -214,51 +236,68 @@ class Lab:
             self.stream.close_record()
 
     async def _run_with_provider(self) -> LabOutcome:
-        facts = self.facts
         body = asyncio.create_task(self._body(), name="lab-body")
         stopper = asyncio.create_task(self._stop_event.wait(), name="lab-stop")
         ticker = asyncio.create_task(cost_ticker(self.ctx), name="lab-cost")
         cancelled = False
         try:
+            await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # run() itself was cancelled (e.g. the app is closing): still tear down,
+            # unless the pod is being left running on purpose (detach)
+            cancelled = True
+            if not self._detach_requested:
+                self._request("the lab task was cancelled", by_user=True)
+        stopper.cancel()
+        # from here on nothing may cut the teardown short: it runs as a task of its own and
+        # a further cancellation of run() only waits for it again
+        closing = asyncio.create_task(self._close(body, ticker), name="lab-teardown")
+        while True:
             try:
-                await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                outcome = await asyncio.shield(closing)
+                break
             except asyncio.CancelledError:
-                # run() itself was cancelled (e.g. the app is closing): still tear down,
-                # unless the pod is being left running on purpose (detach)
                 cancelled = True
-                if not self._detach_requested:
-                    self._request("the lab task was cancelled")
-            detach = self._detach_requested and self._stop_reason is None
-            if not body.done():
-                body.cancel()
-            try:
-                await body
-                facts.status, facts.reason = COMPLETE, "the lab completed"
-            except LabStop as stop:
-                facts.status, facts.reason = stop.status, stop.reason
-            except asyncio.CancelledError:
-                facts.status = FAILED
-                why = self._stop_reason or ("detach requested before a pod existed"
-                                            if self._detach_requested else "cancelled")
-                facts.reason = f"terminated on request ({why})"
-            except Exception as exc:
-                facts.status = FAILED
-                facts.reason = one_line(f"{type(exc).__name__}: {exc}")
-            self._tearing_down = True
+                if closing.done():
+                    raise
+                self.stream.log("still tearing down (phase "
+                                f"{self.stream.phase_name}); the pod is ended first", "warning")
+        if cancelled:
+            raise asyncio.CancelledError
+        return outcome
+
+    async def _close(self, body: asyncio.Task, ticker: asyncio.Task) -> LabOutcome:
+        """End the body, tear down (or detach), then the closing artifacts."""
+        facts = self.facts
+        detach = self._detach_requested and self._stop_reason is None
+        if not body.done():
+            body.cancel()
+        try:
+            await body
+            facts.status, facts.reason = COMPLETE, "the lab completed"
+        except LabStop as stop:
+            facts.status, facts.reason = stop.status, stop.reason
+        except asyncio.CancelledError:
+            why = self._stop_reason or ("detach requested before a pod existed"
+                                        if self._detach_requested else "cancelled")
+            facts.status = STOPPED if (self._stopped_by_user or self._detach_requested) \
+                else FAILED
+            facts.reason = (f"stopped by the user ({why})" if facts.status == STOPPED
+                            else f"terminated on request ({why})")
+        except Exception as exc:
+            facts.status, facts.reason = FAILED, failure_sentence(exc, self.out_dir)
+        self._tearing_down = True
+        try:
             if detach and self.pod_id is not None:
                 self.detached = True
                 await teardown.detach(self.ctx, self.session, self._own_mock)
             else:
                 await teardown.teardown(self.ctx, self._creation, self.session)
         finally:
-            stopper.cancel()
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await ticker
-        outcome = await self._finish()
-        if cancelled:
-            raise asyncio.CancelledError
-        return outcome
+        return await self._finish()
 
     # ------------------------------------------------------------------ the body
     async def _body(self) -> None:
@@ -266,9 +305,17 @@ class Lab:
         ctx.stream.phase("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
                          world_size=cfg.gpus, lab_id=self.lab_id, mock=cfg.mock)
         preflight.check_inputs(ctx)
-        lab_cap = preflight.open_budget(ctx)
-        await preflight.check_leftovers(ctx)
-        facts.pod.usd_per_hr = await preflight.choose_price(ctx, lab_cap)
+        # the job's own input checks need torch: a subprocess, beside the rest of preflight
+        job_inputs = asyncio.create_task(check_job_inputs(cfg), name="lab-job-inputs")
+        try:
+            lab_cap = preflight.open_budget(ctx)
+            await preflight.check_leftovers(ctx)
+            facts.pod.usd_per_hr = await preflight.choose_price(ctx, lab_cap)
+            warning = await job_inputs
+        finally:
+            job_inputs.cancel()
+        if warning:
+            ctx.stream.warn(warning)
         await provision.authorize(ctx, lab_cap)
 
         self.session = PodSession(ctx, on_result=self._start_prediction)

@@ -20,13 +20,19 @@ from tplab.redact import one_line
 
 
 async def authorize(ctx: LabContext, lab_cap: float) -> None:
-    """Hold the lab cap in the ledger (BudgetGuard.authorize), and note the balance before."""
+    """Hold the lab cap in the ledger (BudgetGuard.authorize), and note the balance before.
+
+    The ledger write runs in a thread that a stop cannot interrupt; the call is kept as a future
+    (``money.pending_auth``) so that teardown learns the id of a hold written while the lab was
+    being stopped, and releases it, instead of leaving it open."""
     from tplab.budget import BudgetGuardExceeded
     cfg, money = ctx.config, ctx.facts.money
     ctx.stream.phase("authorize", amount_usd=lab_cap, label=cfg.ledger_label())
+    money.pending_amount = lab_cap
+    money.pending_auth = asyncio.ensure_future(
+        asyncio.to_thread(money.guard.authorize, cfg.ledger_label(), lab_cap))
     try:
-        money.auth_id = await asyncio.to_thread(money.guard.authorize, cfg.ledger_label(),
-                                                lab_cap)
+        money.auth_id = await asyncio.shield(money.pending_auth)
     except BudgetGuardExceeded as exc:
         raise LabStop(FAILED, one_line(str(exc))) from None
     money.authorized_usd = lab_cap
@@ -74,7 +80,9 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
         provider=ctx.provider_name, gpu_type=cfg.gpu_type, gpu_count=cfg.gpus,
         spot=cfg.spot, usd_per_hr=facts.pod.usd_per_hr, out_dir=str(facts.out_dir),
         mock=cfg.mock)
-    ctx.save_record()
+    if not ctx.save_record():
+        raise LabStop(FAILED, "the instance record could not be written (see the warning); "
+                      "without it a crash could leave a pod nobody finds, so nothing was created")
     price = facts.pod.usd_per_hr
     spec = PodSpec(name=name, gpu_type=cfg.gpu_type, gpu_count=cfg.gpus,
                    public_key=public_key, spot=cfg.spot,

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tplab import event_tail, remote
 from tplab.cloud.base import PodInfo, ProviderError
@@ -26,6 +26,20 @@ from tplab.redact import one_line
 
 #: the job's files that come back (``exit_code`` only tells the tail the job ended)
 EXIT_CODE = "exit_code"
+
+
+def asyncssh_errors() -> tuple[type[BaseException], ...]:
+    import asyncssh
+    return (asyncssh.Error, OSError)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
 
 
 class PodSession:
@@ -87,8 +101,32 @@ class PodSession:
                                  wall_cap_s=cfg.wall_cap_s,
                                  started_at=self.ctx.facts.pod.created_at)
 
-    async def launch(self) -> None:
+    async def launch(self, watchdog_timeout_s: float = 20.0) -> None:
+        """Start the job and its watchdog; the lab goes on only once the watchdog has said
+        "started" in its log (without it nothing would end the pod if this client vanished)."""
         await remote.launch(self.conn, self.launch_spec())
+        log = f"{remote.REMOTE_DIR}/watchdog.log"
+        deadline = time.monotonic() + watchdog_timeout_s
+        text = ""
+        async with self.conn.start_sftp_client() as sftp:
+            while True:
+                with contextlib.suppress(asyncssh_errors()):
+                    async with sftp.open(log, "rb") as fh:
+                        text = (await fh.read(64 * 1024)).decode("utf-8", "replace")
+                bad = next((ln for ln in text.splitlines() if "not started:" in ln), None)
+                if bad is not None:
+                    raise LabStop(FAILED, "the pod's watchdog did not start: "
+                                  + one_line(bad.split("not started:", 1)[1]))
+                if "started:" in text:
+                    self.ctx.stream.log("the pod's watchdog started (heartbeat timeout "
+                                        f"{self.ctx.config.heartbeat_timeout_s:.0f} s)")
+                    return
+                if time.monotonic() > deadline:
+                    raise LabStop(FAILED, f"the pod's watchdog did not say it started within "
+                                  f"{watchdog_timeout_s:.0f} s (watchdog.log: "
+                                  f"{one_line(text[-300:]) or 'empty'}); nothing would end the "
+                                  "pod if this client went away, so the lab stops here")
+                await asyncio.sleep(0.2)
 
     # ---- while the job runs ------------------------------------------------------------
     async def run_job(self) -> None:
@@ -116,7 +154,10 @@ class PodSession:
                     raise LabStop(FAILED, "the SSH connection kept dropping without progress "
                                   f"({idle_drops} times); the pod is being terminated")
                 ctx.stream.emit("ssh", state="connecting")
-                await self._check_pod_alive()
+                if not await self._check_pod_alive():
+                    idle_drops += 1
+                    await asyncio.sleep(min(2.0 * idle_drops, 10.0))
+                    continue
                 try:
                     await self.connect(ctx.facts.pod.info)
                 except LabStop:
@@ -131,6 +172,7 @@ class PodSession:
                             sftp, self.tail, finish_grace_s=ctx.config.finish_grace_s):
                         ctx.stream.publish_job(batch, self.tail.last_raw)
                         transport.job_events += len(batch)
+                        ctx.facts.partial.add(batch)
                         if not self._result_seen:
                             self._note_result(batch)
             except (asyncssh.Error, OSError) as exc:
@@ -156,15 +198,23 @@ class PodSession:
                 self.on_result(ev["results"])
                 return
 
-    async def _check_pod_alive(self) -> None:
+    async def _check_pod_alive(self) -> bool:
+        """Before a reconnect: is the pod still RUNNING? A LabStop when it is not; False when
+        the provider could not say (an API error is a reason to retry, not to end the lab)."""
         ctx = self.ctx
         pod = ctx.facts.pod
         assert ctx.provider is not None and pod.id is not None
-        info = await asyncio.to_thread(ctx.provider.status, pod.id)
+        try:
+            info = await asyncio.to_thread(ctx.provider.status, pod.id)
+        except ProviderError as exc:
+            ctx.stream.log(f"the pod's state could not be read ({one_line(exc)}); retrying",
+                           "warning")
+            return False
         if info.state.upper() != "RUNNING":
             ctx.instance_event(info)
             raise LabStop(FAILED, f"the pod {pod.id} is {info.state} (spot interruption "
                           "or watchdog); the run is lost")
+        return True
 
     async def _touch(self) -> None:
         if self.sftp is None:
@@ -173,15 +223,37 @@ class PodSession:
         self._last_touch = time.time()
 
     async def _heartbeat_loop(self) -> None:
+        """Rewrite the pod's heartbeat file; say when it could not be (the pod's watchdog ends
+        the pod after ``heartbeat_timeout_s`` without one), and when the pod sent lines that
+        were dropped."""
+        cfg, stream = self.ctx.config, self.ctx.stream
+        failing_since: float | None = None
+        seen_bad = 0
         while True:
-            await asyncio.sleep(self.ctx.config.heartbeat_interval_s)
+            await asyncio.sleep(cfg.heartbeat_interval_s)
             age = (time.time() - self._last_touch) if self._last_touch else None
             try:
                 await self._touch()
-            except Exception:
-                pass  # the tail loop sees the drop and reconnects
+            except Exception as exc:  # noqa: BLE001 - the tail loop reconnects on a drop
+                if failing_since is None:
+                    failing_since = time.time()
+                    stream.warn(f"the heartbeat could not be written on the pod "
+                                f"({one_line(exc) or type(exc).__name__}); retrying — the pod's "
+                                f"watchdog ends it after {cfg.heartbeat_timeout_s:.0f} s "
+                                "without one")
+            else:
+                if failing_since is not None:
+                    stream.log(f"heartbeat written again after {time.time() - failing_since:.0f}"
+                               " s")
+                    failing_since = None
             if age is not None:
-                self.ctx.stream.emit("heartbeat", age_s=round(age, 3))
+                stream.emit("heartbeat", age_s=round(age, 3))
+            bad = self.tail.bad_lines + self.tail.foreign
+            if bad > seen_bad:
+                stream.warn(f"dropped {bad - seen_bad} line(s) from the pod's event file that "
+                            "were not valid job events (too long, not strict JSON, or not from "
+                            "the job); the stream goes on")
+                seen_bad = bad
 
     async def _watch_pod(self) -> None:
         """Notice a spot interruption (or a watchdog kill) while the job runs; each poll also
@@ -207,21 +279,33 @@ class PodSession:
             return
 
     # ---- after the job -----------------------------------------------------------------
-    async def fetch(self) -> None:
-        """Copy the run's files into the out dir; read results.json when it came."""
-        facts = self.ctx.facts
-        got = await remote.fetch(self.conn, facts.out_dir)
-        for name in got:
+    async def fetch(self, names: Sequence[str] = remote.FETCH_FILES) -> None:
+        """Copy the run's files into the out dir (each within its size limit: the pod is
+        untrusted); read results.json when it came, and refuse one that is not a JSON object."""
+        facts, stream = self.ctx.facts, self.ctx.stream
+        fetched = await remote.fetch(self.conn, facts.out_dir, names)
+        for name in fetched.got + fetched.trimmed:
             if name != EXIT_CODE:
                 facts.add_artifact(name)
-        rp = facts.out_dir / "results.json"
-        if rp.is_file():
-            try:
-                facts.results = json.loads(rp.read_text())
-            except ValueError:
-                facts.results = None
+        for name in fetched.trimmed:
+            stream.warn(f"the pod's {name} was over its size limit: only its last part was "
+                        "fetched")
+        for name in fetched.refused:
+            stream.warn(f"the pod's {name} was over its size limit and was not fetched")
         with contextlib.suppress(OSError):
             (facts.out_dir / EXIT_CODE).unlink()
+        if "results.json" not in fetched.got:
+            return
+        try:
+            data = json.loads((facts.out_dir / "results.json").read_text(encoding="utf-8"),
+                              parse_constant=_refuse_constant)
+        except (OSError, ValueError, RecursionError) as exc:
+            raise LabStop(FAILED, f"the pod's results.json is not valid JSON ({one_line(exc)}); "
+                          f"see {facts.out_dir / 'job.log'}") from None
+        if not isinstance(data, dict):
+            raise LabStop(FAILED, f"the pod's results.json is a JSON {_json_kind(data)}, not an "
+                          f"object; see {facts.out_dir / 'job.log'}")
+        facts.results = data
 
     def check_exit(self) -> None:
         """After fetch: what the job's end means for the lab (a LabStop when it failed)."""

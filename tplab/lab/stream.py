@@ -5,7 +5,8 @@ see the same events in the same order; neither may slow the lab down. So each su
 bounded queue of *batches* (one per read from the pod, one per lab event); a subscriber more
 than ``maxsize`` batches behind loses its oldest batch (counted in ``dropped_events``) and the
 lab never waits. Everything published is also appended to ``stream.jsonl`` (the job's lines as
-the job wrote them, byte for byte).
+the job wrote them, byte for byte). A failed write (a full disk) never stops the lab: the
+record stops, and one warning says so, because the teardown that follows must still run.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class LabStream:
         self._subs: list[asyncio.Queue] = []
         self._fh: IO[str] | None = None
         self.dropped_events = 0
+        #: why stream.jsonl stopped being written (a full disk), or None
+        self.record_error: str | None = None
         #: when each lab phase began (epoch s), and the current one
         self.timeline: dict[str, float] = {}
         self.phase_name: str | None = None
@@ -37,14 +40,40 @@ class LabStream:
         """Start appending everything published to ``path`` (stream.jsonl)."""
         self._fh = open(path, "w", encoding="utf-8", buffering=1 << 16)
 
+    def _write(self, text: str) -> None:
+        if self._fh is None:
+            return
+        try:
+            self._fh.write(text)
+        except (OSError, ValueError) as exc:
+            self._record_failed(exc)
+
+    def _record_failed(self, exc: BaseException) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError, ValueError):
+                fh.close()
+        if self.record_error is None:
+            self.record_error = one_line(exc) or type(exc).__name__
+            # to the subscribers only: the record is what failed
+            self.publish_batch((self._writer.make(
+                "warning", msg=f"stream.jsonl could not be written ({self.record_error}); the "
+                "lab goes on, and the rest of the stream is not recorded"),))
+
     def flush(self) -> None:
         if self._fh is not None:
-            self._fh.flush()
+            try:
+                self._fh.flush()
+            except (OSError, ValueError) as exc:
+                self._record_failed(exc)
 
     def close_record(self) -> None:
         if self._fh is not None:
+            self.flush()
             fh, self._fh = self._fh, None
-            fh.close()
+            if fh is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    fh.close()
 
     # ---- subscribers -------------------------------------------------------------------
     def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
@@ -79,19 +108,15 @@ class LabStream:
 
     def publish(self, ev: Event) -> None:
         """One lab event: to disk and to every subscriber."""
-        if self._fh is not None:
-            self._fh.write(ev.to_json() + "\n")
+        self._write(ev.to_json() + "\n")
         self.publish_batch((ev,))
 
     def publish_job(self, batch: Sequence[Event], raw: bytes = b"") -> None:
         """A batch of job events: to disk as the job wrote them (``raw``, when it is exactly these
         events' lines) or re-encoded, then to every subscriber."""
         if self._fh is not None:
-            if raw:
-                self._fh.write(raw.decode("utf-8"))
-            else:
-                for ev in batch:
-                    self._fh.write(ev.to_json() + "\n")
+            self._write(raw.decode("utf-8") if raw
+                        else "".join(ev.to_json() + "\n" for ev in batch))
         self.publish_batch(batch)
 
     def close_subs(self) -> None:

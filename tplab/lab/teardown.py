@@ -12,46 +12,18 @@ import asyncio
 import contextlib
 import json
 import time
-from datetime import datetime, timezone
+from typing import Callable
 
 from tplab.budget_config import fmt_usd
-from tplab.cloud.base import GoneProof, Provider
 from tplab.lab import instances
 from tplab.lab.config import COMPLETE, FAILED
 from tplab.lab.context import LabContext
+from tplab.lab.ending import iso, terminate_with_retries, verify_gone
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
 from tplab.redact import one_line
 
 PROOF = "proof-terminated.json"
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
-
-
-async def verify_gone(provider: Provider, pod_id: str, timeout_s: float = 60.0) -> GoneProof:
-    """Poll the provider until it no longer lists the pod (or the bound passes); the last proof."""
-    deadline = time.monotonic() + timeout_s
-    delay = 0.2
-    while True:
-        proof = await asyncio.to_thread(provider.verify_gone, pod_id)
-        if proof.gone or time.monotonic() > deadline:
-            return proof
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, 3.0)
-
-
-async def terminate_and_verify(provider: Provider, pod_id: str, mock: bool,
-                               timeout_s: float = 60.0) -> GoneProof:
-    """Terminate a pod, verify it gone, and close its instance records when it is."""
-    await asyncio.to_thread(provider.terminate, pod_id)
-    proof = await verify_gone(provider, pod_id, timeout_s)
-    if proof.gone:
-        instances.mark(pod_id, instances.GONE, mock)
-    return proof
 
 
 async def _find_created_pod(ctx: LabContext, creation: Creation) -> None:
@@ -70,36 +42,36 @@ async def _find_created_pod(ctx: LabContext, creation: Creation) -> None:
                     adopt_pod(ctx, info)
 
 
+#: what a failed lab fetches from its pod before it goes (small files; bounded in time)
+FAILURE_LOGS = ("job.log", "watchdog.log")
+
+
 async def teardown(ctx: LabContext, creation: Creation, session: PodSession | None) -> None:
-    """Terminate and verify gone (whatever happened), then settle the budget."""
+    """Terminate and verify gone (whatever happened), then settle the budget.
+
+    Terminate comes before anything that can fail on a full disk; every write after it (the
+    proof, the instance record) is reported when it fails, never a reason to skip a step."""
     facts, stream, prov = ctx.facts, ctx.stream, ctx.provider
     pod = facts.pod
+    await _adopt_pending_authorization(ctx)
     await _find_created_pod(ctx, creation)
     if session is not None and session.conn is not None:
-        if facts.status != COMPLETE and not facts.artifacts.get("results.json"):
-            # save what the pod has before it goes (best effort, bounded)
+        if facts.status != COMPLETE and pod.id is not None:
+            # what the pod can tell about the failure, before it goes (bounded)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(session.fetch(), 15)
+                await asyncio.wait_for(session.fetch(FAILURE_LOGS), 10)
         session.close()
         stream.emit("ssh", state="closed")
     if pod.id is not None and prov is not None:
         stream.phase("terminate", pod_id=pod.id)
-        for attempt in range(5):
-            try:
-                await asyncio.to_thread(prov.terminate, pod.id)
-                break
-            except Exception as exc:  # noqa: BLE001 - keep trying whatever went wrong
-                stream.log(f"terminate attempt {attempt + 1} failed: {exc}", "warning")
-                await asyncio.sleep(1 + attempt)
+        await terminate_with_retries(
+            prov, pod.id, on_failure=lambda n, exc: stream.log(
+                f"terminate attempt {n} failed: {one_line(exc)}", "warning"))
         stream.phase("verify", pod_id=pod.id)
-        try:
-            pod.proof = await verify_gone(prov, pod.id, 120.0)
-        except Exception as exc:  # noqa: BLE001 - reported, and the exit is non-zero
-            stream.log(f"could not verify the pod is gone: {exc}", "error")
-            pod.proof = None
+        pod.proof = await verify_gone(prov, pod.id, 120.0)
         pod.gone_at = time.time()
-        pod.verified_gone = bool(pod.proof and pod.proof.gone)
-        write_proof(ctx)
+        pod.verified_gone = pod.proof.gone
+        _reported(ctx, "proof-terminated.json", lambda: write_proof(ctx))
         if pod.verified_gone:
             ctx.instance_event(None, state="GONE")
             if pod.record is not None:
@@ -107,13 +79,54 @@ async def teardown(ctx: LabContext, creation: Creation, session: PodSession | No
                 pod.record.ended_at = pod.gone_at
                 ctx.save_record()
         else:
-            stream.warn(f"pod {pod.id} could not be verified gone; run "
-                        f"`tplab terminate {pod.id}` and check the provider console")
+            why = pod.proof.answer.get("error") if isinstance(pod.proof.answer, dict) else None
+            stream.warn(f"pod {pod.id} could not be verified gone"
+                        + (f" (the provider kept failing: {why})" if why else "")
+                        + f"; run `{ctx.config.terminate_command(pod.id)}` and check the "
+                        "provider console")
     elif pod.record is not None:
         pod.record.state = instances.NOT_CREATED
         pod.record.ended_at = time.time()
         ctx.save_record()
     await settle(ctx)
+    await _mark_settled(ctx)
+
+
+async def _mark_settled(ctx: LabContext) -> None:
+    """Note in the instance record that its hold is settled (so `tplab terminate` does not
+    settle it again); a hold still open (settle failed, say) leaves the record unsettled."""
+    money, rec = ctx.facts.money, ctx.facts.pod.record
+    if rec is None or money.auth_id is None or money.guard is None:
+        return
+    try:
+        summary = await asyncio.to_thread(money.guard.summary)
+    except Exception:  # noqa: BLE001 - unknown: leave it for `tplab terminate` to check
+        return
+    if all(a.auth_id != money.auth_id for a in summary.open_authorizations):
+        rec.settled = True
+        ctx.save_record()
+
+
+def _reported(ctx: LabContext, what: str, write: Callable[[], object]) -> None:
+    """Run a write of the teardown; a failure (a full disk) is a warning, never an abort."""
+    try:
+        write()
+    except (OSError, ValueError) as exc:
+        ctx.stream.warn(f"{what} could not be written ({one_line(exc)}); the pod was handled "
+                        "all the same")
+
+
+async def _adopt_pending_authorization(ctx: LabContext) -> None:
+    """A stop while BudgetGuard.authorize ran in its thread: wait for its answer, so the hold
+    it wrote is settled below instead of left open in the ledger."""
+    money = ctx.facts.money
+    pending = money.pending_auth
+    if money.auth_id is None and pending is not None:
+        try:
+            money.auth_id = await pending
+            money.authorized_usd = money.pending_amount
+        except Exception:  # noqa: BLE001 - refused (BudgetGuardExceeded): nothing is held
+            pass
 
 
 def write_proof(ctx: LabContext) -> None:
@@ -131,8 +144,9 @@ def write_proof(ctx: LabContext) -> None:
         "note": "the provider's own answer for this pod after terminate, and whether it "
                 "still appeared in the provider's list of pods",
     }
-    path = ctx.facts.add_artifact(PROOF)
+    path = ctx.facts.out_dir / PROOF
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    ctx.facts.add_artifact(PROOF)
 
 
 async def settle(ctx: LabContext) -> None:

@@ -1,0 +1,277 @@
+"""The holes in "no pod left billing" and "no dollar lost", each closed and each able to fail:
+verify keeps polling through provider errors (and re-sends terminate), a failed orphan lookup
+keeps its record and hold, `tplab terminate` settles a crashed lab's hold at price × life, a
+stop during authorize leaks no hold, the cost ticker's failures are warnings, a full disk
+never stops the stream or the teardown, and what the pod sends is bounded and validated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from tplab.budget import BudgetGuard, default_ledger_path
+from tplab.cloud.base import CostReport, GoneProof, PodInfo, ProviderError, Quote
+from tplab.event_tail import MAX_LINE_BYTES, TailState, _accept
+from tplab.events import EventWriter
+from tplab.lab import instances, leftovers
+from tplab.lab.config import LabConfig
+from tplab.lab.context import LabContext
+from tplab.lab.cost import cost_ticker
+from tplab.lab.ending import verify_gone
+from tplab.lab.facts import LabFacts
+from tplab.lab.stream import LabStream
+
+
+class FakeProvider:
+    """A provider whose answers a test scripts: ``status_error`` / ``verify_errors`` raise,
+    ``gone_after`` verify polls (counted from the first terminate) the pod is gone."""
+
+    name = "fake"
+
+    def __init__(self, gone_after: int = 1, verify_errors: int = 0,
+                 status_error: bool = False, terminate_errors: int = 0) -> None:
+        self.gone_after = gone_after
+        self.verify_errors = verify_errors
+        self.status_error = status_error
+        self.terminate_errors = terminate_errors
+        self.terminates = 0
+        self.verifies = 0
+        self.authorize_started = None
+
+    def terminate(self, pod_id: str) -> None:
+        if self.terminate_errors:
+            self.terminate_errors -= 1
+            raise ProviderError("the API said no")
+        self.terminates += 1
+
+    def verify_gone(self, pod_id: str) -> GoneProof:
+        self.verifies += 1
+        if self.verify_errors:
+            self.verify_errors -= 1
+            raise ProviderError("HTTP 500 while reading the pod")
+        gone = self.terminates > 0 and self.verifies >= self.gone_after
+        return GoneProof(pod_id, "now", {"pod": None if gone else {"desiredStatus": "RUNNING"}},
+                         listed=not gone)
+
+    def status(self, pod_id: str) -> PodInfo:
+        if self.status_error:
+            raise ProviderError("the pod could not be read (HTTP 503)")
+        return PodInfo(id=pod_id, name="tplab-x", state="RUNNING")
+
+    def list_pods(self) -> list[PodInfo]:
+        return []
+
+    def actual_cost(self, pod_id, balance_before, started_at, ended_at, usd_per_hr):
+        return CostReport(0.0, None, None, None, "no billing record yet")
+
+    def quote(self, gpu_type, gpu_count):
+        return Quote(gpu_type, gpu_count, 0.7, 1.4, True, True)
+
+    def balance(self):
+        return None
+
+
+async def test_verify_polls_through_errors_and_resends_terminate():
+    prov = FakeProvider(gone_after=9, verify_errors=3)
+    prov.terminates = 1  # the teardown's own terminate went out
+    proof = await verify_gone(prov, "p1", timeout_s=30, resend_every=2)
+    assert proof.gone and prov.verifies >= 9
+    assert prov.terminates > 1  # re-sent while the pod stayed listed
+
+
+async def test_verify_that_never_gets_an_answer_is_not_gone():
+    prov = FakeProvider(verify_errors=10 ** 6)
+    t0 = time.monotonic()
+    proof = await verify_gone(prov, "p1", timeout_s=1.0)
+    assert 1.0 <= time.monotonic() - t0 < 5
+    assert not proof.gone and "HTTP 500" in proof.answer["error"]
+
+
+def _record(pod_id: str, **kw) -> instances.InstanceRecord:
+    rec = instances.InstanceRecord(lab_id=f"L-{pod_id}", label="lab02-tp-spinup-rtx4090x2",
+                                   pod_name=f"tplab-L-{pod_id}", provider="fake",
+                                   gpu_type="NVIDIA GeForce RTX 4090", gpu_count=2, spot=True,
+                                   usd_per_hr=0.72, state=instances.CREATED, pod_id=pod_id,
+                                   mock=True, **kw)
+    instances.save(rec)
+    return rec
+
+
+def test_a_failed_orphan_lookup_keeps_the_record_and_says_so():
+    _record("orphan1", created_at=time.time() - 60)
+    found = leftovers.live_pods(FakeProvider(status_error=True), mock=True)
+    assert [p.info.id for p in found] == ["orphan1"]
+    assert found[0].info.state == leftovers.UNKNOWN and "HTTP 503" in found[0].problem
+    assert "could not be asked" in leftovers.describe(found)
+    assert [r.pod_id for r in instances.open_records(True)] == ["orphan1"]  # not taken for gone
+
+
+async def test_terminate_settles_a_crashed_labs_hold_at_price_times_life():
+    guard = BudgetGuard.from_config(mock=True)
+    auth = guard.authorize("lab02-tp-spinup-rtx4090x2", 3.0)
+    _record("crashed1", auth_id=auth, created_at=time.time() - 1800)  # ran for 30 min
+    ended = await leftovers.end_pod(FakeProvider(), "crashed1", mock=True, timeout_s=10)
+    assert ended.proof.gone and len(ended.settled) == 1
+    guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
+    assert guard.held == 0.0
+    assert guard.total_spent == pytest.approx(0.72 / 2, rel=0.02)  # $0.72/h x 0.5 h, not $0
+    rec = instances.load_all(True)[0]
+    assert rec.state == instances.GONE and rec.settled
+    # a second terminate finds nothing left to settle
+    ended = await leftovers.end_pod(FakeProvider(), "crashed1", mock=True, timeout_s=10)
+    assert ended.settled == []
+    assert BudgetGuard(default_ledger_path(mock=True), 5.0).total_spent == \
+        pytest.approx(0.36, rel=0.02)
+
+
+def _ctx(tmp_path, provider=None) -> LabContext:
+    stream = LabStream()
+    facts = LabFacts(lab_id="L1", out_dir=tmp_path)
+    return LabContext(LabConfig(mock=True, out_dir=tmp_path), provider, stream, facts)
+
+
+async def _collect(stream: LabStream) -> tuple[list, asyncio.Task]:
+    seen: list = []
+    events = stream.subscribe()
+
+    async def run():
+        async for ev in events:
+            seen.append(ev)
+    return seen, asyncio.create_task(run())
+
+
+async def test_cost_ticker_failures_are_warnings_and_it_keeps_ticking(tmp_path):
+    ctx = _ctx(tmp_path)
+    ctx.config.cost_tick_s = 0.01
+
+    class BrokenGuard:
+        def summary(self):
+            raise OSError("ledger unreadable")
+
+    ctx.facts.money.guard = BrokenGuard()
+    ctx.facts.money.authorized_usd = 3.0
+    ctx.facts.pod.created_at, ctx.facts.pod.usd_per_hr = time.time(), 0.7
+    seen, task = await _collect(ctx.stream)
+    ticker = asyncio.create_task(cost_ticker(ctx))
+    await asyncio.sleep(0.4)
+    ticker.cancel()
+    ctx.stream.close_subs()
+    await task
+    warnings = [e for e in seen if e.type == "warning"]
+    assert len(warnings) == 1 and "ledger unreadable" in warnings[0]["msg"]
+    assert sum(e.type == "cost" for e in seen) > 10  # ticks went on after the failure
+
+
+async def test_a_full_disk_stops_the_record_not_the_lab(tmp_path):
+    stream = LabStream()
+    stream.open_record(tmp_path / "stream.jsonl")
+
+    class FullDisk:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+        def close(self):
+            pass
+
+    stream._fh = FullDisk()
+    seen, task = await _collect(stream)
+    stream.phase("terminate", pod_id="p1")     # what the teardown does next: must not raise
+    stream.emit("log", level="info", msg="after")
+    stream.close_record()
+    stream.close_subs()
+    await task
+    kinds = [(e.type, e.get("name") or e.get("msg", "")[:30]) for e in seen]
+    assert kinds[0] == ("warning", "stream.jsonl could not be writ")
+    assert ("phase", "terminate") in kinds and ("log", "after") in kinds
+
+
+async def test_a_stop_during_authorize_leaks_no_hold(tmp_path):
+    """BudgetGuard.authorize is slow (a locked ledger); the lab is stopped meanwhile: the
+    hold it wrote is still released."""
+    from tplab.lab import provision, teardown
+    from tplab.lab.provision import Creation
+    ctx = _ctx(tmp_path, FakeProvider())
+    slow = BudgetGuard.from_config(mock=True)
+    real = slow.authorize
+
+    def authorize(label, amount):
+        time.sleep(0.5)
+        return real(label, amount)
+
+    slow.authorize = authorize
+    ctx.facts.money.guard = slow
+    body = asyncio.create_task(provision.authorize(ctx, 3.0))
+    await asyncio.sleep(0.1)
+    body.cancel()  # the lab is stopped while the ledger write runs
+    with pytest.raises(asyncio.CancelledError):
+        await body
+    await teardown.teardown(ctx, Creation(), None)
+    assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
+    kinds = [json.loads(ln)["kind"] for ln in default_ledger_path(mock=True).read_text()
+             .splitlines()]
+    assert kinds == ["authorize", "release"]
+
+
+# ------------------------------------------------------------------ untrusted data from the pod
+
+def _job_lines(n: int, start: int = 0) -> bytes:
+    w = EventWriter(src="job", start_seq=start)
+    return b"".join(w.make("log", level="info", msg=f"m{i}").to_json().encode() + b"\n"
+                    for i in range(n))
+
+
+def test_oversized_bad_and_foreign_lines_are_dropped_and_the_stream_goes_on():
+    st = TailState()
+    lab_forged = EventWriter(src="lab").make("phase", name="done", status="COMPLETE",
+                                             verified_gone=True).to_json().encode() + b"\n"
+    nested = b"[" * 100_000 + b"]" * 100_000 + b"\n"
+    data = (_job_lines(2)
+            + b"x" * (MAX_LINE_BYTES + 10)                     # no newline for > 1 MiB
+            + b"still the same line\n"
+            + b'{"v":1,"seq":2,"ts":NaN,"src":"job","type":"log","level":"info","msg":"n"}\n'
+            + nested
+            + b"\xff\xfe not utf-8\n"
+            + lab_forged
+            + _job_lines(2, start=2))
+    got = []
+    fed = 0
+    for i in range(0, len(data), 65536):  # as the tail reads: chunk by chunk
+        chunk = data[i:i + 65536]
+        fed += len(chunk)
+        got += _accept(st, st.decoder.feed(chunk))
+        assert st.decoder.pending <= MAX_LINE_BYTES + 65536  # never holds an endless line
+    assert st.read_pos == fed == len(data)  # resume offsets stay exact
+    assert [e["msg"] for e in got] == ["m0", "m1", "m0", "m1"]
+    assert [e.seq for e in got] == [0, 1, 2, 3]
+    assert st.bad_lines == 4 and st.foreign == 1
+
+
+async def test_a_results_json_that_is_not_an_object_is_a_clear_error(tmp_path):
+    from tplab import remote
+    from tplab.lab.config import LabStop
+    from tplab.lab.ssh_session import PodSession
+    from tests.lab.sshserver import SandboxServer
+    key = remote.generate_client_key()
+    root = tmp_path / "pod"
+    (root / remote.REMOTE_DIR).mkdir(parents=True)
+    (root / remote.REMOTE_DIR / "results.json").write_text("[1, 2, 3]")
+    srv = SandboxServer(root, key)
+    await srv.start()
+    try:
+        ctx = _ctx(tmp_path / "out")
+        session = PodSession(ctx, on_result=lambda r: None)
+        session.conn = await remote.connect(remote.ConnectOptions(
+            host="127.0.0.1", port=srv.port, user="root", pod_id="p",
+            known_hosts_dir=tmp_path / "kh"), key)
+        with pytest.raises(LabStop, match="results.json is a JSON array, not an object"):
+            await session.fetch()
+        assert ctx.facts.results is None
+        session.close()
+    finally:
+        await srv.stop()
