@@ -105,8 +105,9 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for non-torch / truncated files
-        raise CheckpointError(f"{path} is not a readable torch checkpoint ({type(exc).__name__}); "
-                              "pass a file written by `tplab train`.") from exc
+        raise CheckpointError(f"{path} is not a readable torch checkpoint (not a file "
+                              "torch.save wrote, or damaged); pass a file written by "
+                              "`tplab train`.") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{path} is a torch file but not a tplab MiniGPT-grammar checkpoint; "
                               "pass a file written by `tplab train`.")
