@@ -74,6 +74,9 @@ def fast_from_dict(obj: Any) -> Event:
     return ev
 
 
+#: bytes asked for per SFTP read: 255 KiB, because OpenSSH's sftp-server answers at most 261,120
+#: bytes a read (asking for 256 KiB gets a short read, which the tail takes for "caught up")
+READ_CHUNK = 255 * 1024
 #: the longest event line the client accepts; a longer one (no newline in sight) is skipped
 MAX_LINE_BYTES = 1 << 20
 
@@ -203,7 +206,7 @@ def _accept(state: TailState, events: list[Event]) -> list[Event]:
 
 
 async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float = 0.05,
-                      chunk: int = 1 << 18, finish_grace_s: float | None = None,
+                      chunk: int = READ_CHUNK, finish_grace_s: float | None = None,
                       max_poll_s: float = 0.4) -> AsyncIterator[list[Event]]:
     """Yield batches of new job events from ``events.jsonl`` until the job's exit code appears.
 

@@ -33,6 +33,9 @@ logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
 #: the environment file a RunPod pod exports its variables in; the mock points the env var elsewhere
 ENV_FILE_EXPR = '"${TPLAB_RP_ENV_FILE:-/etc/rp_environment}"'
+#: sources that file when it exists: a bare ``. missing-file`` ends the whole command line under
+#: a POSIX sh (dash) login shell, before the job is ever started
+SOURCE_ENV = f"f={ENV_FILE_EXPR}; if [ -r \"$f\" ]; then set -a; . \"$f\"; set +a; fi; "
 
 
 class RemoteError(RuntimeError):
@@ -249,7 +252,7 @@ def launch_command(spec: LaunchSpec) -> str:
            f"--stale-after {spec.heartbeat_stale_s:g} --wall-cap {spec.wall_cap_s:g} "
            f"--poll {min(5.0, max(0.2, spec.heartbeat_stale_s / 5)):g} --log watchdog.log"
            + (f" --started-at {spec.started_at:.3f}" if spec.started_at else ""))
-    return (f"set -a; . {ENV_FILE_EXPR} 2>/dev/null; set +a; cd {REMOTE_DIR} || exit 3; "
+    return (f"{SOURCE_ENV}cd {REMOTE_DIR} || exit 3; "
             f"date +%s > heartbeat; rm -f exit_code events.jsonl; "
             f"setsid nohup sh -c {shlex.quote(dog)} > /dev/null 2>&1 < /dev/null & "
             f"setsid nohup sh -c {shlex.quote(job)} > /dev/null 2>&1 < /dev/null & "

@@ -1,4 +1,6 @@
-"""Transport tests against a real asyncssh server on 127.0.0.1 (tests/lab/sshserver.py)."""
+"""Transport tests against two real SSH servers on 127.0.0.1: asyncssh's (tests/lab/sshserver.py,
+what the mock's pods run) and OpenSSH's sshd (tests/lab/openssh.py, what RunPod's images run).
+Each test that takes ``server`` runs against both."""
 
 from __future__ import annotations
 
@@ -16,27 +18,53 @@ from tplab import event_tail
 from tplab.event_tail import TailState
 from tplab.remote import ConnectOptions, HostKeyMismatch, UploadItem
 
+from .openssh import LoginUser, OpenSSHServer, kill_processes_in
 from .sshserver import SandboxServer
 
 
-@pytest.fixture
-async def server(tmp_path):
-    key = remote.generate_client_key()
+@pytest.fixture(scope="session")
+def ssh_user():
+    user = LoginUser()
+    yield user
+    user.remove()
+
+
+def _make_server(kind: str, request, tmp_path: Path, key, host_key=None):
+    if kind == "openssh":
+        user = request.getfixturevalue("ssh_user")
+        user.clean()
+        srv = OpenSSHServer(user, key, host_key)
+        srv.python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+        return srv
     root = tmp_path / "pod"
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     srv = SandboxServer(root, key)
+    if host_key is not None:
+        srv.host_key = host_key
+    srv.user = "root"
+    srv.own = lambda path: None
+    srv.python = sys.executable
+    return srv
+
+
+@pytest.fixture(params=["asyncssh", "openssh"])
+async def server(request, tmp_path):
+    key = remote.generate_client_key()
+    srv = _make_server(request.param, request, tmp_path, key)
+    srv.kind = request.param
     await srv.start()
     srv.client_key = key
     yield srv
+    kill_processes_in(srv.root)
     await srv.stop()
 
 
 def _opts(srv, tmp_path, **kw) -> ConnectOptions:
-    return ConnectOptions(host="127.0.0.1", port=srv.port, user="root", pod_id="pod-1",
+    return ConnectOptions(host="127.0.0.1", port=srv.port, user=srv.user, pod_id="pod-1",
                           known_hosts_dir=tmp_path / "known_hosts", **kw)
 
 
-async def test_host_key_pinned_on_first_use_and_enforced(server, tmp_path):
+async def test_host_key_pinned_on_first_use_and_enforced(server, tmp_path, request):
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     conn.close()
     pin = tmp_path / "known_hosts" / "pod-1"
@@ -46,7 +74,8 @@ async def test_host_key_pinned_on_first_use_and_enforced(server, tmp_path):
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     conn.close()
     # the pod now presents another host key: refused at once, no retry loop
-    other = SandboxServer(server.root, server.client_key)
+    await server.stop()
+    other = _make_server(server.kind, request, tmp_path, server.client_key)
     await other.start()
     try:
         opts = _opts(other, tmp_path, timeout_s=30)
@@ -93,7 +122,19 @@ async def test_connect_gives_up_within_bound(tmp_path):
         await remote.connect(opts, key)
 
 
-async def test_keepalive_notices_a_silent_drop(server, tmp_path):
+@pytest.fixture
+async def sandbox(tmp_path):
+    """The asyncssh server alone (for what reaches into its transport)."""
+    key = remote.generate_client_key()
+    srv = _make_server("asyncssh", None, tmp_path, key)
+    await srv.start()
+    srv.client_key = key
+    yield srv
+    await srv.stop()
+
+
+async def test_keepalive_notices_a_silent_drop(sandbox, tmp_path):
+    server = sandbox
     opts = _opts(server, tmp_path, keepalive_interval=0.5, keepalive_count_max=1)
     conn = await remote.connect(opts, server.client_key)
     # freeze the server side: stop reading from the socket, so nothing answers
@@ -141,9 +182,10 @@ async def _start_writer(server, tmp_path, n: int) -> None:
     (run / "tplab" / "events.py").write_text(
         (Path(remote.__file__).parent / "events.py").read_text())
     (run / "writer.py").write_text(WRITER)
+    server.own(run)
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     cmd = (f"cd {remote.REMOTE_DIR} || exit 3; setsid nohup sh -c "
-           f"'{sys.executable} writer.py {n}; echo $? > exit_code' >/dev/null 2>&1 </dev/null &")
+           f"'{server.python} writer.py {n}; echo $? > exit_code' >/dev/null 2>&1 </dev/null &")
     await conn.run(cmd, check=True)
     conn.close()
 
@@ -179,6 +221,7 @@ async def test_tail_holds_a_partial_line(server, tmp_path):
     from tplab.events import EventWriter
     line = EventWriter(src="job").make("heartbeat").to_json()
     (run / "events.jsonl").write_text(line[:10])
+    server.own(run)
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     state = TailState()
     got = []
@@ -205,6 +248,7 @@ async def test_heartbeat_and_fetch(server, tmp_path):
     run.mkdir(parents=True)
     (run / "results.json").write_text(json.dumps({"ok": 1}))
     (run / "job.log").write_text("log\n")
+    server.own(run)
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     async with conn.start_sftp_client() as sftp:
         await remote.touch_heartbeat(sftp)
@@ -246,3 +290,152 @@ def test_finished_is_seen_even_when_a_heartbeat_follows_it_in_the_same_read() ->
     other = TailState()
     event_tail._accept(other, [EventWriter(src="job").make("phase", name="tp")])
     assert other.finished_seen_at is None
+
+
+FAKE_TORCHRUN = textwrap.dedent("""
+    # stands in for `python -m torch.distributed.run ... -m tplab.job` (no torch on the test
+    # server's python): writes job events the way the job does, then results.json, then exits
+    import json, sys, time
+    sys.path.insert(0, '.')
+    from tplab.events import EventWriter
+    print('fake job starting', ' '.join(sys.argv[1:]), flush=True)
+    with open('events.jsonl', 'a') as fh:
+        w = EventWriter([fh])
+        w.emit('phase', name='setup')
+        for i in range(400):
+            w.emit('token', mode='tp', prompt=0, pos=i, ms=1.0, ar_ms=0.5, token=i)
+            time.sleep(0.005)
+        w.emit('phase', name='finished', wall_s=2.0)
+    with open('results.json', 'w') as fh:
+        json.dump({'ok': True, 'tokens': 400}, fh)
+    print('fake job done', flush=True)
+""")
+
+
+async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
+        server, tmp_path, monkeypatch):
+    """The real launch line (login shell: /bin/sh on the OpenSSH server), the watchdog beside
+    the job, the SSH session closed right after, a tail that loses its connection halfway and
+    resumes, then fetch: every event exactly once, the job's own exit status, the files back."""
+    env_file = server.root / "rp_environment"
+    env_file.write_text("export RUNPOD_POD_ID=podtest1\nexport RUNPOD_API_KEY=test-pod-key-123\n"
+                        "export RUNPOD_API_BASE_URL=http://127.0.0.1:9\n")
+    monkeypatch.setenv("TPLAB_RP_ENV_FILE", str(env_file))  # the asyncssh server's sessions
+    pkg = Path(remote.__file__).parent
+    shim = tmp_path / "torch"
+    (shim / "distributed").mkdir(parents=True)
+    (shim / "__init__.py").write_text("")
+    (shim / "distributed" / "__init__.py").write_text("")
+    (shim / "distributed" / "run.py").write_text(FAKE_TORCHRUN)
+    items = remote.bundle_items(pkg, ["job"], [
+        UploadItem(shim / "__init__.py", "torch/__init__.py"),
+        UploadItem(shim / "distributed" / "__init__.py", "torch/distributed/__init__.py"),
+        UploadItem(shim / "distributed" / "run.py", "torch/distributed/run.py")])
+    conn = await remote.connect(_opts(server, tmp_path), server.client_key)
+    await remote.upload(conn, items)
+    await remote.launch(conn, remote.LaunchSpec(nproc=2, job_args=["--out", "."],
+                                                python=server.python, heartbeat_stale_s=60))
+    conn.close()  # the session ends; the job and the watchdog must not
+    state = TailState()
+    seqs: list[int] = []
+    dropped = False
+    while not state.finished:
+        conn = await remote.connect(_opts(server, tmp_path), server.client_key)
+        try:
+            async with conn.start_sftp_client() as sftp:
+                async for batch in event_tail.tail_events(sftp, state):
+                    seqs.extend(ev.seq for ev in batch)
+                    if not dropped and len(seqs) > 150:
+                        dropped = True
+                        assert server.drop_all() > 0
+        except (asyncssh.Error, OSError):
+            pass
+        if not state.finished:
+            conn.close()
+    assert dropped and seqs == list(range(402)) and state.duplicates == 0
+    assert state.exit_code == 0
+    got = await remote.fetch(conn, tmp_path / "out")
+    conn.close()
+    assert {"results.json", "job.log", "watchdog.log", "events.jsonl"} <= set(got.got)
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == {"ok": True,
+                                                                          "tokens": 400}
+    assert "fake job done" in (tmp_path / "out" / "job.log").read_text()
+    log = (tmp_path / "out" / "watchdog.log").read_text()
+    assert "started:" in log and "test-pod-key-123" not in log
+
+
+async def test_a_big_event_file_is_read_whole_in_capped_reads(server, tmp_path):
+    """OpenSSH answers at most 261,120 bytes a read; 3 MB of events must all come through."""
+    from tplab.events import EventWriter
+    run = server.root / remote.REMOTE_DIR
+    run.mkdir(parents=True)
+    w = EventWriter(src="job")
+    lines = [w.make("token", mode="tp", prompt=0, pos=i, ms=1.0, ar_ms=0.5, token=i,
+                    pad="x" * 200).to_json() for i in range(10_000)]
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    (run / "exit_code").write_text("0\n")
+    server.own(run)
+    conn = await remote.connect(_opts(server, tmp_path), server.client_key)
+    state = TailState()
+    n = 0
+    t0 = asyncio.get_running_loop().time()
+    async with conn.start_sftp_client() as sftp:
+        async for batch in event_tail.tail_events(sftp, state):
+            n += len(batch)
+    conn.close()
+    assert n == 10_000 and state.read_pos == (run / "events.jsonl").stat().st_size
+    assert asyncio.get_running_loop().time() - t0 < 20
+
+
+async def test_the_launch_line_survives_a_missing_env_file(server, tmp_path, monkeypatch):
+    """Not every pod has /etc/rp_environment; under a POSIX sh login shell (dash: the OpenSSH
+    server's test user) a bare `. missing-file` ended the whole launch line."""
+    monkeypatch.setenv("TPLAB_RP_ENV_FILE", str(tmp_path / "no-such-env-file"))
+    run = server.root / remote.REMOTE_DIR
+    run.mkdir(parents=True)
+    server.own(run)
+    conn = await remote.connect(_opts(server, tmp_path), server.client_key)
+    try:
+        await remote.launch(conn, remote.LaunchSpec(nproc=1, job_args=[], python=server.python))
+    finally:
+        conn.close()
+    assert (run / "heartbeat").is_file()
+
+
+async def test_a_silent_sshd_is_noticed_by_keepalive_without_stray_errors(ssh_user, tmp_path):
+    """OpenSSH frozen mid-tail (SIGSTOP: the link stays up, nothing answers): the keepalive
+    ends the connection within its bound, the tail raises for the caller to reconnect, and no
+    error is left unretrieved in the event loop (nothing printed behind the user's back)."""
+    key = remote.generate_client_key()
+    ssh_user.clean()
+    srv = OpenSSHServer(ssh_user, key)
+    await srv.start()
+    run = ssh_user.home / remote.REMOTE_DIR
+    run.mkdir()
+    (run / "events.jsonl").write_text("")
+    srv.own(run)
+    stray: list = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: stray.append(ctx.get("message")))
+    try:
+        opts = ConnectOptions(host="127.0.0.1", port=srv.port, user=srv.user, pod_id="pod-k",
+                              known_hosts_dir=tmp_path / "kh", keepalive_interval=0.5,
+                              keepalive_count_max=1)
+        conn = await remote.connect(opts, key)
+        t0 = loop.time()
+        with pytest.raises((asyncssh.Error, OSError)):
+            async with conn.start_sftp_client() as sftp:
+                srv.freeze_all()
+                async for _ in event_tail.tail_events(sftp, TailState()):
+                    pass
+        assert loop.time() - t0 < 8
+        conn.close()
+        await asyncio.sleep(0.5)
+        import gc
+        gc.collect()
+        await asyncio.sleep(0.1)
+        assert stray == []
+    finally:
+        loop.set_exception_handler(None)
+        srv.drop_all()
+        await srv.stop()
