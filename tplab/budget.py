@@ -235,6 +235,16 @@ class BudgetGuard:
         self._buffer = to_money(preflight_buffer_usd, "pre-flight buffer")
         self.stale_after_s = float(stale_after_s)
         self._clock = clock
+        #: called inside the exclusive lock, between reading the ledger and appending to it:
+        #: tests park every writer there at once to prove the lock, not luck, keeps the cap
+        self.after_read: Callable[[], None] | None = None
+
+    def _read_locked(self, held: Any) -> _State:
+        """The ledger's state, read under the lock ``held`` (then the ``after_read`` hook)."""
+        state = _fold(*held.read())
+        if self.after_read is not None:
+            self.after_read()
+        return state
 
     @classmethod
     def from_config(cls, config: BudgetConfig | None = None, mock: bool = False,
@@ -339,7 +349,7 @@ class BudgetGuard:
                 label=label, amount_usd=float(amount), cap_usd=float(self._lab_cap))
         auth_id = uuid.uuid4().hex
         with self.ledger.locked() as held:
-            state = _fold(*held.read())
+            state = self._read_locked(held)
             remaining = self._cap - state.spent - state.held
             if amount > remaining:
                 raise BudgetGuardExceeded(
@@ -365,7 +375,7 @@ class BudgetGuard:
         if amount < 0:
             raise BudgetError(f"Actual spending cannot be negative ({amount_usd!r}).")
         with self.ledger.locked() as held:
-            state = _fold(*held.read())
+            state = self._read_locked(held)
             auth = self._find_open(state, label, auth_id, required=auth_id is not None)
             record: dict[str, Any] = {"v": LEDGER_VERSION, "ts": self._clock(), "kind": "actual",
                                       "label": label, "amount_usd": amount,
@@ -379,7 +389,7 @@ class BudgetGuard:
         """Stop holding the latest open authorization for ``label`` (or the one named), spending nothing."""
         label = _check_label(label)
         with self.ledger.locked() as held:
-            state = _fold(*held.read())
+            state = self._read_locked(held)
             auth = self._find_open(state, label, auth_id, required=True)
             assert auth is not None
             amount = to_money(auth.amount_usd)

@@ -1,20 +1,44 @@
-"""8 processes authorizing at once never take the total past the cap."""
+"""Processes writing the ledger at once never take the total past the cap, and never settle one
+authorization twice.
+
+Each race is forced, not hoped for: every process is parked between reading the ledger and
+appending to it (``BudgetGuard.after_read``) until all of them have read, or until a short
+timeout. With the lock, only one process is ever inside, so the others never arrive, the wait
+times out and the writes go one after the other; without it, all of them read the same ledger
+and then all append. So a missing lock fails these tests every time.
+"""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 
 import pytest
 
-from tplab.budget import BudgetGuard, BudgetGuardExceeded
+from tplab.budget import BudgetError, BudgetGuard, BudgetGuardExceeded
 from tplab.ledger import Ledger
 
 N_PROCS = 8
+PARK_S = 1.5
 
 
-def _worker(path: str, cap: float, amount: float, attempts: int, barrier, results) -> None:
+def _park(barrier) -> None:
+    try:
+        barrier.wait(timeout=PARK_S)
+    except threading.BrokenBarrierError:
+        pass  # the lock kept the others out: go on alone
+
+
+def _guard(path: str, cap: float, park) -> BudgetGuard:
     guard = BudgetGuard(path, cap_usd=cap)
-    barrier.wait(timeout=20)
+    guard.after_read = lambda: _park(park)
+    return guard
+
+
+def _authorize_worker(path: str, cap: float, amount: float, attempts: int, start, park,
+                      results) -> None:
+    guard = _guard(path, cap, park)
+    start.wait(timeout=20)
     ok = 0
     for _ in range(attempts):
         try:
@@ -25,18 +49,30 @@ def _worker(path: str, cap: float, amount: float, attempts: int, barrier, result
     results.put(ok)
 
 
-def _race(path, cap: float, amount: float, attempts: int) -> list[int]:
+def _settle_worker(path: str, label: str, auth_id: str, how: str, start, park, results) -> None:
+    guard = _guard(path, 5.0, park)
+    start.wait(timeout=20)
+    try:
+        if how == "actual":
+            guard.record_actual(label, 0.42, auth_id)
+        else:
+            guard.release(label, auth_id)
+        results.put(how)
+    except BudgetError:
+        results.put("refused")
+
+
+def _race(target, n: int, *args) -> list:
     ctx = mp.get_context("fork")
-    barrier, results = ctx.Barrier(N_PROCS), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(path), cap, amount, attempts, barrier, results))
-             for _ in range(N_PROCS)]
+    start, park, results = ctx.Barrier(n), ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args[i], start, park, results)) for i in range(n)]
     for p in procs:
         p.start()
-    counts = [results.get(timeout=30) for _ in procs]
+    out = [results.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(timeout=30)
         assert p.exitcode == 0
-    return counts
+    return out
 
 
 @pytest.mark.parametrize("cap, amount, attempts, fit", [
@@ -45,7 +81,8 @@ def _race(path, cap: float, amount: float, attempts: int) -> list[int]:
 ])
 def test_concurrent_authorizations_never_pass_the_cap(tmp_path, cap, amount, attempts, fit):
     path = tmp_path / "spend.jsonl"
-    counts = _race(path, cap, amount, attempts)
+    counts = _race(_authorize_worker, N_PROCS,
+                   *[(str(path), cap, amount, attempts)] * N_PROCS)
     assert sum(counts) == fit
     guard = BudgetGuard(path, cap_usd=cap)
     assert guard.held <= cap
@@ -53,6 +90,22 @@ def test_concurrent_authorizations_never_pass_the_cap(tmp_path, cap, amount, att
     good, damaged = Ledger(path).read()
     assert damaged == [] and len(good) == fit        # no interleaved or torn lines
     assert len({line.data["auth_id"] for line in good}) == fit
+
+
+@pytest.mark.parametrize("hows", [("actual", "actual"), ("actual", "release"),
+                                  ("release", "release")])
+def test_one_authorization_is_settled_once(tmp_path, hows):
+    """Two clients settle the same hold at once (a lab's own teardown and `tplab terminate`):
+    exactly one wins, the other is told there is nothing open."""
+    path = tmp_path / "spend.jsonl"
+    auth = BudgetGuard(path, cap_usd=5.0).authorize("lab02", 3.0)
+    out = _race(_settle_worker, 2, *[(str(path), "lab02", auth, how) for how in hows])
+    assert sorted(out).count("refused") == 1, out
+    guard = BudgetGuard(path, cap_usd=5.0)
+    assert guard.held == 0.0
+    assert guard.total_spent == (0.42 if "actual" in out else 0.0)
+    kinds = [line.data["kind"] for line in Ledger(path).read()[0]]
+    assert len(kinds) == 2  # the authorization and one settlement
 
 
 def test_threads_of_one_process_are_serialised_too(tmp_path):

@@ -96,6 +96,13 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path):
     assert manifest["speedup"] == pytest.approx(results["speedup"])
     assert manifest["actual_cost_usd"] is not None and 0 < manifest["actual_cost_usd"] < 0.1
     assert manifest["crossover_d_model"] is None or manifest["crossover_d_model"] > 64
+    # the values, not only the keys
+    assert manifest["instance_type"] == "2x NVIDIA GeForce RTX 4090 spot"
+    assert manifest["vendor"] == "mock RunPod (local)" and manifest["mock"] is True
+    gone_at = json.loads((d / "stream.jsonl").read_text().splitlines()[-1])
+    assert manifest["end_ts"] is not None and manifest["start_ts"] < manifest["end_ts"]
+    assert proof["checked_at"][:16] <= manifest["end_ts"][:16]
+    assert gone_at["type"] == "phase" and gone_at["name"] == "done"
     # every job event the pod wrote reached the client exactly once
     pod_seqs = [e.seq for e in read_events(str(d / "events.jsonl"))]
     streamed = [json.loads(line) for line in (d / "stream.jsonl").read_text().splitlines()]
@@ -146,7 +153,9 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
     assert drops == 2 and lab.ssh_drops == 2
     pod_seqs = [e.seq for e in read_events(str(outcome.out_dir / "events.jsonl"))]
     assert job_seqs == pod_seqs == list(range(len(pod_seqs)))
+    # resumed at the byte it had reached: nothing read twice (de-duplication would hide it)
     assert lab.session.tail.gaps == 0 and lab.summary()["gaps"] == 0
+    assert lab.summary()["duplicates"] == 0
     drops_seen = [e for e in (outcome.out_dir / "stream.jsonl").read_text().splitlines()
                   if '"state":"dropped"' in e]
     assert len(drops_seen) == 2

@@ -275,3 +275,48 @@ async def test_a_results_json_that_is_not_an_object_is_a_clear_error(tmp_path):
         session.close()
     finally:
         await srv.stop()
+
+
+async def test_the_lab_cap_stops_the_lab_the_moment_it_is_reached(tmp_path):
+    """The client-side stop at the lab's authorization: $0.72/h for 11 s is past a $0.002 hold
+    (the pod's watchdog knows nothing of dollars; only this stop enforces them)."""
+    from tplab.lab.cost import _tick
+    stops: list[str] = []
+    ctx = _ctx(tmp_path)
+    ctx.request_stop = stops.append
+    ctx.config.wall_cap_s = 7200.0
+    money, pod = ctx.facts.money, ctx.facts.pod
+    money.authorized_usd, pod.usd_per_hr = 0.002, 0.72
+    pod.created_at = time.time() - 9.0
+    seen, task = await _collect(ctx.stream)
+    await _tick(ctx, 0)  # $0.0018: the 80% alert, no stop yet
+    assert stops == []
+    pod.created_at = time.time() - 11.0
+    await _tick(ctx, 1)
+    assert stops == ["the lab cap $0.002 was reached"]
+    ctx.stream.close_subs()
+    await task
+    assert [e["kind"] for e in seen if e.type == "warning"] == ["budget80"]
+
+
+async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path):
+    """The provider keeps listing the pod after terminate: teardown waits its bound, re-sends
+    terminate, and says so; the proof says not gone, the record stays open for the next start."""
+    from tplab.lab import teardown
+    from tplab.lab.provision import Creation
+    prov = FakeProvider(gone_after=10 ** 9)
+    ctx = _ctx(tmp_path, prov)
+    ctx.config.verify_timeout_s = 3.0
+    ctx.facts.pod.id = "stuck1"
+    ctx.facts.pod.record = _record("stuck1")
+    seen, task = await _collect(ctx.stream)
+    t0 = time.monotonic()
+    await teardown.teardown(ctx, Creation(), None)
+    assert time.monotonic() - t0 >= 3.0  # it waited for the provider, to the bound
+    ctx.stream.close_subs()
+    await task
+    assert ctx.facts.pod.verified_gone is False and prov.terminates >= 2
+    proof = json.loads((tmp_path / "proof-terminated.json").read_text())
+    assert proof["verified_gone"] is False and proof["listed"] is True
+    assert any(e.type == "warning" and "could not be verified gone" in e["msg"] for e in seen)
+    assert [r.pod_id for r in instances.open_records(True)] == ["stuck1"]

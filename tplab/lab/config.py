@@ -53,6 +53,7 @@ class LabConfig:
     finish_grace_s: float | None = 1.0    # after the job's `finished`, wait this long for torchrun
     cost_tick_s: float = 1.0
     status_poll_s: float = 3.0
+    verify_timeout_s: float = 120.0       # how long teardown waits for the provider to show it gone
 
     def ledger_label(self) -> str:
         if self.label:

@@ -68,7 +68,7 @@ async def teardown(ctx: LabContext, creation: Creation, session: PodSession | No
             prov, pod.id, on_failure=lambda n, exc: stream.log(
                 f"terminate attempt {n} failed: {one_line(exc)}", "warning"))
         stream.phase("verify", pod_id=pod.id)
-        pod.proof = await verify_gone(prov, pod.id, 120.0)
+        pod.proof = await verify_gone(prov, pod.id, ctx.config.verify_timeout_s)
         pod.gone_at = time.time()
         pod.verified_gone = pod.proof.gone
         _reported(ctx, "proof-terminated.json", lambda: write_proof(ctx))
