@@ -123,7 +123,7 @@ def _tp_results(model: dict, **over: object) -> dict:
          "model": model, "allreduce_ms_per_token": 1.234, "allreduce_calls_per_token": 2 * model["n_layer"] + 2,
          "allreduce_bytes_per_call": ((2 * model["n_layer"] + 1) * model["d_model"] * 4 + model["vocab_size"] * 4)
          / (2 * model["n_layer"] + 2),
-         "tp_per_token_ms": 5.0, "single_per_token_ms": 2.5, "sweep": {"points": []}, "started_at": 1.8e9}
+         "tp_per_token_ms": 5.0, "single_per_token_ms": 2.5, "tp": {"instrumented_per_token_ms": {"mean": 6.17}}, "sweep": {"points": []}, "started_at": 1.8e9}
     r.update(over)
     return r
 
@@ -140,9 +140,9 @@ def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: P
     assert found <= set(want.values()), found - set(want.values())
     secs = _sections(text)
     tp_s = secs[survey.SECTIONS[2]]
-    assert "1.234 ms per token" in tp_s and "0.50×" in tp_s and "as computed" in tp_s
+    assert "1.234 ms per token**, 20% of the 6.170 ms token" in tp_s and "0.50×" in tp_s and "as computed" in tp_s
     assert str((tmp_path / "local" / "results.json").resolve()) in tp_s and "2027-01-15" in tp_s
-    assert survey.NOT_MEASURED not in tp_s and "measured here: 1.234 ms of a 5.000 ms token" in secs[survey.CLOSING]
+    assert survey.NOT_MEASURED not in tp_s and "measured here: 20% of a TP token" in secs[survey.CLOSING]
     assert "calibrated from the TP run" in tp_s
     # DDP, FSDP and PP were not measured by anything
     for title in (survey.SECTIONS[0], survey.SECTIONS[1], survey.SECTIONS[3]):

@@ -118,7 +118,13 @@ def _check_survey_inputs(args: argparse.Namespace) -> bool | None:
 
     try:
         collect(args.checkpoint, args.ddp_run, args.tp_run)
-    except (CheckpointError, MeasuredRunError) as exc:
+    except CheckpointError as exc:
+        if args.substitute_only and not runs:  # the survey is the only use of the checkpoint here
+            print(f"tplab compile: DISTRIBUTED.md will not be written: {exc}", file=sys.stderr)
+            return False
+        print(f"tplab compile: {exc}", file=sys.stderr)
+        return None
+    except MeasuredRunError as exc:
         print(f"tplab compile: {exc}", file=sys.stderr)
         return None
     return True

@@ -161,10 +161,12 @@ def _tp(m: ModelShapes, run: TPMeasured | None, th: dc.Thresholds) -> list[str]:
         lines.append(f"- Measured (`tplab local`, TP={run.world_size} over {run.backend} on {run.device}"
                      f"{', compiled' if run.compiled else ''}; `{run.path}`, {run.date}): the run counted "
                      f"{run.collectives_per_token:g} collectives and {byte_figure(run.bytes_per_token)} per token, "
-                     f"{counted}; they took **{run.allreduce_ms_per_token:.3f} ms per token** (instrumented "
-                     f"pass, first {run.instrumented_prompts} prompt(s)), against {run.tp_per_token_ms:.3f} ms "
-                     f"per TP token and {run.single_per_token_ms:.3f} ms on one device: TP runs at "
-                     f"{ratio:.2f}× the single device's speed.")
+                     f"{counted}; they took **{run.allreduce_ms_per_token:.3f} ms per token**, "
+                     f"{run.allreduce_ms_per_token / run.instrumented_per_token_ms:.0%} of the "
+                     f"{run.instrumented_per_token_ms:.3f} ms token of the timed pass (first "
+                     f"{run.instrumented_prompts} prompt(s)). Untimed, a TP token took {run.tp_per_token_ms:.3f} ms "
+                     f"and one device {run.single_per_token_ms:.3f} ms: TP ran at {ratio:.2f}× the single "
+                     "device's speed.")
     named = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo"}
     if named:
         lines.append("- When it pays (`tplab/scaling.py`, this pattern grown in d_model): TP=2 decodes "
@@ -204,9 +206,9 @@ def closing_sentences(m: ModelShapes, ddp_run: DDPMeasured | None, tp_run: TPMea
     fits = dc.DEVICE_MEMORY_BYTES / f.state_bytes
     share = (f"which took {ddp_run.allreduce_share:.1%} of a training step when measured here"
              if ddp_run else f"whose share of a step is {NOT_MEASURED}")
-    tp_time = (f" (measured here: {tp_run.allreduce_ms_per_token:.3f} ms of a {tp_run.tp_per_token_ms:.3f} ms "
-               f"token, {tp_run.single_per_token_ms / tp_run.tp_per_token_ms:.2f}× one device's speed)"
-               if tp_run else "")
+    tp_time = (f" (measured here: {tp_run.allreduce_ms_per_token / tp_run.instrumented_per_token_ms:.0%} of "
+               f"a TP token, which ran at {tp_run.single_per_token_ms / tp_run.tp_per_token_ms:.2f}× one "
+               "device's speed)" if tp_run else "")
     if pick == "DDP":
         s1 = (f"I would pick DDP: the whole training state is {byte_figure(f.state_bytes)}, so it fits "
               f"{fits:,.0f} times on one {dc.DEVICE_MEMORY_BYTES // 10**9} GB device and the only price of "

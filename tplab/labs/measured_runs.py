@@ -113,6 +113,7 @@ class TPMeasured:
     bytes_per_collective: float
     tp_per_token_ms: float
     single_per_token_ms: float
+    instrumented_per_token_ms: float  # TP token time in the pass whose collectives were timed
     instrumented_prompts: int
     calibration: dict[str, Any] = field(default_factory=dict)
 
@@ -175,6 +176,7 @@ def load_tp_run(path: Path, flag: str = "--tp-run") -> TPMeasured:
             collectives_per_token=float(d["allreduce_calls_per_token"]),
             bytes_per_collective=float(d["allreduce_bytes_per_call"]),
             tp_per_token_ms=float(d["tp_per_token_ms"]), single_per_token_ms=float(d["single_per_token_ms"]),
+            instrumented_per_token_ms=float(d["tp"]["instrumented_per_token_ms"]["mean"]),
             instrumented_prompts=int((d.get("config") or {}).get("instrumented_prompts") or 0),
             calibration={k: d.get(k) for k in ("world_size", "backend", "env", "sweep",
                                                "single_per_token_ms", "model")})
