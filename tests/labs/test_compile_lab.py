@@ -37,8 +37,18 @@ def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "COMPLETE"
     assert manifest["files"]["kernels/fused_softmax.cpp"]
-    assert "within the seed's bar" in (out / "REPORT.md").read_text()
+    report = (out / "REPORT.md").read_text()
+    assert "within the seed's bar" in report
     assert (out / "KERNEL_ANNOTATION.md").exists()
+    # Part F: the distributed survey of the shipped checkpoint sits beside the report, which links it
+    survey = (out / "DISTRIBUTED.md").read_text()
+    for title in ("## 1. DDP", "## 2. FSDP", "## 3. Tensor parallel", "## 4. Pipeline parallel",
+                  "## Which one for MiniGPT-grammar"):
+        assert title in survey
+    assert "](DISTRIBUTED.md)" in report and "**DDP**" in report
+    assert manifest["files"]["DISTRIBUTED.md"] and manifest["distributed_survey"] == "DISTRIBUTED.md"
+    assert manifest["distributed_pick"] == "DDP" and manifest["distributed_measured"] == []
+    assert results["distributed"]["model"]["params"]["tok_emb.weight"][0] > 0
 
 
 def test_lab_refuses_without_inductor_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tplab.labs.ddp_lab import AllReduceTimer, DDPSettings, run
 from tplab.model.config import GPTConfig
 
@@ -29,6 +31,24 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     report = (tmp_path / "DDP_REPORT.md").read_text()
     assert "(falls)" in report and "of the step time" in report
     assert not list(tmp_path.glob(".rendezvous-*"))
+
+    # tplab compile --ddp-run quotes this run in DISTRIBUTED.md, for a checkpoint of this shape only
+    from tplab.labs import distributed_survey as survey
+    from tplab.labs.measured_runs import MeasuredRunError
+    from tplab.model.checkpoint import save_checkpoint
+    from tplab.model.corpus import build_tokenizer
+    from tplab.model.gpt import MiniGPT
+    from tplab.paths import DEFAULT_CHECKPOINT
+
+    ckpt = save_checkpoint(tmp_path / "tiny.pt", MiniGPT(tiny), build_tokenizer())
+    page = survey.render(survey.collect(ckpt, ddp_run=tmp_path))
+    ddp_section = page.split(survey.SECTIONS[0])[1].split(survey.SECTIONS[1])[0]
+    assert f"{r['allreduce_share']:.1%} of the step time" in ddp_section
+    assert f"carrying {4 * n_params:,} B per step, as computed" in ddp_section
+    assert str((tmp_path / "ddp-results.json").resolve()) in ddp_section and "UTC" in ddp_section
+    assert f"{r['allreduce_share']:.1%} of a training step when measured here" in page
+    with pytest.raises(MeasuredRunError, match="another shape"):
+        survey.collect(DEFAULT_CHECKPOINT, ddp_run=tmp_path)
 
 
 def test_timer_counts_overlapping_buckets_once() -> None:

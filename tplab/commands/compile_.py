@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 HELP = "torch.compile MiniGPT-grammar and the seed's Linear+softmax; dump and annotate Inductor's kernels."
-DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/manifest.json, "
-               "DIR/compile-results.json and the generated code under DIR/kernels/.")
+DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/DISTRIBUTED.md (the seed's "
+               "survey of DDP, FSDP, TP and PP with this checkpoint's communication costs), "
+               "DIR/manifest.json, DIR/compile-results.json and the generated code under DIR/kernels/.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where to compile and time")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: torch's choice; 1 gives steadier numbers on a busy machine)")
+    p.add_argument("--ddp-run", type=Path, default=None, metavar="DIR",
+                   help="a `tplab ddp --out DIR` run of this checkpoint's model: DISTRIBUTED.md quotes its "
+                        "measured all-reduce share of a step (default: none, 'not measured here')")
+    p.add_argument("--tp-run", type=Path, default=None, metavar="DIR",
+                   help="a `tplab local --out DIR` run of this checkpoint: DISTRIBUTED.md quotes its measured "
+                        "TP collective time per token (default: none, 'not measured here')")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,6 +60,9 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, name) < 1:
             print(f"tplab compile: --{name.replace('_', '-')} must be at least 1.", file=sys.stderr)
             return 2
+    survey_ok = _check_survey_inputs(args)
+    if survey_ok is None:
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "tplab.labs.compile_lab", "--out", str(out),
            "--new-tokens", str(args.new_tokens), "--rounds", str(args.rounds), "--calls", str(args.calls)]
@@ -64,6 +74,11 @@ def main(args: argparse.Namespace) -> int:
         cmd += ["--threads", str(args.threads)]
     if args.device != "cpu":
         cmd += ["--device", args.device]
+    if survey_ok:
+        cmd += ["--survey-checkpoint", str(args.checkpoint)]
+        for flag, path in (("--ddp-run", args.ddp_run), ("--tp-run", args.tp_run)):
+            if path is not None:
+                cmd += [flag, str(path)]
     print(f"tplab compile: compiling (the first compile takes tens of seconds on a CPU); log in {out / 'inductor.log'}")
     with open(out / "inductor.log", "w") as log:
         rc = subprocess.call(cmd, env=inductor_env(out), stdout=log, stderr=subprocess.STDOUT)
@@ -80,5 +95,36 @@ def main(args: argparse.Namespace) -> int:
         ms = manifest["decode_ms_per_token"]
         print(f"decode: eager {ms['eager']:.3f} ms/token, compiled {ms['compiled']:.3f} ms/token "
               f"({manifest['decode_speedup_vs_eager']:.2f}x); tokens equal: {manifest['decode_tokens_equal']}")
+    if manifest.get("distributed_survey"):
+        print(f"distributed survey: {out / manifest['distributed_survey']} (pick: {manifest['distributed_pick']}; "
+              f"measured runs quoted: {', '.join(manifest['distributed_measured']) or 'none'})")
     print(f"status {manifest['status']}; report: {out / 'REPORT.md'}")
     return 0 if manifest["status"] == "COMPLETE" else 1
+
+
+def _check_survey_inputs(args: argparse.Namespace) -> bool | None:
+    """Whether DISTRIBUTED.md can be written (it needs the checkpoint); None after printing why the
+    runs given with --ddp-run / --tp-run cannot be quoted (checked before anything is compiled)."""
+    runs = [f for f, p in (("--ddp-run", args.ddp_run), ("--tp-run", args.tp_run)) if p is not None]
+    if not args.checkpoint.exists():
+        if runs:
+            print(f"tplab compile: {' and '.join(runs)} need the checkpoint {args.checkpoint}, which is not "
+                  "there; pass --checkpoint PATH.", file=sys.stderr)
+            return None
+        return False
+    from tplab.labs.distributed_survey import collect
+    from tplab.labs.measured_runs import MeasuredRunError
+    from tplab.model.checkpoint import CheckpointError
+
+    try:
+        collect(args.checkpoint, args.ddp_run, args.tp_run)
+    except CheckpointError as exc:
+        if args.substitute_only and not runs:  # the survey is the only use of the checkpoint here
+            print(f"tplab compile: DISTRIBUTED.md will not be written: {exc}", file=sys.stderr)
+            return False
+        print(f"tplab compile: {exc}", file=sys.stderr)
+        return None
+    except MeasuredRunError as exc:
+        print(f"tplab compile: {exc}", file=sys.stderr)
+        return None
+    return True

@@ -1,5 +1,9 @@
 """`tplab ddp --nproc 2`: seed 002's DDP-on-CPU lab (gloo ranks, all-reduce timed through a comm hook).
 
+The model trained has the shape of ``--checkpoint`` (default: the shipped one; its weights are not
+used, training starts from a fresh init), so the all-reduce measured is this model's gradient, and
+``tplab compile --ddp-run DIR`` can quote the run in DISTRIBUTED.md.
+
 Stdlib only at import time; torch is imported inside ``main``.
 """
 
@@ -14,6 +18,9 @@ DESCRIPTION = HELP + " Writes DIR/ddp-results.json and DIR/DDP_REPORT.md."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from tplab.paths import DEFAULT_CHECKPOINT
+    p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="train a model of this checkpoint's shape, from a fresh init (default: the shipped one)")
     p.add_argument("--out", type=Path, default=Path("ddp-lab"), help="output directory (default ./ddp-lab)")
     p.add_argument("--nproc", type=int, default=2, help="number of gloo ranks (default 2)")
     p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
@@ -36,9 +43,17 @@ def main(args: argparse.Namespace) -> int:
             print(f"tplab ddp: {msg}", file=sys.stderr)
             return 2
     from tplab.labs.ddp_lab import DDPSettings, run
+    from tplab.labs.model_shapes import read_config
+    from tplab.model.checkpoint import CheckpointError
 
+    try:
+        model = read_config(args.checkpoint)
+    except CheckpointError as exc:
+        print(f"tplab ddp: {exc}", file=sys.stderr)
+        return 2
     s = DDPSettings(nproc=args.nproc, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                    seed=args.seed, bucket_cap_mb=args.bucket_cap_mb, threads_per_rank=args.threads_per_rank)
+                    seed=args.seed, bucket_cap_mb=args.bucket_cap_mb, threads_per_rank=args.threads_per_rank,
+                    model=model, shape_from=str(args.checkpoint))
     print(f"tplab ddp: {s.nproc} gloo ranks, {s.steps} steps ...")
     r = run(args.out, s)
     print(f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}; step {r['step_ms_median']:.1f} ms, "

@@ -4,7 +4,8 @@ Inductor's kernels, and time eager against compiled on the hot path.
 Run it through ``tplab compile --out DIR`` (which starts ``python -m tplab.labs.compile_lab`` with
 the Inductor variables of ``inductor_env`` already set; set after ``import torch`` they are ignored).
 Writes ``DIR/compile-results.json``; ``compile_report`` turns it into ``REPORT.md``,
-``KERNEL_ANNOTATION.md`` and ``manifest.json``.
+``KERNEL_ANNOTATION.md``, ``DISTRIBUTED.md`` (Part F's survey, from ``distributed_survey``) and
+``manifest.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from tplab.labs import compile_report, inductor_dump
+from tplab.labs import compile_report, distributed_survey, inductor_dump
 from tplab.labs.inductor_env import DEBUG_SUBDIR, missing_env
 from tplab.labs.timing import time_pair
 
@@ -207,10 +208,18 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
 
 
 def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: int,
-        rounds: int, calls: int, threads: int | None, device: str = "cpu") -> dict[str, Any]:
-    """Run the lab into ``out`` and return the results written to compile-results.json."""
+        rounds: int, calls: int, threads: int | None, device: str = "cpu",
+        survey_checkpoint: Path | None = None, ddp_run: Path | None = None,
+        tp_run: Path | None = None) -> dict[str, Any]:
+    """Run the lab into ``out`` and return the results written to compile-results.json.
+
+    With ``survey_checkpoint`` the results also hold the distributed survey's inputs (the model's
+    shapes and the measured runs), from which ``compile_report`` writes DISTRIBUTED.md.
+    """
     if threads:
         torch.set_num_threads(threads)
+    distributed = (distributed_survey.collect(survey_checkpoint, ddp_run, tp_run)
+                   if survey_checkpoint is not None else None)
     watch = GraphWatch(out / DEBUG_SUBDIR)
     results: dict[str, Any] = {
         "lab": "compile", "torch": torch.__version__, "python": platform.python_version(),
@@ -221,6 +230,7 @@ def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: in
     }
     results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls, device)
                         if checkpoint is not None else None)
+    results["distributed"] = distributed
     results["finished_at"] = time.time()
     (out / "compile-results.json").write_text(json.dumps(results, indent=2))
     compile_report.write_all(out, results)
@@ -237,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--survey-checkpoint", type=Path, default=None)
+    ap.add_argument("--ddp-run", type=Path, default=None)
+    ap.add_argument("--tp-run", type=Path, default=None)
     args = ap.parse_args(argv)
     missing = missing_env()
     if missing:
@@ -248,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         print("compile lab: --device cuda was asked for but torch sees no GPU; use --device cpu.", file=sys.stderr)
         return 2
     run(args.out, args.checkpoint, args.prompts, args.new_tokens, args.rounds, args.calls, args.threads,
-        args.device)
+        args.device, args.survey_checkpoint, args.ddp_run, args.tp_run)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Turn the compile lab's results into REPORT.md, KERNEL_ANNOTATION.md and manifest.json.
+"""Turn the compile lab's results into REPORT.md, KERNEL_ANNOTATION.md, DISTRIBUTED.md and manifest.json.
 
 Kept apart from the lab so the words are built from the measured numbers and the kernel's own lines
 (every sentence that states a finding is chosen by a test on the data), and so it needs no torch.
@@ -11,6 +11,10 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+
+from tplab.labs import distributed_survey
+from tplab.labs.distributed_costs import choose
+from tplab.labs.model_shapes import ModelShapes
 
 MATCH_BAR = 1e-6
 DECODE_GOAL = 2.0
@@ -166,10 +170,29 @@ def report(out: Path, r: dict[str, Any]) -> str:
                   "generated wrapper with fused elementwise kernels and direct GEMM calls. The TinyHead "
                   "forward is a single GEMM plus a softmax, so there is little overhead for compile to "
                   "remove and the compiled call's own guards and wrapper can cost as much as they save."]
+    lines += ["", "## F. Distributed survey", ""]
+    d = r.get("distributed")
+    if d:
+        measured = _measured(d)
+        lines.append(f"[`{distributed_survey.FILE}`]({distributed_survey.FILE}): DDP, FSDP, tensor parallel and "
+                     "pipeline parallel, each with what it would communicate for this checkpoint "
+                     f"({d['model']['checkpoint']}), and the pick for MiniGPT-grammar: "
+                     f"**{_pick(d)}**. Measured runs quoted: {', '.join(measured) or 'none'}.")
+    else:
+        lines.append(f"`{distributed_survey.FILE}` was not written: it needs the model's checkpoint, and none "
+                     "was found (pass --checkpoint PATH).")
     lines += ["", "## Files", "", "- `compile-results.json` — every number above, unrounded",
               "- `kernels/` — each graph's `output_code.py`, `fx_graph_readable.py` and its kernels cut out",
-              "- `KERNEL_ANNOTATION.md`, `manifest.json`"]
+              "- `KERNEL_ANNOTATION.md`, " + (f"`{distributed_survey.FILE}`, " if d else "") + "`manifest.json`"]
     return "\n".join(lines) + "\n"
+
+
+def _measured(d: dict[str, Any]) -> list[str]:
+    return [f"{k.replace('_run', '')} ({d[k]['path']})" for k in ("ddp_run", "tp_run") if d.get(k)]
+
+
+def _pick(d: dict[str, Any]) -> str:
+    return choose(ModelShapes.from_json(d["model"]))
 
 
 def _sha256(path: Path) -> str:
@@ -197,14 +220,21 @@ def manifest(out: Path, r: dict[str, Any]) -> dict[str, Any]:
         "decode_tokens_equal": m["decode_tokens_equal"] if m else None,
         "decode_ms_per_token": m["decode_ms_per_token"] if m else None,
         "decode_speedup_vs_eager": m["decode_speedup_vs_eager"] if m else None,
+        "distributed_survey": distributed_survey.FILE if r.get("distributed") else None,
+        "distributed_pick": _pick(r["distributed"]) if r.get("distributed") else None,
+        "distributed_measured": [k.replace("_run", "") for k in ("ddp_run", "tp_run")
+                                 if (r.get("distributed") or {}).get(k)],
         "files": {str(p.relative_to(out)): _sha256(p) for p in files},
     }
 
 
 def write_all(out: Path, r: dict[str, Any]) -> None:
-    """Write KERNEL_ANNOTATION.md (if a softmax kernel was found), REPORT.md and manifest.json."""
+    """Write KERNEL_ANNOTATION.md (if a softmax kernel was found), DISTRIBUTED.md (if the results
+    hold the survey's inputs), REPORT.md and manifest.json (last, so it hashes the others)."""
     fs = r["substitute"].get("fused_softmax")
     if fs:
         (out / "KERNEL_ANNOTATION.md").write_text(annotation(fs))
+    if r.get("distributed"):
+        (out / distributed_survey.FILE).write_text(distributed_survey.render(r["distributed"]))
     (out / "REPORT.md").write_text(report(out, r))
     (out / "manifest.json").write_text(json.dumps(manifest(out, r), indent=2))

@@ -47,6 +47,7 @@ class DDPSettings:
     bucket_cap_mb: float = 25.0  # DDP's default
     threads_per_rank: int = 1
     model: dict[str, int] = field(default_factory=lambda: GPTConfig().to_dict())
+    shape_from: str = ""  # the checkpoint whose config gave ``model`` (its weights are not used)
     timeout_s: float = 120.0
 
 
@@ -154,7 +155,7 @@ def _rank_main(rank: int, s: DDPSettings, rdzv: str, out_file: str) -> None:
         dist.destroy_process_group()
 
 
-def _summary(s: DDPSettings, ranks: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
+def _summary(s: DDPSettings, ranks: list[dict[str, Any]], wall_s: float, started_at: float) -> dict[str, Any]:
     steps = s.steps
     skip = min(5, max(0, steps - 1))  # the first steps include DDP's bucket set-up and allocator warm-up
     mean_loss = [statistics.fmean(r["records"][i]["loss"] for r in ranks) for i in range(steps)]
@@ -175,6 +176,7 @@ def _summary(s: DDPSettings, ranks: list[dict[str, Any]], wall_s: float) -> dict
     return {
         "lab": "ddp", "seed_doc": "002", "backend": "gloo", "device": "cpu", "torch": torch.__version__,
         "settings": asdict(s), "params": ranks[0]["params"], "wall_s": wall_s,
+        "started_at": started_at, "finished_at": started_at + wall_s,
         "steps_skipped_in_timing": skip,
         "loss_first": statistics.fmean(mean_loss[:k]), "loss_last": statistics.fmean(mean_loss[-k:]),
         "loss_fell": statistics.fmean(mean_loss[-k:]) < statistics.fmean(mean_loss[:k]),
@@ -194,14 +196,14 @@ def run(out: Path, s: DDPSettings) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     rdzv_file = out / f".rendezvous-{os.getpid()}-{time.time_ns()}"
     raw = out / ".ddp-ranks.json"
-    t0 = time.perf_counter()
+    started_at, t0 = time.time(), time.perf_counter()
     try:
         mp.spawn(_rank_main, args=(s, f"file://{rdzv_file}", str(raw)), nprocs=s.nproc, join=True)
         ranks = json.loads(raw.read_text())
     finally:
         for p in (rdzv_file, raw):
             p.unlink(missing_ok=True)
-    summary = _summary(s, ranks, time.perf_counter() - t0)
+    summary = _summary(s, ranks, time.perf_counter() - t0, started_at)
     (out / "ddp-results.json").write_text(json.dumps(summary, indent=1))
     (out / "DDP_REPORT.md").write_text(ddp_report.render(summary))
     return summary

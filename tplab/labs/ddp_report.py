@@ -9,6 +9,12 @@ import time
 from typing import Any
 
 
+def _shape_note(s: dict[str, Any]) -> str:
+    m = s["model"]
+    src = f"the shape of {s['shape_from']}, freshly initialised" if s.get("shape_from") else "the default shape"
+    return f" ({src}: {m['n_layer']} blocks, d_model {m['d_model']}, vocabulary {m['vocab_size']})"
+
+
 def render(r: dict[str, Any]) -> str:
     s = r["settings"]
     share = r["allreduce_share"]
@@ -17,9 +23,9 @@ def render(r: dict[str, Any]) -> str:
     buckets = r["per_rank"][0]["buckets_per_step"]
     lines = [
         "# DDP on the CPU (seed 002)", "",
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {r['torch']}, backend {r['backend']}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(r.get('started_at')))}; torch {r['torch']}, backend {r['backend']}, "
         f"{s['nproc']} ranks × {s['threads_per_rank']} thread(s), MiniGPT-grammar with {r['params']:,} "
-        f"parameters, {s['steps']} steps of {s['batch_size']} sequences per rank "
+        f"parameters{_shape_note(s)}, {s['steps']} steps of {s['batch_size']} sequences per rank "
         f"({s['batch_size'] * s['nproc']} per step in all), AdamW lr {s['lr']:g}.", "",
         "## Result", "",
         f"- Loss (mean over ranks, first vs last tenth of the steps): {r['loss_first']:.3f} → "
