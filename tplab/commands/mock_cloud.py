@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 HELP = "run the local mock cloud (RunPod-compatible API + SSH pods on 127.0.0.1)"
-DESCRIPTION = (HELP + ". Prints one JSON line {api_url, rest_url, api_key, state_dir, pid} when "
+DESCRIPTION = (HELP + ". Prints one JSON line {api_url, api_key, state_dir, pid} when "
                "ready; runs until SIGTERM/Ctrl-C, then terminates every pod.")
 
 
