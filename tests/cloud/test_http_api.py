@@ -154,3 +154,19 @@ def test_list_pods_follows_pagination_when_present(serve):
     p._rest = api
     assert [x.id for x in p.list_pods()] == ["a", "b"]
     assert s.seen[1][1] == "/v2/pods?cursor=c2"
+
+
+def test_spend_is_billing_never_below_cost_times_seconds():
+    from tplab.cloud.spend import billing_total, settle
+    recs = [{"podId": "p", "totalAmount": 0.01}, {"podId": "q", "totalAmount": 5.0},
+            {"podId": "p", "totalAmount": 0.004}]
+    assert billing_total(recs, "p") == pytest.approx(0.014) and billing_total(recs, "x") is None
+    r = settle("p", 1.38, 36.2, 0.0146, 0.0146)       # 37 s billed: floor $0.014183
+    assert r.source == "billing" and r.actual_usd == 0.0146 and "agrees" in r.note
+    r = settle("p", 1.38, 36.2, 0.002, None)           # billing lags behind the pod
+    assert r.source == "rate_x_seconds" and r.actual_usd == pytest.approx(0.014183, abs=1e-6)
+    assert "below cost x billed seconds" in r.note
+    r = settle("p", 1.38, 36.2, None, 1.0)             # no record yet; other pods on the balance
+    assert r.source == "rate_x_seconds" and "no record" in r.note and "other pods" in r.note
+    r = settle("p", 1.38, 36.2, 0.01418333, None)      # equal up to rounding: the bill
+    assert r.source == "billing" and r.actual_usd >= r.rate_x_seconds_usd

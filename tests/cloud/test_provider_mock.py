@@ -195,3 +195,14 @@ def test_create_refuses_too_many_gpus_and_a_low_bid_before_calling(cloud):
         p.create(spec(new_key(), name="tplab-cheap", bid_usd_per_gpu_hr=0.01))
     names = {v["name"] for v in cloud.pods()}
     assert not names & {"tplab-nine", "tplab-cheap"}
+
+
+def test_a_bid_quoted_from_the_minimum_survives_rounding(cloud):
+    """The lab bids quote/gpus; a total rounded to 6 decimals divided back may fall a hair under
+    the minimum: the bid goes out at the minimum, never under it."""
+    p = _provider(cloud)
+    info = p.create(spec(new_key(), name="tplab-roundbid", bid_usd_per_gpu_hr=0.35 - 4e-7))
+    try:
+        assert info.usd_per_hr == pytest.approx(0.70)
+    finally:
+        p.terminate(info.id)

@@ -159,7 +159,8 @@ class RunPodProvider:
             if offer.offered is not False:
                 self.catalog_gpu(spec.gpu_type, spec.gpu_count)  # an unknown GPU says so
             raise SpotUnavailableError(f"No spot pod: {offer.note}; nothing was created.")
-        if spec.bid_usd_per_gpu_hr is not None and spec.bid_usd_per_gpu_hr < offer.min_bid_per_gpu:
+        low = offer.min_bid_per_gpu - 1e-6  # a bid quoted from the minimum may be rounded below it
+        if spec.bid_usd_per_gpu_hr is not None and spec.bid_usd_per_gpu_hr < low:
             raise ProviderError(
                 f"The bid ${spec.bid_usd_per_gpu_hr}/GPU-hr is below RunPod's minimum bid "
                 f"${offer.min_bid_per_gpu}/GPU-hr for {spec.gpu_type}; nothing was created. "

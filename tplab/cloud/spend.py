@@ -14,6 +14,9 @@ from typing import Any, Iterable
 
 from tplab.cloud.base import CostReport
 
+#: amounts differing by less than this are the same amount rounded differently
+ROUNDING_USD = 1e-6
+
 
 def billing_total(records: Iterable[dict[str, Any]], pod_id: str) -> float | None:
     """The pod's billed amount over ``records`` (None when none is the pod's)."""
@@ -26,10 +29,10 @@ def settle(pod_id: str, usd_per_hr: float, seconds: float, billing_usd: float | 
            balance_delta_usd: float | None, extra_notes: Iterable[str] = ()) -> CostReport:
     """The figure to record and why (see the module docstring)."""
     billed_s = float(math.ceil(max(0.0, seconds) - 1e-9))
-    floor = round(usd_per_hr * billed_s / 3600.0, 6)
+    floor = usd_per_hr * billed_s / 3600.0
     notes = list(extra_notes)
-    if billing_usd is not None and billing_usd >= floor - 1e-9:
-        actual, source = billing_usd, "billing"
+    if billing_usd is not None and billing_usd >= floor - ROUNDING_USD:
+        actual, source = max(billing_usd, floor), "billing"  # never below the floor
         notes.append(f"from RunPod's billing record for pod {pod_id} (${billing_usd:.6f}); "
                      f"cost x billed seconds is ${floor:.6f}")
     elif billing_usd is not None:
@@ -50,5 +53,5 @@ def settle(pod_id: str, usd_per_hr: float, seconds: float, billing_usd: float | 
         else:
             notes.append("the balance change agrees")
     return CostReport(actual_usd=round(actual, 6), balance_delta_usd=balance_delta_usd,
-                      rate_x_seconds_usd=floor, billed_seconds=billed_s,
+                      rate_x_seconds_usd=round(floor, 6), billed_seconds=billed_s,
                       note="; ".join(notes), billing_usd=billing_usd, source=source)
