@@ -49,7 +49,10 @@ async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
     reason = manifest["reason"]
     assert "RunPod no longer offers spot pods" in reason and "never switches" in reason
     assert "On-demand is $1.380/h (stock HIGH), worst case $2.76 for the 2.00 h wall cap" in reason
-    assert f"`tplab run --on-demand --mock --api-url {mock_cloud.api_url}`" in reason
+    command = reason.split("to use it, run `")[1].split("`")[0]  # this same lab, on-demand
+    assert command.startswith(f"tplab run --on-demand --mock --api-url {mock_cloud.api_url} ")
+    assert "--prompts 2 --new-tokens 8 --warmup 1" in command and "--no-sweep" in command
+    assert f"--out {cfg.out_dir}" in command
     assert "nothing was created" in reason
     assert mock_cloud.pods() == [] and _ledger_kinds() == []  # refused before authorize
     before = mock_cloud.calls()
@@ -82,7 +85,8 @@ async def test_ambiguous_create_finds_the_pod_by_name_and_terminates_it(lab_asse
     assert outcome.status == FAILED and outcome.exit_code != 0
     (view,) = mock_cloud.pods()
     assert outcome.pod_id == view["id"] and outcome.verified_gone
-    assert f"yet RunPod made pod {view['id']} named tplab-" in outcome.reason
+    assert (f"RunPod answered the create with an error (an error page, not GraphQL), yet it "
+            f"made pod {view['id']} named tplab-") in outcome.reason
     assert "found by its name, the lab stops and terminates it" in outcome.reason
     _no_live_pod(mock_cloud)
     assert _ledger_kinds() == ["authorize", "actual"]
@@ -128,5 +132,7 @@ async def test_a_rate_limit_that_does_not_pass_ends_the_lab_with_nothing_created
     cfg = tiny_lab_config(lab_assets, tmp_path, spot=False)
     outcome = await Lab(cfg, provider=provider_for(mock_cloud.api_key, mock_cloud.api_url)).run()
     assert outcome.status == FAILED and outcome.exit_code != 0 and outcome.pod_id is None
-    assert "RunPod kept rate-limiting tplab (HTTP 429) while creating the pod" in outcome.reason
+    assert outcome.reason.startswith("RunPod kept rate-limiting tplab (HTTP 429) while creating "
+                                     "the pod tplab-")
+    assert outcome.reason.endswith("try again in a few minutes; nothing was created")
     assert mock_cloud.pods() == [] and _ledger_kinds() == ["authorize", "release"]

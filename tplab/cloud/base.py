@@ -73,11 +73,13 @@ class RequestBugError(ProviderError):
 
 class AmbiguousCreateError(TransientError):
     """The create call failed in a way that may still have made a (billing) pod: a 5xx, a
-    timeout or a lost connection. ``pod_name`` is the name to look for in the pod list."""
+    timeout or a lost connection. ``pod_name`` is the name to look for in the pod list;
+    ``cause`` says in a few words what came back ("HTTP 500: ...", "no answer in time")."""
 
-    def __init__(self, message: str, pod_name: str) -> None:
+    def __init__(self, message: str, pod_name: str, cause: str = "") -> None:
         super().__init__(message)
         self.pod_name = pod_name
+        self.cause = cause or message
 
 
 @dataclass(frozen=True)

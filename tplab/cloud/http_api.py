@@ -122,7 +122,7 @@ class RestV2:
                 if create_name:
                     raise AmbiguousCreateError(
                         f"RunPod's API {why} while {what}; the pod may have been created anyway.",
-                        create_name) from None
+                        create_name, f"RunPod's API {why}") from None
                 failures += 1
                 if failures > len(self.retry_delays):
                     raise TransientError(f"RunPod's API at {self.base_url} {why} while {what}, "
@@ -147,7 +147,7 @@ class RestV2:
                 if create_name:
                     raise AmbiguousCreateError(
                         f"RunPod answered HTTP {status} while {what} ({detail}); the pod may "
-                        "have been created anyway.", create_name)
+                        "have been created anyway.", create_name, f"HTTP {status}: {detail}")
                 failures += 1
                 if failures > len(self.retry_delays):
                     raise TransientError(

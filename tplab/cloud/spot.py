@@ -129,12 +129,15 @@ class Spot:
         except AuthError:
             raise
         except TransientError as exc:
+            cause = ("no answer in time" if "in time" in str(exc) else
+                     "an error page, not GraphQL" if "error page" in str(exc) else
+                     "no connection")
             raise AmbiguousCreateError(f"{exc} The spot pod may have been created anyway.",
-                                       spec.name) from None
+                                       spec.name, cause) from None
         pod = data.get(ops.SPOT_MUTATION)
         if not isinstance(pod, dict) or not pod.get("id"):
             raise AmbiguousCreateError("RunPod answered the spot create without a pod id.",
-                                       spec.name)
+                                       spec.name, "an answer without a pod id")
         return pod
 
     def balance(self) -> float | None:

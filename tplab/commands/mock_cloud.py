@@ -1,7 +1,8 @@
 """`tplab mock-cloud`: run the local RunPod-compatible mock cloud until interrupted.
 
-The mock (tplab/mock) serves RunPod's GraphQL subset and REST v1 pod routes on 127.0.0.1; its pods
-are SSH servers on loopback. Point tplab (or the runpod SDK) at it with
+The mock (tplab/mock) serves RunPod's REST v2 pod, catalog and billing routes (held to RunPod's
+OpenAPI document) and the GraphQL tplab still uses on 127.0.0.1; its pods are SSH servers on
+loopback. Point tplab (or the runpod SDK) at it with
 ``RUNPOD_API_BASE_URL=<api_url>`` and ``RUNPOD_API_KEY=<api_key>`` from the JSON line it prints.
 """
 

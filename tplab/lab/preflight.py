@@ -14,7 +14,7 @@ import asyncio
 import shlex
 from pathlib import Path
 
-from tplab.cloud.base import DEFAULT_GPU_TYPE, Quote
+from tplab.cloud.base import Quote
 from tplab.lab import leftovers
 from tplab.lab.config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
@@ -78,21 +78,32 @@ def planned_seconds(cfg: LabConfig) -> float:
     return min(cfg.wall_cap_s, PLANNED_OVERHEAD_S + job)
 
 
+#: LabConfig field -> its `tplab run` flag (options.add_lab_arguments), for on_demand_command
+_FLAGS = (("api_url", "--api-url"), ("gpu_type", "--gpu-type"), ("gpus", "--gpus"),
+          ("lab_cap_usd", "--lab-cap"), ("phase_cap_usd", "--phase-cap"),
+          ("num_prompts", "--prompts"), ("new_tokens", "--new-tokens"), ("warmup", "--warmup"),
+          ("instrumented_prompts", "--instrumented-prompts"), ("out_dir", "--out"),
+          ("checkpoint", "--checkpoint"), ("prompts", "--prompts-file"),
+          ("heartbeat_timeout_s", "--heartbeat-timeout"), ("wall_cap_s", "--wall-cap"),
+          ("boot_timeout_s", "--boot-timeout"))
+
+
 def on_demand_command(cfg: LabConfig) -> str:
-    """The `tplab run` line that runs this lab on an on-demand pod."""
+    """The `tplab run` line that runs this same lab on an on-demand pod (every setting that
+    differs from the defaults, plus ``--on-demand``)."""
+    default = LabConfig()
     parts = ["tplab run --on-demand"]
     if cfg.mock:
         parts.append("--mock")
-    if cfg.api_url:
-        parts.append(f"--api-url {shlex.quote(cfg.api_url)}")
-    if cfg.gpu_type != DEFAULT_GPU_TYPE:
-        parts.append(f"--gpu-type {shlex.quote(cfg.gpu_type)}")
-    if cfg.gpus != 2:
-        parts.append(f"--gpus {cfg.gpus}")
-    if cfg.lab_cap_usd is not None:
-        parts.append(f"--lab-cap {cfg.lab_cap_usd:g}")
-    if cfg.wall_cap_s != 7200.0:
-        parts.append(f"--wall-cap {cfg.wall_cap_s:g}")
+    for name, flag in _FLAGS:
+        value = getattr(cfg, name)
+        if value is not None and value != getattr(default, name):
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            parts.append(f"{flag} {shlex.quote(text)}")
+    if not cfg.sweep:
+        parts.append("--no-sweep")
+    if cfg.compile:
+        parts.append("--compile")
     return " ".join(parts)
 
 

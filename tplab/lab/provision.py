@@ -99,8 +99,14 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
         found = await find_after_ambiguous_create(ctx, exc)
         adopt_pod(ctx, found)
         raise LabStop(FAILED, one_line(
-            f"the create answered with an error ({exc}), yet RunPod made pod {found.id} named "
-            f"{name}: found by its name, the lab stops and terminates it")) from None
+            f"RunPod answered the create with an error ({exc.cause}), yet it made pod "
+            f"{found.id} named {name}: found by its name, the lab stops and terminates "
+            "it")) from None
+    except (AuthError, ProviderError) as exc:  # refused (400/402/403/422/429 ...): no pod
+        msg = str(exc).rstrip(". ")
+        if "nothing was created" not in msg.lower():
+            msg += "; nothing was created"
+        raise LabStop(FAILED, one_line(msg)) from None
     adopt_pod(ctx, info)
     return info
 
@@ -112,9 +118,9 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
     record and the authorization stay open: settle keeps them)."""
     cfg, pod = ctx.config, ctx.facts.pod
     name = exc.pod_name
-    ctx.stream.warn(one_line(f"the create answered with an error ({exc}); looking for a pod "
-                             f"named {name} for {cfg.create_lookup_s:.0f} s before calling it "
-                             "not created"))
+    ctx.stream.warn(one_line(f"RunPod answered the create with an error ({exc.cause}); looking "
+                             f"for a pod named {name} for {cfg.create_lookup_s:.0f} s before "
+                             "calling it not created"))
     deadline = time.monotonic() + cfg.create_lookup_s
     listed_once = False
     last_error = ""
@@ -135,12 +141,12 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
         await asyncio.sleep(min(2.0, max(0.2, cfg.create_lookup_s / 20)))
     if listed_once and not last_error:
         raise LabStop(FAILED, one_line(
-            f"the create answered with an error ({exc}); no pod named {name} appeared in "
-            f"RunPod's pod list within {cfg.create_lookup_s:.0f} s, so none was created"))
+            f"RunPod answered the create with an error ({exc.cause}); no pod named {name} "
+            f"appeared in its pod list within {cfg.create_lookup_s:.0f} s, so none was created"))
     pod.creation_unknown = True
     raise LabStop(FAILED, one_line(
-        f"the create answered with an error ({exc}) and RunPod's pod list could not be read "
-        f"({last_error or 'no answer'}): whether a pod named {name} exists is UNKNOWN; run "
+        f"RunPod answered the create with an error ({exc.cause}) and its pod list could not "
+        f"be read ({last_error or 'no answer'}): whether a pod named {name} exists is UNKNOWN; run "
         f"`tplab status{' --mock' if cfg.mock else ''}` (or look in the RunPod console) and "
         "terminate it if it is there; the instance record and the authorization stay open"))
 
