@@ -53,15 +53,18 @@ def test_check_with_a_bad_key_says_so_and_fails(cloud):
     assert "could not run" in proc.stderr
 
 
-def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud):
+def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkeypatch):
+    from tplab.commands.check import gather_check
+    monkeypatch.setenv("RUNPOD_API_KEY", cloud.api_key)
     cloud.set_faults(spot_removed=True)
-    proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
-    assert proc.returncode == 1
-    assert "[FAIL] spot      spot not available: RunPod no longer offers spot pods" in proc.stdout
-    assert "`tplab run --on-demand` can" in proc.stdout
-    proc = _check("--mock", "--api-url", cloud.api_url, "--on-demand", key=cloud.api_key)
-    assert proc.returncode == 0, proc.stdout
-    assert "on-demand worst case $2.76" in proc.stdout
+    report = gather_check(mock=True, api_url=cloud.api_url)
+    spot = next(line for line in report.lines if line.name == "spot")
+    assert not report.can_run and spot.ok is False and report.spot_offered is False
+    assert spot.text.startswith("spot not available: RunPod no longer offers spot pods")
+    assert "`tplab run --on-demand` can" in spot.text
+    report = gather_check(mock=True, api_url=cloud.api_url, spot=False)
+    assert report.can_run and report.worst_case_usd == pytest.approx(2.76)
+    assert "on-demand worst case $2.76" in report.lines[-1].text
 
 
 def test_check_on_its_own_mock_cloud_and_as_json():

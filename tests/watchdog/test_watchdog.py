@@ -276,7 +276,12 @@ def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
         while p.status(ready.id).state != "GONE" and time.monotonic() < deadline:
             time.sleep(0.1)
         assert p.status(ready.id).state == "GONE"
-        view = next(v for v in cloud.pods() if v["id"] == ready.id)
+        deadline = time.monotonic() + 5  # a SIGKILLed process may take a moment to go
+        while True:
+            view = next(v for v in cloud.pods() if v["id"] == ready.id)
+            if view["alivePids"] == [] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert view["alivePids"] == []
         calls = cloud.calls()
     log = (Path(view["sandbox"]) / "watchdog.log").read_text()
