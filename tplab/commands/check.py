@@ -117,7 +117,8 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     try:
         quote = provider.quote(gpu, gpus)
     except AuthError as exc:
-        report.add("key", False, f"{one_line(exc)} (key from {report.key_source})")
+        report.add("key", False, f"{one_line(exc).rstrip('.')}; the key used came from "
+                   f"{report.key_source}.")
         return
     except ProviderError as exc:
         report.key_ok = True
