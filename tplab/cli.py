@@ -17,6 +17,7 @@ from tplab import __version__
 
 #: subcommand name -> module under tplab.commands (order is the order shown in --help)
 COMMANDS: dict[str, str] = {
+    "check": "check",
     "run": "run",
     "status": "status",
     "terminate": "terminate",

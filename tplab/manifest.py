@@ -7,6 +7,11 @@ allreduce_ms_per_token, comm_compute_ratio, outputs_match, the tplab version and
 COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run)
 or FAILED (with the reason).
 
+Money: ``estimated_cost_usd`` is what the caller expects the run to cost (the lab: the quote's
+price x the planned run's duration, tplab.lab.preflight.ESTIMATE_FORMULA), ``actual_cost_usd`` what
+was recorded; the lab adds ``worst_case_usd``, ``authorized_usd`` and ``actual_cost_source`` as
+fields of their own (tplab/lab/artifacts.py).
+
 ``lesson_notes`` is written from the run's measured numbers (message size, α against per-token
 compute, launches not divided), so two runs on different hardware read differently; without a
 run it says so, and why. ``nvlink_present`` comes from the job's ``nvidia-smi topo -m`` capture

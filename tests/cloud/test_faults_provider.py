@@ -1,4 +1,4 @@
-"""Each mock fault switch gives the documented behaviour: a clear error, and no pod left."""
+"""Each mock fault switch gives the provider's documented answer: a clear error, and no pod left."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from tplab.cloud.base import NoCapacityError, NotReadyError, ProviderError, TransientError
+from tplab.cloud.base import (AmbiguousCreateError, NoCapacityError, NotReadyError,
+                              ProviderError, RateLimitedError, SpotUnavailableError,
+                              TransientError)
 from tplab.cloud.runpod_provider import RunPodProvider
 from tests.mock.helpers import GPU, new_key, spec, ssh_run
 
@@ -26,41 +28,40 @@ def _views(cloud, name):
 
 def _assert_nothing_left(cloud, name):
     for view in _views(cloud, name):
-        assert view["desiredStatus"] == "TERMINATED", view
+        assert view["status"] == "TERMINATED", view
         assert view["alivePids"] == [] and not view["sshListening"], view
 
 
 def test_no_spot_capacity_creates_nothing(cloud):
     cloud.set_faults(no_spot_capacity=True)
-    with pytest.raises(NoCapacityError, match=r"No spot capacity .* nothing was created"):
+    with pytest.raises(SpotUnavailableError, match=r"no spot capacity .* nothing was created"):
         _provider(cloud).create(spec(new_key(), name="tplab-f-nospot"))
     assert _views(cloud, "tplab-f-nospot") == []
 
 
-def test_runtime_null_past_the_bound_terminates(cloud):
+def test_no_on_demand_capacity_is_a_400_with_the_detail(cloud):
+    cloud.set_faults(no_on_demand_capacity=True)
+    p = _provider(cloud)
+    assert p.quote(GPU, 2).availability == "NONE"
+    with pytest.raises(NoCapacityError, match=r"no capacity .*HTTP 400: There are no longer"):
+        p.create(spec(new_key(), name="tplab-f-noond", spot=False))
+    assert _views(cloud, "tplab-f-noond") == []
+
+
+def test_runtime_late_past_the_bound_terminates(cloud):
     cloud.set_faults(runtime_null_s=30)
     p = _provider(cloud)
-    info = p.create(spec(new_key(), name="tplab-f-rtnull"))
-    with pytest.raises(NotReadyError, match=r"runtime is not up yet.*has been terminated"):
+    info = p.create(spec(new_key(), name="tplab-f-rtnull", spot=False))
+    with pytest.raises(NotReadyError, match=r"STARTING and 22/tcp has no public port.*terminated"):
         p.wait_ready(info.id, 1.0)
     assert p.verify_gone(info.id).gone
     _assert_nothing_left(cloud, "tplab-f-rtnull")
 
 
-def test_runtime_null_within_the_bound_is_waited_for(cloud):
-    cloud.set_faults(runtime_null_s=0.6)
-    p = _provider(cloud)
-    t0 = time.monotonic()
-    info = p.create(spec(new_key(), name="tplab-f-rtslow"))
-    ready = p.wait_ready(info.id, 15)
-    assert time.monotonic() - t0 >= 0.6 and ready.ssh is not None
-    p.terminate(info.id)
-
-
 def test_ssh_refusing_past_the_bound_terminates(cloud):
     cloud.set_faults(ssh_refuse_s=30)
     p = _provider(cloud)
-    info = p.create(spec(new_key(), name="tplab-f-refuse"))
+    info = p.create(spec(new_key(), name="tplab-f-refuse", spot=False))
     with pytest.raises(NotReadyError, match=r"handshake.*has been terminated"):
         p.wait_ready(info.id, 1.5)
     _assert_nothing_left(cloud, "tplab-f-refuse")
@@ -69,66 +70,87 @@ def test_ssh_refusing_past_the_bound_terminates(cloud):
 def test_ssh_refusing_for_a_while_is_waited_for(cloud):
     cloud.set_faults(ssh_refuse_s=0.7)
     p = _provider(cloud)
-    info = p.create(spec(new_key(), name="tplab-f-refuse2"))
-    first_ports = None
+    info = p.create(spec(new_key(), name="tplab-f-refuse2", spot=False))
+    first = None
     deadline = time.monotonic() + 10
-    while first_ports is None and time.monotonic() < deadline:
-        first_ports = p.status(info.id).ssh
+    while first is None and time.monotonic() < deadline:
+        first = p.status(info.id).ssh
         time.sleep(0.02)
-    assert first_ports is not None  # the port shows while SSH still refuses
+    assert first is not None  # the port shows while SSH still refuses
     with pytest.raises(OSError):
-        socket.create_connection((first_ports.host, first_ports.port), timeout=1).close()
-    ready = p.wait_ready(info.id, 15)
-    assert ready.ssh.host_key
+        socket.create_connection((first.host, first.port), timeout=1).close()
+    assert p.wait_ready(info.id, 15).ssh.host_key
     p.terminate(info.id)
 
 
-def test_http_500_on_create_raises_and_leaves_nothing(cloud):
-    cloud.set_faults(http_500={"podRentInterruptable": 1})
-    with pytest.raises(ProviderError, match=r"server error page.*Nothing was created") as err:
-        _provider(cloud).create(spec(new_key(), name="tplab-f-500"))
-    assert not isinstance(err.value, NoCapacityError)
+def test_boot_error_is_a_clear_failure_not_a_timeout(cloud):
+    cloud.set_faults(boot_error=True)
+    p = _provider(cloud)
+    info = p.create(spec(new_key(), name="tplab-f-error", spot=False))
+    t0 = time.monotonic()
+    with pytest.raises(NotReadyError, match=r"went ERROR before SSH came up \(RunPod could not "
+                                            r"start its container\); it has been terminated"):
+        p.wait_ready(info.id, 60)
+    assert time.monotonic() - t0 < 10
+    _assert_nothing_left(cloud, "tplab-f-error")
+
+
+def test_http_500_before_create_is_ambiguous_and_leaves_nothing(cloud):
+    cloud.set_faults(http_500={"POST /v2/pods": 1})
+    with pytest.raises(AmbiguousCreateError, match=r"HTTP 500.*may have been created") as err:
+        _provider(cloud).create(spec(new_key(), name="tplab-f-500", spot=False))
+    assert err.value.pod_name == "tplab-f-500"
     assert _views(cloud, "tplab-f-500") == []
 
 
-def test_http_500_on_rest_create_raises_and_leaves_nothing(cloud):
-    cloud.set_faults(http_500={"POST /v1/pods": 1})
-    with pytest.raises(ProviderError, match=r"HTTP 500.*Nothing was created"):
-        _provider(cloud, creation_api="rest").create(spec(new_key(), name="tplab-f-500r"))
-    assert _views(cloud, "tplab-f-500r") == []
-
-
-def test_create_that_fails_after_creating_is_cleaned_up(cloud):
+@pytest.mark.parametrize("spot", [False, True])
+def test_create_500_after_create_leaves_a_pod_to_find_by_name(cloud, spot):
+    cloud.set_faults(create_500_after_create=1)
+    name = f"tplab-f-made-{'spot' if spot else 'od'}"
     p = _provider(cloud)
-    real = p._api.graphql
-
-    def created_then_lost(what, query):
-        answer = real(what, query)
-        if "podRentInterruptable" in query:
-            raise TransientError("RunPod's API did not answer in time while creating; try again.")
-        return answer
-
-    p._api.graphql = created_then_lost
-    with pytest.raises(ProviderError, match="was terminated"):
-        p.create(spec(new_key(), name="tplab-f-lost"))
-    assert len(_views(cloud, "tplab-f-lost")) == 1
-    _assert_nothing_left(cloud, "tplab-f-lost")
+    with pytest.raises(AmbiguousCreateError) as err:
+        p.create(spec(new_key(), name=name, spot=spot))
+    assert err.value.pod_name == name
+    found = [x for x in p.list_pods() if x.name == name]
+    assert len(found) == 1 and _views(cloud, name)[0]["status"] != "TERMINATED"
+    p.terminate(found[0].id)
+    _assert_nothing_left(cloud, name)
 
 
 def test_http_500_on_reads_is_retried(cloud):
-    cloud.set_faults(http_500={"pod": 2, "gpuTypes": 1, "myself": 1})
+    cloud.set_faults(http_500={"GET /v2/pods/{id}": 2, "GET /v2/catalog/gpus": 1, "myself": 1,
+                               "gpuTypes": 1})
     p = _provider(cloud)
     assert p.quote(GPU, 2).spot_available
     assert p.balance() is not None
-    info = p.create(spec(new_key(), name="tplab-f-500read"))
+    info = p.create(spec(new_key(), name="tplab-f-500read", spot=False))
     assert p.wait_ready(info.id, 15).ssh is not None
     p.terminate(info.id)
 
 
 def test_http_500_that_persists_is_one_clear_sentence(cloud):
-    cloud.set_faults(http_500={"gpuTypes": 10})
-    with pytest.raises(TransientError, match=r"^RunPod's API failed while quoting GPU prices.*minute\.$"):
+    cloud.set_faults(http_500={"GET /v2/catalog/gpus": 10})
+    with pytest.raises(TransientError, match=r"^RunPod's API failed while quoting GPU prices "
+                                             r"\(HTTP 500: internal error\) 3 times; try again"):
         _provider(cloud).quote(GPU, 2)
+
+
+def test_429_is_waited_out_as_retry_after_asks(cloud):
+    cloud.set_faults(http_429={"POST /v2/pods": 2}, retry_after_s=1)
+    slept: list[float] = []
+    p = _provider(cloud, sleep=lambda s: (slept.append(s), time.sleep(min(s, 0.05))))
+    info = p.create(spec(new_key(), name="tplab-f-429", spot=False))
+    assert slept[:2] == [1.0, 1.0]
+    p.terminate(info.id)
+
+
+def test_429_that_persists_is_one_clear_sentence_and_no_pod(cloud):
+    cloud.set_faults(http_429={"POST /v2/pods": 50}, retry_after_s=2)
+    p = _provider(cloud, sleep=lambda s: None)
+    with pytest.raises(RateLimitedError, match=r"kept rate-limiting tplab \(HTTP 429\) while "
+                                               r"creating the pod tplab-f-429b, after waiting 6 s"):
+        p.create(spec(new_key(), name="tplab-f-429b", spot=False))
+    assert _views(cloud, "tplab-f-429b") == []
 
 
 def test_spot_interruption_kills_the_pod_and_terminate_cleans_up(cloud):
@@ -142,7 +164,7 @@ def test_spot_interruption_kills_the_pod_and_terminate_cleans_up(cloud):
     while p.status(info.id).state != "EXITED" and time.monotonic() < deadline:
         time.sleep(0.05)
     status = p.status(info.id)
-    assert status.state == "EXITED" and status.ssh is None
+    assert status.state == "EXITED" and status.ssh is None and status.usd_per_hr == 0
     view = _views(cloud, "tplab-f-interrupt")[0]
     assert view["alivePids"] == [] and view["endReason"] == "spot interruption"
     assert info.id in [x.id for x in p.list_pods()]  # still listed until terminated
@@ -161,7 +183,7 @@ def test_spot_interruption_before_ssh_fails_wait_ready(cloud):
 
 def test_terminate_failing_a_few_times_is_retried(cloud):
     p = _provider(cloud)
-    info = p.create(spec(new_key(), name="tplab-f-term"))
+    info = p.create(spec(new_key(), name="tplab-f-term", spot=False))
     cloud.set_faults(terminate_fail_n=2)
     p.terminate(info.id)
     assert p.verify_gone(info.id).gone
@@ -169,7 +191,7 @@ def test_terminate_failing_a_few_times_is_retried(cloud):
 
 def test_terminate_failing_every_time_names_the_pod(cloud):
     p = _provider(cloud)
-    info = p.create(spec(new_key(), name="tplab-f-term2"))
+    info = p.create(spec(new_key(), name="tplab-f-term2", spot=False))
     cloud.set_faults(terminate_fail_n=50)
     with pytest.raises(ProviderError) as err:
         p.terminate(info.id)
@@ -179,17 +201,3 @@ def test_terminate_failing_every_time_names_the_pod(cloud):
     cloud.set_faults(terminate_fail_n=0)
     p.terminate(info.id)
     assert p.verify_gone(info.id).gone
-
-
-def test_docker_args_mean_no_sshd_as_on_runpod(cloud):
-    """Why the provider never sets dockerArgs: the mock behaves as RunPod did, sshd never starts."""
-    from tplab.cloud.sdk import ctl
-
-    key = new_key()
-    p = _provider(cloud)
-    raw = p._api.call("creating", ctl().create_pod, "tplab-f-dockerargs", "img", GPU,
-                      gpu_count=1, docker_args="sleep infinity", ports="22/tcp",
-                      env={"PUBLIC_KEY": key.export_public_key().decode().strip()})
-    with pytest.raises(NotReadyError, match=r"handshake.*has been terminated"):
-        p.wait_ready(raw["id"], 1.5)
-    _assert_nothing_left(cloud, "tplab-f-dockerargs")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncssh
 
-from tplab.cloud.keys import load_api_key
+from tplab.cloud.keys import find_api_key, load_api_key
 from tplab.redact import MASK, error_text, redact, register_secret
 
 
@@ -41,6 +41,19 @@ def test_key_from_env_then_config(tmp_path):
     assert load_api_key({}, bad) is None
 
 
+def test_key_sources_include_runpodctl_and_say_which(tmp_path):
+    ctl = tmp_path / "ctl.toml"
+    ctl.write_text('apiKey = "CTLKEY_0123456789"\napiUrl = "https://api.runpod.io/graphql"\n')
+    found = find_api_key({}, ctl)
+    assert found.key == "CTLKEY_0123456789" and found.source.endswith("apiKey (runpodctl)")
+    assert "CTLKEY" not in repr(found)
+    both = tmp_path / "both.toml"
+    both.write_text('apiKey = "CTLKEY_0123456789"\n[default]\napi_key = "SDKKEY_0123456789"\n')
+    assert find_api_key({}, both).source.endswith("[default] api_key")
+    assert find_api_key({"RUNPOD_API_KEY": "ENVKEY_0123456789"}, both).source == "RUNPOD_API_KEY"
+    assert redact("x CTLKEY_0123456789") == f"x {MASK}"
+
+
 def test_gone_proof():
     from tplab.cloud.base import GoneProof
 
@@ -48,3 +61,5 @@ def test_gone_proof():
     assert GoneProof("p", "t", {"pod": {"desiredStatus": "TERMINATED"}}, listed=False).gone
     assert not GoneProof("p", "t", {"pod": None}, listed=True).gone
     assert not GoneProof("p", "t", {"pod": {"desiredStatus": "RUNNING"}}, listed=False).gone
+    assert GoneProof("p", "t", {"pod": {"status": "TERMINATED"}}, listed=False).gone
+    assert not GoneProof("p", "t", {"pod": {"status": "EXITED"}}, listed=False).gone

@@ -70,14 +70,23 @@ def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[d
 # ----------------------------------------------------------------------------------------------
 
 
-async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path):
+async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock_cloud,
+                                                     monkeypatch):
     from tplab.commands.run import run_lab
     import io
-    cfg = _cfg(lab_assets, tmp_path)
+    monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
     assert code == 0, text
+    # pods on REST v2 only: the one GraphQL pod call is the spot rent (v2 has no spot)
+    calls = mock_cloud.calls()
+    assert not [k for k in calls if "/v1" in k], calls
+    assert calls["graphql podRentInterruptable"] == 1 and "POST /v2/pods" not in calls
+    assert not [k for k in calls if k in ("graphql pod", "graphql podTerminate",
+                                          "graphql podFindAndDeployOnDemand")], calls
+    assert calls["DELETE /v2/pods/{id}"] == 1 and calls["GET /v2/pods/{id}"] >= 2
     d = cfg.out_dir
     for name in ("manifest.json", "results.json", "events.jsonl", "instance.json",
                  "proof-terminated.json", "scaling-curve.png", "job.log", "stream.jsonl"):
@@ -352,7 +361,8 @@ async def test_failed_create_keeps_the_intent_and_releases_the_hold(lab_assets, 
                              state_dir=tmp_path / "mock-state")
     try:
         prov = _provider(cloud.api_key, cloud.api_url)
-        cfg = _cfg(lab_assets, tmp_path)
+        # a 5xx create is ambiguous: the pod is looked for by name (here briefly) first
+        cfg = _cfg(lab_assets, tmp_path, create_lookup_s=1.0)
         outcome = await Lab(cfg, provider=prov).run()
         assert outcome.status == FAILED and outcome.pod_id is None
         assert cloud.pods() == []
@@ -362,6 +372,7 @@ async def test_failed_create_keeps_the_intent_and_releases_the_hold(lab_assets, 
         kinds = [e["kind"] for e in _ledger_lines()]
         assert kinds == ["authorize", "release"]
         assert cloud.api_key not in outcome.reason
+        assert "no pod named tplab-" in outcome.reason and "none was created" in outcome.reason
     finally:
         cloud.stop()
 
@@ -394,7 +405,8 @@ async def test_slow_runtime_and_refused_ssh_are_waited_out(lab_assets, tmp_path)
 
 async def test_api_errors_and_failing_terminates_still_end_verified_gone(lab_assets, tmp_path):
     from tplab.mock.handle import start_mock_cloud
-    cloud = start_mock_cloud({"terminate_fail_n": 2, "http_500": {"pod": 2}}, boot_delay_s=0.3,
+    cloud = start_mock_cloud({"terminate_fail_n": 2, "http_500": {"GET /v2/pods/{id}": 2}},
+                             boot_delay_s=0.3,
                              state_dir=tmp_path / "mock-state")
     try:
         prov = _provider(cloud.api_key, cloud.api_url)

@@ -4,6 +4,7 @@ import secrets
 
 import pytest
 
+from tplab.mock.faults import Faults
 from tplab.mock.handle import start_mock_cloud
 
 
@@ -18,10 +19,12 @@ def cloud(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _reset_faults(request):
+    """After each test on the shared mock: every fault off again, and no answer of the mock's
+    that broke RunPod's OpenAPI document (that fails the test that caused it)."""
     yield
     if "cloud" in request.fixturenames:
         c = request.getfixturevalue("cloud")
         if c.running:
-            c.set_faults(no_spot_capacity=False, no_on_demand_capacity=False, runtime_null_s=0.0,
-                         ssh_refuse_s=0.0, http_500={}, spot_interrupt_after_s=None,
-                         terminate_fail_n=0)
+            c.set_faults(**Faults().to_dict())
+            violations = c.state()["schemaViolations"]
+            assert violations == [], violations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tplab.cloud.base import ProviderError
+from tplab.cloud.base import BalanceError
 from tplab.cloud.runpod_provider import RunPodProvider
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import http, new_key, spec, ssh_run
@@ -31,7 +31,7 @@ def test_cli_prints_ready_line_and_stops_on_sigterm(tmp_path):
         status, state = http("GET", info["api_url"] + "/_mock/state", info["api_key"])
         assert status == 200 and state["balance"] == 0.001 and state["faults"]["no_spot_capacity"]
         p = RunPodProvider(api_key=info["api_key"], api_base_url=info["api_url"], retry_delays=())
-        with pytest.raises(ProviderError, match=r"while creating the on-demand pod: Your balance is too low"):
+        with pytest.raises(BalanceError, match=r"lack of funds \(HTTP 402: Your balance is too low"):
             p.create(spec(new_key(), name="tplab-poor", spot=False))
         assert http("GET", info["api_url"] + "/_mock/pods", info["api_key"])[1] == []
         proc.send_signal(signal.SIGTERM)

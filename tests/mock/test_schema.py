@@ -1,68 +1,124 @@
-"""The mock's schema accepts exactly what the runpod SDK and tplab send, and rejects what RunPod would."""
+"""The mock's contracts: RunPod's OpenAPI document (REST v2) and the GraphQL subset tplab still uses."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import graphql
 import pytest
 
 from tplab.cloud import graphql_ops as ops
+from tplab.mock import openapi
 from tplab.mock.graphql_api import root_fields, schema
 
-
-def _errors(query: str) -> list[str]:
-    return [e.message for e in graphql.validate(schema(), graphql.parse(query))]
-
-
-def test_sdk_queries_and_mutations_validate():
-    from runpod.api.mutations import pods as m
-    from runpod.api.queries import gpus, pods, user
-
-    texts = [
-        gpus.QUERY_GPU_TYPES, gpus.generate_gpu_query("NVIDIA GeForce RTX 4090", 2),
-        pods.QUERY_POD, pods.generate_pod_query("abc"), user.QUERY_USER,
-        m.generate_pod_deployment_mutation(
-            "tplab-x", "img", "NVIDIA GeForce RTX 4090", gpu_count=2, volume_in_gb=0,
-            container_disk_in_gb=20, min_vcpu_count=1, min_memory_in_gb=1, docker_args=None,
-            ports="22/tcp", volume_mount_path="/workspace", env={"PUBLIC_KEY": "ssh-ed25519 AAA x"}),
-        m.generate_pod_stop_mutation("abc"), m.generate_pod_terminate_mutation("abc"),
-    ]
-    for text in texts:
-        assert _errors(text) == [], text
+REPO = Path(__file__).resolve().parents[2]
+#: shared/ sits beside the checkout (CI) or two levels up (a worktree under wt/)
+REFERENCES = [base / "shared" / "reference" / "runpod-rest-v2-openapi.json"
+              for base in (REPO.parent, REPO.parent.parent)]
 
 
+def _errors(query: str, spot_removed: bool = False) -> list[str]:
+    return [e.message for e in graphql.validate(schema(spot_removed), graphql.parse(query))]
+
+
+# ---- OpenAPI ---------------------------------------------------------------------------------
+def _reference() -> Path | None:
+    for candidate in REFERENCES:
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def test_shipped_document_is_runpods_own_cut_to_our_routes():
+    ref = _reference()
+    if ref is None:
+        pytest.skip("RunPod's full OpenAPI document (shared/reference) is not on this machine")
+    full = json.loads(ref.read_text())
+    assert openapi.extract_subset(full) == openapi.document()
+    assert "runpod/docs" in openapi.document()["x-tplab-source"]
+    assert set(openapi.document()["paths"]) == set(openapi.ROUTES)
+
+
+def test_create_body_is_held_to_the_document():
+    good = {"name": "tplab-x", "image": "img", "gpu": {"id": "g", "count": 2,
+                                                       "minCudaVersion": "12.4"},
+            "cloud": "SECURE", "disk": 20, "ports": ["22/tcp"], "env": {"PUBLIC_KEY": "k"},
+            "args": "exec /start.sh"}
+    openapi.check_request_body("/v2/pods", "post", good)
+    for bad, needle in (({**good, "interruptible": True}, "interruptible"),
+                        ({**good, "gpu": {"id": "g", "bidPerGpu": 0.3}}, "bidPerGpu"),
+                        ({**good, "cloud": "SPOT"}, "SPOT"),
+                        ({**good, "gpu": {"id": "g", "minCudaVersion": "12"}}, "12"),
+                        ({k: v for k, v in good.items() if k != "name"}, "name")):
+        with pytest.raises(openapi.SchemaViolation) as err:
+            openapi.check_request_body("/v2/pods", "post", bad)
+        assert any(needle in e for e in err.value.errors), err.value.errors
+
+
+def test_answers_are_held_to_the_document():
+    with pytest.raises(openapi.SchemaViolation, match="required"):
+        openapi.check_response("/v2/pods/{id}", "get", 200, {"id": "x"})
+    assert openapi.check_response("/v2/pods/{id}", "delete", 204, None) == ""
+    with pytest.raises(openapi.SchemaViolation, match="no body"):
+        openapi.check_response("/v2/pods/{id}", "delete", 204, {"x": 1})
+    assert openapi.check_response("/v2/pods", "post", 400, {
+        "title": "Bad Request", "status": 400, "detail": "x"}) == "application/problem+json"
+
+
+def test_query_parameters_are_typed_and_unknown_ones_refused():
+    q = openapi.check_query("/v2/catalog/gpus", "get", {"include": "AVAILABILITY",
+                                                        "product": "POD", "count": "2"})
+    assert q == {"include": ["AVAILABILITY"], "product": ["POD"], "count": 2}
+    with pytest.raises(openapi.SchemaViolation, match="unknown query parameter 'gpuId'"):
+        openapi.check_query("/v2/catalog/gpus", "get", {"gpuId": "x"})
+    with pytest.raises(openapi.SchemaViolation, match="count"):
+        openapi.check_query("/v2/catalog/gpus", "get", {"count": "0"})
+
+
+# ---- GraphQL ---------------------------------------------------------------------------------
 def test_tplab_operations_validate():
     texts = [
-        ops.gpu_quote_query("NVIDIA GeForce RTX 4090", 2), ops.pod_query("p1"), ops.BALANCE_QUERY,
+        ops.spot_quote_query("NVIDIA GeForce RTX 4090", 2), ops.BALANCE_QUERY,
+        ops.MUTATIONS_QUERY,
         ops.spot_create_mutation(name="tplab-a", image="img", gpu_type="NVIDIA GeForce RTX 4090",
-                                 gpu_count=2, bid_per_gpu=0.35, env={"PUBLIC_KEY": "k"},
-                                 container_disk_gb=20),
-        ops.on_demand_create_mutation(name="tplab-a", image="img", gpu_type="G", gpu_count=1,
-                                      env={"A": 'quote " and \\ and\nnewline'},
-                                      container_disk_gb=20),
+                                 gpu_count=2, bid="0.35", env={"A": 'quote " and \\ and\nnewline'},
+                                 container_disk_gb=20, args="exec /start.sh"),
+        'mutation { podTerminate(input: {podId: "abc"}) }',
     ]
     for text in texts:
         assert _errors(text) == [], text
+
+
+def test_spot_removed_schema_answers_the_mutation_as_unknown():
+    mutation = ops.spot_create_mutation(name="tplab-a", image="img", gpu_type="G", gpu_count=1,
+                                        bid="0.35", env={}, container_disk_gb=20)
+    errors = _errors(mutation, spot_removed=True)
+    assert errors and "Cannot query field 'podRentInterruptable'" in errors[0]
+    assert _errors(ops.BALANCE_QUERY, spot_removed=True) == []
 
 
 @pytest.mark.parametrize("query, needle", [
     ("query { myself { id bogusField } }", "bogusField"),
-    ("query { pod(input: {}) { id } }", "podId"),
-    ("query { gpuTypes { lowestPrice { minimumBidPrice } } }", None),
-    ("query { pod(input: {podId: \"x\"}) { runtime } }", "runtime"),
+    ("query { pod(input: {podId: \"x\"}) { id } }", "pod"),      # pods are REST v2 now
+    ("mutation { podFindAndDeployOnDemand(input: {gpuCount: 1}) { id } }", "podFind"),
     ("mutation { podRentInterruptable(input: {gpuCount: 1}) { id } }", "bidPerGpu"),
     ("mutation { podTerminate(input: {podId: \"x\"}) { id } }", "podTerminate"),
 ])
 def test_rejects_what_runpod_rejects(query, needle):
     errors = _errors(query)
-    if needle is None:
-        assert errors == []
-    else:
-        assert errors and any(needle in e for e in errors), errors
+    assert errors and any(needle in e for e in errors), errors
 
 
 def test_gql_str_cannot_break_out_of_its_literal():
     evil = '") { id } } mutation { podTerminate(input: {podId: "victim"}) }#'
-    doc = graphql.parse(ops.pod_query(evil))
-    assert root_fields(doc) == ["pod"]
-    arg = doc.definitions[0].selection_set.selections[0].arguments[0]
-    assert arg.value.fields[0].value.value == evil
+    doc = graphql.parse(ops.spot_quote_query(evil, 1))
+    assert root_fields(doc) == ["gpuTypes"]
+
+
+@pytest.mark.parametrize("bid, minimum", [(0.35, 0.35), (0.1234567, 0.1234567),
+                                          (0.3, 0.33), (1 / 3, 1 / 3), (0.0000001, 0.0000004)])
+def test_bid_never_falls_below_the_minimum_by_rounding(bid, minimum):
+    literal = ops.bid_literal(bid, minimum)
+    assert float(literal) >= minimum and float(literal) >= min(bid, minimum)
+    assert len(literal.split(".")[-1]) <= 6

@@ -1,35 +1,37 @@
-"""The in-pod watchdog against a GraphQL stand-in on loopback, with a fake clock."""
+"""The in-pod watchdog against an API stand-in on loopback, with a fake clock; and on a mock pod."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.watchdog.fakeapi import FakeClock, FakeGraphQL, touch
-from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError, terminate_mutation
+from tests.watchdog.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
+from tplab.job.self_terminate import PodCredentials, SelfTerminator, load_credentials
+from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError
 
 KEY = "rpa_SECRET_pod_scoped_key_0123456789"
 POD = "abc123xyz"
 REPO = Path(__file__).resolve().parents[2]
+MUTATION = f'mutation {{ podTerminate(input: {{podId: "{POD}"}}) }}'
 
 
-def make(tmp_path, api, clock, **kw) -> Watchdog:
+def make(tmp_path, api, clock, runpodctl=None, run=None, **kw) -> Watchdog:
     cfg = WatchdogConfig(heartbeat=tmp_path / "heartbeat", log=tmp_path / "watchdog.log",
                          pod_id=POD, api_key=KEY, api_base=api.url, **kw)
-    return Watchdog(cfg, now=clock.now, sleep=clock.sleep)
+    extra = {"run": run} if run else {}
+    return Watchdog(cfg, now=clock.now, sleep=clock.sleep, runpodctl=runpodctl, **extra)
 
 
-def assert_one_terminate(api: FakeGraphQL) -> None:
-    assert len(api.calls) == 1
-    (call,) = api.calls
-    assert call.path == "/graphql"
-    assert call.headers["Authorization"] == f"Bearer {KEY}"
-    assert call.body == {"query": terminate_mutation(POD)}
-    assert f'podTerminate(input: {{podId: "{POD}"}})' in call.body["query"]
+def assert_v2_then_graphql(api: FakeGraphQL) -> None:
+    """v2 DELETE (refused by the stand-in) first, then one GraphQL podTerminate."""
+    assert [c.path for c in api.calls] == [f"/v2/pods/{POD}", "/graphql"]
+    assert all(c.headers["Authorization"] == f"Bearer {KEY}" for c in api.calls)
+    assert api.calls[1].body == {"query": MUTATION}
 
 
 def test_stale_heartbeat_terminates_its_pod_once(tmp_path):
@@ -38,11 +40,23 @@ def test_stale_heartbeat_terminates_its_pod_once(tmp_path):
     with FakeGraphQL() as api:
         dog = make(tmp_path, api, clock, stale_after_s=600)
         assert dog.run() == 0
-    assert_one_terminate(api)
+    assert_v2_then_graphql(api)
     assert clock.sleeps == []        # tripped on the first look
     log = (tmp_path / "watchdog.log").read_text()
     assert "client heartbeat stale: age 700s >= 600s" in log
-    assert "podTerminate attempt 1: accepted" in log
+    assert f"terminate round 1: v2 DELETE /v2/pods/{POD}: failed (HTTP 403:" in log
+    assert "terminate round 1: trying GraphQL podTerminate" in log
+    assert "terminate round 1: GraphQL podTerminate: accepted (HTTP 200" in log
+
+
+def test_v2_delete_accepted_needs_no_fallback(tmp_path):
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t - 700)
+    with FakeGraphQL(deletes=[DELETED]) as api:
+        assert make(tmp_path, api, clock).run() == 0
+    assert [c.path for c in api.calls] == [f"/v2/pods/{POD}"]
+    assert "v2 DELETE /v2/pods/abc123xyz: accepted (HTTP 204)" in \
+        (tmp_path / "watchdog.log").read_text()
 
 
 def test_fresh_heartbeat_never_terminates(tmp_path):
@@ -74,7 +88,7 @@ def test_wall_cap_terminates_even_with_a_fresh_heartbeat(tmp_path):
     with FakeGraphQL() as api:
         dog = make(tmp_path, api, clock, wall_cap_s=300, poll_s=5)
         assert dog.run() == 0
-    assert_one_terminate(api)
+    assert_v2_then_graphql(api)
     assert sum(clock.sleeps) == 300
     assert "wall-clock cap reached: running 300s >= cap 300s" in (tmp_path / "watchdog.log").read_text()
 
@@ -85,7 +99,7 @@ def test_wall_cap_counts_from_started_at(tmp_path):
     with FakeGraphQL() as api:
         dog = make(tmp_path, api, clock, wall_cap_s=7200, started_at=clock.t - 7300)
         assert dog.run() == 0
-    assert_one_terminate(api)
+    assert_v2_then_graphql(api)
 
 
 def test_missing_heartbeat_counts_from_the_watchdog_start(tmp_path):
@@ -93,12 +107,12 @@ def test_missing_heartbeat_counts_from_the_watchdog_start(tmp_path):
     with FakeGraphQL() as api:
         dog = make(tmp_path, api, clock, stale_after_s=60, poll_s=5)
         assert dog.run() == 0
-    assert_one_terminate(api)
+    assert_v2_then_graphql(api)
     assert sum(clock.sleeps) == 60    # not at once: it waited the full stale period
     assert "is missing" in (tmp_path / "watchdog.log").read_text()
 
 
-def test_api_errors_are_retried_with_backoff_until_terminated(tmp_path):
+def test_rounds_that_fail_every_way_are_retried_with_backoff(tmp_path):
     clock = FakeClock()
     touch(tmp_path / "heartbeat", clock.t - 1000)
     script = [(500, "Internal Server Error"),
@@ -107,13 +121,31 @@ def test_api_errors_are_retried_with_backoff_until_terminated(tmp_path):
     with FakeGraphQL(script) as api:
         dog = make(tmp_path, api, clock, backoff_s=2)
         assert dog.run() == 0
-    assert len(api.calls) == 4
-    assert all(c.body == {"query": terminate_mutation(POD)} for c in api.calls)
+    assert len(api.posts) == 4 and len(api.v2_deletes) == 4
+    assert all(c.body == {"query": MUTATION} for c in api.posts)
     assert clock.sleeps == [2, 4, 8]
     log = (tmp_path / "watchdog.log").read_text()
-    assert "attempt 1: failed (HTTP 500: Internal Server Error)" in log
-    assert "attempt 2: failed (HTTP 200 with GraphQL error: Something went wrong" in log
-    assert "attempt 4: accepted" in log
+    assert "round 1: GraphQL podTerminate: failed (HTTP 500: Internal Server Error)" in log
+    assert "round 2: GraphQL podTerminate: failed (HTTP 200 with GraphQL error: Something" in log
+    assert "round 1: every way failed; retrying in 2s" in log
+    assert "round 4: GraphQL podTerminate: accepted" in log
+
+
+def test_runpodctl_is_the_last_way_and_gets_the_key_in_its_environment(tmp_path):
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t - 1000)
+    ran = []
+
+    def run(argv, env, timeout_s):
+        ran.append((list(argv), env.get("RUNPOD_API_KEY")))
+        return 0, f"pod {POD} removed"
+
+    with FakeGraphQL([(500, "GraphQL gone")]) as api:
+        dog = make(tmp_path, api, clock, runpodctl="/usr/local/bin/runpodctl", run=run)
+        assert dog.run() == 0
+    assert ran == [(["/usr/local/bin/runpodctl", "remove", "pod", POD], KEY)]
+    log = (tmp_path / "watchdog.log").read_text()
+    assert "trying runpodctl remove pod" in log and "runpodctl remove pod: accepted (exit 0" in log
 
 
 def test_gives_up_after_max_attempts_and_says_so(tmp_path):
@@ -122,8 +154,8 @@ def test_gives_up_after_max_attempts_and_says_so(tmp_path):
     with FakeGraphQL([(500, "x")] * 3) as api:
         dog = make(tmp_path, api, clock, max_attempts=3)
         assert dog.run() == 1
-    assert len(api.calls) == 3
-    assert "giving up after 3 attempts" in (tmp_path / "watchdog.log").read_text()
+    assert len(api.posts) == 3
+    assert "giving up after 3 rounds" in (tmp_path / "watchdog.log").read_text()
 
 
 def test_unreachable_api_is_retried(tmp_path):
@@ -133,7 +165,7 @@ def test_unreachable_api_is_retried(tmp_path):
         url = api.url
     cfg = WatchdogConfig(heartbeat=tmp_path / "heartbeat", log=tmp_path / "watchdog.log",
                          pod_id=POD, api_key=KEY, api_base=url, max_attempts=2, http_timeout_s=2)
-    assert Watchdog(cfg, now=clock.now, sleep=clock.sleep).run() == 1
+    assert Watchdog(cfg, now=clock.now, sleep=clock.sleep, runpodctl=None).run() == 1
     assert "failed (no answer" in (tmp_path / "watchdog.log").read_text()
 
 
@@ -142,14 +174,14 @@ def test_the_key_never_reaches_the_log(tmp_path):
     touch(tmp_path / "heartbeat", clock.t - 1000)
     script = [(401, f"Unauthorized: key {KEY} is not valid"),
               (200, '{"errors": [{"message": "bad token ' + KEY + '"}]}')]
-    with FakeGraphQL(script) as api:
+    with FakeGraphQL(script, deletes=[(403, f'{{"detail": "no: {KEY}"}}')] * 3) as api:
         dog = make(tmp_path, api, clock)
         assert dog.run() == 0
     log = (tmp_path / "watchdog.log").read_text()
-    assert len(api.calls) == 3 and "HTTP 401" in log
+    assert len(api.posts) == 3 and "HTTP 401" in log
     assert KEY not in log and KEY[4:20] not in log
     assert "[redacted]" in log
-    assert KEY not in repr(dog.config)
+    assert KEY not in repr(dog.config) and KEY not in repr(dog.terminator.creds)
 
 
 def test_stop_file_exits_without_terminating(tmp_path):
@@ -174,24 +206,43 @@ def test_bad_settings_are_refused(tmp_path, pod_id, key, base):
                        api_key=key, api_base=base)
 
 
+def test_credentials_come_from_the_env_file_first(tmp_path):
+    env_file = tmp_path / "rp_environment"
+    env_file.write_text(f"export RUNPOD_POD_ID='{POD}'\nexport RUNPOD_API_KEY='{KEY}'\n"
+                        "export RUNPOD_API_BASE_URL='http://127.0.0.1:9'\nexport X='it'\\''s'\n")
+    creds = load_credentials({"TPLAB_RP_ENV_FILE": str(env_file), "RUNPOD_POD_ID": "other",
+                              "RUNPOD_API_KEY": "rpa_other_key_123456"})
+    assert (creds.pod_id, creds.api_key, creds.api_base) == (POD, KEY, "http://127.0.0.1:9")
+    assert creds.source == str(env_file)
+    creds = load_credentials({"TPLAB_RP_ENV_FILE": str(tmp_path / "none"),
+                              "RUNPOD_POD_ID": POD, "RUNPOD_API_KEY": KEY})
+    assert creds.source == "environment" and creds.api_base == "https://api.runpod.io"
+    assert load_credentials({"TPLAB_RP_ENV_FILE": str(tmp_path / "none")}) is None
+    with pytest.raises(ValueError):
+        SelfTerminator(PodCredentials('x"y', KEY))
+
+
 def _cli(tmp_path, env_extra, *args, timeout=30):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
-    env.update(env_extra, PYTHONPATH=str(REPO))
+    env.update(env_extra, PYTHONPATH=str(REPO), TPLAB_RP_ENV_FILE=str(tmp_path / "no-such-file"))
+    env.update({k: v for k, v in env_extra.items() if k == "TPLAB_RP_ENV_FILE"})
     return subprocess.run(
         [sys.executable, "-m", "tplab.job.watchdog", "--heartbeat", str(tmp_path / "heartbeat"),
          "--log", str(tmp_path / "watchdog.log"), *args],
         env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
 
 
-def test_cli_terminates_for_real_time_with_env_settings(tmp_path):
+def test_cli_terminates_for_real_time_with_env_file_settings(tmp_path):
     touch(tmp_path / "heartbeat", 0)     # ancient
     with FakeGraphQL([(500, "once")]) as api:
-        proc = _cli(tmp_path, {"RUNPOD_POD_ID": POD, "RUNPOD_API_KEY": KEY,
-                               "RUNPOD_API_BASE_URL": api.url},
+        env_file = tmp_path / "rp_environment"
+        env_file.write_text(f"export RUNPOD_POD_ID={POD}\nexport RUNPOD_API_KEY={KEY}\n"
+                            f"export RUNPOD_API_BASE_URL={api.url}\n")
+        proc = _cli(tmp_path, {"TPLAB_RP_ENV_FILE": str(env_file), "PATH": "/usr/bin:/bin"},
                     "--stale-after", "0.5", "--wall-cap", "60", "--poll", "0.05",
                     "--backoff", "0.05", "--pid-file", str(tmp_path / "pid"))
     assert proc.returncode == 0, proc.stderr
-    assert len(api.calls) == 2 and api.calls[-1].headers["Authorization"] == f"Bearer {KEY}"
+    assert len(api.posts) == 2 and api.posts[-1].headers["Authorization"] == f"Bearer {KEY}"
     assert (tmp_path / "pid").read_text().strip().isdigit()
     assert KEY not in (tmp_path / "watchdog.log").read_text() + proc.stdout + proc.stderr
 
@@ -205,10 +256,44 @@ def test_cli_without_pod_environment_is_one_clear_error(tmp_path):
     assert "not started" in (tmp_path / "watchdog.log").read_text()
 
 
+def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
+    """The bar: v2 DELETE refused (403) for the pod-scoped key; the watchdog terminates its pod
+    through GraphQL podTerminate, and watchdog.log shows both attempts."""
+    from tplab.cloud.runpod_provider import RunPodProvider
+    from tplab.mock.handle import start_mock_cloud
+    from tests.mock.helpers import new_key, spec, ssh_run
+
+    with start_mock_cloud({"pod_key_delete_refused": True}, boot_delay_s=0.1,
+                          state_dir=tmp_path / "mock", keep_sandboxes=True) as cloud:
+        p = RunPodProvider(**cloud.provider_kwargs(), poll_interval_s=0.05)
+        key = new_key()
+        ready = p.wait_ready(p.create(spec(key, name="tplab-dog", spot=False)).id, 15)
+        ssh_run(ready.ssh.host, ready.ssh.port, key,
+                f"set -a; . \"$TPLAB_RP_ENV_FILE\"; set +a; PYTHONPATH={REPO} setsid nohup "
+                f"{sys.executable} -m tplab.job.watchdog --heartbeat heartbeat --stale-after 0.3 "
+                "--poll 0.1 --log watchdog.log > /dev/null 2>&1 < /dev/null &")
+        deadline = time.monotonic() + 20
+        while p.status(ready.id).state != "GONE" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert p.status(ready.id).state == "GONE"
+        deadline = time.monotonic() + 5  # a SIGKILLed process may take a moment to go
+        while True:
+            view = next(v for v in cloud.pods() if v["id"] == ready.id)
+            if view["alivePids"] == [] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert view["alivePids"] == []
+        calls = cloud.calls()
+    log = (Path(view["sandbox"]) / "watchdog.log").read_text()
+    assert f"v2 DELETE /v2/pods/{ready.id}: failed (HTTP 403:" in log
+    assert "trying GraphQL podTerminate" in log
+    assert calls["DELETE /v2/pods/{id}"] == 1 and calls["graphql podTerminate"] == 1
+
+
 def test_watchdog_imports_only_the_standard_library():
     code = ("import sys; import tplab.job.watchdog; "
-            "bad = [m for m in ('torch', 'runpod', 'asyncssh', 'platformdirs') if m in sys.modules];"
-            "print(bad); sys.exit(1 if bad else 0)")
+            "bad = [m for m in ('torch', 'runpod', 'asyncssh', 'platformdirs', 'requests') "
+            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,8 +1,9 @@
 """The Provider protocol: what tplab needs from a GPU cloud, and the records it exchanges.
 
-The orchestrator (tplab/lab.py) talks only to this protocol. The RunPod provider implements it
-through the runpod SDK; in mock mode the same RunPod provider is pointed at the local mock cloud
-(tplab/mock), so there is one implementation and it is the one tested.
+The orchestrator (tplab/lab/) talks only to this protocol. The RunPod provider implements it
+(REST v2 for pods, the runpod SDK's GraphQL for spot and the balance); in mock mode the same
+provider is pointed at the local mock cloud (tplab/mock), so there is one implementation and it
+is the one tested. Every error is a ``ProviderError`` whose message is one sentence for the user.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
 DEFAULT_GPU_COUNT = 2
 #: provider states that mean a pod no longer exists (GONE: the provider has no record of it)
 GONE_STATES = frozenset({"GONE", "TERMINATED", "DELETED"})
+#: states of a pod that exists but will not become ready (REST v2: the container ended, or failed)
+DEAD_STATES = frozenset({"EXITED", "ERROR"})
 
 
 class ProviderError(RuntimeError):
@@ -43,14 +46,54 @@ class TransientError(ProviderError):
     """The API failed in a way that may pass (HTTP 5xx, timeout, connection refused)."""
 
 
+class RateLimitedError(TransientError):
+    """RunPod kept answering HTTP 429 after tplab waited as its Retry-After asked."""
+
+
+class SpotUnavailableError(NoCapacityError):
+    """RunPod does not offer spot right now (the mutation is gone, GraphQL is gone, or no
+    spot capacity); nothing was created. The lab never switches to on-demand by itself."""
+
+
+class BalanceError(ProviderError):
+    """HTTP 402: the account's balance is too low."""
+
+
+class ForbiddenError(ProviderError):
+    """HTTP 403: the key is valid but may not do this."""
+
+
+class RequestRejectedError(ProviderError):
+    """HTTP 400: the request breaks one of RunPod's rules (``detail`` says which)."""
+
+
+class RequestBugError(ProviderError):
+    """HTTP 422: the request does not match RunPod's documented shape: a bug in tplab."""
+
+
+class AmbiguousCreateError(TransientError):
+    """The create call failed in a way that may still have made a (billing) pod: a 5xx, a
+    timeout or a lost connection. ``pod_name`` is the name to look for in the pod list;
+    ``cause`` says in a few words what came back ("HTTP 500: ...", "no answer in time")."""
+
+    def __init__(self, message: str, pod_name: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.pod_name = pod_name
+        self.cause = cause or message
+
+
 @dataclass(frozen=True)
 class Quote:
+    """Prices are for the whole pod (per GPU-hour x count), in USD per hour."""
     gpu_type: str
     gpu_count: int
     spot_usd_per_hr: float | None       # None: no spot offer
     on_demand_usd_per_hr: float | None  # None: no on-demand offer
     spot_available: bool
     on_demand_available: bool
+    availability: str | None = None     # on-demand stock: NONE, LOW, MEDIUM, HIGH (v2 catalog)
+    spot_offered: bool | None = None    # RunPod still offers spot at all (None: unknown)
+    spot_note: str = ""                 # why spot is not available, one clause (or "")
 
 
 @dataclass(frozen=True)
@@ -64,6 +107,9 @@ class PodSpec:
     image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
     container_disk_gb: int = 20
     env: dict[str, str] = field(default_factory=dict)
+    #: the container's command (REST v2 ``args``); "" keeps the image's start script, which is
+    #: what starts sshd: a command given here must hand over to it (``...; exec /start.sh``)
+    args: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,7 +124,8 @@ class SshEndpoint:
 class PodInfo:
     id: str
     name: str
-    state: str                  # provider's desiredStatus, e.g. CREATED, RUNNING, EXITED; GONE if absent
+    state: str                  # REST v2 status: PROVISIONING, STARTING, RUNNING, EXITED, ERROR,
+                                # TERMINATED; GONE when the provider has no such pod (404)
     gpu_type: str | None = None
     gpu_count: int | None = None
     usd_per_hr: float | None = None
@@ -98,20 +145,26 @@ class GoneProof:
 
     @property
     def gone(self) -> bool:
-        """The provider does not list the pod and answers for it with nothing (or a record that
-        says TERMINATED, which RunPod may keep showing for a while)."""
+        """The provider does not list the pod and answers for it with nothing (404), or with a
+        record that says TERMINATED, which RunPod may keep showing for a while."""
         pod = self.answer.get("pod")
-        dead = pod is None or str(pod.get("desiredStatus", "")).upper() == "TERMINATED"
+        status = "" if pod is None else str(pod.get("status") or pod.get("desiredStatus") or "")
+        dead = pod is None or status.upper() == "TERMINATED"
         return dead and not self.listed
 
 
 @dataclass(frozen=True)
 class CostReport:
-    actual_usd: float           # best figure (balance delta when available)
+    """What a pod cost. ``actual_usd`` is the provider's billing record when it has the pod,
+    never less than ``rate_x_seconds_usd`` (the pod's price x its billed seconds); ``source``
+    says which figure it is; the balance change is a cross-check only (other pods share it)."""
+    actual_usd: float
     balance_delta_usd: float | None
     rate_x_seconds_usd: float | None
     billed_seconds: float | None
     note: str = ""
+    billing_usd: float | None = None   # the provider's billing records for the pod, summed
+    source: str = "rate_x_seconds"     # "billing" | "rate_x_seconds"
 
 
 @runtime_checkable

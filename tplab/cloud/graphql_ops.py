@@ -1,34 +1,27 @@
-"""The GraphQL tplab sends to RunPod itself (what the SDK has no function for), as text builders.
+"""The GraphQL tplab still sends to RunPod (spot and the balance), as text builders.
+
+Why still GraphQL: REST v2 has no spot (no bid, no interruptible pods) and no account balance;
+RunPod's GraphQL API serves both until it is retired (announced for early 2027), and RunPod has
+said ``podRentInterruptable`` is being removed. Everything about pods themselves (get, list,
+terminate) goes through REST v2.
 
 The SDK's ``run_graphql_query`` sends only a query string (no variables), so values are inlined:
 ``gql_str`` writes a GraphQL string literal with JSON escaping, which GraphQL accepts exactly
-(\\" \\\\ \\n \\uXXXX ...), so no value can break out of its literal. Field names are RunPod's;
-the mock cloud validates against the same names (tplab/mock/schema.graphql).
+(\\" \\\\ \\n \\uXXXX ...), so no value can break out of its literal; ``bid_literal`` writes the bid
+so that rounding can never put it below RunPod's minimum. Field names are RunPod's; the mock
+cloud validates against the same names (tplab/mock/schema.graphql).
 """
 
 from __future__ import annotations
 
 import json
+from decimal import ROUND_CEILING, Decimal
 from typing import Mapping
 
-POD_FIELDS = """
-    id
-    name
-    desiredStatus
-    imageName
-    gpuCount
-    costPerHr
-    podType
-    lastStatusChange
-    machineId
-    runtime {
-      uptimeInSeconds
-      ports { ip isIpPublic privatePort publicPort type }
-    }
-    machine { gpuDisplayName }
-"""
-
+SPOT_MUTATION = "podRentInterruptable"
 BALANCE_QUERY = "query myself { myself { id clientBalance currentSpendPerHr } }"
+#: does RunPod's schema still have the spot mutation? (asked before any money is authorized)
+MUTATIONS_QUERY = 'query mutations { __type(name: "Mutation") { fields { name } } }'
 
 
 def gql_str(value: str) -> str:
@@ -36,20 +29,23 @@ def gql_str(value: str) -> str:
     return json.dumps(str(value), ensure_ascii=True)
 
 
-def gql_num(value: float | int) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"not a number: {value!r}")
-    return repr(round(float(value), 6)) if isinstance(value, float) else str(value)
+def bid_literal(bid: float, minimum: float) -> str:
+    """The bid as a decimal literal, at most 6 decimals, never below ``minimum``: rounded up."""
+    want = Decimal(repr(float(max(bid, minimum))))
+    out = want.quantize(Decimal("0.000001"), rounding=ROUND_CEILING)
+    while float(out) < minimum:  # float(minimum) may need more digits than 6: step up
+        out += Decimal("0.000001")
+    return format(out.normalize(), "f")
 
 
-def gpu_quote_query(gpu_type: str, gpu_count: int) -> str:
+def spot_quote_query(gpu_type: str, gpu_count: int) -> str:
+    """The spot minimum bid on the secure cloud (where the pod will be created), per GPU-hour."""
     return f"""
-query GpuTypes {{
+query SpotQuote {{
   gpuTypes(input: {{id: {gql_str(gpu_type)}}}) {{
     id
-    displayName
     maxGpuCount
-    lowestPrice(input: {{gpuCount: {int(gpu_count)}}}) {{
+    lowestPrice(input: {{gpuCount: {int(gpu_count)}, secureCloud: true}}) {{
       minimumBidPrice
       uninterruptablePrice
       stockStatus
@@ -58,61 +54,36 @@ query GpuTypes {{
 }}"""
 
 
-def pod_query(pod_id: str) -> str:
-    return f"query pod {{ pod(input: {{podId: {gql_str(pod_id)}}}) {{ {POD_FIELDS} }} }}"
-
-
 def env_list(env: Mapping[str, str]) -> str:
     items = ", ".join(f"{{key: {gql_str(k)}, value: {gql_str(v)}}}" for k, v in env.items())
     return f"[{items}]"
 
 
 def spot_create_mutation(*, name: str, image: str, gpu_type: str, gpu_count: int,
-                         bid_per_gpu: float, env: Mapping[str, str], container_disk_gb: int,
-                         cloud_type: str = "SECURE", ports: str = "22/tcp") -> str:
-    """``podRentInterruptable``: a spot pod. No ``dockerArgs`` (it would replace the image's start
-    script and sshd would never come up); no ``terminateAfter``/``stopAfter`` (ignored by RunPod)."""
-    if cloud_type not in ("ALL", "SECURE", "COMMUNITY"):
-        raise ValueError(f"cloud_type must be ALL, SECURE or COMMUNITY, not {cloud_type!r}")
+                         bid: str, env: Mapping[str, str], container_disk_gb: int,
+                         args: str = "", ports: str = "22/tcp") -> str:
+    """``podRentInterruptable`` on the secure cloud at ``bid`` (a ``bid_literal``) per GPU-hour.
+    ``args`` (``dockerArgs``) only when given: it replaces the image's start script."""
+    Decimal(bid)  # a number, nothing else, goes into the text
     fields = [
-        f"bidPerGpu: {gql_num(float(bid_per_gpu))}",
+        f"bidPerGpu: {bid}",
         f"gpuCount: {int(gpu_count)}",
-        f"cloudType: {cloud_type}",
+        "cloudType: SECURE",
         f"gpuTypeId: {gql_str(gpu_type)}",
         f"name: {gql_str(name)}",
         f"imageName: {gql_str(image)}",
         f"containerDiskInGb: {int(container_disk_gb)}",
         "volumeInGb: 0",
         f"ports: {gql_str(ports)}",
-        "startSsh: true",
         "supportPublicIp: true",
         f"env: {env_list(env)}",
     ]
+    if args:
+        fields.append(f"dockerArgs: {gql_str(args)}")
     body = ",\n      ".join(fields)
     return f"""
 mutation {{
-  podRentInterruptable(input: {{
+  {SPOT_MUTATION}(input: {{
       {body}
-  }}) {{ {POD_FIELDS} }}
-}}"""
-
-
-def on_demand_create_mutation(*, name: str, image: str, gpu_type: str, gpu_count: int,
-                              env: Mapping[str, str], container_disk_gb: int,
-                              cloud_type: str = "SECURE", ports: str = "22/tcp") -> str:
-    """``podFindAndDeployOnDemand`` with safe escaping (used when an env value would break the
-    SDK's own unescaped mutation text)."""
-    fields = [
-        f"cloudType: {cloud_type}", f"gpuCount: {int(gpu_count)}",
-        f"gpuTypeId: {gql_str(gpu_type)}", f"name: {gql_str(name)}",
-        f"imageName: {gql_str(image)}", f"containerDiskInGb: {int(container_disk_gb)}",
-        "volumeInGb: 0", f"ports: {gql_str(ports)}", "startSsh: true", "supportPublicIp: true",
-        f"env: {env_list(env)}",
-    ]
-    body = ",\n      ".join(fields)
-    return f"""
-mutation {{
-  podFindAndDeployOnDemand(input: {{
-      {body}
-  }}) {{ {POD_FIELDS} }}
+  }}) {{ id name desiredStatus costPerHr }}
 }}"""

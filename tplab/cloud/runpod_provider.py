@@ -1,28 +1,28 @@
-"""The RunPod provider: tplab's Provider protocol through the runpod SDK (spot by default).
+"""The RunPod provider: tplab's Provider protocol on RunPod as it is today.
 
 One implementation for real and mock: in mock mode it is pointed at the local mock cloud
 (``api_base_url`` = the mock's URL), and everything below runs unchanged.
 
-- Key: ``api_key`` argument, else ``RUNPOD_API_KEY``, else ``~/.runpod/config.toml`` (keys.py).
-- Quote: ``gpuTypes(input:{id}) { lowestPrice(input:{gpuCount}) { minimumBidPrice
-  uninterruptablePrice stockStatus } }``; prices are per GPU-hour, the Quote multiplies by count.
-- Spot create: ``podRentInterruptable`` sent through the SDK's ``run_graphql_query`` (the SDK has
-  no spot function), bid = ``spec.bid_usd_per_gpu_hr`` or the current minimum bid; or REST v1
-  ``POST /pods`` with ``interruptible: true`` (``creation_api="rest"``), behind the same method.
-  On-demand only when the spec says ``spot=False`` (the caller's explicit flag): no spot capacity
-  never falls back to on-demand, it raises NoCapacityError with nothing created. Port ``22/tcp``,
-  the lab's public key in env ``PUBLIC_KEY``; no ``dockerArgs`` (it replaces the image's start
-  script and sshd never starts); no ``terminateAfter``/``stopAfter`` (RunPod ignored them).
-  If the create call fails ambiguously (5xx, timeout), pods with the spec's name are looked up and
-  terminated before the error is raised, so a failed create leaves nothing running.
-- wait_ready: RUNNING is not ready. Poll ``pod { runtime { ports } }`` until private port 22 is
-  mapped on a public IP, then require a real SSH handshake; all within ``timeout_s``. On timeout,
-  or if the pod stops meanwhile (spot interruption), the pod is terminated and NotReadyError raised.
-- terminate: idempotent ("not found" means gone), retried with backoff; verify_gone asks ``pod``
-  and the pod list. actual_cost: change in ``myself { clientBalance }`` cross-checked against
-  ``costPerHr`` x billed seconds.
+- Pods through REST v2 (``<api_base_url>/v2``, Bearer key; http_api.py, v2_pods.py): create
+  ``POST /v2/pods``, get ``GET /v2/pods/{id}`` (404 and TERMINATED mean gone), list
+  ``GET /v2/pods`` (tplab's name prefix, filtered here; pagination followed when present),
+  terminate ``DELETE /v2/pods/{id}`` (204; 404 means gone), retried with backoff.
+- Quote: ``GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=SECURE``: the
+  per-GPU secure price x count and the stock (NONE/LOW/MEDIUM/HIGH); plus what spot RunPod
+  offers right now (spot.py: GraphQL, while it lasts).
+- Spot create only when the spec says ``spot=True``, through ``podRentInterruptable``; spot not
+  offered (mutation gone, GraphQL gone, no capacity) raises SpotUnavailableError with nothing
+  created. On-demand only when the spec says ``spot=False`` (the caller's explicit flag).
+- A create that fails ambiguously (5xx, timeout) raises AmbiguousCreateError: RunPod may have
+  made the pod, and the caller (the lab) keeps its intent and looks for the pod by name.
+- wait_ready: RUNNING is not ready. Poll until 22/tcp has a public endpoint (``ssh.direct``, else
+  ``runtime.ports``), then require a real SSH handshake (the host key is returned, to pin); all
+  within ``timeout_s``. ERROR or EXITED meanwhile is a clear failure; either way the pod is
+  terminated and NotReadyError raised.
+- actual_cost: ``GET /v2/billing/pods?podId=...`` when it has the pod's record, never less than
+  ``cost`` x billed seconds, cross-checked against the balance change (spend.py).
 
-Methods are synchronous (the SDK is); the orchestrator calls them through ``asyncio.to_thread``.
+Methods are synchronous; the orchestrator calls them through ``asyncio.to_thread``.
 Every error is one sentence, what happened and what to do, with no secret in it.
 """
 
@@ -33,166 +33,114 @@ import datetime as dt
 import time
 from typing import Any, Callable, Sequence
 
-from tplab.cloud import graphql_ops as ops
-from tplab.cloud.base import (
-    POD_NAME_PREFIX,
-    AuthError,
-    CostReport,
-    GoneProof,
-    NoCapacityError,
-    NotReadyError,
-    PodInfo,
-    PodSpec,
-    ProviderError,
-    Quote,
-    SshEndpoint,
-    TransientError,
-    UnknownGpuError,
-)
+from tplab.cloud import spend, v2_pods
+from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError, CostReport,
+                              GoneProof, NotReadyError, PodInfo, PodSpec, ProviderError, Quote,
+                              SpotUnavailableError, SshEndpoint, UnknownGpuError)
+from tplab.cloud.http_api import DEFAULT_API_BASE_URL, RestV2
 from tplab.cloud.keys import NO_KEY, load_api_key
-from tplab.cloud.sdk import ApiError, RunPodApi, ctl, with_retries
+from tplab.cloud.sdk import RunPodApi
+from tplab.cloud.spot import Spot
 from tplab.redact import error_text
 
-_NO_CAPACITY_HINTS = ("no longer any instances", "no instances", "not enough", "no available",
-                      "out of stock", "insufficient capacity")
-_NOT_FOUND_HINTS = ("not found", "does not exist", "no pod")
-_STOPPED = ("EXITED", "TERMINATED", "STOPPED", "GONE", "DEAD")
+MAX_PAGES = 50
 
 
 def _utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _float_or_none(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _has(msg: str, hints: Sequence[str]) -> bool:
-    low = msg.lower()
-    return any(h in low for h in hints)
-
-
 class RunPodProvider:
-    """See the module docstring. ``creation_api``: ``"graphql"`` (default) or ``"rest"``."""
+    """See the module docstring."""
 
     name = "runpod"
 
     def __init__(self, api_key: str | None = None, api_base_url: str | None = None, *,
-                 rest_base_url: str | None = None, creation_api: str = "graphql",
                  cloud_type: str = "SECURE", poll_interval_s: float = 2.0,
                  ssh_probe_timeout_s: float = 10.0, client_key: Any = None,
                  retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
                  terminate_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
+                 timeout_s: float = 30.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         key = api_key or load_api_key()
         if not key:
             raise AuthError(NO_KEY)
-        if creation_api not in ("graphql", "rest"):
-            raise ValueError("creation_api must be 'graphql' or 'rest'")
-        self._api = RunPodApi(key, api_base_url)
-        self._key = key
-        self._rest_base_url = rest_base_url
-        self.creation_api = creation_api
+        base = (api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
+        self._rest = RestV2(key, base, timeout_s=timeout_s, retry_delays=retry_delays,
+                            sleep=sleep)
+        self._spot = Spot(RunPodApi(key, base), retry_delays)
         self.cloud_type = cloud_type
         self.poll_interval_s = poll_interval_s
         self.ssh_probe_timeout_s = ssh_probe_timeout_s
         self.client_key = client_key
-        self.retry_delays = tuple(retry_delays)
         self.terminate_delays = tuple(terminate_delays)
         self._sleep = sleep
 
     def __repr__(self) -> str:  # never the key
-        return f"RunPodProvider(api={self._api.api_base_url!r}, creation={self.creation_api!r})"
+        return f"RunPodProvider(api={self.api_base_url!r})"
 
     @property
     def api_base_url(self) -> str:
-        return self._api.api_base_url
+        return self._rest.base_url
 
     # ---- reads ---------------------------------------------------------------------------
-    def _read(self, what: str, query: str) -> dict[str, Any]:
-        return with_retries(lambda: self._api.graphql(what, query), self.retry_delays)
-
-    def _gpu_type(self, gpu_type: str, gpu_count: int) -> dict[str, Any]:
-        data = self._read("quoting GPU prices", ops.gpu_quote_query(gpu_type, gpu_count))
-        types = data.get("gpuTypes") or []
-        match = next((t for t in types if t and t.get("id") == gpu_type), None)
+    def catalog_gpu(self, gpu_type: str, gpu_count: int) -> dict[str, Any]:
+        """The v2 catalog's entry for ``gpu_type``, with its pod stock for ``gpu_count``."""
+        ans = self._rest.call("quoting GPU prices", "GET", "/catalog/gpus", params={
+            "include": "AVAILABILITY", "product": "POD", "count": int(gpu_count),
+            "cloud": self.cloud_type})
+        gpus = (ans.body or {}).get("gpus") or []
+        match = next((g for g in gpus if isinstance(g, dict) and g.get("id") == gpu_type), None)
         if match is None:
             raise UnknownGpuError(
                 f"RunPod offers no GPU type named {gpu_type!r}; use a GPU type id such as "
-                f"'NVIDIA GeForce RTX 4090' (see RunPod's GPU list).")
+                f"'NVIDIA GeForce RTX 4090' (`tplab check --gpu-type ...` lists what it finds).")
         return match
 
-    @staticmethod
-    def _offers(gpu: dict[str, Any], gpu_count: int) -> tuple[float | None, float | None, bool, bool]:
-        """Per-GPU spot minimum bid and on-demand price, and whether each is available now."""
-        lp = gpu.get("lowestPrice") or {}
-        max_count = gpu.get("maxGpuCount")
-        fits = max_count is None or gpu_count <= int(max_count)
-        in_stock = lp.get("stockStatus") is not None
-        spot = _float_or_none(lp.get("minimumBidPrice")) or None
-        ond = _float_or_none(lp.get("uninterruptablePrice")) or None
-        return spot, ond, bool(fits and spot and in_stock), bool(fits and ond and in_stock)
-
     def quote(self, gpu_type: str, gpu_count: int) -> Quote:
-        spot, ond, spot_ok, ond_ok = self._offers(self._gpu_type(gpu_type, gpu_count), gpu_count)
+        gpu = self.catalog_gpu(gpu_type, gpu_count)
+        cloud = "secure" if self.cloud_type == "SECURE" else "community"
+        per_gpu = (gpu.get("price") or {}).get(cloud)
+        max_count = (gpu.get("maxCount") or {}).get(cloud)
+        stock = gpu.get("availability")
+        fits = max_count is None or gpu_count <= int(max_count)
+        ond_ok = bool(per_gpu) and fits and stock not in (None, "NONE")
+        offer = self._spot.offer(gpu_type, gpu_count)
         return Quote(
             gpu_type=gpu_type, gpu_count=gpu_count,
-            spot_usd_per_hr=round(spot * gpu_count, 6) if spot else None,
-            on_demand_usd_per_hr=round(ond * gpu_count, 6) if ond else None,
-            spot_available=spot_ok, on_demand_available=ond_ok)
+            spot_usd_per_hr=(round(offer.min_bid_per_gpu * gpu_count, 6)
+                             if offer.min_bid_per_gpu else None),
+            on_demand_usd_per_hr=round(float(per_gpu) * gpu_count, 6) if per_gpu else None,
+            spot_available=offer.available and fits, on_demand_available=ond_ok,
+            availability=stock, spot_offered=offer.offered,
+            spot_note=offer.note if not offer.available else "")
 
     def balance(self) -> float | None:
-        me = self._read("reading the account balance", ops.BALANCE_QUERY).get("myself") or {}
-        value = me.get("clientBalance")
-        return float(value) if value is not None else None
+        """The account balance (GraphQL ``myself { clientBalance }``: v2 has none)."""
+        return self._spot.balance()
 
-    def _pod_raw(self, pod_id: str) -> dict[str, Any] | None:
-        try:
-            data = self._read("reading the pod", ops.pod_query(pod_id))
-        except ApiError as exc:
-            if _has(exc.api_message, _NOT_FOUND_HINTS):
-                return None
-            raise
-        return data.get("pod")
+    def _pod(self, pod_id: str) -> dict[str, Any] | None:
+        ans = self._rest.call("reading the pod", "GET", f"/pods/{pod_id}")
+        return ans.body if ans.found else None
 
     def status(self, pod_id: str) -> PodInfo:
-        raw = self._pod_raw(pod_id)
+        raw = self._pod(pod_id)
         if raw is None:
             return PodInfo(id=pod_id, name="", state="GONE")
-        return self._info(raw)
+        return v2_pods.pod_info(raw)
 
     def list_pods(self) -> list[PodInfo]:
-        get_pods = ctl().get_pods
-        pods = with_retries(lambda: self._api.call("listing pods", get_pods), self.retry_delays)
-        return [self._info(p) for p in pods or []
-                if p and str(p.get("name") or "").startswith(POD_NAME_PREFIX)]
-
-    @staticmethod
-    def _ssh_of(raw: dict[str, Any]) -> SshEndpoint | None:
-        runtime = raw.get("runtime") or {}
-        for port in runtime.get("ports") or []:
-            if (port and port.get("privatePort") == 22 and port.get("isIpPublic")
-                    and port.get("ip") and port.get("publicPort")
-                    and (port.get("type") or "tcp") == "tcp"):
-                return SshEndpoint(host=str(port["ip"]), port=int(port["publicPort"]))
-        return None
-
-    def _info(self, raw: dict[str, Any]) -> PodInfo:
-        clean = {k: v for k, v in raw.items() if k not in ("env", "dockerArgs")}
-        runtime = raw.get("runtime") or {}
-        uptime = runtime.get("uptimeInSeconds", raw.get("uptimeSeconds"))
-        pod_type = raw.get("podType")
-        return PodInfo(
-            id=str(raw.get("id")), name=str(raw.get("name") or ""),
-            state=str(raw.get("desiredStatus") or "UNKNOWN"),
-            gpu_type=(raw.get("machine") or {}).get("gpuDisplayName"),
-            gpu_count=raw.get("gpuCount"), usd_per_hr=_float_or_none(raw.get("costPerHr")),
-            spot=(pod_type == "INTERRUPTABLE") if pod_type else None,
-            ssh=self._ssh_of(raw), uptime_s=float(uptime) if uptime is not None else None,
-            raw=clean)
+        pods: list[dict[str, Any]] = []
+        params: dict[str, Any] | None = None
+        for _ in range(MAX_PAGES):
+            body = self._rest.call("listing pods", "GET", "/pods", params=params).body or {}
+            pods += [p for p in body.get("pods") or [] if isinstance(p, dict)]
+            cursor = body.get("nextCursor") or (body.get("pagination") or {}).get("nextCursor")
+            if not cursor:
+                break
+            params = {"cursor": cursor}
+        return [v2_pods.pod_info(p) for p in pods
+                if str(p.get("name") or "").startswith(POD_NAME_PREFIX)]
 
     # ---- create --------------------------------------------------------------------------
     def create(self, spec: PodSpec) -> PodInfo:
@@ -201,99 +149,36 @@ class RunPodProvider:
         if not spec.public_key.strip():
             raise ProviderError("The pod needs the lab's SSH public key (PodSpec.public_key); "
                                 "without it nobody could log in.")
-        min_bid, _, spot_ok, ond_ok = self._offers(
-            self._gpu_type(spec.gpu_type, spec.gpu_count), spec.gpu_count)
-        env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
-        bid: float | None = None
-        if spec.spot:
-            if not spot_ok or min_bid is None:
-                raise NoCapacityError(
-                    f"No spot capacity for {spec.gpu_count} x {spec.gpu_type} on RunPod right now; "
-                    "nothing was created. Try later, another GPU type, or on-demand explicitly.")
-            bid = spec.bid_usd_per_gpu_hr or min_bid
-            if bid < min_bid:
-                raise ProviderError(
-                    f"The bid ${bid}/GPU-hr is below RunPod's minimum bid ${min_bid}/GPU-hr for "
-                    f"{spec.gpu_type}; nothing was created. Raise the bid.")
-        elif not ond_ok:
-            raise NoCapacityError(
-                f"No on-demand capacity for {spec.gpu_count} x {spec.gpu_type} on RunPod right "
-                "now; nothing was created. Try later or another GPU type.")
-        try:
-            if self.creation_api == "rest":
-                raw = self._create_rest(spec, env)
-            elif spec.spot:
-                raw = self._api.graphql("creating the spot pod", ops.spot_create_mutation(
-                    name=spec.name, image=spec.image, gpu_type=spec.gpu_type,
-                    gpu_count=spec.gpu_count, bid_per_gpu=bid, env=env,
-                    container_disk_gb=spec.container_disk_gb,
-                    cloud_type=self.cloud_type))["podRentInterruptable"]
-            else:
-                raw = self._create_on_demand_sdk(spec, env)
-        except ApiError as exc:
-            if _has(exc.api_message, _NO_CAPACITY_HINTS):
-                kind = "spot" if spec.spot else "on-demand"
-                raise NoCapacityError(
-                    f"RunPod has no {kind} capacity for {spec.gpu_count} x {spec.gpu_type} right "
-                    "now; nothing was created. Try later or another GPU type.") from None
-            raise
-        except TransientError as exc:
-            left = self._cleanup_by_name(spec.name)
-            raise ProviderError(f"{exc} {left}") from None
-        if not raw or not raw.get("id"):
-            left = self._cleanup_by_name(spec.name)
-            raise ProviderError(f"RunPod returned no pod for the create request. {left}")
-        info = self._info(raw)
-        if self.creation_api == "rest" or info.usd_per_hr is None or info.gpu_count is None:
-            try:  # the REST/SDK answers carry fewer fields: fill them from a status read
-                info = self.status(info.id)
+        if not spec.spot:
+            ans = self._rest.call(f"creating the pod {spec.name}", "POST", "/pods",
+                                  json=v2_pods.create_body(spec, self.cloud_type),
+                                  create_name=spec.name)
+            return v2_pods.pod_info(ans.body, spot=False)
+        offer = self._spot.offer(spec.gpu_type, spec.gpu_count)
+        if not offer.available or offer.min_bid_per_gpu is None:
+            if offer.offered is not False:
+                self.catalog_gpu(spec.gpu_type, spec.gpu_count)  # an unknown GPU says so
+            raise SpotUnavailableError(f"No spot pod: {offer.note}; nothing was created.")
+        low = offer.min_bid_per_gpu - 1e-6  # a bid quoted from the minimum may be rounded below it
+        if spec.bid_usd_per_gpu_hr is not None and spec.bid_usd_per_gpu_hr < low:
+            raise ProviderError(
+                f"The bid ${spec.bid_usd_per_gpu_hr}/GPU-hr is below RunPod's minimum bid "
+                f"${offer.min_bid_per_gpu}/GPU-hr for {spec.gpu_type}; nothing was created. "
+                "Raise the bid.")
+        rented = self._spot.rent(spec, offer.min_bid_per_gpu)
+        pod_id = str(rented["id"])
+        for delay in (0.0, 0.5, 1.0, 2.0):  # a new pod may take a moment to show in v2
+            if delay:
+                self._sleep(delay)
+            try:
+                raw = self._pod(pod_id)
             except ProviderError:
-                pass
-        return info
-
-    def _create_rest(self, spec: PodSpec, env: dict[str, str]) -> dict[str, Any]:
-        from tplab.cloud.rest import RunPodRest, rest_base_for
-
-        rest = RunPodRest(self._key, rest_base_for(self._api.api_base_url, self._rest_base_url))
-        data = rest.create_pod(name=spec.name, image=spec.image, gpu_type=spec.gpu_type,
-                               gpu_count=spec.gpu_count, interruptible=spec.spot, env=env,
-                               container_disk_gb=spec.container_disk_gb,
-                               cloud_type=self.cloud_type)
-        return {"id": data.get("id"), "name": data.get("name", spec.name),
-                "desiredStatus": data.get("desiredStatus"),
-                "costPerHr": _float_or_none(data.get("costPerHr")),
-                "gpuCount": data.get("gpuCount") or (data.get("gpu") or {}).get("count"),
-                "podType": "INTERRUPTABLE" if data.get("interruptible") else "RESERVED"}
-
-    def _create_on_demand_sdk(self, spec: PodSpec, env: dict[str, str]) -> dict[str, Any]:
-        unsafe = any(c in v for v in (*env.values(), *env.keys()) for c in '"\\\n')
-        if unsafe:  # the SDK inlines env values unescaped: send our own escaped mutation instead
-            return self._api.graphql("creating the on-demand pod", ops.on_demand_create_mutation(
-                name=spec.name, image=spec.image, gpu_type=spec.gpu_type,
-                gpu_count=spec.gpu_count, env=env, container_disk_gb=spec.container_disk_gb,
-                cloud_type=self.cloud_type))["podFindAndDeployOnDemand"]
-        create_pod = ctl().create_pod
-        try:
-            return self._api.call(
-                "creating the on-demand pod", create_pod, spec.name, spec.image, spec.gpu_type,
-                cloud_type=self.cloud_type, support_public_ip=True, start_ssh=True,
-                gpu_count=spec.gpu_count, volume_in_gb=0,
-                container_disk_in_gb=spec.container_disk_gb, docker_args=None,
-                ports="22/tcp", env=env)
-        except ValueError:  # the SDK's own GPU check
-            raise UnknownGpuError(f"RunPod offers no GPU type named {spec.gpu_type!r}.") from None
-
-    def _cleanup_by_name(self, name: str) -> str:
-        """After an ambiguous create failure: terminate any pod that got that name anyway."""
-        try:
-            found = [p for p in self.list_pods() if p.name == name]
-        except ProviderError:
-            return ("Check the RunPod console for a pod named " + name +
-                    " (the pod list could not be read).")
-        for pod in found:
-            self.terminate(pod.id)
-        return ("A pod it had created anyway was terminated." if found
-                else "Nothing was created.")
+                raw = None
+            if raw is not None:
+                return v2_pods.pod_info(raw, spot=True)
+        return PodInfo(id=pod_id, name=str(rented.get("name") or spec.name), state="PROVISIONING",
+                       gpu_type=spec.gpu_type, gpu_count=spec.gpu_count,
+                       usd_per_hr=rented.get("costPerHr"), spot=True)
 
     # ---- readiness -----------------------------------------------------------------------
     def wait_ready(self, pod_id: str, timeout_s: float, client_key: Any = None) -> PodInfo:
@@ -302,19 +187,18 @@ class RunPodProvider:
         last = "the pod was never seen"
         while True:
             try:
-                info = self.status(pod_id)
+                info: PodInfo | None = self.status(pod_id)
             except AuthError:
                 raise
             except ProviderError as exc:
                 info, last = None, f"the API failed ({error_text(exc)})"
             if info is not None:
-                if info.state in _STOPPED:
-                    self._give_up(pod_id, f"it went {info.state} before SSH came up "
-                                          "(a spot interruption, or the pod stopped)")
+                if info.state in DEAD_STATES or info.state in GONE_STATES:
+                    why = ("RunPod could not start its container" if info.state == "ERROR" else
+                           "a spot interruption, or its container stopped")
+                    self._give_up(pod_id, f"it went {info.state} before SSH came up ({why})")
                 if info.ssh is None:
-                    last = ("the pod is RUNNING but its runtime is not up yet" if
-                            info.raw.get("runtime") is None else
-                            "port 22 is not mapped on a public IP yet")
+                    last = (f"the pod is {info.state} and 22/tcp has no public port yet")
                 else:
                     remaining = deadline - time.monotonic()
                     if remaining > 0:
@@ -349,20 +233,17 @@ class RunPodProvider:
 
     # ---- terminate -----------------------------------------------------------------------
     def terminate(self, pod_id: str) -> None:
-        terminate_pod = ctl().terminate_pod
         last: ProviderError | None = None
         for attempt in range(len(self.terminate_delays) + 1):
             try:
-                self._api.call("terminating the pod", terminate_pod, pod_id)
-                return
+                self._rest.call("terminating the pod", "DELETE", f"/pods/{pod_id}")
+                return  # 204, or 404: not found means gone
             except AuthError:
                 raise
             except ProviderError as exc:
                 last = exc
-                if isinstance(exc, ApiError) and _has(exc.api_message, _NOT_FOUND_HINTS):
-                    return  # not found means gone
                 try:
-                    if self._pod_raw(pod_id) is None:
+                    if self.status(pod_id).state in GONE_STATES:
                         return
                 except AuthError:
                     raise
@@ -377,18 +258,32 @@ class RunPodProvider:
 
     def verify_gone(self, pod_id: str) -> GoneProof:
         checked = _utc_now()
-        raw = self._pod_raw(pod_id)
-        answer: dict[str, Any] = {"pod": None if raw is None else self._info(raw).raw}
-        listed = any(p.id == pod_id for p in self.list_pods())
+        raw = self._pod(pod_id)
+        answer: dict[str, Any] = {"pod": None if raw is None else v2_pods.pod_info(raw).raw}
+        listed = any(p.id == pod_id and p.state not in GONE_STATES for p in self.list_pods())
         return GoneProof(pod_id=pod_id, checked_at=checked, answer=answer, listed=listed)
 
     # ---- cost ----------------------------------------------------------------------------
+    def billing_usd(self, pod_id: str, since: float) -> float | None:
+        """The pod's billed amount in RunPod's billing (None: no record of it yet)."""
+        day = dt.datetime.fromtimestamp(since, dt.timezone.utc).replace(
+            hour=0, minute=0, second=0, microsecond=0)
+        ans = self._rest.call("reading the pod's billing", "GET", "/billing/pods", params={
+            "podId": pod_id, "bucketSize": "day",
+            "startTime": day.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        return spend.billing_total((ans.body or {}).get("records") or [], pod_id)
+
     def actual_cost(self, pod_id: str, balance_before: float | None, started_at: float,
                     ended_at: float, usd_per_hr: float) -> CostReport:
-        seconds = max(0.0, ended_at - started_at)
-        rate_x = usd_per_hr * seconds / 3600.0
-        delta: float | None = None
         notes: list[str] = []
+        try:
+            billed = self.billing_usd(pod_id, started_at)
+        except AuthError:
+            raise
+        except ProviderError as exc:
+            billed = None
+            notes.append(f"RunPod's billing could not be read ({error_text(exc)})")
+        delta: float | None = None
         if balance_before is not None:
             try:
                 after = self.balance()
@@ -397,21 +292,5 @@ class RunPodProvider:
                 notes.append(f"balance unreadable after the lab ({error_text(exc)})")
             if after is not None:
                 delta = round(balance_before - after, 6)
-        if delta is None:
-            actual = rate_x
-            notes.append("from costPerHr x billed seconds (no balance change available)")
-        elif delta < 0:
-            actual = rate_x
-            notes.append(f"balance rose by ${-delta:.4f} during the lab (a top-up?); using "
-                         "costPerHr x billed seconds")
-        else:
-            actual = delta
-            tolerance = max(0.01, 0.1 * rate_x)
-            if abs(delta - rate_x) > tolerance:
-                notes.append(f"balance change ${delta:.4f} differs from costPerHr x seconds "
-                             f"${rate_x:.4f} (other pods on the account, or billing lag)")
-            else:
-                notes.append("balance change agrees with costPerHr x billed seconds")
-        return CostReport(actual_usd=round(actual, 6), balance_delta_usd=delta,
-                          rate_x_seconds_usd=round(rate_x, 6), billed_seconds=round(seconds, 3),
-                          note="; ".join(notes))
+        return spend.settle(pod_id, usd_per_hr, max(0.0, ended_at - started_at), billed, delta,
+                            notes)

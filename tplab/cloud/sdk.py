@@ -1,11 +1,13 @@
-"""Calling the runpod SDK with a given key and API URL, and turning its failures into one sentence.
+"""Calling the runpod SDK's GraphQL with a given key and API URL, and its failures as one sentence.
 
-Why this wrapper: the SDK reads its API URL from ``os.environ["RUNPOD_API_BASE_URL"]`` at call time
-and several of its functions (``terminate_pod``, ``create_pod``, ``get_gpu`` inside it) take no key
-argument but read the module global ``runpod.api_key``. So each call sets both, runs, and puts the
-previous values back, under one process-wide lock: calls from several threads (the orchestrator uses
-``asyncio.to_thread``) are serialized and never see each other's key or URL. Code elsewhere that reads
-``RUNPOD_API_BASE_URL`` while a call is in flight may briefly see this provider's URL.
+Why the SDK at all: tplab's pods go through REST v2 (http_api.py), but spot and the account
+balance exist only in RunPod's GraphQL, and the SDK's ``run_graphql_query`` (runpod >= 1.8 takes
+``api_key``) is RunPod's own client for it. The SDK reads its API URL from
+``os.environ["RUNPOD_API_BASE_URL"]`` at call time, so each call sets it (and the module global
+``runpod.api_key``), runs, and puts the previous values back, under one process-wide lock: calls
+from several threads (the orchestrator uses ``asyncio.to_thread``) are serialized and never see
+each other's key or URL. Code elsewhere that reads ``RUNPOD_API_BASE_URL`` while a call is in
+flight may briefly see this provider's URL.
 
 ``import runpod`` costs about 1.5 s, so it happens on the first call, never at import time. That
 import also runs ``logging.basicConfig(level=INFO)`` (runpod/serverless/utils/rp_upload.py), which
@@ -27,15 +29,13 @@ import time
 from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
+from tplab.cloud.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
 from tplab.redact import error_text, redact, register_secret
 
-DEFAULT_API_BASE_URL = "https://api.runpod.io"
 _LOCK = threading.RLock()
 _RUNPOD: Any = None  # the runpod module, once imported
 T = TypeVar("T")
 
-AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY or "
-               "~/.runpod/config.toml.")
 
 
 def import_runpod() -> Any:
@@ -51,8 +51,7 @@ def import_runpod() -> Any:
             root = logging.getLogger()
             level, handlers = root.level, list(root.handlers)
             import runpod
-            import runpod.api.ctl_commands  # noqa: F401 - fully loaded before anyone uses it
-            import runpod.api.graphql  # noqa: F401
+            import runpod.api.graphql  # noqa: F401 - fully loaded before anyone uses it
 
             root.setLevel(level)
             for handler in list(root.handlers):
@@ -60,14 +59,6 @@ def import_runpod() -> Any:
                     root.removeHandler(handler)
             _RUNPOD = runpod
         return _RUNPOD
-
-
-def ctl() -> Any:
-    """``runpod.api.ctl_commands`` (get_pods, terminate_pod, create_pod ...), imported lazily."""
-    import_runpod()
-    from runpod.api import ctl_commands
-
-    return ctl_commands
 
 
 class ApiError(ProviderError):
@@ -113,14 +104,15 @@ class RunPodApi:
                 raise ApiError(f"RunPod returned an error while {what}: {msg}", msg) from None
             except requests.exceptions.JSONDecodeError:
                 raise TransientError(
-                    f"RunPod's API failed while {what} (it answered with a server error page); "
-                    "try again in a minute.") from None
+                    f"RunPod's GraphQL API failed while {what} (it answered with an error page, "
+                    "not GraphQL); try again in a minute.") from None
             except requests.exceptions.Timeout:
                 raise TransientError(
-                    f"RunPod's API did not answer in time while {what}; try again.") from None
+                    f"RunPod's GraphQL API did not answer in time while {what}; try again."
+                ) from None
             except requests.exceptions.RequestException as exc:
                 raise TransientError(
-                    f"Could not reach RunPod's API at {self.api_base_url} while {what} "
+                    f"Could not reach RunPod's GraphQL API at {self.api_base_url} while {what} "
                     f"({type(exc).__name__}); check the network and try again.") from None
             finally:
                 runpod.api_key = old_key

@@ -1,7 +1,8 @@
 """`tplab mock-cloud`: run the local RunPod-compatible mock cloud until interrupted.
 
-The mock (tplab/mock) serves RunPod's GraphQL subset and REST v1 pod routes on 127.0.0.1; its pods
-are SSH servers on loopback. Point tplab (or the runpod SDK) at it with
+The mock (tplab/mock) serves RunPod's REST v2 pod, catalog and billing routes (held to RunPod's
+OpenAPI document) and the GraphQL tplab still uses on 127.0.0.1; its pods are SSH servers on
+loopback. Point tplab (or the runpod SDK) at it with
 ``RUNPOD_API_BASE_URL=<api_url>`` and ``RUNPOD_API_KEY=<api_key>`` from the JSON line it prints.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 HELP = "run the local mock cloud (RunPod-compatible API + SSH pods on 127.0.0.1)"
-DESCRIPTION = (HELP + ". Prints one JSON line {api_url, rest_url, api_key, state_dir, pid} when "
+DESCRIPTION = (HELP + ". Prints one JSON line {api_url, api_key, state_dir, pid} when "
                "ready; runs until SIGTERM/Ctrl-C, then terminates every pod.")
 
 

@@ -3,8 +3,8 @@
 Why: tplab's orchestrator terminates the pod on every exit path it controls, but a laptop that
 crashes, sleeps or loses its network controls nothing, and a forgotten 2-GPU pod burns money all
 day. So a small process started beside the job (``setsid nohup python -m tplab.job.watchdog ... &``)
-watches two things and, when either trips, asks the provider's API to terminate *its own* pod with
-the pod-scoped key RunPod puts in every pod's environment:
+watches two things and, when either trips, terminates *its own* pod with the pod-scoped key RunPod
+puts in every pod (``/etc/rp_environment``):
 
 * the client's heartbeat: the orchestrator rewrites a heartbeat file over SSH; its mtime (set by
   the pod's own clock, so laptop clock skew does not matter) is the client's last sign of life.
@@ -13,12 +13,14 @@ the pod-scoped key RunPod puts in every pod's environment:
 * the hard wall-clock cap (default 2 h, the seed's limit), counted from ``--started-at`` (epoch
   seconds, e.g. the pod's creation) or else from the watchdog's start.
 
-It calls ``mutation { podTerminate(input: {podId: "<id>"}) }`` on ``$RUNPOD_API_BASE_URL/graphql``
-(default https://api.runpod.io, as the runpod SDK does; the mock cloud sets its loopback URL) with
-``Authorization: Bearer $RUNPOD_API_KEY``, retrying with capped exponential backoff until the API
-says yes (the pod, and this process with it, then goes away). Every decision — heartbeat age, cap,
-each API answer — is a line in ``--log``; the key is never written (any echo of it is redacted),
-and it is read only from the environment, never from the command line where ``ps`` would show it.
+Terminating is ``tplab.job.self_terminate``: REST v2 ``DELETE /v2/pods/<id>``, then GraphQL
+``podTerminate``, then ``runpodctl remove pod`` when present, on ``$RUNPOD_API_BASE_URL`` (default
+https://api.runpod.io; the mock cloud sets its loopback URL); a round in which every way failed is
+retried with capped exponential backoff until one is accepted (the pod, and this process with it,
+then goes away). Every decision — heartbeat age, cap, each attempt and its answer — is a line in
+``--log``; the key is never written (any echo of it is redacted), and it is read only from
+``/etc/rp_environment`` (``$TPLAB_RP_ENV_FILE``) or the environment, never from the command line
+where ``ps`` would show it.
 
 Orderly end: when ``--stop-file`` appears the watchdog exits *without* terminating. The
 orchestrator terminates (and verifies) the pod itself on every path it controls; the watchdog
@@ -31,28 +33,21 @@ it must keep working even if torch is broken. Time and HTTP are injectable for t
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-DEFAULT_API_BASE = "https://api.runpod.io"
+from tplab.job.self_terminate import (DEFAULT_API_BASE, POD_ID, REDACTED, PodCredentials,
+                                      Request, Run, SelfTerminator, load_credentials,
+                                      subprocess_run, urllib_request)
+
 DEFAULT_STALE_AFTER_S = 600.0
 DEFAULT_WALL_CAP_S = 7200.0
 DEFAULT_POLL_S = 5.0
-_POD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_REDACTED = "[redacted]"
-
-#: ``post(url, body, headers, timeout_s) -> (http_status, response_text)``; raises OSError when
-#: no HTTP answer came back at all (refused, DNS, timeout).
-Post = Callable[[str, bytes, dict[str, str], float], tuple[int, str]]
 
 
 class WatchdogConfigError(ValueError):
@@ -72,13 +67,13 @@ class WatchdogConfig:
     stop_file: Path | None = None
     started_at: float | None = None     # epoch seconds the wall cap counts from
     status_every_s: float = 60.0        # how often a "still fine" line is logged
-    max_attempts: int = 0               # podTerminate attempts; 0 = until the API says yes
+    max_attempts: int = 0               # terminate rounds (every way once); 0 = until accepted
     backoff_s: float = 2.0              # first retry delay, doubled per failure ...
     backoff_max_s: float = 60.0         # ... up to this
     http_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if not _POD_ID.match(self.pod_id or ""):
+        if not POD_ID.match(self.pod_id or ""):
             raise WatchdogConfigError(
                 f"The pod id {self.pod_id!r} is not a RunPod pod id (letters, digits, - and _).")
         if not self.api_key:
@@ -92,7 +87,7 @@ class WatchdogConfig:
 
     @property
     def url(self) -> str:
-        return self.api_base.rstrip("/") + "/graphql"
+        return self.api_base.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -105,45 +100,18 @@ class Decision:
     elapsed_s: float
 
 
-@dataclass(frozen=True)
-class ApiAnswer:
-    """One podTerminate attempt: did the API accept it, and what it said (redacted)."""
-
-    ok: bool
-    status: int | None
-    detail: str
-
-
-def urllib_post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, str]:
-    """POST with urllib; HTTP error statuses are answers, not exceptions."""
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
-            return response.status, response.read(64 * 1024).decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        try:
-            text = exc.read(64 * 1024).decode("utf-8", "replace")
-        except OSError:
-            text = ""
-        return exc.code, text
-
-
-def terminate_mutation(pod_id: str) -> str:
-    """The same mutation the runpod SDK sends for ``runpod.terminate_pod``."""
-    if not _POD_ID.match(pod_id):
-        raise WatchdogConfigError(f"The pod id {pod_id!r} is not a RunPod pod id.")
-    return f'mutation {{ podTerminate(input: {{podId: "{pod_id}"}}) }}'
-
-
 class Watchdog:
     """Polls the heartbeat and the clock; terminates the pod once, then exits."""
 
     def __init__(self, config: WatchdogConfig, *, now: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep, post: Post = urllib_post) -> None:
+                 sleep: Callable[[float], None] = time.sleep, request: Request = urllib_request,
+                 run: Run = subprocess_run, runpodctl: str | None | bool = True) -> None:
         self.config = config
         self._now = now
         self._sleep = sleep
-        self._post = post
+        self.terminator = SelfTerminator(
+            PodCredentials(config.pod_id, config.api_key, config.api_base),
+            timeout_s=config.http_timeout_s, request=request, run=run, runpodctl=runpodctl)
         self.started = now()
         self.cap_start = config.started_at if config.started_at is not None else self.started
         self._last_beat: float | None = None   # last heartbeat mtime seen
@@ -152,7 +120,7 @@ class Watchdog:
     # -- logging -----------------------------------------------------------------------------
     def redact(self, text: str) -> str:
         key = self.config.api_key
-        return text.replace(key, _REDACTED) if key else text
+        return text.replace(key, REDACTED) if key else text
 
     def log(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
@@ -198,34 +166,24 @@ class Watchdog:
                         f"running {elapsed:.0f}s of cap {cfg.wall_cap_s:.0f}s", age, elapsed)
 
     # -- terminating -------------------------------------------------------------------------
-    def call_terminate(self) -> ApiAnswer:
-        cfg = self.config
-        body = json.dumps({"query": terminate_mutation(cfg.pod_id)}).encode()
-        headers = {"Content-Type": "application/json", "User-Agent": "tplab-watchdog",
-                   "Authorization": f"Bearer {cfg.api_key}"}
-        try:
-            status, text = self._post(cfg.url, body, headers, cfg.http_timeout_s)
-        except OSError as exc:  # URLError, refused, timeout: no HTTP answer at all
-            return ApiAnswer(False, None, self.redact(f"no answer ({_reason(exc)})"))
-        return _interpret(status, self.redact(text))
-
     def terminate(self) -> bool:
-        """podTerminate until the API accepts it (or max_attempts); logs every answer."""
+        """Every way (v2 DELETE, GraphQL podTerminate, runpodctl) per round until one is
+        accepted (or max_attempts rounds); logs every attempt and its answer."""
         cfg = self.config
-        attempt = 0
+        rnd = 0
         while True:
-            attempt += 1
-            answer = self.call_terminate()
-            if answer.ok:
-                self.log(f"podTerminate attempt {attempt}: accepted ({answer.detail})")
+            rnd += 1
+
+            attempts = self.terminator.terminate(
+                lambda line, r=rnd: self.log(f"terminate round {r}: {line}"))
+            if any(a.ok for a in attempts):
                 return True
-            if cfg.max_attempts and attempt >= cfg.max_attempts:
-                self.log(f"podTerminate attempt {attempt}: failed ({answer.detail}); giving up "
-                         f"after {attempt} attempts — terminate pod {cfg.pod_id} by hand")
+            if cfg.max_attempts and rnd >= cfg.max_attempts:
+                self.log(f"terminate round {rnd}: every way failed; giving up after {rnd} rounds "
+                         f"— terminate pod {cfg.pod_id} by hand")
                 return False
-            delay = min(cfg.backoff_max_s, cfg.backoff_s * 2 ** (attempt - 1))
-            self.log(f"podTerminate attempt {attempt}: failed ({answer.detail}); "
-                     f"retrying in {delay:g}s")
+            delay = min(cfg.backoff_max_s, cfg.backoff_s * 2 ** (rnd - 1))
+            self.log(f"terminate round {rnd}: every way failed; retrying in {delay:g}s")
             self._sleep(delay)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -254,32 +212,6 @@ class Watchdog:
             self._sleep(cfg.poll_s)
 
 
-def _interpret(status: int, text: str) -> ApiAnswer:
-    """RunPod answers HTTP 200 with ``{"data": {"podTerminate": null}}`` on success."""
-    snippet = " ".join(text.split())[:200]
-    if status != 200:
-        return ApiAnswer(False, status, f"HTTP {status}: {snippet or 'no body'}")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return ApiAnswer(False, status, f"HTTP 200 but not JSON: {snippet or 'no body'}")
-    if not isinstance(data, dict):
-        return ApiAnswer(False, status, f"HTTP 200 but not a GraphQL answer: {snippet}")
-    errors = data.get("errors")
-    if errors:
-        first = errors[0] if isinstance(errors, list) and errors else errors
-        message = first.get("message") if isinstance(first, dict) else first
-        return ApiAnswer(False, status, f"HTTP 200 with GraphQL error: {message}")
-    if isinstance(data.get("data"), dict) and "podTerminate" in data["data"]:
-        return ApiAnswer(True, status, f"HTTP 200: {snippet}")
-    return ApiAnswer(False, status, f"HTTP 200 without data.podTerminate: {snippet}")
-
-
-def _reason(exc: OSError) -> str:
-    reason = getattr(exc, "reason", None)
-    return str(reason if reason is not None else exc) or type(exc).__name__
-
-
 def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
@@ -291,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m tplab.job.watchdog",
         description="Terminate this pod through the provider's API when the client's heartbeat "
                     "is stale or the wall-clock cap has passed. Reads RUNPOD_POD_ID, "
-                    "RUNPOD_API_KEY and RUNPOD_API_BASE_URL from the environment.")
+                    "RUNPOD_API_KEY and RUNPOD_API_BASE_URL from /etc/rp_environment "
+                    "($TPLAB_RP_ENV_FILE), else from the environment.")
     p.add_argument("--heartbeat", required=True, type=Path, help="file the client keeps touching")
     p.add_argument("--log", required=True, type=Path, help="where decisions are logged")
     p.add_argument("--stale-after", type=float, default=DEFAULT_STALE_AFTER_S, metavar="S",
@@ -307,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pid-file", type=Path, metavar="PATH", help="write this process's pid here")
     p.add_argument("--pod-id", help="default: $RUNPOD_POD_ID")
     p.add_argument("--max-attempts", type=int, default=0, metavar="N",
-                   help="podTerminate attempts before giving up (default 0: until it works)")
+                   help="terminate rounds (every way once) before giving up (default 0: until "
+                        "one works)")
     p.add_argument("--backoff", type=float, default=2.0, metavar="S",
                    help="first retry delay, doubled per failure up to 60 s (default 2)")
     return p
@@ -315,17 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> WatchdogConfig:
     env = dict(os.environ if env is None else env)
-    pod_id = args.pod_id or env.get("RUNPOD_POD_ID", "")
+    creds = load_credentials(env)
+    pod_id = args.pod_id or (creds.pod_id if creds else env.get("RUNPOD_POD_ID", ""))
     if not pod_id:
         raise WatchdogConfigError("RUNPOD_POD_ID is not set; run the watchdog on the pod "
                                   "(RunPod sets it) or pass --pod-id.")
-    key = env.get("RUNPOD_API_KEY", "")
+    key = creds.api_key if creds else env.get("RUNPOD_API_KEY", "")
     if not key:
         raise WatchdogConfigError("RUNPOD_API_KEY is not set; run the watchdog on the pod, "
                                   "where RunPod sets a pod-scoped key.")
     return WatchdogConfig(
         heartbeat=args.heartbeat, log=args.log, pod_id=pod_id, api_key=key,
-        api_base=env.get("RUNPOD_API_BASE_URL") or DEFAULT_API_BASE,
+        api_base=(creds.api_base if creds else env.get("RUNPOD_API_BASE_URL"))
+        or DEFAULT_API_BASE,
         stale_after_s=args.stale_after, wall_cap_s=args.wall_cap, poll_s=args.poll,
         stop_file=args.stop_file, started_at=args.started_at,
         max_attempts=max(0, args.max_attempts), backoff_s=max(0.0, args.backoff))

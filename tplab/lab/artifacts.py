@@ -4,6 +4,10 @@ Why apart from the orchestrator: these are pure functions of plain records (the 
 lab's facts, its prediction); the state machine only decides *when* they are written (always,
 after terminate + verify + record, whatever the outcome). The manifest itself is built by
 ``tplab.manifest`` (the same builder `tplab local` uses); this module only says what the lab knows.
+Money: ``estimated_cost_usd`` is the quote's expected cost of the planned run
+(``estimated_cost_formula``), ``worst_case_usd`` the quote's price for the whole wall cap,
+``authorized_usd`` what the ledger held, ``actual_cost_usd`` what was recorded (from
+``actual_cost_source``: RunPod's billing, or cost x billed seconds).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from tplab import manifest, scaling
 from tplab.lab.config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
+from tplab.lab.preflight import ESTIMATE_FORMULA
 from tplab.lab.prediction import LabPrediction
 from tplab.lab.teardown import PROOF
 
@@ -47,7 +52,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         instance_type=config.instance_type(),
         nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
         instance_id=s.get("pod_id"), start_ts=s.get("start_ts"), end_ts=s.get("end_ts"),
-        estimated_cost_usd=s.get("authorized_usd"), actual_cost_usd=s.get("actual_usd"),
+        estimated_cost_usd=s.get("expected_usd"), actual_cost_usd=s.get("actual_usd"),
         terminated_screenshot=proof,
         crossover_d_model=pred.crossover_d_model if pred else None,
         prediction=pred.at_lab_d_model if pred else None,
@@ -57,6 +62,11 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
             "mock": config.mock,
             "verified_gone": s.get("verified_gone"),
             "usd_per_hr": s.get("usd_per_hr"),
+            "price_kind": s.get("price_kind"),
+            "estimated_cost_formula": ESTIMATE_FORMULA,
+            "worst_case_usd": s.get("worst_case_usd"),
+            "authorized_usd": s.get("authorized_usd"),
+            "actual_cost_source": s.get("cost_source"),
             "actual_cost_note": s.get("cost_note"),
             "budget_label": config.ledger_label(),
             "device_type": (res or {}).get("device_type"),

@@ -42,6 +42,7 @@ class LabConfig:
     heartbeat_interval_s: float = 2.0
     wall_cap_s: float = 7200.0            # the seed's two-hour cap; the watchdog enforces it too
     boot_timeout_s: float = 600.0
+    create_lookup_s: float = 60.0         # after an ambiguous create, look for the pod this long
     connect_timeout_s: float = 180.0      # per (re)connect
     keepalive_interval_s: float = 2.0
     keepalive_count_max: int = 2

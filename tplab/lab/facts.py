@@ -29,6 +29,8 @@ class PodFacts:
     record: InstanceRecord | None = None
     proof: GoneProof | None = None
     verified_gone: bool = False
+    #: an ambiguous create whose pod list could not be read: whether a pod exists is unknown
+    creation_unknown: bool = False
 
 
 @dataclass
@@ -45,6 +47,11 @@ class MoneyFacts:
     seconds_left: float | None = None
     actual_usd: float | None = None     # recorded when the lab was settled
     cost_note: str | None = None
+    cost_source: str | None = None      # where actual_usd came from ("billing", ...)
+    quote: Any = None                   # the provider's Quote, from preflight
+    price_kind: str | None = None       # "spot" | "on-demand"
+    expected_usd: float | None = None   # the quote's expected cost of the planned run
+    worst_case_usd: float | None = None  # the quote's price for the whole wall cap
 
 
 @dataclass
@@ -83,6 +90,8 @@ class LabFacts:
             "pod_id": self.pod.id, "verified_gone": self.pod.verified_gone,
             "usd_per_hr": self.pod.usd_per_hr, "authorized_usd": self.money.authorized_usd,
             "actual_usd": self.money.actual_usd, "cost_note": self.money.cost_note,
+            "cost_source": self.money.cost_source, "expected_usd": self.money.expected_usd,
+            "worst_case_usd": self.money.worst_case_usd, "price_kind": self.money.price_kind,
             "start_ts": self.pod.created_at, "end_ts": self.pod.gone_at,
             "job_events": self.transport.job_events, "ssh_drops": self.transport.ssh_drops,
             "duplicates": self.transport.duplicates, "gaps": self.transport.gaps,

@@ -34,6 +34,19 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def api_url_problem(mock: bool, api_url: str | None) -> str | None:
+    """Why ``api_url`` may not be used, or None. Without --mock the real API key goes to that
+    URL, so it must be https (a key sent in clear to an arbitrary address is a key given away);
+    the local mock cloud runs on plain http and carries only its own throwaway key."""
+    if not api_url or mock:
+        return None
+    if not api_url.lower().startswith("https://"):
+        return (f"--api-url {api_url} is not https: without --mock the real RunPod API key "
+                "would go to it in clear; use an https URL, or --mock for a local mock cloud. "
+                "Nothing was created.")
+    return None
+
+
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("lab")
     g.add_argument("--mock", action="store_true",
@@ -41,11 +54,12 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "the job runs on this CPU, spending is simulated)")
     g.add_argument("--api-url", metavar="URL", default=None,
                    help="use an already running (mock) cloud API at URL instead of starting one; "
-                        "its key comes from RUNPOD_API_KEY")
+                        "its key comes from RUNPOD_API_KEY (without --mock it must be https)")
     g.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
     g.add_argument("--gpus", type=_positive_int, default=2, help="GPUs = TP degree (default: 2)")
     g.add_argument("--on-demand", action="store_true",
-                   help="allow an on-demand pod (the lab is spot-only by default)")
+                   help="rent an on-demand pod (REST v2) instead of spot; the lab is spot-first "
+                        "and never switches by itself")
     g.add_argument("--lab-cap", type=_positive_float, default=None, metavar="USD",
                    help="dollars this lab may authorize (default: the budget config, $3)")
     g.add_argument("--phase-cap", type=_positive_float, default=None, metavar="USD",
@@ -79,7 +93,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> LabConfig:
-    """The LabConfig these parsed options describe."""
+    """The LabConfig these parsed options describe. (A non-https ``--api-url`` without ``--mock``
+    is refused where the key would be sent, ``providers.real_api_url``: the lab then ends FAILED
+    with ``api_url_problem``'s sentence, in `tplab run` and in the dashboard alike.)"""
     return LabConfig(
         mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type, gpus=args.gpus,
         spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,

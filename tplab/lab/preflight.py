@@ -3,16 +3,20 @@
 Why first and apart: a refusal here costs nothing (no authorization, no pod), so every check
 whose answer is knowable before spending belongs here: the input files, the budget's
 pre-flight rule (remaining ≥ lab cap + buffer), pods of earlier labs still alive, and the
-provider's quote against the lab cap. Each refusal is a ``LabStop`` with one sentence.
+provider's quote against the lab cap — including whether RunPod still offers spot at all, so a
+spot lab that cannot be had is refused before any money is authorized. Each refusal is a
+``LabStop`` with one sentence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
+from tplab.cloud.base import Quote
 from tplab.lab import leftovers
-from tplab.lab.config import FAILED, STUB, LabStop
+from tplab.lab.config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
 
 
@@ -58,29 +62,102 @@ async def check_leftovers(ctx: LabContext) -> None:
                       f"{' --mock' if cfg.mock else ''} (or `--all`) and start again")
 
 
+#: the planned run, for ``estimated_cost_usd``: boot, upload, torchrun start and teardown take
+#: about this long on RunPod, whatever the job ...
+PLANNED_OVERHEAD_S = 300.0
+#: ... and each decoded token about this long per pass (single device, TP, instrumented TP)
+PLANNED_S_PER_TOKEN = 0.02
+PLANNED_PASSES = 3
+ESTIMATE_FORMULA = (f"price_usd_per_hr x min(wall cap, {PLANNED_OVERHEAD_S:.0f} s + prompts x "
+                    f"new tokens x {PLANNED_PASSES} passes x {PLANNED_S_PER_TOKEN} s) / 3600")
+
+
+def planned_seconds(cfg: LabConfig) -> float:
+    """How long the planned run should keep the pod (see ESTIMATE_FORMULA)."""
+    job = cfg.num_prompts * cfg.new_tokens * PLANNED_PASSES * PLANNED_S_PER_TOKEN
+    return min(cfg.wall_cap_s, PLANNED_OVERHEAD_S + job)
+
+
+#: LabConfig field -> its `tplab run` flag (options.add_lab_arguments), for on_demand_command
+_FLAGS = (("api_url", "--api-url"), ("gpu_type", "--gpu-type"), ("gpus", "--gpus"),
+          ("lab_cap_usd", "--lab-cap"), ("phase_cap_usd", "--phase-cap"),
+          ("num_prompts", "--prompts"), ("new_tokens", "--new-tokens"), ("warmup", "--warmup"),
+          ("instrumented_prompts", "--instrumented-prompts"), ("out_dir", "--out"),
+          ("checkpoint", "--checkpoint"), ("prompts", "--prompts-file"),
+          ("heartbeat_timeout_s", "--heartbeat-timeout"), ("wall_cap_s", "--wall-cap"),
+          ("boot_timeout_s", "--boot-timeout"))
+
+
+def on_demand_command(cfg: LabConfig) -> str:
+    """The `tplab run` line that runs this same lab on an on-demand pod (every setting that
+    differs from the defaults, plus ``--on-demand``)."""
+    default = LabConfig()
+    parts = ["tplab run --on-demand"]
+    if cfg.mock:
+        parts.append("--mock")
+    for name, flag in _FLAGS:
+        value = getattr(cfg, name)
+        if value is not None and value != getattr(default, name):
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            parts.append(f"{flag} {shlex.quote(text)}")
+    if not cfg.sweep:
+        parts.append("--no-sweep")
+    if cfg.compile:
+        parts.append("--compile")
+    return " ".join(parts)
+
+
+def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, lab_cap: float) -> str:
+    """The EDUCATIONAL_STUB sentence when spot is not to be had: why, the on-demand quote, its
+    worst case against the lab cap, and the exact command that asks for on-demand."""
+    why = why.rstrip(". ")
+    hours = cfg.wall_cap_s / 3600.0
+    price = quote.on_demand_usd_per_hr if quote else None
+    if quote is None or price is None or not quote.on_demand_available:
+        stock = f" (stock {quote.availability})" if quote and quote.availability else ""
+        return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
+                f"never switches to on-demand by itself, and on-demand has no capacity right "
+                f"now either{stock}; nothing was created")
+    worst = price * hours
+    fits = (f"within the lab cap ${lab_cap:.2f}" if worst <= lab_cap + 1e-9 else
+            f"ABOVE the lab cap ${lab_cap:.2f} (lower --wall-cap or raise --lab-cap)")
+    return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
+            f"never switches to on-demand by itself. On-demand is ${price:.3f}/h (stock "
+            f"{quote.availability or '?'}), worst case ${worst:.2f} for the {hours:.2f} h wall "
+            f"cap, {fits}: to use it, run `{on_demand_command(cfg)}`; nothing was created")
+
+
 async def choose_price(ctx: LabContext, lab_cap: float) -> float:
-    """The provider's quote for the lab's GPUs (spot unless told otherwise): the hourly price,
-    or a refusal when there is no capacity or the wall cap's worst case exceeds the lab cap."""
-    cfg = ctx.config
+    """The provider's quote for the lab's GPUs (spot unless told otherwise) — REST v2's catalog
+    price and stock, spot from GraphQL while RunPod offers it: the hourly price, or a refusal
+    (EDUCATIONAL_STUB, nothing authorized, nothing created) when there is no offer or the wall
+    cap's worst case exceeds the lab cap. Records the quote, the expected cost of the planned
+    run (ESTIMATE_FORMULA) and the worst case in ``facts.money``."""
+    cfg, money = ctx.config, ctx.facts.money
     assert ctx.provider is not None
     quote = await asyncio.to_thread(ctx.provider.quote, cfg.gpu_type, cfg.gpus)
+    money.quote = quote
     if cfg.spot:
-        price, available, kind = quote.spot_usd_per_hr, quote.spot_available, "spot"
+        if not quote.spot_available or quote.spot_usd_per_hr is None:
+            raise LabStop(STUB, spot_stub_reason(cfg, quote, quote.spot_note or "no spot offer",
+                                                 lab_cap))
+        price, kind = float(quote.spot_usd_per_hr), "spot"
     else:
-        price, available = quote.on_demand_usd_per_hr, quote.on_demand_available
-        kind = "on-demand"
-    if not available or price is None:
-        extra = ""
-        if cfg.spot and quote.on_demand_available:
-            extra = " (on-demand exists, but the lab is spot-only by default: --on-demand)"
-        raise LabStop(STUB, f"no {kind} capacity for {cfg.gpus}x {cfg.gpu_type} right now"
-                      f"{extra}; nothing was created")
-    usd_per_hr = float(price)
-    worst = usd_per_hr * cfg.wall_cap_s / 3600.0
+        if not quote.on_demand_available or quote.on_demand_usd_per_hr is None:
+            raise LabStop(STUB, f"no on-demand capacity for {cfg.gpus}x {cfg.gpu_type} right "
+                          f"now (RunPod's stock: {quote.availability or 'unknown'}); nothing "
+                          "was created")
+        price, kind = float(quote.on_demand_usd_per_hr), "on-demand"
+    worst = price * cfg.wall_cap_s / 3600.0
     if worst > lab_cap + 1e-9:
-        raise LabStop(STUB, f"the {kind} price ${usd_per_hr:.3f}/h for "
+        raise LabStop(STUB, f"the {kind} price ${price:.3f}/h for "
                       f"{cfg.wall_cap_s / 3600:.2f} h (the wall cap) could cost "
                       f"${worst:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
-    ctx.stream.log(f"{kind} quote ${usd_per_hr:.3f}/h; worst case ${worst:.2f} "
-                   f"within the lab cap ${lab_cap:.2f}")
-    return usd_per_hr
+    money.price_kind = kind
+    money.worst_case_usd = round(worst, 6)
+    money.expected_usd = round(price * planned_seconds(cfg) / 3600.0, 6)
+    stock = f", stock {quote.availability}" if quote.availability else ""
+    ctx.stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.expected_usd:.4f} for "
+                   f"the planned run, worst case ${worst:.2f} at the wall cap, within the lab "
+                   f"cap ${lab_cap:.2f}")
+    return price

@@ -13,28 +13,35 @@ import importlib
 import os
 from typing import AsyncIterator
 
-from tplab.cloud.base import AuthError, Provider
+from tplab.cloud.base import AuthError, Provider, ProviderError
 from tplab.lab.config import LabConfig
+from tplab.lab.options import api_url_problem
 
 
 def provider_for(api_key: str, api_url: str | None) -> Provider:
     """The RunPod provider with this key, pointed at ``api_url`` (RunPod itself when None)."""
     from tplab.cloud.runpod_provider import RunPodProvider
-    kwargs: dict[str, str] = {"api_key": api_key}
-    if api_url:
-        base = api_url.rstrip("/")
-        kwargs["api_base_url"] = base
-        kwargs["rest_base_url"] = os.environ.get("RUNPOD_REST_BASE_URL") or f"{base}/v1"
-    return RunPodProvider(**kwargs)
+    return RunPodProvider(api_key=api_key, api_base_url=api_url.rstrip("/") if api_url else None)
+
+
+def real_api_url(api_url: str | None) -> str | None:
+    """The URL a real lab's key goes to (``--api-url``, else ``RUNPOD_API_BASE_URL``, else
+    RunPod's own); refused unless https (options.api_url_problem)."""
+    url = api_url or os.environ.get("RUNPOD_API_BASE_URL") or None
+    problem = api_url_problem(False, url)
+    if problem:
+        raise ProviderError(problem)
+    return url
 
 
 def real_provider(api_url: str | None = None) -> Provider:
     """The RunPod provider for a real lab (key from RUNPOD_API_KEY or ~/.runpod; never logged)."""
     from tplab.cloud.keys import NO_KEY, load_api_key
+    url = real_api_url(api_url)
     key = load_api_key()
     if not key:
         raise AuthError(NO_KEY + " Or use --mock to run against the local mock cloud.")
-    return provider_for(key, api_url or os.environ.get("RUNPOD_API_BASE_URL"))
+    return provider_for(key, url)
 
 
 def _mock_key() -> str:

@@ -4,6 +4,8 @@ Why the order matters: money is authorized in the ledger before any pod exists; 
 record is written *before* the create call (a crash mid-call still leaves a trace the next start
 finds) and gets the pod id the moment the provider answers; the create call runs as a future
 that teardown can still await, so a stop during create still learns the pod id and ends it.
+A create that fails ambiguously (a 5xx or a timeout) may still have made a billing pod, so it is
+looked for by name before anything is called "not created".
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tplab.cloud.base import (GONE_STATES, POD_NAME_PREFIX, AuthError, NoCapacityError,
-                              PodInfo, PodSpec, ProviderError)
+from tplab.cloud.base import (GONE_STATES, POD_NAME_PREFIX, AmbiguousCreateError, AuthError,
+                              NoCapacityError, PodInfo, PodSpec, ProviderError,
+                              SpotUnavailableError)
 from tplab.lab import instances
 from tplab.lab.config import FAILED, STUB, LabStop
 from tplab.lab.context import LabContext
@@ -71,7 +74,11 @@ class Creation:
 
 
 async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInfo:
-    """Write the intent record, then create the pod; a no-capacity answer is a STUB."""
+    """Write the intent record, then create the pod. No spot (or no capacity) is a STUB with
+    nothing created; an ambiguous answer (a 5xx or a timeout: RunPod may have made the pod
+    anyway) keeps the INTENT record and the authorization and looks for the pod by name
+    (``find_after_ambiguous_create``): found, it is adopted and the lab stops so that teardown
+    terminates it; a failure to list is "unknown", never "not created"."""
     cfg, facts = ctx.config, ctx.facts
     ctx.stream.phase("create")
     name = f"{POD_NAME_PREFIX}{facts.lab_id}"
@@ -90,10 +97,81 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.provider.create, spec))
     try:
         info = await asyncio.shield(creation.future)
+    except SpotUnavailableError as exc:
+        from tplab.lab.preflight import spot_stub_reason
+        raise LabStop(STUB, one_line(spot_stub_reason(cfg, facts.money.quote, str(exc),
+                                                      facts.money.authorized_usd))) from None
     except NoCapacityError as exc:
         raise LabStop(STUB, one_line(f"{exc} Nothing was created.")) from None
+    except AmbiguousCreateError as exc:
+        found = await find_after_ambiguous_create(ctx, exc)
+        adopt_pod(ctx, found)
+        raise LabStop(FAILED, one_line(
+            f"RunPod answered the create with an error ({exc.cause}), yet it made pod "
+            f"{found.id} named {name}: found by its name, the lab stops and terminates "
+            "it")) from None
+    except (AuthError, ProviderError) as exc:  # refused (400/402/403/422/429 ...): no pod
+        msg = str(exc).rstrip(". ")
+        if "nothing was created" not in msg.lower():
+            msg += "; nothing was created"
+        raise LabStop(FAILED, one_line(msg)) from None
     adopt_pod(ctx, info)
     return info
+
+
+async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError) -> PodInfo:
+    """Look for the pod named ``exc.pod_name`` for ``create_lookup_s`` (new pods can take a while
+    to show in RunPod's list). Returns it when found; else a LabStop: "not created" when the
+    list was read and never showed it, "unknown" when it could not be read (then the INTENT
+    record and the authorization stay open: settle keeps them)."""
+    cfg, pod = ctx.config, ctx.facts.pod
+    name = exc.pod_name
+    ctx.stream.warn(one_line(f"RunPod answered the create with an error ({exc.cause}); looking "
+                             f"for a pod named {name} for {cfg.create_lookup_s:.0f} s before "
+                             "calling it not created"))
+    deadline = time.monotonic() + cfg.create_lookup_s
+    listed_once = False
+    last_error = ""
+    while True:
+        try:
+            pods = await asyncio.to_thread(ctx.provider.list_pods)
+            listed_once = True
+            match = next((p for p in pods if p.name == name and
+                          p.state.upper() not in GONE_STATES), None)
+            if match is not None:
+                return match
+        except AuthError:
+            raise
+        except ProviderError as err:
+            last_error = one_line(err)
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(min(2.0, max(0.2, cfg.create_lookup_s / 20)))
+    if listed_once and not last_error:
+        raise LabStop(FAILED, one_line(
+            f"RunPod answered the create with an error ({exc.cause}); no pod named {name} "
+            f"appeared in its pod list within {cfg.create_lookup_s:.0f} s, so none was created"))
+    pod.creation_unknown = True
+    raise LabStop(FAILED, one_line(
+        f"RunPod answered the create with an error ({exc.cause}) and its pod list could not "
+        f"be read ({last_error or 'no answer'}): whether a pod named {name} exists is UNKNOWN; run "
+        f"`tplab status{' --mock' if cfg.mock else ''}` (or look in the RunPod console) and "
+        "terminate it if it is there; the instance record and the authorization stay open"))
+
+
+def keep_unknown_creation(ctx: LabContext) -> bool:
+    """After teardown: when the creation is unknown, put the record back to INTENT (teardown
+    marks it not-created when it has no pod id) so the next start finds it. True if unknown."""
+    pod = ctx.facts.pod
+    if not pod.creation_unknown or pod.id is not None:
+        return False
+    if pod.record is not None:
+        pod.record.state = instances.INTENT
+        pod.record.ended_at = None
+        pod.record.note = "creation unknown: the create failed ambiguously and the pod list " \
+                          "could not be read"
+        ctx.save_record()
+    return True
 
 
 async def boot(ctx: LabContext) -> PodInfo:
@@ -122,6 +200,9 @@ async def boot(ctx: LabContext) -> PodInfo:
             last_state, last_ssh = info.state, info.ssh
             pod.info = info
             ctx.instance_event(info)
+        if info.state.upper() == "ERROR":
+            raise LabStop(FAILED, f"the pod {pod.id} went ERROR while booting (RunPod could not "
+                          "start its container); it is terminated now")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":
             raise LabStop(FAILED, f"the pod {pod.id} went {info.state} while booting "
                           "(spot interruption?)")

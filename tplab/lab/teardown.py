@@ -150,27 +150,38 @@ def write_proof(ctx: LabContext) -> None:
 
 
 async def settle(ctx: LabContext) -> None:
-    """Release the hold (no pod) or record the actual spend against it."""
+    """Release the hold (no pod), keep it (creation unknown), or record the actual spend against
+    it: RunPod's billing record for the pod when it has one, never less than the pod's cost x
+    its billed seconds, cross-checked against the balance change (the manifest says which)."""
+    from tplab.lab.provision import keep_unknown_creation
     money, pod = ctx.facts.money, ctx.facts.pod
     if money.guard is None or money.auth_id is None:
         return
     ctx.stream.phase("record")
     label = ctx.config.ledger_label()
     try:
-        if pod.id is None:
+        if keep_unknown_creation(ctx):
+            ctx.stream.warn(f"the {fmt_usd(money.authorized_usd)} authorization stays held: "
+                            "whether the create made a pod is unknown (see `tplab status` and "
+                            "`tplab budget`)")
+        elif pod.id is None:
             await asyncio.to_thread(money.guard.release, label, money.auth_id)
             ctx.stream.log("authorization released: no pod was created")
         else:
-            end = pod.gone_at or time.time()
-            start = pod.created_at or end
+            # billed from the create's answer until terminate was accepted (the verify phase
+            # starts right after): inside RunPod's own billing interval, so a floor for it
+            end = ctx.stream.timeline.get("verify") or pod.gone_at or time.time()
+            start = min(pod.created_at or end, end)
             report = await asyncio.to_thread(
                 ctx.provider.actual_cost, pod.id, money.balance_before, start, end,
                 pod.usd_per_hr or 0.0)
             money.actual_usd = report.actual_usd
             money.cost_note = report.note
+            money.cost_source = report.source
             await asyncio.to_thread(money.guard.record_actual, label,
                                     max(0.0, report.actual_usd), money.auth_id)
-            ctx.stream.log(f"actual spend ${report.actual_usd:.4f} recorded ({report.note})")
+            ctx.stream.log(f"actual spend ${report.actual_usd:.4f} recorded from "
+                           f"{report.source} ({report.note})")
     except Exception as exc:
         ctx.stream.warn(f"the ledger could not be settled: {exc}; see `tplab budget`")
     ctx.budget_event()

@@ -1,10 +1,13 @@
-"""The mock cloud: a RunPod-compatible API on 127.0.0.1 whose pods are SSH servers on loopback.
+"""The mock cloud: RunPod's REST v2 on 127.0.0.1, held to RunPod's OpenAPI; pods are SSH servers.
 
 Mock mode swaps the cloud, not the code: the RunPod provider, the runpod SDK, SSH and SFTP all
 run for real against it. Start one from Python with ``tplab.mock.handle.start_mock_cloud()``
 (a subprocess; context manager), or from a shell with ``tplab mock-cloud``. Modules:
-``server`` (HTTP), ``graphql_api`` + ``schema.graphql``, ``rest_api``, ``state`` (account, pods,
-billing), ``sshpod`` (a pod's SSH server), ``procs`` (killing a pod's processes), ``faults``,
-``catalog`` (GPU prices), ``handle`` (start/stop from Python), ``cli`` (the process).
+``server`` (HTTP, per-route call counts), ``rest_v2`` (the v2 routes, /v1 gone) with ``openapi``
++ ``runpod_v2_openapi.json`` (RunPod's document, the part the mock serves) and ``views`` (the
+answers), ``graphql_api`` + ``schema.graphql`` (balance, spot, podTerminate), ``state``
+(account, pods, billing), ``container`` (a pod's start script and main process), ``sshpod``
+(a pod's SSH server), ``procs`` (killing a pod's processes), ``faults``, ``catalog`` (GPU
+prices), ``handle`` (start/stop from Python), ``cli`` (the process).
 This package file imports nothing heavy, so ``tplab --help`` stays fast.
 """

@@ -1,7 +1,6 @@
 """Run the mock cloud as a process of its own: ``tplab mock-cloud`` / ``python -m tplab.mock``.
 
-When ready it prints ONE JSON line on stdout, ``{"api_url", "rest_url", "api_key", "state_dir",
-"pid"}``, then serves until SIGTERM/SIGINT (or, with ``--exit-with-parent``, until the parent
+When ready it prints ONE JSON line on stdout, ``{"api_url", "api_key", "state_dir", "pid"}``, then serves until SIGTERM/SIGINT (or, with ``--exit-with-parent``, until the parent
 process goes away), and on the way out terminates every pod (killing all their processes).
 
 The account key is ``$TPLAB_MOCK_API_KEY`` if set (never a command-line flag: argv is visible to

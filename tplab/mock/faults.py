@@ -1,37 +1,59 @@
 """Fault switches of the mock cloud: the ways a real cloud misbehaves, on demand, for tests.
 
-Each switch, and what the mock then does (the RunPod provider's answer is in brackets):
+Each switch, what the mock then does, and (in brackets) what tplab answers with:
 
 ``no_spot_capacity`` (bool)
-    ``lowestPrice`` reports no spot offer (``minimumBidPrice`` and ``stockStatus`` null) and
-    ``podRentInterruptable`` / REST ``POST /v1/pods`` with ``interruptible`` fail with RunPod's
-    "no longer any instances available" error; nothing is created. [NoCapacityError, no pod]
+    GraphQL ``lowestPrice`` reports no spot offer (``minimumBidPrice``, ``stockStatus`` null) and
+    ``podRentInterruptable`` fails with RunPod's "no longer any instances available"; nothing is
+    created. [the lab ends EDUCATIONAL_STUB: "no spot capacity ... --on-demand ..."]
+``spot_removed`` (bool)
+    RunPod has removed spot: ``podRentInterruptable`` is no longer in the GraphQL schema (a
+    request naming it fails validation: "Cannot query field 'podRentInterruptable' on type
+    'Mutation'", the answer to an unknown mutation) and ``minimumBidPrice`` is null. [the quote
+    says spot is not offered; the default lab ends EDUCATIONAL_STUB naming ``--on-demand`` and its
+    quote, with nothing created; ``--on-demand`` works]
 ``no_on_demand_capacity`` (bool)
-    The same for on-demand (``uninterruptablePrice`` null, ``podFindAndDeployOnDemand`` fails).
+    The v2 catalog shows ``availability: NONE`` and ``POST /v2/pods`` answers 400 "There are no
+    longer any instances available ..." (capacity, in ``detail`` only, as on RunPod).
 ``runtime_null_s`` (seconds)
-    After the boot delay the pod stays ``RUNNING`` with ``runtime: null`` for this much longer
-    (an image pull that takes its time). [wait_ready keeps waiting; past its bound it terminates
-    the pod and raises NotReadyError]
+    The pod stays ``STARTING`` (``runtime`` null, ``ssh.direct`` null) this much longer than the
+    boot delay (an image pull that takes its time). [waited for within the boot bound]
 ``ssh_refuse_s`` (seconds)
-    Once ``runtime.ports`` shows port 22, the SSH port refuses connections (bound, not listening)
-    for this long. [wait_ready retries the handshake; past its bound: terminate + NotReadyError]
+    Once the pod is RUNNING with port 22 mapped, its sshd refuses connections this long.
+``boot_error`` (bool)
+    The pod goes PROVISIONING -> STARTING -> ``ERROR`` (its container could not start); billing
+    stops, it stays listed until terminated. [a clear failure naming ERROR, not a timeout; the pod
+    is terminated]
 ``http_500`` ({call: N})
-    The first N requests whose call name matches get ``HTTP 500`` with a plain-text body, before
-    anything is executed (nothing is created or terminated). The call name is the GraphQL root field
-    (``gpuTypes``, ``pod``, ``myself``, ``podRentInterruptable``, ``podFindAndDeployOnDemand``,
-    ``podTerminate``, ``podStop``) or the REST route (``POST /v1/pods``, ``GET /v1/pods``,
-    ``DELETE /v1/pods``). [reads are retried; a failed create raises ProviderError and leaves no pod]
+    The first N requests for a call get HTTP 500 before anything runs (nothing is created or
+    terminated). Calls: a v2 route as ``METHOD /path`` with its template (``POST /v2/pods``,
+    ``GET /v2/pods``, ``GET /v2/pods/{id}``, ``DELETE /v2/pods/{id}``, ``GET /v2/catalog/gpus``,
+    ``GET /v2/billing/pods``) or a GraphQL root field (``myself``, ``gpuTypes``,
+    ``podRentInterruptable``, ``podTerminate``). [reads retried with bounded backoff; a create
+    that got a 5xx is ambiguous: see ``create_500_after_create``]
+``create_500_after_create`` (int)
+    The first N creates (``POST /v2/pods`` or ``podRentInterruptable``) make the pod (it boots
+    and bills) and then answer HTTP 500. [the lab keeps its INTENT record and its authorization,
+    looks for the pod by name, finds it, and terminates it: "RunPod answered the create with an
+    error, yet pod ... was made"]
+``http_429`` ({call: N}) with ``retry_after_s`` (int, default 1)
+    The first N requests for a call (names as for ``http_500``) get HTTP 429 with
+    ``Retry-After: retry_after_s``. [tplab waits as asked, a bounded number of times; past that:
+    "RunPod kept rate-limiting tplab (HTTP 429) ..."]
 ``spot_interrupt_after_s`` (seconds)
-    A spot pod is interrupted this long after it reaches runtime: it goes ``EXITED`` with
-    ``runtime: null``, every process of the pod is killed, its SSH port closes and billing stops;
-    it stays listed until terminated, as on RunPod. [status shows EXITED; terminate removes it]
+    A spot pod is interrupted this long after it reaches RUNNING: ``EXITED``, ``runtime`` null,
+    every process killed, sshd closed, billing stopped; listed until terminated, as on RunPod.
 ``terminate_fail_n`` (int)
-    The first N ``podTerminate`` (or REST ``DELETE``) calls fail with a GraphQL error ("Something
-    went wrong...") and the pod keeps running. [terminate retries with backoff; if every attempt
-    fails it raises ProviderError naming the pod id]
+    The first N terminates (v2 ``DELETE`` or GraphQL ``podTerminate``) fail (HTTP 500 problem /
+    GraphQL error "Something went wrong...") and the pod keeps running. [retried with backoff]
+``pod_key_delete_refused`` (bool)
+    ``DELETE /v2/pods/{id}`` with the pod-scoped key (the one in the pod's
+    ``/etc/rp_environment``) answers 403: whether RunPod lets that key delete its own pod through
+    v2 can only be known live. [the watchdog falls back to GraphQL ``podTerminate``; both attempts
+    are in ``watchdog.log``]
 
 Faults come from a JSON object with these keys (``--faults FILE``), from command-line flags
-(``--no-spot-capacity``, ``--runtime-null-s`` ...), or at run time from ``POST /_mock/faults``.
+(``--no-spot-capacity``, ``--spot-removed`` ...), or at run time from ``POST /_mock/faults``.
 """
 
 from __future__ import annotations
@@ -46,12 +68,18 @@ from typing import Any
 @dataclass
 class Faults:
     no_spot_capacity: bool = False
+    spot_removed: bool = False
     no_on_demand_capacity: bool = False
     runtime_null_s: float = 0.0
     ssh_refuse_s: float = 0.0
+    boot_error: bool = False
     http_500: dict[str, int] = field(default_factory=dict)
+    create_500_after_create: int = 0
+    http_429: dict[str, int] = field(default_factory=dict)
+    retry_after_s: int = 1
     spot_interrupt_after_s: float | None = None
     terminate_fail_n: int = 0
+    pod_key_delete_refused: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Faults":
@@ -62,6 +90,7 @@ class Faults:
                              f"known: {', '.join(sorted(known))}")
         faults = cls(**data)
         faults.http_500 = {str(k): int(v) for k, v in (faults.http_500 or {}).items()}
+        faults.http_429 = {str(k): int(v) for k, v in (faults.http_429 or {}).items()}
         return faults
 
     @classmethod
@@ -85,6 +114,21 @@ class Faults:
             return True
         return False
 
+    def take_http_429(self, call: str) -> bool:
+        """Whether this call should get HTTP 429 now (consumes one of its N)."""
+        left = self.http_429.get(call, 0)
+        if left > 0:
+            self.http_429[call] = left - 1
+            return True
+        return False
+
+    def take_create_500(self) -> bool:
+        """Whether this create should answer 500 after making its pod (consumes one)."""
+        if self.create_500_after_create > 0:
+            self.create_500_after_create -= 1
+            return True
+        return False
+
     def take_terminate_failure(self) -> bool:
         if self.terminate_fail_n > 0:
             self.terminate_fail_n -= 1
@@ -97,7 +141,17 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("faults (see tplab/mock/faults.py)")
     g.add_argument("--faults", metavar="FILE", help="JSON file of fault switches")
     g.add_argument("--no-spot-capacity", action="store_true", help="no spot offers")
+    g.add_argument("--spot-removed", action="store_true",
+                   help="RunPod no longer offers spot (podRentInterruptable unknown)")
     g.add_argument("--no-on-demand-capacity", action="store_true", help="no on-demand offers")
+    g.add_argument("--boot-error", action="store_true", help="pods end in ERROR while booting")
+    g.add_argument("--create-500-after-create", type=int, metavar="N",
+                   help="the first N creates make the pod, then answer HTTP 500")
+    g.add_argument("--http-429", action="append", metavar="CALL=N", default=[],
+                   help="the first N calls named CALL get HTTP 429 (repeatable)")
+    g.add_argument("--retry-after-s", type=int, metavar="S", help="Retry-After of those 429s")
+    g.add_argument("--pod-key-delete-refused", action="store_true",
+                   help="v2 DELETE with a pod-scoped key answers 403")
     g.add_argument("--runtime-null-s", type=float, metavar="S",
                    help="runtime stays null S seconds after boot")
     g.add_argument("--ssh-refuse-s", type=float, metavar="S",
@@ -116,18 +170,23 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
     changes: dict[str, Any] = {}
     if args.no_spot_capacity:
         changes["no_spot_capacity"] = True
-    if args.no_on_demand_capacity:
-        changes["no_on_demand_capacity"] = True
-    for name in ("runtime_null_s", "ssh_refuse_s", "spot_interrupt_after_s", "terminate_fail_n"):
+    for name in ("spot_removed", "no_on_demand_capacity", "boot_error",
+                 "pod_key_delete_refused"):
+        if getattr(args, name):
+            changes[name] = True
+    for name in ("runtime_null_s", "ssh_refuse_s", "spot_interrupt_after_s", "terminate_fail_n",
+                 "create_500_after_create", "retry_after_s"):
         value = getattr(args, name)
         if value is not None:
             changes[name] = value
-    if args.http_500:
-        http = dict(faults.http_500)
-        for item in args.http_500:
-            call, sep, n = item.rpartition("=")
-            if not sep or not call:
-                raise ValueError(f"--http-500 wants CALL=N, got {item!r}")
-            http[call] = int(n)
-        changes["http_500"] = http
+    for name, flag in (("http_500", "--http-500"), ("http_429", "--http-429")):
+        items = getattr(args, name)
+        if items:
+            calls = dict(getattr(faults, name))
+            for item in items:
+                call, sep, n = item.rpartition("=")
+                if not sep or not call:
+                    raise ValueError(f"{flag} wants CALL=N, got {item!r}")
+                calls[call] = int(n)
+            changes[name] = calls
     return faults.merged(changes) if changes else faults

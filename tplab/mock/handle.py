@@ -2,9 +2,9 @@
 
 The mock runs as a subprocess (``python -m tplab.mock``) so its pods, SSH servers and billing
 clock live outside the caller's event loop, exactly as a remote cloud would. ``start_mock_cloud``
-waits for its ready line and returns a ``MockCloud`` with ``api_url``, ``rest_url``, ``api_key``,
-``env()`` (the variables that point the runpod SDK and tplab's provider at it), admin helpers
-(``pods()``, ``state()``, ``set_faults()``) and ``stop()``, which terminates every pod and waits
+waits for its ready line and returns a ``MockCloud`` with ``api_url``, ``api_key``, ``env()``
+(the variables that point the runpod SDK and tplab's provider at it), admin helpers (``pods()``,
+``state()``, ``calls()``, ``set_faults()``) and ``stop()``, which terminates every pod and waits
 for the process. The subprocess is started with ``--exit-with-parent``, so a crashed caller
 does not leave it (or its pods) behind.
 
@@ -34,7 +34,6 @@ class MockCloudError(RuntimeError):
 @dataclass
 class MockCloud:
     api_url: str
-    rest_url: str
     api_key: str
     state_dir: Path
     process: subprocess.Popen[bytes]
@@ -46,13 +45,11 @@ class MockCloud:
 
     def env(self) -> dict[str, str]:
         """Variables that send the runpod SDK and tplab's RunPod provider to this mock."""
-        return {"RUNPOD_API_BASE_URL": self.api_url, "RUNPOD_REST_BASE_URL": self.rest_url,
-                "RUNPOD_API_KEY": self.api_key}
+        return {"RUNPOD_API_BASE_URL": self.api_url, "RUNPOD_API_KEY": self.api_key}
 
     def provider_kwargs(self) -> dict[str, str]:
-        """Keyword arguments for ``RunPodProvider`` (api_key, api_base_url, rest_base_url)."""
-        return {"api_key": self.api_key, "api_base_url": self.api_url,
-                "rest_base_url": self.rest_url}
+        """Keyword arguments for ``RunPodProvider`` (api_key, api_base_url)."""
+        return {"api_key": self.api_key, "api_base_url": self.api_url}
 
     # ---- admin routes ------------------------------------------------------------------
     def _admin(self, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -70,6 +67,10 @@ class MockCloud:
 
     def state(self) -> dict[str, Any]:
         return self._admin("/_mock/state")
+
+    def calls(self) -> dict[str, int]:
+        """Requests so far per route (``POST /v2/pods``, ``graphql myself`` ...)."""
+        return self.state()["calls"]
 
     def set_faults(self, **changes: Any) -> dict[str, Any]:
         """Merge fault switches into the running mock (see faults.py)."""
@@ -177,6 +178,6 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
         raise MockCloudError(f"The mock cloud did not start within {start_timeout_s:.0f} s "
                              f"({detail}); see `tplab mock-cloud --help`.")
     info = json.loads(ready[0])
-    return MockCloud(api_url=info["api_url"], rest_url=info["rest_url"], api_key=info["api_key"],
+    return MockCloud(api_url=info["api_url"], api_key=info["api_key"],
                      state_dir=Path(info["state_dir"]), process=proc, _stderr_tail=tail,
                      _threads=threads)

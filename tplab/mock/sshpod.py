@@ -3,8 +3,9 @@
 Why a real SSH server: in mock mode tplab's own SSH code (connect, upload over SFTP, launch the
 job detached, tail its events, fetch results) must run unchanged, so the pod speaks real SSH.
 
-- A fresh ed25519 host key per pod; only the ``PUBLIC_KEY`` given at create may log in (public
-  key auth only, any user name, as the root login of a RunPod image).
+- A fresh ed25519 host key per pod; only the keys in the sandbox's ``.ssh/authorized_keys`` may
+  log in (where the pod's start script put ``$PUBLIC_KEY``; read when sshd starts), public key
+  auth only, any user name, as the root login of a RunPod image.
 - SFTP is chrooted to the pod's sandbox directory; commands run as ``bash -c <command>`` with cwd
   and HOME in the sandbox. Use paths relative to the login directory: they mean the same on a
   real pod (``/root``) and here.
@@ -54,16 +55,12 @@ class _PodServer(asyncssh.SSHServer):
 class PodSshServer:
     """The SSH side of one mock pod. Create, ``reserve()``, later ``listen()``, finally ``close()``."""
 
-    def __init__(self, pod_id: str, sandbox: Path, public_key: str, env: dict[str, str]) -> None:
+    def __init__(self, pod_id: str, sandbox: Path, env: dict[str, str]) -> None:
         self.pod_id = pod_id
         self.sandbox = sandbox
         self.env = dict(env)
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
-        try:
-            self.authorized: asyncssh.SSHAuthorizedKeys | None = asyncssh.import_authorized_keys(
-                public_key.strip() + "\n")
-        except ValueError:  # no usable PUBLIC_KEY: the pod boots, but nobody can log in
-            self.authorized = None
+        self.authorized: asyncssh.SSHAuthorizedKeys | None = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.roots: set[int] = set()  # pids of live session shells (process group leaders)
         self.port: int | None = None
@@ -88,6 +85,11 @@ class PodSshServer:
         if self._sock is None:
             self.reserve()
         assert self._sock is not None
+        try:
+            self.authorized = asyncssh.import_authorized_keys(
+                (self.sandbox / ".ssh" / "authorized_keys").read_text())
+        except (OSError, ValueError):  # no usable key installed: sshd runs, nobody can log in
+            self.authorized = None
         sandbox = str(self.sandbox).encode()
         self._acceptor = await asyncssh.listen(
             sock=self._sock,

@@ -1,0 +1,119 @@
+"""`tplab check`: every line answered, nothing created, non-zero when a lab could not run; and
+the https rule for --api-url."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.mock.helpers import GPU
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _check(*args, key=None, timeout=120):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
+    env["PYTHONPATH"] = str(REPO)
+    if key:
+        env["RUNPOD_API_KEY"] = key
+    return subprocess.run([sys.executable, "-m", "tplab", "check", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _creates(calls):
+    return {k: v for k, v in calls.items()
+            if k in ("POST /v2/pods", "graphql podRentInterruptable", "DELETE /v2/pods/{id}")}
+
+
+def test_check_mock_answers_every_line_and_creates_nothing(cloud):
+    before = cloud.calls()
+    proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    for line in ("[ok  ] key       the mock cloud accepts the API key (from RUNPOD_API_KEY)",
+                 "[ok  ] on-demand 2x NVIDIA GeForce RTX 4090 on-demand $1.380/h",
+                 "stock HIGH", "[ok  ] spot      spot offered now: minimum bid $0.700/h",
+                 "[ok  ] balance   account balance $", "[ok  ] budget    spot worst case $1.40",
+                 "A lab can run now."):
+        assert line in out, out
+    assert _creates(cloud.calls()) == _creates(before)
+    assert not [p for p in cloud.pods() if p["name"].startswith("tplab-")]
+
+
+def test_check_with_a_bad_key_says_so_and_fails(cloud):
+    proc = _check("--mock", "--api-url", cloud.api_url, key="rpa_NOT_THE_KEY_0123456789")
+    assert proc.returncode == 1
+    assert "[FAIL] key" in proc.stdout and "HTTP 401" in proc.stdout
+    assert "rpa_NOT_THE_KEY" not in proc.stdout + proc.stderr
+    assert "could not run" in proc.stderr
+
+
+def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkeypatch):
+    from tplab.commands.check import gather_check
+    monkeypatch.setenv("RUNPOD_API_KEY", cloud.api_key)
+    cloud.set_faults(spot_removed=True)
+    report = gather_check(mock=True, api_url=cloud.api_url)
+    spot = next(line for line in report.lines if line.name == "spot")
+    assert not report.can_run and spot.ok is False and report.spot_offered is False
+    assert spot.text.startswith("spot not available: RunPod no longer offers spot pods")
+    assert "`tplab run --on-demand` can" in spot.text
+    report = gather_check(mock=True, api_url=cloud.api_url, spot=False)
+    assert report.can_run and report.worst_case_usd == pytest.approx(2.76)
+    assert "on-demand worst case $2.76" in report.lines[-1].text
+
+
+def test_check_on_its_own_mock_cloud_and_as_json():
+    import json
+    proc = _check("--mock", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["can_run"] and report["key_ok"] and report["availability"] == "HIGH"
+    assert {line["name"] for line in report["lines"]} == {"key", "on-demand", "spot",
+                                                          "balance", "budget"}
+
+
+def test_check_report_is_importable_without_torch_or_the_sdk():
+    code = ("import sys; from tplab.commands.check import gather_check, CheckReport; "
+            "bad = [m for m in ('torch', 'runpod', 'requests', 'aiohttp') if m in sys.modules];"
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+async def test_real_key_goes_only_to_https(monkeypatch, tmp_path):
+    from tplab.cloud.base import ProviderError
+    from tplab.lab.config import FAILED
+    from tplab.lab.options import add_lab_arguments, api_url_problem, config_from_args
+    from tplab.lab.orchestrator import Lab
+    from tplab.lab.providers import real_provider
+    assert api_url_problem(True, "http://127.0.0.1:1") is None
+    assert api_url_problem(False, "https://api.example.invalid") is None
+    parser = argparse.ArgumentParser()
+    add_lab_arguments(parser)
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_REAL_KEY_0123456789")
+    cfg = config_from_args(parser.parse_args(["--api-url", "http://example.invalid",
+                                              "--out", str(tmp_path / "out")]))
+    outcome = await Lab(cfg).run()
+    assert outcome.status == FAILED and outcome.exit_code == 1 and outcome.pod_id is None
+    assert outcome.reason.startswith("--api-url http://example.invalid is not https: without "
+                                     "--mock the real RunPod API key would go to it in clear")
+    monkeypatch.setenv("RUNPOD_API_BASE_URL", "http://evil.invalid")
+    with pytest.raises(ProviderError, match="not https"):
+        real_provider()
+    proc = _check("--api-url", "http://example.invalid", key="rpa_REAL_KEY_0123456789")
+    assert proc.returncode == 1 and "not https" in proc.stdout
+
+
+def test_check_without_any_key_says_where_to_put_one(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
+    env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "tplab", "check", "--gpu-type", GPU], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "[FAIL] key       No RunPod API key found" in proc.stdout

@@ -1,0 +1,201 @@
+"""tplab's one HTTP client for RunPod's REST API v2: a ``requests.Session``, timeouts, one sentence per error.
+
+Why one client: every REST call (pods, catalog, billing) goes through ``RestV2.call``, so the
+timeout, the Bearer key, the retry rules and the error sentences are decided once. RunPod
+answers errors as ``application/problem+json`` (``{title, status, detail, errors[]}``); each
+status becomes one exception with one sentence (the key never in it; every text passes through
+tplab.redact):
+
+- 400 -> ``NoCapacityError`` when ``detail`` speaks of capacity, else ``RequestRejectedError``
+  (a rule; ``detail`` quoted); 401 -> ``AuthError``; 402 -> ``BalanceError``; 403 ->
+  ``ForbiddenError``; 422 -> ``RequestBugError`` (tplab's bug: ``detail`` and ``errors`` shown);
+- 429 -> wait ``Retry-After`` (at most ``max_retry_after_s`` a time, ``rate_limit_tries`` times),
+  then ``RateLimitedError``;
+- 5xx, a timeout or no connection -> retried with bounded backoff (``retry_delays``) when the
+  call is safe to repeat, then ``TransientError``; for a create (not safe to repeat: RunPod may
+  have made the pod) at once ``AmbiguousCreateError``.
+
+404 is returned to the caller (``None`` body, ``found=False``), who knows what it means.
+``requests`` is imported when the first client is built (not at module import).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from tplab.cloud.base import (
+    AmbiguousCreateError,
+    AuthError,
+    BalanceError,
+    ForbiddenError,
+    NoCapacityError,
+    ProviderError,
+    RateLimitedError,
+    RequestBugError,
+    RequestRejectedError,
+    TransientError,
+)
+from tplab.redact import redact, register_secret
+
+DEFAULT_API_BASE_URL = "https://api.runpod.io"
+AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY, or the key in "
+               "~/.runpod/config.toml (`tplab check` says which one is used).")
+CAPACITY_HINTS = ("no longer any instances", "no instances", "not enough", "no available",
+                  "out of stock", "insufficient capacity", "could not be placed", "capacity")
+USER_AGENT = "tplab (REST v2)"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: Any                   # parsed JSON, or None (204, 404)
+
+    @property
+    def found(self) -> bool:
+        return self.status != 404
+
+
+def _detail(body: Any, text: str) -> str:
+    if isinstance(body, dict):
+        detail = str(body.get("detail") or body.get("title") or body.get("error") or "")
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors:
+            detail += " (" + "; ".join(str(e) for e in errors[:5]) + ")"
+        if detail:
+            return detail
+    return " ".join(text.split())[:300] or "no detail"
+
+
+class RestV2:
+    """RunPod's REST v2 at ``<api_base_url>/v2`` with one key. Thread-safe for tplab's use
+    (requests' Session is shared by the worker threads that call the provider)."""
+
+    def __init__(self, api_key: str, api_base_url: str = DEFAULT_API_BASE_URL, *,
+                 timeout_s: float = 30.0, create_timeout_s: float = 60.0,
+                 retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
+                 rate_limit_tries: int = 4, max_retry_after_s: float = 30.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        import requests
+
+        if not api_key:
+            raise AuthError("No RunPod API key was given.")
+        register_secret(api_key)
+        self._key = api_key
+        self.base_url = api_base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.create_timeout_s = create_timeout_s
+        self.retry_delays = tuple(retry_delays)
+        self.rate_limit_tries = rate_limit_tries
+        self.max_retry_after_s = max_retry_after_s
+        self._sleep = sleep
+        self._requests = requests
+        self.session = requests.Session()
+        self.session.headers.update({"Authorization": f"Bearer {api_key}",
+                                     "Accept": "application/json, application/problem+json",
+                                     "User-Agent": USER_AGENT})
+
+    def __repr__(self) -> str:  # never the key
+        return f"RestV2({self.base_url!r})"
+
+    def redact(self, text: object) -> str:
+        return redact(text, [self._key])
+
+    # ---- one call ------------------------------------------------------------------------
+    def call(self, what: str, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+             json: Any = None, create_name: str | None = None) -> Answer:
+        """``method path`` under ``/v2``; ``what`` names the call in errors ("reading the pod").
+        ``create_name``: this call creates a pod of that name (no retry on 5xx/timeouts)."""
+        url = f"{self.base_url}/v2{path}"
+        failures = 0
+        limited = 0
+        waited = 0.0
+        while True:
+            try:
+                resp = self.session.request(
+                    method, url, params=params, json=json,
+                    timeout=self.create_timeout_s if create_name else self.timeout_s)
+            except self._requests.exceptions.RequestException as exc:
+                why = ("did not answer in time" if isinstance(exc, self._requests.exceptions.Timeout)
+                       else f"could not be reached ({type(exc).__name__})")
+                if create_name:
+                    raise AmbiguousCreateError(
+                        f"RunPod's API {why} while {what}; the pod may have been created anyway.",
+                        create_name, f"RunPod's API {why}") from None
+                failures += 1
+                if failures > len(self.retry_delays):
+                    raise TransientError(f"RunPod's API at {self.base_url} {why} while {what}, "
+                                         f"{failures} times; check the network and try again."
+                                         ) from None
+                self._sleep(self.retry_delays[failures - 1])
+                continue
+            status = resp.status_code
+            if status == 429:
+                limited += 1
+                wait = self._retry_after(resp)
+                if limited >= self.rate_limit_tries:
+                    raise RateLimitedError(
+                        f"RunPod kept rate-limiting tplab (HTTP 429) while {what}, after "
+                        f"waiting {waited:.0f} s as its Retry-After asked; try again in a few "
+                        "minutes.")
+                waited += wait
+                self._sleep(wait)
+                continue
+            if status >= 500:
+                body, detail = self._problem(resp)
+                if create_name:
+                    raise AmbiguousCreateError(
+                        f"RunPod answered HTTP {status} while {what} ({detail}); the pod may "
+                        "have been created anyway.", create_name, f"HTTP {status}: {detail}")
+                failures += 1
+                if failures > len(self.retry_delays):
+                    raise TransientError(
+                        f"RunPod's API failed while {what} (HTTP {status}: {detail}) "
+                        f"{failures} times; try again in a minute.")
+                self._sleep(self.retry_delays[failures - 1])
+                continue
+            return self._answer(what, resp)
+
+    def _retry_after(self, resp: Any) -> float:
+        try:
+            wait = float(resp.headers.get("Retry-After", "1"))
+        except ValueError:
+            wait = 1.0
+        return min(max(wait, 0.0), self.max_retry_after_s)
+
+    def _problem(self, resp: Any) -> tuple[Any, str]:
+        try:
+            body = resp.json() if resp.content else None
+        except ValueError:
+            body = None
+        return body, self.redact(_detail(body, resp.text if body is None else ""))
+
+    def _answer(self, what: str, resp: Any) -> Answer:
+        status = resp.status_code
+        if status == 204 or (status == 404):
+            return Answer(status, None)
+        body, detail = self._problem(resp)
+        if status < 300:
+            if body is None:
+                raise TransientError(f"RunPod's API answered {what} with something that is not "
+                                     f"JSON (HTTP {status}); try again.")
+            return Answer(status, body)
+        if status == 401:
+            raise AuthError(AUTH_FAILED)
+        if status == 402:
+            raise BalanceError(f"RunPod refused {what} for lack of funds (HTTP 402: {detail}); "
+                               "add funds in the RunPod console, then try again.")
+        if status == 403:
+            raise ForbiddenError(f"RunPod refused {what} (HTTP 403: {detail}); this API key may "
+                                 "not do that: check its permissions in the RunPod console.")
+        if status == 422:
+            raise RequestBugError(f"RunPod rejected tplab's request while {what} as malformed "
+                                  f"(HTTP 422: {detail}); this is a bug in tplab: please report "
+                                  "it with this message.")
+        if status == 400 and any(h in detail.lower() for h in CAPACITY_HINTS):
+            raise NoCapacityError(f"RunPod has no capacity for {what} right now (HTTP 400: "
+                                  f"{detail}).")
+        if status == 400:
+            raise RequestRejectedError(f"RunPod refused {what} (HTTP 400: {detail}).")
+        raise ProviderError(f"RunPod answered HTTP {status} while {what} ({detail}).")

@@ -1,0 +1,89 @@
+"""RunPod's REST v2 pod shapes and tplab's records: the create body, and a ``Pod`` as ``PodInfo``.
+
+Why apart from the provider: these are pure functions of RunPod's documented shapes
+(``CreatePodRequest``, ``Pod``, ``PodSsh``, ``PodRuntime``; see the mock's copy of the OpenAPI
+document), so they can be read and tested against it without a network.
+
+- Create: ``name``, ``image``, ``gpu {id, count, minCudaVersion}`` (the CUDA of the image's tag,
+  so the pod lands on a host whose driver runs it), ``cloud`` (SECURE), ``disk``,
+  ``ports: ["22/tcp"]``, ``env`` (``PUBLIC_KEY`` + the spec's), and ``args`` only when the spec
+  gives one (it replaces the image's start script, which is what starts sshd).
+- SSH endpoint: ``ssh.direct`` (``host``, ``port``, ``username``), else the ``runtime.ports``
+  entry with private port 22 and type tcp that has a public ip and port. Neither: not yet.
+- Price: the pod's ``cost`` (USD per hour; RunPod shows 0 once the pod no longer bills).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tplab.cloud.base import PodInfo, PodSpec, SshEndpoint
+
+_CUDA_IN_TAG = re.compile(r"cuda(\d+)\.(\d+)|cu(\d{2})(\d)\d?\b", re.I)
+#: fields of a pod never kept in PodInfo.raw (env holds what the user passed to the pod)
+_NOT_KEPT = ("env",)
+
+
+def cuda_of_image(image: str) -> str | None:
+    """'runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04' -> '12.4';
+    'runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404' -> '12.8'; None when the tag says nothing."""
+    tag = image.rsplit(":", 1)[-1] if ":" in image else ""
+    m = _CUDA_IN_TAG.search(tag)
+    if not m:
+        return None
+    if m.group(1):
+        return f"{int(m.group(1))}.{int(m.group(2))}"
+    return f"{int(m.group(3))}.{int(m.group(4))}"
+
+
+def create_body(spec: PodSpec, cloud: str = "SECURE") -> dict[str, Any]:
+    """The ``POST /v2/pods`` body for ``spec`` (an on-demand pod: v2 has no spot)."""
+    gpu: dict[str, Any] = {"id": spec.gpu_type, "count": int(spec.gpu_count)}
+    cuda = cuda_of_image(spec.image)
+    if cuda:
+        gpu["minCudaVersion"] = cuda
+    body: dict[str, Any] = {
+        "name": spec.name, "image": spec.image, "gpu": gpu, "cloud": cloud,
+        "disk": int(spec.container_disk_gb), "ports": ["22/tcp"],
+        "env": {"PUBLIC_KEY": spec.public_key.strip(), **spec.env},
+    }
+    if spec.args:
+        body["args"] = spec.args
+    return body
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def ssh_endpoint(pod: dict[str, Any]) -> SshEndpoint | None:
+    """Where the pod's sshd is reachable, or None while 22/tcp has no public port."""
+    direct = (pod.get("ssh") or {}).get("direct")
+    if isinstance(direct, dict) and direct.get("host") and direct.get("port"):
+        return SshEndpoint(host=str(direct["host"]), port=int(direct["port"]),
+                           user=str(direct.get("username") or "root"))
+    runtime = pod.get("runtime") or {}
+    for port in runtime.get("ports") or []:
+        if (isinstance(port, dict) and port.get("private") == 22
+                and str(port.get("type") or "tcp").lower() == "tcp"
+                and port.get("ip") and port.get("public")):
+            return SshEndpoint(host=str(port["ip"]), port=int(port["public"]))
+    return None
+
+
+def pod_info(pod: dict[str, Any], spot: bool | None = None) -> PodInfo:
+    """A v2 ``Pod`` as tplab's record (``spot``: what tplab asked for; v2 does not say)."""
+    runtime = pod.get("runtime") or {}
+    gpu = pod.get("gpu") or {}
+    uptime = runtime.get("uptime")
+    return PodInfo(
+        id=str(pod.get("id")), name=str(pod.get("name") or ""),
+        state=str(pod.get("status") or "UNKNOWN").upper(),
+        gpu_type=gpu.get("id"), gpu_count=gpu.get("count"),
+        usd_per_hr=_float_or_none(pod.get("cost")), spot=spot,
+        ssh=ssh_endpoint(pod), uptime_s=float(uptime) if uptime is not None else None,
+        raw={k: v for k, v in pod.items() if k not in _NOT_KEPT})
