@@ -236,8 +236,14 @@ class LaunchSpec:
     python: str = "python3"
     heartbeat_stale_s: float = 60.0
     wall_cap_s: float = 7200.0
-    started_at: float | None = None     # the pod's creation (epoch s): the wall cap counts from it
+    #: what is left of the wall cap, counted by the client (an elapsed time, so the pod's clock
+    #: and the laptop's are never compared); the pod's boot guard record counts it too
+    wall_cap_left_s: float | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+
+
+#: the boot guard's record of the container's start, relative to the run directory
+GUARD_FILE = "../tplab-guard.json"
 
 
 def launch_command(spec: LaunchSpec) -> str:
@@ -250,11 +256,18 @@ def launch_command(spec: LaunchSpec) -> str:
            + " > job.log 2>&1; echo $? > exit_code.tmp && mv exit_code.tmp exit_code")
     dog = (f"PYTHONPATH=. {py} -m tplab.job.watchdog --heartbeat heartbeat "
            f"--stale-after {spec.heartbeat_stale_s:g} --wall-cap {spec.wall_cap_s:g} "
-           f"--poll {min(5.0, max(0.2, spec.heartbeat_stale_s / 5)):g} --log watchdog.log"
-           + (f" --started-at {spec.started_at:.3f}" if spec.started_at else ""))
+           f"--poll {min(5.0, max(0.2, spec.heartbeat_stale_s / 5)):g} --log watchdog.log "
+           f"--guard-file {GUARD_FILE}"
+           + (f" --wall-cap-left {spec.wall_cap_left_s:.1f}"
+              if spec.wall_cap_left_s is not None else ""))
+    # the supervisor: restart the watchdog whenever it exits, unless it ended in order
+    # (watchdog.log.done: terminated, or told to stop) or could not start at all (exit 2)
+    supervised = (f"while :; do {dog}; c=$?; [ -e watchdog.log.done ] && break; "
+                  f"[ $c -eq 2 ] && break; echo \"$(date -u +%Y-%m-%dT%H:%M:%SZ) supervisor: "
+                  f"the watchdog exited ($c); restarting it\" >> watchdog.log; sleep 1; done")
     return (f"{SOURCE_ENV}cd {REMOTE_DIR} || exit 3; "
-            f"date +%s > heartbeat; rm -f exit_code events.jsonl; "
-            f"setsid nohup sh -c {shlex.quote(dog)} > /dev/null 2>&1 < /dev/null & "
+            f"date +%s > heartbeat; rm -f exit_code events.jsonl watchdog.log.done; "
+            f"setsid nohup sh -c {shlex.quote(supervised)} > /dev/null 2>&1 < /dev/null & "
             f"setsid nohup sh -c {shlex.quote(job)} > /dev/null 2>&1 < /dev/null & "
             f"echo launched")
 
@@ -282,11 +295,12 @@ async def touch_heartbeat(sftp: asyncssh.SFTPClient) -> None:
 
 
 #: what comes back from the pod after the run
-FETCH_FILES = ("results.json", "events.jsonl", "job.log", "watchdog.log", "exit_code")
+FETCH_FILES = ("results.json", "events.jsonl", "job.log", "watchdog.log", "guard.log",
+               "exit_code")
 #: the most of each file the client takes from the (untrusted) pod; a longer log comes back as
 #: its last part, anything else longer is not fetched
 FETCH_LIMITS = {"results.json": 8 << 20, "events.jsonl": 256 << 20, "job.log": 16 << 20,
-                "watchdog.log": 4 << 20, "exit_code": 64}
+                "watchdog.log": 4 << 20, "guard.log": 1 << 20, "exit_code": 64}
 DEFAULT_FETCH_LIMIT = 16 << 20
 _LOGS = (".log",)
 

@@ -12,6 +12,7 @@ import signal
 import time
 
 import pytest
+from pathlib import Path
 
 from tplab.budget import BudgetGuard, default_ledger_path
 from tplab.lab.config import STOPPED
@@ -130,3 +131,92 @@ async def test_cancelling_the_lab_again_and_again_never_cuts_the_teardown(lab_as
     assert mock_cloud.pods()[0]["desiredStatus"] == "TERMINATED"
     assert (lab.out_dir / "manifest.json").is_file()
     assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
+
+
+def _wait_all_terminated(cloud, bound_s: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < bound_s:
+        pods = cloud.pods()
+        if pods and all(p["desiredStatus"] == "TERMINATED" for p in pods):
+            return time.monotonic() - t0
+        time.sleep(0.3)
+    raise AssertionError(f"a pod is still alive {bound_s:.0f} s on: {cloud.pods()}")
+
+
+def test_client_killed_while_the_pod_boots_the_guard_ends_it(lab_assets, tmp_path):
+    """SIGKILL during boot (boot 15 s, heartbeat timeout 10 s): nothing on the client side can
+    act, the watchdog never started; the guard the create call put in the container ends the
+    pod within boot + its bound."""
+    from tplab.mock.handle import start_mock_cloud
+    ckpt, prompts = lab_assets
+    cloud = start_mock_cloud(boot_delay_s=15.0, state_dir=tmp_path / "mock-state")
+    guard_s = 20.0
+    try:
+        proc = _cli(["run", "--mock", "--api-url", cloud.api_url, "--json", "--prompts", "2",
+                     "--new-tokens", "8", "--no-sweep", "--checkpoint", str(ckpt),
+                     "--prompts-file", str(prompts), "--heartbeat-timeout", "10",
+                     "--boot-guard", str(guard_s), "--out", str(tmp_path / "out")],
+                    {"RUNPOD_API_KEY": cloud.api_key})
+        try:
+            _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "boot", 120)
+            created = time.monotonic()
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait(10)
+            proc.stdout.close()
+            proc.stderr.close()
+        pod = cloud.pods()[0]
+        assert "tplab-guard" in pod["args"]  # the create call carried the guard
+        took = _wait_all_terminated(cloud, 15.0 + guard_s + 10.0)
+        assert time.monotonic() - created <= 15.0 + guard_s + 10.0, took
+        log = Path(pod["sandbox"], "tplab-run", "guard.log").read_text()
+        assert "the client never showed up" in log
+    finally:
+        cloud.stop()
+
+
+def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_path,
+                                                               mock_cloud):
+    ckpt, prompts = lab_assets
+    hb = 6.0
+    proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "4",
+                 "--new-tokens", "100", "--no-sweep", "--checkpoint", str(ckpt),
+                 "--prompts-file", str(prompts), "--heartbeat-timeout", str(hb),
+                 "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": mock_cloud.api_key})
+    try:
+        _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
+        pod = mock_cloud.pods()[0]
+
+        def watchdogs() -> list[int]:
+            out = []
+            for pid in pod_pids():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"tplab.job.watchdog" in cmd:  # python -m tplab.job.watchdog (not its sh)
+                    out.append(pid)
+            return out
+
+        def pod_pids() -> list[int]:
+            return next(p for p in mock_cloud.pods() if p["id"] == pod["id"])["alivePids"]
+
+        first = watchdogs()
+        assert len(first) == 1, first
+        os.kill(first[0], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not [p for p in watchdogs() if p not in first]:
+            time.sleep(0.3)
+        assert [p for p in watchdogs() if p not in first], "the watchdog was not restarted"
+        os.kill(proc.pid, signal.SIGKILL)  # now the client goes too: the heartbeat goes stale
+        killed = time.monotonic()
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+    _wait_all_terminated(mock_cloud, hb + 15.0)
+    assert time.monotonic() - killed < hb + 15.0
+    log = Path(pod["sandbox"], "tplab-run", "watchdog.log").read_text()
+    assert "supervisor: the watchdog exited" in log and "client heartbeat stale" in log

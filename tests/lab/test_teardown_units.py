@@ -91,11 +91,11 @@ async def test_verify_that_never_gets_an_answer_is_not_gone():
 
 
 def _record(pod_id: str, **kw) -> instances.InstanceRecord:
+    kw.setdefault("state", instances.CREATED)
     rec = instances.InstanceRecord(lab_id=f"L-{pod_id}", label="lab02-tp-spinup-rtx4090x2",
                                    pod_name=f"tplab-L-{pod_id}", provider="fake",
                                    gpu_type="NVIDIA GeForce RTX 4090", gpu_count=2, spot=True,
-                                   usd_per_hr=0.72, state=instances.CREATED, pod_id=pod_id,
-                                   mock=True, **kw)
+                                   usd_per_hr=0.72, pod_id=pod_id, mock=True, **kw)
     instances.save(rec)
     return rec
 
@@ -320,3 +320,30 @@ async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path):
     assert proof["verified_gone"] is False and proof["listed"] is True
     assert any(e.type == "warning" and "could not be verified gone" in e["msg"] for e in seen)
     assert [r.pod_id for r in instances.open_records(True)] == ["stuck1"]
+
+
+def test_an_unanswered_create_is_found_by_its_name_or_closed_in_time():
+    """An INTENT record (the create never answered: a crash, an ambiguous create) has no pod
+    id: its pod is found by name in the provider's list; one that never appears is closed as
+    not created after the grace period, and the hold its lab left is released."""
+    guard = BudgetGuard.from_config(mock=True)
+    held_for_old = guard.authorize("lab02-tp-spinup-rtx4090x2", 1.0)
+    fresh = _record("x", state=instances.INTENT)
+    fresh.pod_id = None
+    fresh.pod_name = "tplab-fresh"
+    instances.save(fresh)
+    old = _record("y", state=instances.INTENT, auth_id=held_for_old)
+    old.pod_id, old.pod_name = None, "tplab-old"
+    old.intent_at = time.time() - leftovers.INTENT_GRACE_S - 1
+    instances.save(old)
+
+    class Lists(FakeProvider):
+        def list_pods(self):
+            return [PodInfo(id="p-fresh", name="tplab-fresh", state="RUNNING")]
+
+    found = leftovers.live_pods(Lists(), mock=True)
+    assert [(p.info.id, p.record.lab_id) for p in found] == [("p-fresh", "L-x")]
+    recs = {r.lab_id: r for r in instances.load_all(True)}
+    assert recs["L-x"].pod_id == "p-fresh" and recs["L-x"].state == instances.CREATED
+    assert recs["L-y"].state == instances.NOT_CREATED and recs["L-y"].settled
+    assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0

@@ -10,8 +10,14 @@ puts in every pod (``/etc/rp_environment``):
   the pod's own clock, so laptop clock skew does not matter) is the client's last sign of life.
   Older than ``--stale-after`` (default 10 min) means the client is gone. A missing heartbeat
   counts from the watchdog's start.
-* the hard wall-clock cap (default 2 h, the seed's limit), counted from ``--started-at`` (epoch
-  seconds, e.g. the pod's creation) or else from the watchdog's start.
+* the hard wall-clock cap (default 2 h, the seed's limit), counted on the pod's own clock: from
+  the boot guard's start (``--guard-file``, written when the container started) and, whatever
+  that says, no later than ``--wall-cap-left`` seconds after the watchdog's own start (the
+  client's count of what is left, an elapsed time: no laptop clock is compared with the pod's).
+
+It cannot die quietly: every look and every terminate attempt catches whatever goes wrong, logs
+it and carries on; the launch line runs it under a supervisor loop that restarts it when it
+exits for any reason but an orderly end (it then writes ``<log>.done``).
 
 Terminating is ``tplab.job.self_terminate``: REST v2 ``DELETE /v2/pods/<id>``, then GraphQL
 ``podTerminate``, then ``runpodctl remove pod`` when present, on ``$RUNPOD_API_BASE_URL`` (default
@@ -33,6 +39,7 @@ it must keep working even if torch is broken. Time and HTTP are injectable for t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -65,7 +72,9 @@ class WatchdogConfig:
     wall_cap_s: float = DEFAULT_WALL_CAP_S
     poll_s: float = DEFAULT_POLL_S
     stop_file: Path | None = None
-    started_at: float | None = None     # epoch seconds the wall cap counts from
+    started_at: float | None = None     # epoch seconds (pod clock) the wall cap counts from
+    wall_cap_left_s: float | None = None  # and at the latest this long after the watchdog starts
+    guard_file: Path | None = None      # the boot guard's record of the container's start
     status_every_s: float = 60.0        # how often a "still fine" line is logged
     max_attempts: int = 0               # terminate rounds (every way once); 0 = until accepted
     backoff_s: float = 2.0              # first retry delay, doubled per failure ...
@@ -114,6 +123,12 @@ class Watchdog:
             timeout_s=config.http_timeout_s, request=request, run=run, runpodctl=runpodctl)
         self.started = now()
         self.cap_start = config.started_at if config.started_at is not None else self.started
+        guard_start = _guard_started_at(config.guard_file)
+        if guard_start is not None:
+            self.cap_start = min(self.cap_start, guard_start)
+        if config.wall_cap_left_s is not None:  # an elapsed count from the client: no clock skew
+            self.cap_start = min(self.cap_start,
+                                 self.started - (config.wall_cap_s - config.wall_cap_left_s))
         self._last_beat: float | None = None   # last heartbeat mtime seen
         self._beat_missing_logged = False
 
@@ -125,10 +140,20 @@ class Watchdog:
     def log(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
         line = f"{stamp} watchdog[{os.getpid()}] pod={self.config.pod_id}: {self.redact(message)}\n"
-        self.config.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.config.log, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
+        try:
+            self.config.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.config.log, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+        except OSError:
+            pass  # a full disk must not stop the watchdog: it still terminates
+
+    def mark_done(self) -> None:
+        """An orderly end (terminated, or the stop file): the supervisor must not restart it."""
+        try:
+            Path(f"{self.config.log}.done").write_text(f"{self._now():.3f}\n")
+        except OSError:
+            pass
 
     # -- deciding ----------------------------------------------------------------------------
     def heartbeat_age(self, now: float) -> float:
@@ -188,28 +213,53 @@ class Watchdog:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> int:
-        """Watch until a trip (terminate; 0 if the API accepted, 1 if it gave up) or a stop file (0)."""
+        """Watch until a trip (terminate; 0 if the API accepted, 1 if it gave up) or a stop file
+        (0). Whatever fails inside a look or a terminate round is logged and the loop goes on."""
         cfg = self.config
         self.log(f"started: heartbeat {cfg.heartbeat}, stale after {cfg.stale_after_s:g}s, "
                  f"wall cap {cfg.wall_cap_s:g}s from {_iso(self.cap_start)}, poll {cfg.poll_s:g}s, "
                  f"api {cfg.url}" + (f", stop file {cfg.stop_file}" if cfg.stop_file else ""))
         last_status = None
         while True:
-            decision = self.decide()
+            try:
+                decision = self.decide()
+            except Exception as exc:  # noqa: BLE001 - never die quietly: log, look again
+                self.log(f"a look failed ({type(exc).__name__}: {exc}); looking again")
+                self._sleep(cfg.poll_s)
+                continue
             if decision.action == "stop":
                 self.log(f"{decision.reason}; exiting without terminating")
+                self.mark_done()
                 return 0
             if decision.action == "terminate":
                 self.log(f"terminating pod {cfg.pod_id}: {decision.reason}")
-                ok = self.terminate()
+                try:
+                    ok = self.terminate()
+                except Exception as exc:  # noqa: BLE001 - a bug in a round: try again
+                    self.log(f"a terminate round failed ({type(exc).__name__}: {exc}); "
+                             "trying again")
+                    self._sleep(cfg.backoff_s)
+                    continue
                 if ok:
                     self.log("termination requested; the pod (and this watchdog) should now stop")
+                    self.mark_done()
                 return 0 if ok else 1
             now = self._now()
             if last_status is None or now - last_status >= cfg.status_every_s:
                 self.log(f"ok: {decision.reason}")
                 last_status = now
             self._sleep(cfg.poll_s)
+
+
+def _guard_started_at(path: Path | None) -> float | None:
+    """The container's start (pod clock) as the boot guard recorded it, if it did."""
+    if path is None:
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("started_at")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _iso(ts: float) -> str:
@@ -232,7 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wall-cap", type=float, default=DEFAULT_WALL_CAP_S, metavar="S",
                    help="terminate after this many seconds in any case (default 7200)")
     p.add_argument("--started-at", type=float, metavar="EPOCH",
-                   help="count the wall cap from this time (default: now)")
+                   help="count the wall cap from this time on the pod's clock (default: now)")
+    p.add_argument("--wall-cap-left", type=float, metavar="S",
+                   help="terminate at the latest this many seconds after starting (the client's "
+                        "count of what is left of the wall cap)")
+    p.add_argument("--guard-file", type=Path, metavar="PATH",
+                   help="the boot guard's record of the container's start (the wall cap counts "
+                        "from it when it exists)")
     p.add_argument("--poll", type=float, default=DEFAULT_POLL_S, metavar="S",
                    help="seconds between looks (default 5)")
     p.add_argument("--stop-file", type=Path, metavar="PATH",
@@ -264,6 +320,7 @@ def config_from_args(args: argparse.Namespace, env: dict[str, str] | None = None
         or DEFAULT_API_BASE,
         stale_after_s=args.stale_after, wall_cap_s=args.wall_cap, poll_s=args.poll,
         stop_file=args.stop_file, started_at=args.started_at,
+        wall_cap_left_s=args.wall_cap_left, guard_file=args.guard_file,
         max_attempts=max(0, args.max_attempts), backoff_s=max(0.0, args.backoff))
 
 

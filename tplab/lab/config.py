@@ -55,6 +55,15 @@ class LabConfig:
     cost_tick_s: float = 1.0
     status_poll_s: float = 3.0
     verify_timeout_s: float = 120.0       # how long teardown waits for the provider to show it gone
+    boot_guard: bool = True               # start the pod's boot guard with its container
+    guard_first_heartbeat_s: float | None = None  # None: boot + connect timeouts + 120 s
+
+    def guard_bound_s(self) -> float:
+        """How long after its container starts a pod waits for this client's first heartbeat
+        before its boot guard ends it."""
+        if self.guard_first_heartbeat_s is not None:
+            return self.guard_first_heartbeat_s
+        return self.boot_timeout_s + self.connect_timeout_s + 120.0
 
     def ledger_label(self) -> str:
         if self.label:

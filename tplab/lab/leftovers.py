@@ -25,6 +25,8 @@ from tplab.lab.ending import terminate_with_retries, verify_gone
 from tplab.redact import one_line
 
 UNKNOWN = "UNKNOWN"
+#: how long after an unanswered create a pod of its name may still appear in the provider's list
+INTENT_GRACE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -39,12 +41,29 @@ def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
               exclude_lab: str | None = None) -> list[LivePod]:
     """Every live tplab pod (not ``exclude_pod``, not a record of ``exclude_lab``). Sync: the
     provider is; call it from a worker thread in async code."""
-    records = {r.pod_id: r for r in instances.open_records(mock)
-               if r.pod_id and r.lab_id != exclude_lab}
+    open_recs = [r for r in instances.open_records(mock) if r.lab_id != exclude_lab]
+    records = {r.pod_id: r for r in open_recs if r.pod_id}
+    # intents whose create never answered (a crash, an ambiguous create): found by pod name
+    intents = {r.pod_name: r for r in open_recs if not r.pod_id}
     found: dict[str, LivePod] = {}
-    for pod in provider.list_pods():
+    listed = provider.list_pods()
+    for pod in listed:
         if pod.id != exclude_pod and pod.state.upper() not in GONE_STATES:
-            found[pod.id] = LivePod(pod, records.get(pod.id), "provider")
+            rec = records.get(pod.id) or intents.pop(pod.name, None)
+            if rec is not None and not rec.pod_id:
+                rec.pod_id, rec.state = pod.id, instances.CREATED
+                rec.note = "found by its name after its create went unanswered"
+                instances.save(rec)
+            found[pod.id] = LivePod(pod, rec, "provider")
+    now = time.time()
+    for rec in intents.values():
+        if now - rec.intent_at >= INTENT_GRACE_S:  # the list has had time to show it
+            _close_never_created(rec, mock)
+        else:  # new pods can take a while to appear in the list: not gone, not known yet
+            found[rec.pod_name] = LivePod(
+                PodInfo(id=rec.pod_name, name=rec.pod_name, state=UNKNOWN,
+                        usd_per_hr=rec.usd_per_hr), rec, "instance.json",
+                problem="its create went unanswered and no pod of that name is listed yet")
     for pod_id, rec in records.items():
         if pod_id in found or pod_id == exclude_pod:
             continue
@@ -53,7 +72,8 @@ def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
         except ProviderError as exc:  # unknown is not gone: keep the record and its hold
             found[pod_id] = LivePod(PodInfo(id=pod_id, name=rec.pod_name, state=UNKNOWN,
                                             usd_per_hr=rec.usd_per_hr), rec, "instance.json",
-                                    problem=one_line(exc))
+                                    problem="the provider could not be asked about it: "
+                                    + one_line(exc))
             continue
         if info.state.upper() in GONE_STATES:
             instances.mark(pod_id, instances.GONE, mock)
@@ -70,9 +90,24 @@ def describe(pods: list[LivePod]) -> str:
         if p.info.usd_per_hr:
             text += f", ${p.info.usd_per_hr:.2f}/h"
         if p.problem:
-            text += f"; the provider could not be asked about it: {p.problem}"
+            text += f"; {p.problem}"
         out.append(text + ")")
     return ", ".join(out)
+
+
+def _close_never_created(rec: InstanceRecord, mock: bool) -> None:
+    """An intent whose pod never appeared: not created; release the hold its lab left."""
+    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard
+    rec.state, rec.ended_at = instances.NOT_CREATED, time.time()
+    rec.note = f"no pod named {rec.pod_name} in the provider's list {INTENT_GRACE_S:.0f} s on"
+    if rec.auth_id and not rec.settled:
+        guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+        try:
+            guard.release(rec.label, rec.auth_id)
+        except BudgetError:
+            pass  # already settled
+        rec.settled = True
+    instances.save(rec)
 
 
 @dataclass(frozen=True)

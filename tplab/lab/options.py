@@ -88,6 +88,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="hard wall-clock cap for the pod in seconds (default: 7200, the seed's 2 h)")
     g.add_argument("--boot-timeout", type=_positive_float, default=600.0, metavar="S",
                    help="give up on a pod not ready after this long (default: 600)")
+    g.add_argument("--boot-guard", type=_positive_float, default=None, metavar="S",
+                   help="the pod ends itself when this client has not shown up S seconds after "
+                        "its container started (default: boot + connect timeouts + 120 s)")
     g.add_argument("--yes", "-y", action="store_true",
                    help="do not ask before spending real money")
 
@@ -104,4 +107,4 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
         sweep=not args.no_sweep, compile=args.compile, out_dir=args.out,
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
-        boot_timeout_s=args.boot_timeout)
+        boot_timeout_s=args.boot_timeout, guard_first_heartbeat_s=args.boot_guard)

@@ -93,7 +93,8 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     price = facts.pod.usd_per_hr
     spec = PodSpec(name=name, gpu_type=cfg.gpu_type, gpu_count=cfg.gpus,
                    public_key=public_key, spot=cfg.spot,
-                   bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None)
+                   bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
+                   args=_guard_args(cfg))
     creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.provider.create, spec))
     try:
         info = await asyncio.shield(creation.future)
@@ -117,6 +118,15 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
         raise LabStop(FAILED, one_line(msg)) from None
     adopt_pod(ctx, info)
     return info
+
+
+def _guard_args(cfg) -> str:
+    """The container command that starts the pod's boot guard from its first second, then
+    hands over to the image's start script (``tplab.job.boot_guard``); "" without a guard."""
+    if not cfg.boot_guard:
+        return ""
+    from tplab.job.boot_guard import guard_args
+    return guard_args(cfg.guard_bound_s(), cfg.wall_cap_s, cfg.heartbeat_timeout_s)
 
 
 async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError) -> PodInfo:
@@ -159,28 +169,14 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
         "terminate it if it is there; the instance record and the authorization stay open"))
 
 
-def keep_unknown_creation(ctx: LabContext) -> bool:
-    """After teardown: when the creation is unknown, put the record back to INTENT (teardown
-    marks it not-created when it has no pod id) so the next start finds it. True if unknown."""
-    pod = ctx.facts.pod
-    if not pod.creation_unknown or pod.id is not None:
-        return False
-    if pod.record is not None:
-        pod.record.state = instances.INTENT
-        pod.record.ended_at = None
-        pod.record.note = "creation unknown: the create failed ambiguously and the pod list " \
-                          "could not be read"
-        ctx.save_record()
-    return True
-
-
 async def boot(ctx: LabContext) -> PodInfo:
     """Poll the pod until it is RUNNING with an SSH endpoint (within the boot timeout); a stop
     request is honoured at once because this is a plain loop of short awaits."""
     cfg, pod = ctx.config, ctx.facts.pod
     assert ctx.provider is not None and pod.id is not None
     ctx.stream.phase("boot")
-    deadline = time.monotonic() + cfg.boot_timeout_s
+    started = time.monotonic()
+    deadline = started + cfg.boot_timeout_s
     last_state, last_ssh = None, None
     while True:
         try:
@@ -215,4 +211,6 @@ async def boot(ctx: LabContext) -> PodInfo:
         if time.monotonic() > deadline:
             raise LabStop(FAILED, f"the pod {pod.id} was not ready within "
                           f"{cfg.boot_timeout_s:.0f} s")
-        await asyncio.sleep(0.25)
+        # quick at first (the mock boots in a second), then every 2 s: a real pod pulls its
+        # image for minutes, and RunPod's API rate-limits a client that asks four times a second
+        await asyncio.sleep(min(2.0, 0.25 + (time.monotonic() - started) / 20))

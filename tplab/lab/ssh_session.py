@@ -99,7 +99,13 @@ class PodSession:
         return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,
                                  wall_cap_s=cfg.wall_cap_s,
-                                 started_at=self.ctx.facts.pod.created_at)
+                                 wall_cap_left_s=self._wall_cap_left())
+
+    def _wall_cap_left(self) -> float:
+        """The wall cap less the seconds since the pod was created (this client's clock only)."""
+        created = self.ctx.facts.pod.created_at
+        spent = (time.time() - created) if created else 0.0
+        return max(1.0, self.ctx.config.wall_cap_s - spent)
 
     async def launch(self, watchdog_timeout_s: float = 20.0) -> None:
         """Start the job and its watchdog; the lab goes on only once the watchdog has said

@@ -43,7 +43,7 @@ async def _find_created_pod(ctx: LabContext, creation: Creation) -> None:
 
 
 #: what a failed lab fetches from its pod before it goes (small files; bounded in time)
-FAILURE_LOGS = ("job.log", "watchdog.log")
+FAILURE_LOGS = ("job.log", "watchdog.log", "guard.log")
 
 
 async def teardown(ctx: LabContext, creation: Creation, session: PodSession | None) -> None:
@@ -84,6 +84,12 @@ async def teardown(ctx: LabContext, creation: Creation, session: PodSession | No
                         + (f" (the provider kept failing: {why})" if why else "")
                         + f"; run `{ctx.config.terminate_command(pod.id)}` and check the "
                         "provider console")
+    elif pod.record is not None and pod.creation_unknown:
+        # an ambiguous create whose pod list could not be read: the record stays INTENT (the
+        # next start looks for the pod by name) and settle keeps the hold
+        pod.record.note = ("creation unknown: the create failed ambiguously and the pod list "
+                           "could not be read")
+        ctx.save_record()
     elif pod.record is not None:
         pod.record.state = instances.NOT_CREATED
         pod.record.ended_at = time.time()
@@ -153,14 +159,13 @@ async def settle(ctx: LabContext) -> None:
     """Release the hold (no pod), keep it (creation unknown), or record the actual spend against
     it: RunPod's billing record for the pod when it has one, never less than the pod's cost x
     its billed seconds, cross-checked against the balance change (the manifest says which)."""
-    from tplab.lab.provision import keep_unknown_creation
     money, pod = ctx.facts.money, ctx.facts.pod
     if money.guard is None or money.auth_id is None:
         return
     ctx.stream.phase("record")
     label = ctx.config.ledger_label()
     try:
-        if keep_unknown_creation(ctx):
+        if pod.id is None and pod.creation_unknown:
             ctx.stream.warn(f"the {fmt_usd(money.authorized_usd)} authorization stays held: "
                             "whether the create made a pod is unknown (see `tplab status` and "
                             "`tplab budget`)")

@@ -1,0 +1,226 @@
+"""The boot guard: the pod ends itself unless its client shows up in time, from its first second.
+
+Why: the watchdog beside the job (``tplab.job.watchdog``) only starts after boot, connect and
+upload; a laptop that crashes, sleeps or loses its terminal before that used to leave a pod
+billing with nothing on it to end it. So the create call itself starts this guard: the pod's
+container command (REST v2 ``args``) unpacks it, starts it in the background and hands over to
+the image's own start script (``exec /start.sh``, which starts sshd as before). It
+
+* terminates the pod when the client's first heartbeat (the file the lab's launch writes and
+  the client then keeps rewriting) has not appeared within ``--first-heartbeat`` seconds of the
+  container's start: the client never showed up;
+* enforces the wall-clock cap from the container's start (seconds elapsed on the pod's own
+  clock, so the laptop's clock does not matter), and records that start in ``--started-file``
+  for the watchdog to count its cap from too;
+* once the client has shown up, stays as a second line behind the watchdog: a heartbeat stale
+  for ``--stale-after`` plus a margin ends the pod even if the watchdog cannot.
+
+Termination goes through ``tplab.job.self_terminate`` (REST v2 DELETE with the pod-scoped key,
+then GraphQL ``podTerminate``, then ``runpodctl``), retried with capped backoff whatever fails;
+every decision and answer goes to ``--log``; the key never does.
+
+Before the pod has any of tplab's code, this module travels inside the create call: ``pack()``
+zips it with ``self_terminate`` and ``guard_args()`` writes the container command that unpacks
+and starts it. What the guard cannot cover: the minutes before the container starts (RunPod
+pulling the image); from the container's start its bound is ``--first-heartbeat``.
+
+Standard library only (pod side, before torch or anything else is there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+# the same import in the lab's package and in the zip the create call carries (same layout)
+from tplab.job.self_terminate import SelfTerminator, load_credentials
+
+#: where the container command unpacks the guard on the pod (per pod: the mock's pods share a
+#: machine, and $HOME is each pod's own)
+GUARD_DIR = "$HOME/.tplab-guard"
+#: how much staler than the watchdog's bound the heartbeat must be before the guard steps in
+BACKUP_MARGIN_S = 60.0
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    heartbeat: Path
+    log: Path
+    started_file: Path
+    first_heartbeat_s: float
+    wall_cap_s: float
+    stale_after_s: float
+    poll_s: float = 2.0
+    backoff_max_s: float = 30.0
+
+
+class BootGuard:
+    """The guard's loop; the clock, the sleep and the terminator are injectable for tests."""
+
+    def __init__(self, config: GuardConfig, *, now: Callable[[], float] = time.time,
+                 mono: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 terminate: Callable[[Callable[[str], None]], bool] | None = None) -> None:
+        self.config = config
+        self._now, self._mono, self._sleep = now, mono, sleep
+        self._terminate = terminate or _terminate_this_pod
+        self.start_mono = mono()
+        self.start_epoch = now()
+        self.client_seen = False
+
+    def log(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
+        try:
+            self.config.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.config.log, "a", encoding="utf-8") as fh:
+                fh.write(f"{stamp} boot-guard[{os.getpid()}]: {message}\n")
+        except OSError:
+            pass  # a full disk must not stop the guard
+
+    def elapsed(self) -> float:
+        return self._mono() - self.start_mono
+
+    def heartbeat_age(self) -> float | None:
+        """Seconds since the client's last heartbeat (pod clock), None before the first."""
+        try:
+            mtime = os.stat(self.config.heartbeat).st_mtime
+        except OSError:
+            return None
+        return max(0.0, self._now() - mtime)
+
+    def decide(self) -> str | None:
+        """Why to terminate now, or None to keep watching."""
+        cfg = self.config
+        elapsed = self.elapsed()
+        if elapsed >= cfg.wall_cap_s:
+            return (f"wall-clock cap reached: {elapsed:.0f} s since the container started >= "
+                    f"{cfg.wall_cap_s:.0f} s")
+        age = self.heartbeat_age()
+        if age is not None and not self.client_seen:
+            self.client_seen = True
+            self.log(f"the client showed up after {elapsed:.0f} s; the watchdog takes over, the "
+                     f"guard stays behind it (heartbeat stale after "
+                     f"{cfg.stale_after_s + BACKUP_MARGIN_S:.0f} s, wall cap {cfg.wall_cap_s:.0f} s)")
+        if not self.client_seen:
+            if elapsed >= cfg.first_heartbeat_s:
+                return (f"the client never showed up: no heartbeat {elapsed:.0f} s after the "
+                        f"container started (bound {cfg.first_heartbeat_s:.0f} s)")
+            return None
+        if age is not None and age >= cfg.stale_after_s + BACKUP_MARGIN_S:
+            return (f"the client's heartbeat is {age:.0f} s old and the watchdog has not ended "
+                    f"the pod (backup bound {cfg.stale_after_s + BACKUP_MARGIN_S:.0f} s)")
+        return None
+
+    def run(self) -> int:
+        cfg = self.config
+        try:
+            cfg.started_file.parent.mkdir(parents=True, exist_ok=True)
+            cfg.started_file.write_text(json.dumps({"started_at": self.start_epoch,
+                                                    "pid": os.getpid()}) + "\n")
+        except OSError as exc:
+            self.log(f"could not write {cfg.started_file} ({exc}); the watchdog counts its cap "
+                     "from its own start")
+        self.log(f"started: first heartbeat within {cfg.first_heartbeat_s:.0f} s, wall cap "
+                 f"{cfg.wall_cap_s:.0f} s, heartbeat {cfg.heartbeat}")
+        while True:
+            try:
+                why = self.decide()
+            except Exception as exc:  # noqa: BLE001 - the guard must not die quietly
+                self.log(f"check failed ({type(exc).__name__}: {exc}); checking again")
+                why = None
+            if why is not None:
+                self.log(f"terminating this pod: {why}")
+                delay = 2.0
+                while True:
+                    try:
+                        if self._terminate(self.log):
+                            self.log("termination accepted; the pod (and this guard) should stop")
+                            return 0
+                    except Exception as exc:  # noqa: BLE001 - whatever fails, try again
+                        self.log(f"terminate failed ({type(exc).__name__}: {exc})")
+                    self.log(f"retrying in {delay:.0f} s")
+                    self._sleep(delay)
+                    delay = min(cfg.backoff_max_s, delay * 2)
+            self._sleep(cfg.poll_s)
+
+
+def _terminate_this_pod(log: Callable[[str], None]) -> bool:
+    creds = load_credentials()
+    if creds is None:
+        log("no pod id and key (RUNPOD_POD_ID, RUNPOD_API_KEY) in the environment or the "
+            "env file yet")
+        return False
+    attempts = SelfTerminator(creds).terminate(log)
+    return any(a.ok for a in attempts)
+
+
+# ------------------------------------------------------------------ travelling in the create
+
+def pack() -> bytes:
+    """This guard and its terminator as a zip Python runs (``python3 guard.zip ...``)."""
+    here = Path(__file__).resolve().parent
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("tplab/__init__.py", "")
+        zf.writestr("tplab/job/__init__.py", "")
+        for name in ("boot_guard.py", "self_terminate.py"):
+            zf.write(here / name, f"tplab/job/{name}")
+        zf.writestr("__main__.py", "import sys\nfrom tplab.job.boot_guard import main\n"
+                                   "sys.exit(main())\n")
+    return buf.getvalue()
+
+
+def guard_args(first_heartbeat_s: float, wall_cap_s: float, stale_after_s: float,
+               start_script: str = '"${TPLAB_MOCK_START_SH:-/start.sh}"') -> str:
+    """The container command (REST v2 ``args``): unpack the guard, start it in the background,
+    hand over to the image's start script (sshd comes up as before). A POSIX sh script, run by
+    ``bash -c`` (on the mock, ``$TPLAB_MOCK_START_SH`` names the mock's start script)."""
+    b64 = base64.b64encode(pack()).decode()
+    d = f'"{GUARD_DIR}"'
+    inner = (f"mkdir -p {d} && echo {b64} | base64 -d > {d}/guard.zip && "
+             f"(setsid nohup python3 {d}/guard.zip "
+             f"--first-heartbeat {first_heartbeat_s:g} --wall-cap {wall_cap_s:g} "
+             f"--stale-after {stale_after_s:g} >> {d}/guard.out 2>&1 < /dev/null &); "
+             f"exec {start_script}")
+    return f"bash -c '{inner}'"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="boot_guard", description=__doc__.split("\n\n")[0])
+    p.add_argument("--first-heartbeat", type=float, required=True, metavar="S")
+    p.add_argument("--wall-cap", type=float, required=True, metavar="S")
+    p.add_argument("--stale-after", type=float, required=True, metavar="S")
+    p.add_argument("--heartbeat", type=Path, default=None,
+                   help="default: ~/tplab-run/heartbeat (where the lab's launch writes it)")
+    p.add_argument("--log", type=Path, default=None,
+                   help="default: ~/tplab-run/guard.log (fetched with the lab's files)")
+    p.add_argument("--started-file", type=Path, default=None,
+                   help="default: ~/tplab-guard.json (read by the watchdog)")
+    p.add_argument("--poll", type=float, default=2.0, metavar="S")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    home = Path(os.environ.get("HOME") or "/root")
+    cfg = GuardConfig(heartbeat=args.heartbeat or home / "tplab-run" / "heartbeat",
+                      log=args.log or home / "tplab-run" / "guard.log",
+                      started_file=args.started_file or home / "tplab-guard.json",
+                      first_heartbeat_s=args.first_heartbeat, wall_cap_s=args.wall_cap,
+                      stale_after_s=args.stale_after, poll_s=args.poll)
+    import signal
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return BootGuard(cfg).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
