@@ -220,3 +220,38 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
     assert time.monotonic() - killed < hb + 15.0
     log = Path(pod["sandbox"], "tplab-run", "watchdog.log").read_text()
     assert "supervisor: the watchdog exited" in log and "client heartbeat stale" in log
+
+
+@pytest.mark.parametrize("lingers", [4, -1])
+async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone(
+        lab_assets, tmp_path, lingers):
+    """RunPod accepts the terminate but the pod stays listed: for a few polls (the lab waits
+    and it ends COMPLETE), or for good (the lab waits its bound, re-sends terminate, and ends
+    FAILED with exit 1 and the command to run: never "verified gone")."""
+    import io
+    from tplab.commands.run import run_lab
+    from tplab.mock.handle import start_mock_cloud
+    cloud = start_mock_cloud({"terminate_lingers": lingers}, boot_delay_s=0.3,
+                             state_dir=tmp_path / "mock-state")
+    try:
+        os.environ["RUNPOD_API_KEY"] = cloud.api_key
+        cfg = tiny_lab_config(lab_assets, tmp_path, api_url=cloud.api_url, verify_timeout_s=6.0)
+        out = io.StringIO()
+        t0 = time.monotonic()
+        code = await run_lab(cfg, out=out)
+        m = json.loads((cfg.out_dir / "manifest.json").read_text())
+        deletes = cloud.state()["calls"].get("DELETE /v2/pods/{id}", 0)
+        if lingers > 0:
+            assert code == 0 and m["status"] == "COMPLETE" and m["verified_gone"] is True
+            assert cloud.pods()[0]["desiredStatus"] == "TERMINATED"
+        else:
+            assert time.monotonic() - t0 >= 6.0  # it waited to its bound
+            assert code == 1 and m["status"] == "FAILED" and m["verified_gone"] is False
+            assert "could not be verified gone" in m["reason"]
+            assert "could not be verified gone" in out.getvalue()
+            assert f"tplab terminate {m['instance_id']}" in out.getvalue()
+            assert deletes >= 2  # terminate was sent again while it stayed
+            assert cloud.pods()[0]["desiredStatus"] == "RUNNING"
+    finally:
+        os.environ.pop("RUNPOD_API_KEY", None)
+        cloud.stop()

@@ -197,11 +197,12 @@ class Lab:
                                                     exclude_pod=self.pod_id,
                                                     exclude_lab=self.lab_id)]
 
-    async def terminate_pod(self, pod_id: str, timeout_s: float = 60.0) -> GoneProof:
+    async def terminate_pod(self, pod_id: str, timeout_s: float | None = None) -> GoneProof:
         """Terminate one pod, poll until the provider shows it gone, settle the hold its
         instance record names; returns the provider's proof."""
         assert self.provider is not None
-        ended = await leftovers.end_pod(self.provider, pod_id, self.config.mock, timeout_s)
+        ended = await leftovers.end_pod(self.provider, pod_id, self.config.mock,
+                                        timeout_s or self.config.verify_timeout_s)
         for note in ended.settled:
             self.stream.log(note)
         return ended.proof
@@ -369,15 +370,17 @@ class Lab:
                 await asyncio.to_thread(self._predict_and_draw, facts.results)
         except Exception as exc:
             stream.warn(f"the scaling curve could not be drawn: {exc}")
+        pod_left = self.pod_id is not None and not self.verified_gone and not self.detached
+        if pod_left and facts.status == COMPLETE:
+            facts.status = FAILED
+            facts.reason = (f"the pod {self.pod_id} could not be verified gone; run "
+                            f"`{self.config.terminate_command(self.pod_id)}` and check the "
+                            "provider console")
         try:
             self._write_manifest()
         except Exception as exc:
             stream.warn(f"the manifest could not be written: {exc}")
-        pod_left = self.pod_id is not None and not self.verified_gone
-        if pod_left and facts.status == COMPLETE:
-            facts.status = FAILED
-            facts.reason = f"the pod {self.pod_id} could not be verified gone"
-        code = exit_code(facts.status, pod_left)
+        code = exit_code(facts.status, pod_left or self.detached)
         stream.emit("phase", name="done", status=facts.status, reason=facts.reason,
                     out_dir=str(self.out_dir), pod_id=self.pod_id,
                     verified_gone=self.verified_gone, exit_code=code,

@@ -46,6 +46,16 @@ Each switch, what the mock then does, and (in brackets) what tplab answers with:
 ``terminate_fail_n`` (int)
     The first N terminates (v2 ``DELETE`` or GraphQL ``podTerminate``) fail (HTTP 500 problem /
     GraphQL error "Something went wrong...") and the pod keeps running. [retried with backoff]
+``terminate_lingers`` (int)
+    A terminate is accepted (204 / GraphQL ok) but the pod stays RUNNING, listed and billing for
+    N more reads of it (``GET /v2/pods``, ``GET /v2/pods/{id}``), then goes; -1: it never goes
+    (until the mock exits). [verify keeps polling to its bound and re-sends terminate; a pod
+    that never goes is not "verified gone": the lab ends FAILED, exit 1, with the command to
+    run; the dashboard's leftover sweep says so]
+``http_delay`` ({call: N}) with ``delay_s`` (seconds, default 5)
+    The first N requests for a call (names as for ``http_500``) are answered only after
+    ``delay_s``: a client whose timeout is shorter sees a timeout. [reads retried; a create that
+    timed out is ambiguous]
 ``pod_key_delete_refused`` (bool)
     ``DELETE /v2/pods/{id}`` with the pod-scoped key (the one in the pod's
     ``/etc/rp_environment``) answers 403: whether RunPod lets that key delete its own pod through
@@ -80,6 +90,9 @@ class Faults:
     spot_interrupt_after_s: float | None = None
     terminate_fail_n: int = 0
     pod_key_delete_refused: bool = False
+    terminate_lingers: int = 0
+    http_delay: dict[str, int] = field(default_factory=dict)
+    delay_s: float = 5.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Faults":
@@ -91,6 +104,7 @@ class Faults:
         faults = cls(**data)
         faults.http_500 = {str(k): int(v) for k, v in (faults.http_500 or {}).items()}
         faults.http_429 = {str(k): int(v) for k, v in (faults.http_429 or {}).items()}
+        faults.http_delay = {str(k): int(v) for k, v in (faults.http_delay or {}).items()}
         return faults
 
     @classmethod
@@ -129,6 +143,14 @@ class Faults:
             return True
         return False
 
+    def take_http_delay(self, call: str) -> float:
+        """Seconds to hold this call's answer back now (consumes one of its N), else 0."""
+        left = self.http_delay.get(call, 0)
+        if left > 0:
+            self.http_delay[call] = left - 1
+            return self.delay_s
+        return 0.0
+
     def take_terminate_failure(self) -> bool:
         if self.terminate_fail_n > 0:
             self.terminate_fail_n -= 1
@@ -162,6 +184,12 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
                    help="spot pods are interrupted S seconds after boot")
     g.add_argument("--terminate-fail-n", type=int, metavar="N",
                    help="the first N terminate calls fail")
+    g.add_argument("--terminate-lingers", type=int, metavar="N",
+                   help="an accepted terminate leaves the pod running for N more reads of it "
+                        "(-1: it never goes)")
+    g.add_argument("--http-delay", action="append", metavar="CALL=N", default=[],
+                   help="the first N calls named CALL answer only after --delay-s (repeatable)")
+    g.add_argument("--delay-s", type=float, metavar="S", help="how long those answers wait")
 
 
 def faults_from_args(args: argparse.Namespace) -> Faults:
@@ -175,11 +203,12 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
         if getattr(args, name):
             changes[name] = True
     for name in ("runtime_null_s", "ssh_refuse_s", "spot_interrupt_after_s", "terminate_fail_n",
-                 "create_500_after_create", "retry_after_s"):
+                 "create_500_after_create", "retry_after_s", "terminate_lingers", "delay_s"):
         value = getattr(args, name)
         if value is not None:
             changes[name] = value
-    for name, flag in (("http_500", "--http-500"), ("http_429", "--http-429")):
+    for name, flag in (("http_500", "--http-500"), ("http_429", "--http-429"),
+                       ("http_delay", "--http-delay")):
         items = getattr(args, name)
         if items:
             calls = dict(getattr(faults, name))

@@ -22,6 +22,7 @@ read and delete its own pod only (403 otherwise; and 403 for its DELETE under th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from http import HTTPStatus
@@ -100,6 +101,9 @@ def v2(route: str, method: str, handler: Handler, *,
                            headers={"Retry-After": str(wait)})
         if state.faults.take_http_500(call):
             return problem(500, "internal error")
+        delay = state.faults.take_http_delay(call)
+        if delay:
+            await asyncio.sleep(delay)
         try:
             query = openapi.check_query(route, method, dict(request.query))
         except openapi.SchemaViolation as exc:
@@ -152,15 +156,15 @@ async def create_pod(request: web.Request, state: CloudState, query: dict[str, A
 
 async def list_pods(request: web.Request, state: CloudState, query: dict[str, Any],
                     body: Any) -> tuple[int, Any]:
-    return 200, {"pods": [views.pod_view(state, p) for p in state.live_pods()]}
+    return 200, {"pods": [views.pod_view(state, p) for p in await state.read_pods()]}
 
 
 async def get_pod(request: web.Request, state: CloudState, query: dict[str, Any],
                   body: Any) -> tuple[int, Any]:
-    pod = state.get_live(request.match_info["id"])
-    if pod is None:
+    pods = await state.read_pods(request.match_info["id"])
+    if not pods:
         raise CloudError("pod not found", 404)
-    return 200, views.pod_view(state, pod)
+    return 200, views.pod_view(state, pods[0])
 
 
 async def delete_pod(request: web.Request, state: CloudState, query: dict[str, Any],

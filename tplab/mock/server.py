@@ -85,6 +85,9 @@ async def handle_graphql(request: web.Request) -> web.Response:
                                  headers={"Retry-After": str(int(state.faults.retry_after_s))})
         if state.faults.take_http_500(call):
             return _server_error()
+        delay = state.faults.take_http_delay(call)
+        if delay:
+            await asyncio.sleep(delay)
     status, body = await graphql_api.execute(
         state, query, scope if isinstance(scope, str) else None,
         payload.get("variables"), payload.get("operationName"))

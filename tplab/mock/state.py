@@ -103,6 +103,9 @@ class MockPod:
     killed_pids: int = 0
     host_key: str | None = None           # OpenSSH line of the pod's host key, once booted
     container_pid: int | None = None
+    #: the ``terminate_lingers`` fault: reads left before an accepted terminate takes effect
+    #: (-1: it never does)
+    linger_reads: int | None = None
 
     def billed_seconds(self, now: float | None = None) -> int:
         end = self.ended_mono if self.ended_mono is not None else (now or time.monotonic())
@@ -148,6 +151,17 @@ class CloudState:
     def get_live(self, pod_id: str) -> MockPod | None:
         pod = self.pods.get(pod_id)
         return pod if pod is not None and pod.status != "TERMINATED" else None
+
+    async def read_pods(self, pod_id: str | None = None) -> list[MockPod]:
+        """The live pods a read shows (one, or all), counting the read against any terminate
+        that lingers (``terminate_lingers``): one whose count runs out is halted first."""
+        pods = [p for p in ([self.get_live(pod_id)] if pod_id else self.live_pods()) if p]
+        for pod in pods:
+            if pod.linger_reads is not None and pod.linger_reads > 0:
+                pod.linger_reads -= 1
+                if pod.linger_reads == 0:
+                    await self._halt(pod, "TERMINATED", "terminated (after lingering)")
+        return [p for p in pods if p.status != "TERMINATED"]
 
     def key_scope(self, key: str) -> str | None | bool:
         """``None`` for the account key, a pod id for a pod-scoped key, ``False`` if unknown."""
@@ -306,6 +320,10 @@ class CloudState:
             raise CloudError("pod not found", 404)
         if self.faults.take_terminate_failure():
             raise CloudError(SOMETHING_WRONG, 500)
+        if self.faults.terminate_lingers:
+            if pod.linger_reads is None:  # accepted, but not taking effect yet
+                pod.linger_reads = self.faults.terminate_lingers
+            return
         await self._halt(pod, "TERMINATED", "terminated")
 
     async def shutdown(self) -> None:
