@@ -38,6 +38,33 @@ ENV_FILE_EXPR = '"${TPLAB_RP_ENV_FILE:-/etc/rp_environment}"'
 SOURCE_ENV = f"f={ENV_FILE_EXPR}; if [ -r \"$f\" ]; then set -a; . \"$f\"; set +a; fi; "
 
 
+def quiet_lost_connections(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Stop asyncssh's own background tasks from printing "Task exception was never retrieved"
+    when their connection dies under them (a heartbeat write in flight when the lab closes the
+    session, a dropped link): the lab has already seen the drop and acted on it, and the text
+    would land in the middle of the user's terminal. Anything else still reaches the loop's
+    previous handler. Returns the function that puts that handler back."""
+    previous = loop.get_exception_handler()
+
+    def handler(lp: asyncio.AbstractEventLoop, context: dict) -> None:
+        exc = context.get("exception")
+        task = context.get("future")
+        coro = getattr(task, "get_coro", lambda: None)() if task is not None else None
+        where = getattr(coro, "__qualname__", "") + getattr(
+            getattr(coro, "cr_code", None), "co_filename", "")
+        lost = isinstance(exc, (asyncssh.ConnectionLost, asyncssh.sftp.SFTPConnectionLost,
+                                ConnectionError))
+        if lost and "asyncssh" in where:
+            return
+        if previous is not None:
+            previous(lp, context)
+        else:
+            lp.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    return lambda: loop.set_exception_handler(previous)
+
+
 class RemoteError(RuntimeError):
     """A transport step failed; the message is one sentence for the user (no secrets)."""
 

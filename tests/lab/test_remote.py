@@ -439,3 +439,30 @@ async def test_a_silent_sshd_is_noticed_by_keepalive_without_stray_errors(ssh_us
         loop.set_exception_handler(None)
         srv.drop_all()
         await srv.stop()
+
+
+async def test_asyncssh_tasks_that_lose_their_connection_print_nothing():
+    """asyncssh's own background tasks (a write in flight when the session closes) end with
+    'connection lost' that nobody retrieves; that must not reach the user's terminal, while
+    any other unretrieved error still does."""
+    loop = asyncio.get_running_loop()
+    seen: list = []
+    loop.set_exception_handler(lambda _loop, ctx: seen.append(ctx["exception"]))
+    restore = remote.quiet_lost_connections(loop)
+    try:
+        ns: dict = {}
+        exec(compile("async def start_task():\n    pass\n",
+                     "/site-packages/asyncssh/sftp.py", "exec"), ns)
+        theirs = loop.create_task(ns["start_task"]())
+        ours = loop.create_task(asyncio.sleep(0))
+        await asyncio.gather(theirs, ours)
+        handler = loop.get_exception_handler()
+        handler(loop, {"message": "x", "exception": asyncssh.sftp.SFTPConnectionLost("lost"),
+                       "future": theirs})
+        handler(loop, {"message": "y", "exception": asyncssh.sftp.SFTPConnectionLost("lost"),
+                       "future": ours})
+        handler(loop, {"message": "z", "exception": ValueError("a bug"), "future": theirs})
+        assert [type(e).__name__ for e in seen] == ["SFTPConnectionLost", "ValueError"]
+    finally:
+        restore()
+        loop.set_exception_handler(None)

@@ -347,3 +347,20 @@ def test_an_unanswered_create_is_found_by_its_name_or_closed_in_time():
     assert recs["L-x"].pod_id == "p-fresh" and recs["L-x"].state == instances.CREATED
     assert recs["L-y"].state == instances.NOT_CREATED and recs["L-y"].settled
     assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
+
+
+def test_holds_dead_clients_left_are_settled_once_nothing_can_bill(tmp_path):
+    """A client SIGKILLed right after authorize leaves a hold and no instance record (no create
+    was sent): the next start releases it. A hold whose process still runs is left alone."""
+    import subprocess
+    import sys
+    code = ("from tplab.budget import BudgetGuard; "
+            "print(BudgetGuard.from_config(mock=True).authorize('lab02-dead', 3.0))")
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    alive = BudgetGuard.from_config(mock=True).authorize("lab02-alive", 1.0)  # this process
+    notes = leftovers.reconcile_holds(FakeProvider(), mock=True)
+    assert len(notes) == 1 and dead in notes[0]
+    guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
+    assert [a.auth_id for a in guard.summary().open_authorizations] == [alive]
+    assert guard.total_spent == 0.0

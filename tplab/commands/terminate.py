@@ -66,4 +66,8 @@ def main(args: argparse.Namespace) -> int:
               f"{json.dumps(ended.proof.answer, sort_keys=True)[:120]})")
         for note in ended.settled:
             print(f"{pod_id}: {note}")
+    if args.all:  # and what dead clients left held with nothing billing against it
+        from tplab.lab.leftovers import reconcile_holds
+        for note in reconcile_holds(provider, args.mock):
+            print(note)
     return 1 if failed else 0

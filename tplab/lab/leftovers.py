@@ -110,6 +110,41 @@ def _close_never_created(rec: InstanceRecord, mock: bool) -> None:
     instances.save(rec)
 
 
+def reconcile_holds(provider: Provider | None, mock: bool) -> list[str]:
+    """Settle the holds that clients of this machine left when they died (SIGKILL, a crash), once
+    nothing can still be billing against them: no instance record (the client died between
+    authorize and its intent: no create was ever sent) -> released; a record whose pod is gone
+    or was never created -> its spend recorded, or released. A hold whose process still runs,
+    whose pod may live, or from another machine is left alone. One sentence per settled hold."""
+    import socket
+
+    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard, _pid_alive
+    guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+    host = socket.gethostname()
+    by_auth = {r.auth_id: r for r in instances.load_all(mock) if r.auth_id}
+    notes: list[str] = []
+    for auth in guard.summary().open_authorizations:
+        if auth.host != host or auth.pid is None or _pid_alive(auth.pid):
+            continue
+        rec = by_auth.get(auth.auth_id)
+        try:
+            if rec is None:
+                guard.release(auth.label, auth.auth_id)
+                notes.append(f"released the hold {auth.auth_id} of a lab whose client ended "
+                             "before it created anything")
+            elif rec.state == instances.NOT_CREATED and not rec.settled:
+                guard.release(auth.label, auth.auth_id)
+                rec.settled = True
+                instances.save(rec)
+                notes.append(f"released the hold {auth.auth_id}: its lab created no pod")
+            elif rec.state == instances.GONE and not rec.settled and provider is not None:
+                notes.append(settle_record(provider, rec, mock))
+                instances.save(rec)
+        except BudgetError:
+            continue  # settled meanwhile by someone else
+    return notes
+
+
 @dataclass(frozen=True)
 class Ended:
     """One leftover pod ended: the provider's proof, and what happened to its money."""

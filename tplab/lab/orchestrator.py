@@ -40,7 +40,7 @@ from tplab.lab.ssh_session import PodSession
 from tplab.lab.stream import LabStream
 from tplab.paths import tplab_home
 from tplab.redact import one_line
-from tplab.remote import RemoteError
+from tplab.remote import RemoteError, quiet_lost_connections
 
 def failure_sentence(exc: BaseException, out_dir: Path) -> str:
     """The reason shown for an error that ended a lab: the error's own sentence when it is one
@@ -216,6 +216,7 @@ class Lab:
             self._stop_event.set()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.stream.open_record(self.facts.add_artifact("stream.jsonl"))
+        restore_handler = quiet_lost_connections(self._loop)
         mock_cm = None
         try:
             if self.ctx.provider is None:
@@ -235,6 +236,7 @@ class Lab:
             if mock_cm is not None:
                 await mock_cm.__aexit__(None, None, None)
             self.stream.close_record()
+            restore_handler()
 
     async def _run_with_provider(self) -> LabOutcome:
         body = asyncio.create_task(self._body(), name="lab-body")
@@ -309,8 +311,9 @@ class Lab:
         # the job's own input checks need torch: a subprocess, beside the rest of preflight
         job_inputs = asyncio.create_task(check_job_inputs(cfg), name="lab-job-inputs")
         try:
+            await preflight.check_leftovers(ctx)  # closes the records of pods found gone
+            await preflight.settle_dead_holds(ctx)
             lab_cap = preflight.open_budget(ctx)
-            await preflight.check_leftovers(ctx)
             facts.pod.usd_per_hr = await preflight.choose_price(ctx, lab_cap)
             warning = await job_inputs
         finally:

@@ -28,6 +28,14 @@ def check_inputs(ctx: LabContext) -> None:
             raise LabStop(FAILED, f"the {what} {path} does not exist; pass an existing file")
 
 
+async def settle_dead_holds(ctx: LabContext) -> None:
+    """Holds that dead clients left with nothing billing against them are settled before the
+    budget is checked (``leftovers.reconcile_holds``): not money this lab should be refused for."""
+    notes = await asyncio.to_thread(leftovers.reconcile_holds, ctx.provider, ctx.config.mock)
+    for note in notes:
+        ctx.stream.log(note)
+
+
 def open_budget(ctx: LabContext) -> float:
     """Open the ledger (``facts.money.guard``) and apply its pre-flight rule; returns the lab cap."""
     from tplab.budget import BudgetConfig, BudgetGuard
