@@ -364,3 +364,36 @@ def test_holds_dead_clients_left_are_settled_once_nothing_can_bill(tmp_path):
     guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
     assert [a.auth_id for a in guard.summary().open_authorizations] == [alive]
     assert guard.total_spent == 0.0
+
+
+def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from tplab.commands import terminate
+
+    class OneStuck(FakeProvider):
+        def terminate(self, pod_id):
+            if pod_id == "stuck":
+                raise ProviderError("HTTP 500 from the API")
+            self.terminates += 1
+
+        def verify_gone(self, pod_id):
+            if pod_id == "stuck":
+                return GoneProof(pod_id, "now", {"pod": {"desiredStatus": "RUNNING"}}, True)
+            return GoneProof(pod_id, "now", {"pod": None}, False)
+
+    monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url: OneStuck())
+    args = argparse.Namespace(pod_ids=["stuck", "fine"], all=False, mock=True, api_url=None,
+                              timeout=1.0)
+    assert terminate.main(args) == 1
+    out = capsys.readouterr()
+    assert "fine: gone" in out.out
+    assert "stuck: terminate sent but the provider does not show it gone" in out.err
+
+
+async def test_a_provider_error_while_reconnecting_is_a_retry(tmp_path):
+    from tplab.lab.ssh_session import PodSession
+    ctx = _ctx(tmp_path, FakeProvider(status_error=True))
+    ctx.facts.pod.id = "p1"
+    session = PodSession(ctx, on_result=lambda r: None)
+    assert await session._check_pod_alive() is False  # not a LabStop: the loop tries again

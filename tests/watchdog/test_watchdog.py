@@ -297,3 +297,47 @@ def test_watchdog_imports_only_the_standard_library():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_wall_cap_counts_on_the_pods_clock_never_the_laptops(tmp_path):
+    """The guard's record (the container's start, pod clock) and the client's count of what is
+    left (an elapsed time) decide; a laptop clock hours off changes nothing."""
+    import json
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t)
+    guard = tmp_path / "tplab-guard.json"
+    guard.write_text(json.dumps({"started_at": clock.t - 7190}))  # the container, 7190 s ago
+    with FakeGraphQL() as api:
+        dog = make(tmp_path, api, clock, wall_cap_s=7200, guard_file=guard,
+                   wall_cap_left_s=7000)   # the client thinks 7000 s are left: the guard wins
+        assert dog.decide().action == "watch"
+        clock.t += 11
+        assert dog.decide().action == "terminate"
+    guard.unlink()
+    clock2 = FakeClock()
+    touch(tmp_path / "heartbeat", clock2.t)
+    with FakeGraphQL() as api:
+        dog = make(tmp_path, api, clock2, wall_cap_s=7200, wall_cap_left_s=30)
+        assert dog.decide().action == "watch"
+        clock2.t += 31
+        assert "wall-clock cap reached" in dog.decide().reason
+
+
+def test_a_look_that_fails_is_logged_and_the_watchdog_goes_on(tmp_path):
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t - 700)
+    with FakeGraphQL(deletes=[DELETED]) as api:
+        dog = make(tmp_path, api, clock, stale_after_s=600)
+        real, calls = dog.decide, []
+
+        def flaky():
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError("the disk went away for a moment")
+            return real()
+
+        dog.decide = flaky
+        assert dog.run() == 0
+    log = (tmp_path / "watchdog.log").read_text()
+    assert "a look failed (OSError: the disk went away" in log and "accepted" in log
+    assert (tmp_path / "watchdog.log.done").is_file()  # an orderly end: no restart
