@@ -170,3 +170,5 @@ def test_spend_is_billing_never_below_cost_times_seconds():
     assert r.source == "rate_x_seconds" and "no record" in r.note and "other pods" in r.note
     r = settle("p", 1.38, 36.2, 0.01418333, None)      # equal up to rounding: the bill
     assert r.source == "billing" and r.actual_usd >= r.rate_x_seconds_usd
+    r = settle("p", 1.38, 36.2, 0.0138, None)          # 36 s billed in a 37 s client window
+    assert r.source == "billing" and r.actual_usd == 0.0138 and "round trips" in r.note

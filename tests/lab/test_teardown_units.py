@@ -397,3 +397,32 @@ async def test_a_provider_error_while_reconnecting_is_a_retry(tmp_path):
     ctx.facts.pod.id = "p1"
     session = PodSession(ctx, on_result=lambda r: None)
     assert await session._check_pod_alive() is False  # not a LabStop: the loop tries again
+
+
+def test_terminate_all_settles_a_killed_clients_hold_when_its_watchdog_ended_the_pod(
+        tmp_path, monkeypatch, capsys):
+    """The client was SIGKILLed, the pod's watchdog terminated the pod: `tplab terminate --all`
+    finds no live pod, and still records what the pod cost against the hold the client left."""
+    import argparse
+    import subprocess
+    import sys
+
+    from tplab.commands import terminate
+
+    code = ("from tplab.budget import BudgetGuard; "
+            "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    _record("killed1", auth_id=dead, created_at=time.time() - 600)
+
+    class WatchdogEndedIt(FakeProvider):
+        def status(self, pod_id):
+            return PodInfo(id=pod_id, name="tplab-L-killed1", state="TERMINATED")
+
+    monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url: WatchdogEndedIt())
+    args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url=None, timeout=1.0)
+    assert terminate.main(args) == 0
+    out = capsys.readouterr().out
+    assert "No live tplab pods." in out and dead in out
+    guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
+    assert guard.held == 0.0 and guard.total_spent == pytest.approx(0.72 / 6, rel=0.05)

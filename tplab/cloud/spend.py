@@ -5,6 +5,10 @@ it may lag behind a pod that just ended (or show nothing yet); the pod's ``cost`
 the seconds it existed is a floor the bill cannot honestly be under; the account balance's change
 counts every pod on the account, so it only cross-checks. ``settle`` says in ``source`` which
 figure it recorded and in ``note`` how the others compared.
+
+The seconds ``settle`` is given are the client's window (create sent -> gone verified), which holds
+the pod's billed life plus the round trips on both ends; a bill that is short of the floor by no
+more than ``WINDOW_SLACK_S`` of the pod's price is that difference, not lag, and is recorded as is.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from tplab.cloud.base import CostReport
 
 #: amounts differing by less than this are the same amount rounded differently
 ROUNDING_USD = 1e-6
+#: seconds of the client's window a pod need not have billed (the create call before it existed,
+#: the terminate and its verification after billing stopped)
+WINDOW_SLACK_S = 30.0
 
 
 def billing_total(records: Iterable[dict[str, Any]], pod_id: str) -> float | None:
@@ -31,10 +38,16 @@ def settle(pod_id: str, usd_per_hr: float, seconds: float, billing_usd: float | 
     billed_s = float(math.ceil(max(0.0, seconds) - 1e-9))
     floor = usd_per_hr * billed_s / 3600.0
     notes = list(extra_notes)
+    slack = usd_per_hr * WINDOW_SLACK_S / 3600.0
     if billing_usd is not None and billing_usd >= floor - ROUNDING_USD:
         actual, source = max(billing_usd, floor), "billing"  # never below the floor
         notes.append(f"from RunPod's billing record for pod {pod_id} (${billing_usd:.6f}); "
                      f"cost x billed seconds is ${floor:.6f}")
+    elif billing_usd is not None and billing_usd >= floor - slack:
+        actual, source = billing_usd, "billing"
+        notes.append(f"from RunPod's billing record for pod {pod_id} (${billing_usd:.6f}); "
+                     f"cost x the client's {billed_s:.0f} s window is ${floor:.6f}, the "
+                     "difference being the create and terminate round trips")
     elif billing_usd is not None:
         actual, source = floor, "rate_x_seconds"
         notes.append(f"RunPod's billing record (${billing_usd:.6f}) is below cost x billed seconds "

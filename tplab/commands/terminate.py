@@ -47,7 +47,6 @@ def main(args: argparse.Namespace) -> int:
         return 1
     if not ids:
         print("No live tplab pods.")
-        return 0
     failed = 0
     for pod_id in ids:  # one pod's failure never stops the others
         try:
@@ -66,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
               f"{json.dumps(ended.proof.answer, sort_keys=True)[:120]})")
         for note in ended.settled:
             print(f"{pod_id}: {note}")
-    if args.all:  # and what dead clients left held with nothing billing against it
+    if args.all:  # and what dead clients left held with nothing billing against it (also when
+        # every pod had already gone: a watchdog that ended the pod of a killed client)
         from tplab.lab.leftovers import reconcile_holds
         for note in reconcile_holds(provider, args.mock):
             print(note)
