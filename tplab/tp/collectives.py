@@ -120,6 +120,23 @@ def get_rank(group: ProcessGroup = None) -> int:
     return dist.get_rank(group) if _initialized() else 0
 
 
+def _shm_call(fn: Any, op: str, x: torch.Tensor, nbytes: int) -> torch.Tensor:
+    if timing.ACTIVE:
+        return timing.run_timed(op, nbytes, lambda: fn(x))
+    return fn(x)
+
+
+# under torch.compile the shm protocol (Python ints, memoryview flags, waits) runs eagerly at a
+# graph break: traced, its round counter would become a guarded constant and its waits vanish
+_shm_call_eager = torch.compiler.disable(_shm_call)
+
+
+def _via_shm(fn: Any, op: str, x: torch.Tensor, nbytes: int) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return _shm_call_eager(fn, op, x, nbytes)
+    return _shm_call(fn, op, x, nbytes)
+
+
 # --------------------------------------------------------------------------- raw collectives
 
 
@@ -135,10 +152,7 @@ def _all_reduce_n(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
 
     shm = _shm_for(x, group)
     if shm is not None:
-        if timing.ACTIVE:
-            return timing.run_timed("all_reduce", x.numel() * x.element_size(),
-                                    lambda: shm.all_reduce(x))
-        return shm.all_reduce(x)
+        return _via_shm(shm.all_reduce, "all_reduce", x, x.numel() * x.element_size())
 
     def op() -> torch.Tensor:
         out = x.clone(memory_format=torch.contiguous_format)
@@ -173,10 +187,10 @@ def _gather_last(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
         return x
 
     shm = _shm_for(x, group)
+    if shm is not None:
+        return _via_shm(shm.all_gather_last, "all_gather", x, x.numel() * x.element_size() * world)
 
     def op() -> torch.Tensor:
-        if shm is not None:
-            return shm.all_gather_last(x)
         local = x.contiguous()
         parts = [torch.empty_like(local) for _ in range(world)]
         dist.all_gather(parts, local, group=group)

@@ -146,7 +146,10 @@ class ShmComm:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}.")
         rank, world = dist.get_rank(group), dist.get_world_size(group)
-        layout = Layout(world, slot_bytes)
+        try:
+            layout = Layout(world, slot_bytes)  # the same on every rank: all raise, or none
+        except SegmentError as exc:
+            raise ShmError(str(exc)) from None
         seg: Segment | None = None
         comm: ShmComm | None = None
         problem = ""
@@ -200,9 +203,12 @@ class ShmComm:
         """The sum of every rank's ``x`` (summed in rank order: every rank gets the same bits).
 
         Returns a new tensor, or writes into ``out`` (same shape; ``out=x`` is fine: in place).
-        ``x`` itself is never modified unless it is ``out``.
+        ``x`` itself is never modified unless it is ``out``. No autograd history is recorded (the
+        TP autograd Functions in ``collectives.py`` provide the backward).
         """
         self._check(x, "all_reduce")
+        if x.requires_grad:
+            x = x.detach()  # a raw collective: no autograd history into the shared slots
         if out is not None and out.shape != x.shape:
             raise ValueError(f"out has shape {tuple(out.shape)}, not x's {tuple(x.shape)}.")
         n = x.numel()
@@ -226,6 +232,8 @@ class ShmComm:
     def all_gather_last(self, x: torch.Tensor) -> torch.Tensor:
         """Every rank's ``x`` concatenated along the last dimension, in rank order."""
         self._check(x, "all_gather")
+        if x.requires_grad:
+            x = x.detach()
         if x.dim() == 0:
             raise ValueError("all_gather_last needs a tensor with at least one dimension.")
         n = x.numel()
@@ -280,7 +288,7 @@ class ShmComm:
     # ------------------------------------------------------------------ helpers
     def supports(self, x: torch.Tensor) -> bool:
         """Whether this transport carries ``x`` (fp32 on the CPU); the caller falls back if not."""
-        return x.dtype == torch.float32 and x.device.type == "cpu" and not self._closed
+        return x.dtype == torch.float32 and x.is_cpu and not self._closed
 
     def _check(self, x: torch.Tensor, op: str) -> None:
         if self._broken:
@@ -288,7 +296,7 @@ class ShmComm:
                            "collectives run on it.")
         if self._closed:
             raise ShmError(f"{op} on a closed shm transport.")
-        if x.dtype != torch.float32 or x.device.type != "cpu":
+        if x.dtype != torch.float32 or not x.is_cpu:
             raise TypeError(f"the shm transport carries fp32 CPU tensors, not {x.dtype} on "
                             f"{x.device}.")
 
