@@ -217,6 +217,18 @@ def load_profile(name: str, path: Path | None = None) -> HardwareProfile:
     return profile_from_json(name, profiles[name])
 
 
+def cpu_profile_name(comm: str | None) -> str:
+    """The CPU profile for a transport: ``cpu-shm`` for shm (and for "both", where shm carries the
+    figures), ``cpu-gloo`` otherwise."""
+    return "cpu-shm" if comm in ("shm", "both") else "cpu-gloo"
+
+
+def _transport(results: dict[str, Any]) -> str:
+    """What carried a run's collectives: "shm", or the process-group backend ("gloo", "nccl")."""
+    comm, backend = results.get("comm"), results.get("backend", "?")
+    return str(comm or backend)
+
+
 def load_shape(path: Path | None = None) -> ModelShape:
     """The model shape from the assets file (falls back to the dataclass defaults per field)."""
     model = _read_assets(path).get("model", {})
@@ -343,7 +355,7 @@ def calibrate(profile: HardwareProfile, results: dict[str, Any],
     shape = shape_from_results(results, shape)
     world = int(results.get("world_size") or 0)
     sweep = (results.get("sweep") or {}).get("points") or []
-    label = (f"results.json ({results.get('backend', '?')}, world size {world}, "
+    label = (f"results.json ({_transport(results)}, world size {world}, "
              f"{results.get('env', {}).get('device_names', ['?'])[0]})")
     changes: dict[str, Any] = {"calibrated_from": label}
     fit_error = ""
