@@ -230,12 +230,14 @@ def test_stale_segments_of_dead_creators_are_removed_and_live_ones_kept(tmp_path
                           capture_output=True, text=True, check=True)
     dead_pid = int(done.stdout)
     dead = tmp_path / f"{shm_segment.PREFIX}{dead_pid}-1700000000-abcd1234"
+    dead_bell = tmp_path / f"{dead.name}.r1"
     live = tmp_path / f"{shm_segment.PREFIX}{os.getpid()}-1700000000-abcd1234"
     other = tmp_path / "tplab-tp-notours"
     for f in (dead, live, other):
         f.write_bytes(b"x")
-    assert shm_segment.remove_stale(tmp_path) == [dead.name]
-    assert not dead.exists() and live.exists() and other.exists()
+    os.mkfifo(dead_bell)
+    assert sorted(shm_segment.remove_stale(tmp_path)) == [dead.name, dead_bell.name]
+    assert not dead.exists() and not dead_bell.exists() and live.exists() and other.exists()
 
 
 def test_a_killed_unreaped_process_counts_as_dead() -> None:
@@ -281,3 +283,27 @@ def test_weakly_ordered_cpus_are_refused_with_a_clear_error(monkeypatch: pytest.
     assert "aarch64" in shm.unsupported_reason() and "--comm gloo" in shm.unsupported_reason()
     monkeypatch.setattr(shm.platform, "machine", lambda: "x86_64")
     assert shm.unsupported_reason() == ""
+
+
+def test_a_doorbell_wakes_its_sleeper_at_once_and_sleeps_out_its_timeout_otherwise(tmp_path: Path
+                                                                                  ) -> None:
+    from tplab.tp.shm_doorbell import Doorbells, fifo_path
+
+    (tmp_path / "bells").mkdir()
+    seg = tmp_path / "bells" / f"{shm_segment.PREFIX}{os.getpid()}-1-ab"
+    a, b = Doorbells(fifo_path(seg, 0)), Doorbells(fifo_path(seg, 1))
+    a.connect({1: fifo_path(seg, 1)})
+    b.connect({0: fifo_path(seg, 0)})
+    a.unlink()
+    b.unlink()
+    assert list((tmp_path / "bells").iterdir()) == []  # open, but nameless
+    for _ in range(3):
+        a.ring(1)  # rings pile up in the pipe...
+    t0 = time.monotonic()
+    b.sleep(5.0)
+    assert time.monotonic() - t0 < 1.0
+    t0 = time.monotonic()
+    b.sleep(0.2)  # ...and are drained by the first sleep: this one waits its timeout
+    assert 0.15 <= time.monotonic() - t0 < 2.0
+    a.close()
+    b.close()

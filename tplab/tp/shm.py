@@ -19,8 +19,9 @@ larger than a slot go through in slot-sized rounds, so any size works with a bou
 
 Why plain torch over a shared tensor and not a C++ extension: the extension would give explicit
 atomics and fences, but it needs a C++ compiler and ninja on every pod and CI runner and compiles
-against torch's headers (on the order of a minute on a 2-core machine, paid at every cold start
-of a pod or CI run, or a cached build to manage per torch version). The Python path costs a
+against torch's headers: a one-function file including ``<torch/extension.h>`` took 62 s of CPU
+(171 s wall on the shared 2-core development machine) with ``g++ -O3``, paid at every cold start
+of a pod or CI job, or a cached build to manage per torch version. The Python path costs a
 few microseconds per collective (two ATen kernels: copy in, sum out; the flags are int64 words
 read and written through a ``memoryview``, a fraction of a microsecond), which is within the
 goal (tens of microseconds at 256 B) and needs nothing built. Its memory-ordering argument:
@@ -37,9 +38,10 @@ goal (tens of microseconds at 256 B) and needs nothing built. Its memory-orderin
     cannot issue: there ``ShmComm.create`` refuses with a clear error (use gloo).
 
 Waiting is bounded and polite, because a 2-core machine runs both ranks and the client: spin on
-the peer's seq for ``SPIN_S`` (the common case: the peer is a few microseconds behind), then
-``sched_yield`` until ``YIELD_S`` (lets a peer or the client that shares the core run), then sleep
-with exponential backoff up to ``SLEEP_MAX_S``. Every ``LIVENESS_S`` the waiter checks the peers
+the peer's seq for ``SPIN_S`` (the common case: the peer is a few microseconds behind), then sleep
+in the kernel on this rank's doorbell until a peer publishing the round rings it
+(``shm_doorbell.py``: a polling sleep or ``sched_yield`` wakes a timeslice late on a busy machine,
+which made a polling version slower than gloo there). Every ``LIVENESS_S`` the waiter checks the peers
 it is waiting for: a peer process that is gone (or a zombie), or that closed or failed its
 transport, ends the wait at once with ``ShmPeerError`` naming the rank; a peer alive but absent
 past ``timeout_s`` ends it with ``ShmTimeoutError``. After either, this communicator refuses
@@ -54,11 +56,13 @@ import atexit
 import os
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from .shm_doorbell import Doorbells, fence, fifo_path
 from .shm_segment import (
     STATE_ALIVE,
     STATE_CLOSED,
@@ -73,11 +77,8 @@ __all__ = ["DEFAULT_SLOT_BYTES", "ShmComm", "ShmError", "ShmPeerError", "ShmTime
            "unsupported_reason"]
 
 DEFAULT_SLOT_BYTES = 1 << 20  # per rank and parity: 4 MiB of shared memory for 2 ranks
-SPIN_S = 50e-6
-YIELD_S = 1e-3
-SLEEP_MIN_S = 50e-6
-SLEEP_MAX_S = 1e-3
-LIVENESS_S = 0.05
+SPIN_S = 50e-6  # spin this long before sleeping on the doorbell
+LIVENESS_S = 0.05  # a sleeping waiter wakes at least this often to check its peers
 _VIEW_CACHE_MAX = 256
 _TSO_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
 
@@ -92,6 +93,21 @@ class ShmPeerError(ShmError):
 
 class ShmTimeoutError(ShmError):
     """A peer rank stayed alive but did not reach the collective within the timeout."""
+
+
+def _all_or_none(step: Any, group: Any) -> None:
+    """Run this rank's part of a set-up step; raise ShmError on every rank if any rank failed."""
+    problem = ""
+    try:
+        step()
+    except (OSError, SegmentError) as exc:
+        problem = str(exc) if isinstance(exc, SegmentError) else f"{exc.strerror}: {exc.filename}"
+    problems: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(problems, problem, group=group)
+    bad = [(j, p) for j, p in enumerate(problems) if p]
+    if bad:
+        j, p = bad[0]
+        raise ShmError(f"rank {j} could not join the shm transport: {p}")
 
 
 def unsupported_reason() -> str:
@@ -111,7 +127,8 @@ class ShmComm:
     every rank in the same order, like any collective. ``close`` (also run at exit) unmaps it.
     """
 
-    def __init__(self, segment: Segment, rank: int, timeout_s: float) -> None:
+    def __init__(self, segment: Segment, rank: int, timeout_s: float,
+                 bells: Doorbells) -> None:
         lay = segment.layout
         self.segment = segment
         self.rank = rank
@@ -122,6 +139,9 @@ class ShmComm:
         self._my_seq = Layout.seq_word(rank)
         self._peers = tuple(j for j in range(self.world_size) if j != rank)
         self._peer_seqs = tuple(Layout.seq_word(j) for j in self._peers)
+        self._peer_sleeps = tuple((j, Layout.sleep_word(j)) for j in self._peers)
+        self._my_sleep = Layout.sleep_word(rank)
+        self._bells = bells
         self._slot_elems = lay.slot_bytes // 4
         self._slots = [[torch.frombuffer(segment.buffer, dtype=torch.float32,
                                          offset=lay.slot_offset(p, j), count=self._slot_elems)
@@ -132,6 +152,7 @@ class ShmComm:
         self._closed = False
         self._w[Layout.pid_word(rank)] = os.getpid()
         self._w[Layout.state_word(rank)] = STATE_ALIVE
+        self._w[self._my_sleep] = 0
 
     # ------------------------------------------------------------------ set-up (collective)
     @classmethod
@@ -139,9 +160,10 @@ class ShmComm:
                timeout_s: float = 600.0) -> "ShmComm":
         """Set up the transport for ``group`` (default: the default group); every rank calls it.
 
-        Rank 0 creates the segment and shares its name over the process group; the others map
-        it; once all have, rank 0 unlinks the name. Raises ShmError on every rank if any rank
-        could not take part (another host, no room in /dev/shm, an unsupported CPU).
+        Rank 0 creates the segment and shares its name over the process group; every rank maps
+        it and makes its doorbell; every rank opens its peers' doorbells; then every name is
+        unlinked. Raises ShmError on every rank if any rank could not take part (another host,
+        no room in /dev/shm, an unsupported CPU).
         """
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}.")
@@ -151,50 +173,46 @@ class ShmComm:
         except SegmentError as exc:
             raise ShmError(str(exc)) from None
         seg: Segment | None = None
-        comm: ShmComm | None = None
-        problem = ""
-        info: list[Any] = [None]
-        if rank == 0:
-            problem = unsupported_reason()
-            if not problem:
-                try:
-                    seg = Segment.create(layout)
-                    info = [(str(seg.path), seg.nonce, "")]
-                except SegmentError as exc:
-                    problem = str(exc)
-            if problem:
-                info = [("", 0, problem)]
+        bells: Doorbells | None = None
+        info: list[Any] = [("", 0, unsupported_reason())]
+        if rank == 0 and not info[0][2]:
+            try:
+                seg = Segment.create(layout)
+                info = [(str(seg.path), seg.nonce, "")]
+            except SegmentError as exc:
+                info = [("", 0, str(exc))]
         try:
             dist.broadcast_object_list(info, group_src=0, group=group)
-            path, nonce, problem0 = info[0]
-            if problem0:
-                raise ShmError(problem0)
-            if rank != 0:
-                try:
-                    seg = Segment.attach(path, layout, nonce)
-                except SegmentError as exc:
-                    problem = str(exc)
-            if seg is not None and not problem:
-                comm = cls(seg, rank, timeout_s)
-            problems: list[Any] = [None] * world
-            dist.all_gather_object(problems, problem, group=group)
-            bad = [(j, p) for j, p in enumerate(problems) if p]
-            if bad:
-                j, p = bad[0]
-                raise ShmError(f"rank {j} could not join the shm transport: {p}")
-            if seg is not None and seg.owner:
+            path, nonce, problem = info[0]
+            if problem:
+                raise ShmError(problem)
+            seg_path = Path(path)
+
+            def join() -> None:
+                nonlocal seg, bells
+                if seg is None:
+                    seg = Segment.attach(seg_path, layout, nonce)
+                bells = Doorbells(fifo_path(seg_path, rank))
+
+            _all_or_none(join, group)
+            assert bells is not None and seg is not None
+            _all_or_none(lambda: bells.connect(  # type: ignore[union-attr]
+                {j: fifo_path(seg_path, j) for j in range(world) if j != rank}), group)
+            bells.unlink()
+            if seg.owner:
                 seg.unlink()
-            dist.barrier(group=group)  # so that on return, on every rank, the name is gone
+            dist.barrier(group=group)  # so that on return, on every rank, every name is gone
+            comm = cls(seg, rank, timeout_s, bells)
         except BaseException:
-            if comm is not None:
-                comm.close()
-            elif seg is not None:
+            if bells is not None:
+                bells.close()
+            if seg is not None:
                 seg.close()
             raise
         finally:
             if seg is not None and seg.owner:
                 seg.unlink()  # on failure too: no name left to leak
-        assert comm is not None
+        dist.barrier(group=group)  # every rank has set its pid and state before any collective
         atexit.register(comm.close)
         return comm
 
@@ -219,7 +237,7 @@ class ShmComm:
         k = self._round = self._round + 1
         views = self._views_for(k & 1, x.shape)
         views[self.rank].copy_(x)
-        self._w[self._my_seq] = k
+        self._publish(k)
         self._wait(k)
         if out is None:
             acc = views[0] + views[1]
@@ -242,7 +260,7 @@ class ShmComm:
         k = self._round = self._round + 1
         views = self._views_for(k & 1, x.shape)
         views[self.rank].copy_(x)
-        self._w[self._my_seq] = k
+        self._publish(k)
         self._wait(k)
         return torch.cat(views, dim=-1)
 
@@ -257,7 +275,7 @@ class ShmComm:
             k = self._round = self._round + 1
             slots = self._slots[k & 1]
             slots[self.rank][:m].copy_(flat[c0:c0 + m])  # read before res[c0:] is written
-            self._w[self._my_seq] = k
+            self._publish(k)
             self._wait(k)
             dst = res[c0:c0 + m]
             torch.add(slots[0][:m], slots[1][:m], out=dst)
@@ -278,7 +296,7 @@ class ShmComm:
             k = self._round = self._round + 1
             slots = self._slots[k & 1]
             slots[self.rank][:m].copy_(flat[c0:c0 + m])
-            self._w[self._my_seq] = k
+            self._publish(k)
             self._wait(k)
             for j in range(world):
                 gathered[j, c0:c0 + m].copy_(slots[j][:m])
@@ -312,6 +330,15 @@ class ShmComm:
             self._views[key] = views
         return views
 
+    def _publish(self, k: int) -> None:
+        """Say this rank's data for round ``k`` is in place, and ring the peers asleep."""
+        w = self._w
+        w[self._my_seq] = k
+        fence()  # the seq store before the sleeping loads (see shm_doorbell)
+        for j, i in self._peer_sleeps:
+            if w[i]:
+                self._bells.ring(j)
+
     def _wait(self, k: int) -> None:
         """Return once every peer has published round ``k``; fast when they already have."""
         w = self._w
@@ -321,33 +348,38 @@ class ShmComm:
                 return
 
     def _wait_slow(self, k: int) -> None:
+        """Spin ``SPIN_S``, then sleep on this rank's doorbell, checking the peers' health."""
         w = self._w
         pending = [(j, i) for j, i in zip(self._peers, self._peer_seqs) if w[i] < k]
         start = time.perf_counter()
-        spin_until, yield_until = start + SPIN_S, start + YIELD_S
+        spin_until = start + SPIN_S
         next_check, deadline = start + LIVENESS_S, start + self.timeout_s
-        delay = SLEEP_MIN_S
         while True:
             pending = [(j, i) for j, i in pending if w[i] < k]
             if not pending:
                 return
-            now = time.perf_counter()
-            if now < spin_until:
-                continue
-            if now >= next_check:
-                self._check_peers([j for j, _ in pending], k)
-                next_check = now + LIVENESS_S
-            if now >= deadline:
-                ranks = ", ".join(str(j) for j, _ in pending)
-                self._fail(ShmTimeoutError(
-                    f"rank {self.rank} waited {self.timeout_s:g} s for rank(s) {ranks} at "
-                    f"shared-memory collective {k}; they are alive but did not arrive (a hang "
-                    "or ranks issuing different collectives), so this rank gives up."))
-            if now < yield_until:
-                os.sched_yield()
-            else:
-                time.sleep(delay)
-                delay = min(2 * delay, SLEEP_MAX_S)
+            if time.perf_counter() >= spin_until:
+                break
+        try:
+            while True:
+                now = time.perf_counter()
+                if now >= next_check:
+                    self._check_peers([j for j, _ in pending], k)
+                    next_check = now + LIVENESS_S
+                if now >= deadline:
+                    ranks = ", ".join(str(j) for j, _ in pending)
+                    self._fail(ShmTimeoutError(
+                        f"rank {self.rank} waited {self.timeout_s:g} s for rank(s) {ranks} at "
+                        f"shared-memory collective {k}; they are alive but did not arrive (a "
+                        "hang or ranks issuing different collectives), so this rank gives up."))
+                w[self._my_sleep] = 1
+                fence()  # the sleeping store before the seq loads
+                pending = [(j, i) for j, i in pending if w[i] < k]
+                if not pending:
+                    return
+                self._bells.sleep(min(next_check, deadline) - now)
+        finally:
+            w[self._my_sleep] = 0
 
     def _check_peers(self, ranks: list[int], k: int) -> None:
         w = self._w
@@ -395,5 +427,6 @@ class ShmComm:
         self._views.clear()
         self._slots = []
         self._w = None  # type: ignore[assignment]
+        self._bells.close()
         self.segment.close()
         atexit.unregister(self.close)

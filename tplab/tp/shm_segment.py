@@ -7,7 +7,8 @@ their own. Standard library only.
 Layout (``Layout``), one segment per communicator, shared by its ``world_size`` ranks::
 
     [0, 4096)    header: magic, version, world_size, slot_bytes, nonce (int64 words), then one
-                 64-byte line per rank (its own cache line, no false sharing): seq, pid, state
+                 64-byte line per rank (its own cache line, no false sharing): seq, pid, state,
+                 sleeping
     [4096, ...)  data: 2 parities x world_size slots of slot_bytes each (64-byte aligned)
 
 Lifetime, so that a crash leaves nothing behind: rank 0 creates the segment under a name that
@@ -16,8 +17,8 @@ says what it is and who made it (``tplab-tp-<creator pid>-<unix time>-<random>``
 as soon as every rank has attached rank 0 unlinks the name. From then on the memory lives exactly
 as long as some rank maps it: the kernel frees it when the last rank exits, however it exits
 (SIGKILL included). The only window for a leftover is a creator killed between create and the
-unlink; ``remove_stale`` (called by every create) deletes segments of that name pattern whose
-creator process is gone.
+unlink; ``remove_stale`` (called by every create) deletes segments of that name pattern (and
+their doorbells, ``<name>.r<rank>``) whose creator process is gone.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ MAX_WORLD = HEADER_BYTES // LINE_BYTES - 1
 # rank states (word 2 of a rank's line)
 STATE_EMPTY, STATE_ALIVE, STATE_CLOSED, STATE_FAILED = 0, 1, 2, 3
 
-_NAME = re.compile(rf"^{re.escape(PREFIX)}(\d+)-(\d+)-[0-9a-f]+$")
+_NAME = re.compile(rf"^{re.escape(PREFIX)}(\d+)-(\d+)-[0-9a-f]+(\.r\d+)?$")  # .rN: a doorbell
 
 
 class SegmentError(RuntimeError):
@@ -90,6 +91,11 @@ class Layout:
     @staticmethod
     def state_word(rank: int) -> int:
         return WORDS_PER_LINE * (1 + rank) + 2
+
+    @staticmethod
+    def sleep_word(rank: int) -> int:
+        """Non-zero while ``rank`` sleeps on its doorbell (``shm_doorbell``)."""
+        return WORDS_PER_LINE * (1 + rank) + 3
 
     def slot_offset(self, parity: int, rank: int) -> int:
         """Byte offset of ``rank``'s data slot for rounds of the given parity (0 or 1)."""
