@@ -87,6 +87,11 @@ def _transport(rank: int, ws: int) -> dict[str, Any]:
         reduce_from_region(w).sum().backward()
         out["reduce_grad"] = torch.equal(w.grad, torch.ones(2))
     out["name_after"] = transport_name()
+    before = comm.spin_s
+    if rank != 0:
+        time.sleep(0.3)  # rank 0 waits far past any spin: it must spin less from now on
+    comm.all_reduce(torch.ones(2))
+    out["spin"] = (before, comm.spin_s)
     dist.barrier()
     comm.close()
     out["closed_error"] = ""
@@ -123,6 +128,14 @@ def test_selection_fallback_and_gradients(ws3: list[dict[str, Any]]) -> None:
         assert "fp32 CPU tensors" in r["fp64_direct"] and "float64" in r["fp64_direct"]
         assert r["fp64_fallback"] and r["gather_grad"] and r["reduce_grad"]
         assert "closed" in r["closed_error"]
+
+
+def test_a_long_wait_halves_the_spin(ws3: list[dict[str, Any]]) -> None:
+    from tplab.tp.shm import SPIN_S
+
+    before, after = ws3[0]["spin"]
+    assert 0 <= before <= SPIN_S
+    assert after == (before / 2 if before > 1e-6 else 0.0)
 
 
 def test_segment_is_unlinked_once_every_rank_mapped_it(ws3: list[dict[str, Any]]) -> None:

@@ -38,10 +38,15 @@ goal (tens of microseconds at 256 B) and needs nothing built. Its memory-orderin
     cannot issue: there ``ShmComm.create`` refuses with a clear error (use gloo).
 
 Waiting is bounded and polite, because a 2-core machine runs both ranks and the client: spin on
-the peer's seq for ``SPIN_S`` (the common case: the peer is a few microseconds behind), then sleep
-in the kernel on this rank's doorbell until a peer publishing the round rings it
-(``shm_doorbell.py``: a polling sleep or ``sched_yield`` wakes a timeslice late on a busy machine,
-which made a polling version slower than gloo there). Every ``LIVENESS_S`` the waiter checks the peers
+the peer's seq for at most ``SPIN_S`` (the common case on an idle machine: the peer is a few
+microseconds behind, and a kernel wake-up costs more than that), then sleep in the kernel on this
+rank's doorbell until a peer publishing the round rings it (``shm_doorbell.py``: a polling sleep or
+``sched_yield`` wakes a timeslice late on a busy machine, which made a polling version slower than
+gloo there). The spin adapts, as glibc's adaptive mutexes do: each rank stamps the time it
+publishes, and after a sleep the waiter sees whether the peer arrived within ``SPIN_S`` of it
+(spinning would have caught it: spin longer) or later (the peer was descheduled: spinning only
+burns CPU it may need, and spinners lose the scheduler's favour to sleepers: spin less, down to
+not at all). Every ``LIVENESS_S`` the waiter checks the peers
 it is waiting for: a peer process that is gone (or a zombie), or that closed or failed its
 transport, ends the wait at once with ``ShmPeerError`` naming the rank; a peer alive but absent
 past ``timeout_s`` ends it with ``ShmTimeoutError``. After either, this communicator refuses
@@ -77,7 +82,7 @@ __all__ = ["DEFAULT_SLOT_BYTES", "ShmComm", "ShmError", "ShmPeerError", "ShmTime
            "unsupported_reason"]
 
 DEFAULT_SLOT_BYTES = 1 << 20  # per rank and parity: 4 MiB of shared memory for 2 ranks
-SPIN_S = 50e-6  # spin this long before sleeping on the doorbell
+SPIN_S = 50e-6  # spin at most this long before sleeping on the doorbell
 LIVENESS_S = 0.05  # a sleeping waiter wakes at least this often to check its peers
 _VIEW_CACHE_MAX = 256
 _TSO_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
@@ -141,6 +146,8 @@ class ShmComm:
         self._peer_seqs = tuple(Layout.seq_word(j) for j in self._peers)
         self._peer_sleeps = tuple((j, Layout.sleep_word(j)) for j in self._peers)
         self._my_sleep = Layout.sleep_word(rank)
+        self._my_stamp = Layout.stamp_word(rank)
+        self.spin_s = SPIN_S  # adapted per wait, within [0, SPIN_S]
         self._bells = bells
         self._slot_elems = lay.slot_bytes // 4
         self._slots = [[torch.frombuffer(segment.buffer, dtype=torch.float32,
@@ -333,6 +340,7 @@ class ShmComm:
     def _publish(self, k: int) -> None:
         """Say this rank's data for round ``k`` is in place, and ring the peers asleep."""
         w = self._w
+        w[self._my_stamp] = time.perf_counter_ns()
         w[self._my_seq] = k
         fence()  # the seq store before the sleeping loads (see shm_doorbell)
         for j, i in self._peer_sleeps:
@@ -348,18 +356,34 @@ class ShmComm:
                 return
 
     def _wait_slow(self, k: int) -> None:
-        """Spin ``SPIN_S``, then sleep on this rank's doorbell, checking the peers' health."""
+        """Spin up to ``self.spin_s``, then sleep on this rank's doorbell, checking the peers'
+        health; then adapt the spin to whether spinning would have caught the peer."""
         w = self._w
         pending = [(j, i) for j, i in zip(self._peers, self._peer_seqs) if w[i] < k]
-        start = time.perf_counter()
-        spin_until = start + SPIN_S
-        next_check, deadline = start + LIVENESS_S, start + self.timeout_s
+        start_ns = time.perf_counter_ns()
+        spin_until = start_ns + int(self.spin_s * 1e9)
         while True:
             pending = [(j, i) for j, i in pending if w[i] < k]
             if not pending:
                 return
-            if time.perf_counter() >= spin_until:
+            if time.perf_counter_ns() >= spin_until:
                 break
+        waited_for = [j for j, _ in pending]
+        self._sleep_until_published(k, pending, start_ns)
+        # when did the last of them publish? within SPIN_S of our arrival: spinning would have
+        # caught it (and saved a wake-up), so spin longer; later: spinning only burns the CPU
+        # a descheduled peer may need, so spin less
+        arrived_ns = max(w[Layout.stamp_word(j)] for j in waited_for)
+        if arrived_ns - start_ns <= SPIN_S * 1e9:
+            self.spin_s = min(SPIN_S, max(2 * self.spin_s, 1e-6))
+        else:
+            self.spin_s = self.spin_s / 2 if self.spin_s > 1e-6 else 0.0
+
+    def _sleep_until_published(self, k: int, pending: list[tuple[int, int]],
+                               start_ns: int) -> None:
+        w = self._w
+        start = start_ns / 1e9
+        next_check, deadline = start + LIVENESS_S, start + self.timeout_s
         try:
             while True:
                 now = time.perf_counter()

@@ -8,7 +8,7 @@ Layout (``Layout``), one segment per communicator, shared by its ``world_size`` 
 
     [0, 4096)    header: magic, version, world_size, slot_bytes, nonce (int64 words), then one
                  64-byte line per rank (its own cache line, no false sharing): seq, pid, state,
-                 sleeping
+                 sleeping, publish time
     [4096, ...)  data: 2 parities x world_size slots of slot_bytes each (64-byte aligned)
 
 Lifetime, so that a crash leaves nothing behind: rank 0 creates the segment under a name that
@@ -96,6 +96,12 @@ class Layout:
     def sleep_word(rank: int) -> int:
         """Non-zero while ``rank`` sleeps on its doorbell (``shm_doorbell``)."""
         return WORDS_PER_LINE * (1 + rank) + 3
+
+    @staticmethod
+    def stamp_word(rank: int) -> int:
+        """``perf_counter_ns`` (CLOCK_MONOTONIC, one clock for all processes) of ``rank``'s last
+        publish."""
+        return WORDS_PER_LINE * (1 + rank) + 4
 
     def slot_offset(self, parity: int, rank: int) -> int:
         """Byte offset of ``rank``'s data slot for rounds of the given parity (0 or 1)."""
