@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-min-bytes", type=int, default=256)
     p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
     p.add_argument("--sweep-iters", type=int, default=None,
-                   help="timed all-reduces per size (default 20 on GPU, 10 on the CPU)")
+                   help="timed all-reduces per size (default 20 on GPU, 10 over gloo on the "
+                        "CPU, 200 over shm, whose calls take microseconds)")
     p.add_argument("--compile", action="store_true",
                    help="decode through tplab.job.compiled's static-cache step, torch.compile'd "
                         "(both models; compilation happens in the warm-up)")
@@ -317,12 +318,14 @@ class Job:
         if a.no_sweep:
             return {n: ([], None, "sweep skipped (--no-sweep)") for n in self.comms.names}
         self.phase("sweep", transports=[self.comms.label(n) for n in self.comms.names])
-        iters = a.sweep_iters or (20 if rt.is_cuda else 10)
         sizes = sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes)
         out: dict[str, tuple[list[dict[str, Any]], Any, str]] = {}
         for name in self.comms.names:
             label = self.comms.label(name)
             shm = self.comms.shm if name == "shm" else None
+            # ten shm calls last a millisecond, less than one descheduling of a busy machine:
+            # take more, so that their median is the transport's and not the scheduler's
+            iters = a.sweep_iters or (20 if rt.is_cuda else 200 if shm else 10)
             points = run_sweep(
                 rt.device, sizes, iters,
                 all_reduce=(lambda t, shm=shm: shm.all_reduce(t, out=t)) if shm else None,
