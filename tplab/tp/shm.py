@@ -106,7 +106,8 @@ def _all_or_none(step: Any, group: Any) -> None:
     try:
         step()
     except (OSError, SegmentError) as exc:
-        problem = str(exc) if isinstance(exc, SegmentError) else f"{exc.strerror}: {exc.filename}"
+        problem = (str(exc) if isinstance(exc, SegmentError) or not exc.filename
+                   else f"{exc.strerror} ({exc.filename})")
     problems: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(problems, problem, group=group)
     bad = [(j, p) for j, p in enumerate(problems) if p]
