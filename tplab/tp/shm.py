@@ -46,7 +46,7 @@ gloo there). The spin adapts, as glibc's adaptive mutexes do: each rank stamps t
 publishes, and after a sleep the waiter sees whether the peer arrived within ``SPIN_S`` of it
 (spinning would have caught it: spin longer) or later (the peer was descheduled: spinning only
 burns CPU it may need, and spinners lose the scheduler's favour to sleepers: spin less, down to
-not at all). Every ``LIVENESS_S`` the waiter checks the peers
+``SPIN_MIN_S``, which still catches a peer that is running on the other core). Every ``LIVENESS_S`` the waiter checks the peers
 it is waiting for: a peer process that is gone (or a zombie), or that closed or failed its
 transport, ends the wait at once with ``ShmPeerError`` naming the rank; a peer alive but absent
 past ``timeout_s`` ends it with ``ShmTimeoutError``. After either, this communicator refuses
@@ -83,6 +83,7 @@ __all__ = ["DEFAULT_SLOT_BYTES", "ShmComm", "ShmError", "ShmPeerError", "ShmTime
 
 DEFAULT_SLOT_BYTES = 1 << 20  # per rank and parity: 4 MiB of shared memory for 2 ranks
 SPIN_S = 50e-6  # spin at most this long before sleeping on the doorbell
+SPIN_MIN_S = 5e-6  # and at least this long: a peer running on the other core arrives within it
 LIVENESS_S = 0.05  # a sleeping waiter wakes at least this often to check its peers
 _VIEW_CACHE_MAX = 256
 _TSO_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
@@ -148,7 +149,7 @@ class ShmComm:
         self._peer_sleeps = tuple((j, Layout.sleep_word(j)) for j in self._peers)
         self._my_sleep = Layout.sleep_word(rank)
         self._my_stamp = Layout.stamp_word(rank)
-        self.spin_s = SPIN_S  # adapted per wait, within [0, SPIN_S]
+        self.spin_s = SPIN_S  # adapted per wait, within [SPIN_MIN_S, SPIN_S]
         self._bells = bells
         self._slot_elems = lay.slot_bytes // 4
         self._slots = [[torch.frombuffer(segment.buffer, dtype=torch.float32,
@@ -376,9 +377,9 @@ class ShmComm:
         # a descheduled peer may need, so spin less
         arrived_ns = max(w[Layout.stamp_word(j)] for j in waited_for)
         if arrived_ns - start_ns <= SPIN_S * 1e9:
-            self.spin_s = min(SPIN_S, max(2 * self.spin_s, 1e-6))
+            self.spin_s = min(SPIN_S, 2 * self.spin_s)
         else:
-            self.spin_s = self.spin_s / 2 if self.spin_s > 1e-6 else 0.0
+            self.spin_s = max(SPIN_MIN_S, self.spin_s / 2)
 
     def _sleep_until_published(self, k: int, pending: list[tuple[int, int]],
                                start_ns: int) -> None:
