@@ -218,15 +218,8 @@ def load_profile(name: str, path: Path | None = None) -> HardwareProfile:
 
 
 def cpu_profile_name(comm: str | None) -> str:
-    """The CPU profile for a transport: ``cpu-shm`` for shm (and for "both", where shm carries the
-    figures), ``cpu-gloo`` otherwise."""
+    """``cpu-shm`` for --comm shm or both (shm carries the figures), else ``cpu-gloo``."""
     return "cpu-shm" if comm in ("shm", "both") else "cpu-gloo"
-
-
-def _transport(results: dict[str, Any]) -> str:
-    """What carried a run's collectives: "shm", or the process-group backend ("gloo", "nccl")."""
-    comm, backend = results.get("comm"), results.get("backend", "?")
-    return str(comm or backend)
 
 
 def load_shape(path: Path | None = None) -> ModelShape:
@@ -355,8 +348,8 @@ def calibrate(profile: HardwareProfile, results: dict[str, Any],
     shape = shape_from_results(results, shape)
     world = int(results.get("world_size") or 0)
     sweep = (results.get("sweep") or {}).get("points") or []
-    label = (f"results.json ({_transport(results)}, world size {world}, "
-             f"{results.get('env', {}).get('device_names', ['?'])[0]})")
+    label = (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
+             f"{world}, {results.get('env', {}).get('device_names', ['?'])[0]})")
     changes: dict[str, Any] = {"calibrated_from": label}
     fit_error = ""
     if sweep:

@@ -290,11 +290,11 @@ def test_segment_create_attach_and_checks(tmp_path: Path) -> None:
 
 
 def test_weakly_ordered_cpus_are_refused_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tplab.tp import shm
+    from tplab.tp import shm, shm_setup
 
-    monkeypatch.setattr(shm.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(shm_setup.platform, "machine", lambda: "aarch64")
     assert "aarch64" in shm.unsupported_reason() and "--comm gloo" in shm.unsupported_reason()
-    monkeypatch.setattr(shm.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(shm_setup.platform, "machine", lambda: "x86_64")
     assert shm.unsupported_reason() == ""
 
 

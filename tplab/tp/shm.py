@@ -46,11 +46,12 @@ gloo there). The spin adapts, as glibc's adaptive mutexes do: each rank stamps t
 publishes, and after a sleep the waiter sees whether the peer arrived within ``SPIN_S`` of it
 (spinning would have caught it: spin longer) or later (the peer was descheduled: spinning only
 burns CPU it may need, and spinners lose the scheduler's favour to sleepers: spin less, down to
-``SPIN_MIN_S``, which still catches a peer that is running on the other core). Every ``LIVENESS_S`` the waiter checks the peers
-it is waiting for: a peer process that is gone (or a zombie), or that closed or failed its
-transport, ends the wait at once with ``ShmPeerError`` naming the rank; a peer alive but absent
-past ``timeout_s`` ends it with ``ShmTimeoutError``. After either, this communicator refuses
-further collectives (its own state says "failed", so its peers stop too).
+``SPIN_MIN_S``, which still catches a peer that is running on the other core). Every
+``LIVENESS_S`` the waiter checks the peers it is waiting for: a peer process that is gone (or a
+zombie), or that closed or failed its transport, ends the wait at once with ``ShmPeerError``
+naming the rank; a peer alive but absent past ``timeout_s`` ends it with ``ShmTimeoutError``.
+After either, this communicator refuses further collectives (its own state says "failed", so its
+peers stop too). Setting up is ``shm_setup.join``.
 
 Pod-side: torch and the standard library only.
 """
@@ -59,24 +60,15 @@ from __future__ import annotations
 
 import atexit
 import os
-import platform
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from .shm_doorbell import Doorbells, fence, fifo_path
-from .shm_segment import (
-    STATE_ALIVE,
-    STATE_CLOSED,
-    STATE_FAILED,
-    Layout,
-    Segment,
-    SegmentError,
-    pid_alive,
-)
+from .shm_doorbell import Doorbells, fence
+from .shm_segment import STATE_ALIVE, STATE_CLOSED, STATE_FAILED, Layout, Segment, pid_alive
+from .shm_setup import ShmError, join, unsupported_reason
 
 __all__ = ["DEFAULT_SLOT_BYTES", "ShmComm", "ShmError", "ShmPeerError", "ShmTimeoutError",
            "unsupported_reason"]
@@ -86,11 +78,6 @@ SPIN_S = 50e-6  # spin at most this long before sleeping on the doorbell
 SPIN_MIN_S = 5e-6  # and at least this long: a peer running on the other core arrives within it
 LIVENESS_S = 0.05  # a sleeping waiter wakes at least this often to check its peers
 _VIEW_CACHE_MAX = 256
-_TSO_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
-
-
-class ShmError(RuntimeError):
-    """The shm transport cannot be set up or used (one clear sentence)."""
 
 
 class ShmPeerError(ShmError):
@@ -99,31 +86,6 @@ class ShmPeerError(ShmError):
 
 class ShmTimeoutError(ShmError):
     """A peer rank stayed alive but did not reach the collective within the timeout."""
-
-
-def _all_or_none(step: Any, group: Any) -> None:
-    """Run this rank's part of a set-up step; raise ShmError on every rank if any rank failed."""
-    problem = ""
-    try:
-        step()
-    except (OSError, SegmentError) as exc:
-        problem = (str(exc) if isinstance(exc, SegmentError) or not exc.filename
-                   else f"{exc.strerror} ({exc.filename})")
-    problems: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(problems, problem, group=group)
-    bad = [(j, p) for j, p in enumerate(problems) if p]
-    if bad:
-        j, p = bad[0]
-        raise ShmError(f"rank {j} could not join the shm transport: {p}")
-
-
-def unsupported_reason() -> str:
-    """Why this machine cannot run the shm transport, or "" if it can."""
-    machine = platform.machine().lower()
-    if machine not in _TSO_MACHINES:
-        return (f"--comm shm relies on x86's total store order for its lock-free flags and this "
-                f"machine is {machine or 'unknown'}; use --comm gloo.")
-    return ""
 
 
 class ShmComm:
@@ -169,58 +131,15 @@ class ShmComm:
                timeout_s: float = 600.0) -> "ShmComm":
         """Set up the transport for ``group`` (default: the default group); every rank calls it.
 
-        Rank 0 creates the segment and shares its name over the process group; every rank maps
-        it and makes its doorbell; every rank opens its peers' doorbells; then every name is
-        unlinked. Raises ShmError on every rank if any rank could not take part (another host,
-        no room in /dev/shm, an unsupported CPU).
+        See ``shm_setup.join``: the segment and the doorbells, their names unlinked once every
+        rank has them. Raises ShmError on every rank if any rank could not take part (another
+        host, no room in /dev/shm, an unsupported CPU).
         """
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}.")
-        rank, world = dist.get_rank(group), dist.get_world_size(group)
-        try:
-            layout = Layout(world, slot_bytes)  # the same on every rank: all raise, or none
-        except SegmentError as exc:
-            raise ShmError(str(exc)) from None
-        seg: Segment | None = None
-        bells: Doorbells | None = None
-        info: list[Any] = [("", 0, unsupported_reason())]
-        if rank == 0 and not info[0][2]:
-            try:
-                seg = Segment.create(layout)
-                info = [(str(seg.path), seg.nonce, "")]
-            except SegmentError as exc:
-                info = [("", 0, str(exc))]
-        try:
-            dist.broadcast_object_list(info, group_src=0, group=group)
-            path, nonce, problem = info[0]
-            if problem:
-                raise ShmError(problem)
-            seg_path = Path(path)
-
-            def join() -> None:
-                nonlocal seg, bells
-                if seg is None:
-                    seg = Segment.attach(seg_path, layout, nonce)
-                bells = Doorbells(fifo_path(seg_path, rank))
-
-            _all_or_none(join, group)
-            assert bells is not None and seg is not None
-            _all_or_none(lambda: bells.connect(  # type: ignore[union-attr]
-                {j: fifo_path(seg_path, j) for j in range(world) if j != rank}), group)
-            bells.unlink()
-            if seg.owner:
-                seg.unlink()
-            dist.barrier(group=group)  # so that on return, on every rank, every name is gone
-            comm = cls(seg, rank, timeout_s, bells)
-        except BaseException:
-            if bells is not None:
-                bells.close()
-            if seg is not None:
-                seg.close()
-            raise
-        finally:
-            if seg is not None and seg.owner:
-                seg.unlink()  # on failure too: no name left to leak
+        rank = dist.get_rank(group)
+        seg, bells = join(group, slot_bytes)
+        comm = cls(seg, rank, timeout_s, bells)
         dist.barrier(group=group)  # every rank has set its pid and state before any collective
         atexit.register(comm.close)
         return comm
