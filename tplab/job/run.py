@@ -307,9 +307,9 @@ class Job:
                           comm=self.comms.label(name))
                 if not rec.match:
                     self.emit("error", fatal=False,
-                              msg=f"prompt {i}: TP output over {self.comms.label(name)} differs "
-                                  "from the single-device output (first difference at token "
-                                  f"{_first_diff(rec)}).")
+                              msg=f"prompt {i}: TP output differs from the single-device "
+                                  f"output (over {self.comms.label(name)}; first difference at "
+                                  f"token {_first_diff(rec)}).")
         return records
 
     def _sweep(self) -> dict[str, tuple[list[dict[str, Any]], Any, str]]:
