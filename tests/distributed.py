@@ -11,6 +11,10 @@ turned into one readable error in the parent. Tests of the TP layers, the model 
         return value
 
     results = run_distributed(check, 2, 0.5)   # [value_rank0, value_rank1]
+    results = run_distributed(check, 2, 0.5, comm="shm")   # TP collectives over shared memory
+
+With ``comm="shm"`` each rank sets up the shared-memory transport (``tplab.tp.ShmComm``) after the
+gloo group and routes the TP collectives through it (``tplab.tp.set_transport``) while ``fn`` runs.
 
 ``fn`` must be a module-level function (it is pickled by reference into spawned processes), and
 its return value must be picklable (tensors are fine).
@@ -48,6 +52,7 @@ def _rank_main(
     result_dir: str,
     pg_timeout_s: float,
     rendezvous_timeout_s: float,
+    comm: str,
 ) -> None:
     import torch
     import torch.distributed as dist
@@ -72,7 +77,13 @@ def _rank_main(
         world_size=world_size,
         timeout=timedelta(seconds=pg_timeout_s),
     )
+    shm = None
     try:
+        if comm == "shm":
+            from tplab.tp import ShmComm, set_transport
+
+            shm = ShmComm.create(timeout_s=pg_timeout_s)
+            set_transport(shm)
         result = fn(rank, world_size, *args)
         path = Path(result_dir) / f"rank{rank}.pkl"
         tmp = path.with_suffix(".tmp")
@@ -80,6 +91,12 @@ def _rank_main(
             pickle.dump(result, fh)
         os.replace(tmp, path)
     finally:
+        if shm is not None:
+            from tplab.tp import set_transport
+
+            set_transport(None)
+            dist.barrier()  # no rank closes its transport while a peer may still be using it
+            shm.close()
         dist.destroy_process_group()
 
 
@@ -89,8 +106,12 @@ def run_distributed(
     *args: Any,
     timeout_s: float = 60.0,
     pg_timeout_s: float | None = None,
+    comm: str = "gloo",
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned gloo ranks; return their results.
+
+    ``comm="shm"`` carries the TP collectives over the shared-memory transport instead of gloo
+    (its waits bounded by the same ``pg_timeout_s``).
 
     ``timeout_s`` bounds the whole run; ``pg_timeout_s`` (default 15 s) bounds each collective,
     so a rank waiting for a peer that never comes fails in seconds. Raises DistributedTestError
@@ -102,6 +123,8 @@ def run_distributed(
 
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}.")
+    if comm not in ("gloo", "shm"):
+        raise ValueError(f"comm must be 'gloo' or 'shm', not {comm!r}.")
     pg_timeout = pg_timeout_s if pg_timeout_s is not None else min(DEFAULT_PG_TIMEOUT_S, timeout_s)
     if pg_timeout <= 0 or timeout_s <= 0:
         raise ValueError("timeout_s and pg_timeout_s must be positive.")
@@ -109,7 +132,7 @@ def run_distributed(
         init_file = os.path.join(tmp, "rendezvous")
         context = mp.start_processes(
             _rank_main,
-            args=(fn, world_size, args, init_file, tmp, pg_timeout, timeout_s),
+            args=(fn, world_size, args, init_file, tmp, pg_timeout, timeout_s, comm),
             nprocs=world_size,
             join=False,
             start_method="spawn",

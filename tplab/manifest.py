@@ -200,7 +200,10 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     per_call = r.get("allreduce_bytes_per_call")
     ratio = r.get("comm_compute_ratio")
     dev = (r.get("env") or {}).get("device_names") or ["?"]
-    out = [f"Measured on {r.get('backend', '?')} with {world} ranks ({dev[0]}): one device "
+    transport = r.get("comm") or r.get("backend", "?")
+    if transport == "shm":
+        transport = f"shared memory (shm, {r.get('backend', '?')} for setup)"
+    out = [f"Measured on {transport} with {world} ranks ({dev[0]}): one device "
            f"{s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
            + (" (TP is slower)." if x < 1 else " (TP is faster).")]
     if x >= 1 and params and params < 5_000_000:
@@ -230,6 +233,9 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
             out.append(f"Inside the decode loop they took {ar_ms:.3f} ms, more than the sweep's "
                        "back-to-back figure predicts: there each all-reduce also waits for the "
                        "slower rank.")
+    comparison = _alpha_comparison(r, calls, world)
+    if comparison:
+        out.append(comparison)
     if params:
         out.append(f"TP splits the {params:,} parameters ({params * 4 / 1e6:.1f} MB of fp32 weights "
                    f"read per token, {params * 4 / world / 1e6:.1f} MB per rank) but not the kernel "
@@ -243,6 +249,49 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     if cross:
         out.append(cross)
     return " ".join(out)
+
+
+def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str:
+    """The two CPU transports' α side by side: both from this run (``--comm both``), or this
+    run's against the other transport's profile (``assets/hardware_profiles.json``)."""
+    if (r.get("device_type") or (r.get("env") or {}).get("device_type")) != "cpu":
+        return ""
+    here = r.get("comm") or r.get("backend")
+    fits = {name: (t.get("sweep") or {}).get("fit") for name, t in
+            (r.get("transports") or {}).items()}
+    fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
+    fits = {k: v for k, v in fits.items() if v}
+    if here not in fits or here not in ("shm", "gloo"):
+        return ""
+    other = "gloo" if here == "shm" else "shm"
+    a_here = fits[here]["alpha_us"]
+    if other in fits:
+        a_other, source = fits[other]["alpha_us"], "in the same run"
+        t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
+        t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
+    else:
+        from tplab import scaling
+        try:
+            prof = scaling.load_profile(scaling.cpu_profile_name(other))
+        except scaling.ScalingError:
+            return ""
+        a_other, t_here, t_other = prof.alpha_us.value, None, None
+        source = f"in the {prof.name} profile ({prof.alpha_us.source}, not this run)"
+    lo, hi = sorted(((a_here, here), (a_other, other)))
+    sentence = (f"The transport is the lesson's α: over {here} α = {a_here:.1f} µs, over {other} "
+                f"α = {a_other:.1f} µs {source}")
+    if lo[0] > 0:
+        sentence += f", {hi[0] / lo[0]:.0f}× apart"
+    if calls:
+        sentence += (f"; at {calls:.0f} collectives a token that is "
+                     f"{calls * 2 * (world - 1) * a_here / 1e3:.3f} ms of latency over {here} and "
+                     f"{calls * 2 * (world - 1) * a_other / 1e3:.3f} ms over {other}")
+    if t_here and t_other:
+        sentence += (f", and TP measured {t_here:.3f} ms/token over {here} against "
+                     f"{t_other:.3f} over {other}")
+    return sentence + (". Shared memory is how ranks on one host talk without a network stack; "
+                       "its α is of the order of an NVLink all-reduce's, gloo's TCP loopback "
+                       "is tens of times that.")
 
 
 def _secret_values() -> list[str]:

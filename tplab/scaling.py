@@ -217,6 +217,11 @@ def load_profile(name: str, path: Path | None = None) -> HardwareProfile:
     return profile_from_json(name, profiles[name])
 
 
+def cpu_profile_name(comm: str | None) -> str:
+    """``cpu-shm`` for --comm shm or both (shm carries the figures), else ``cpu-gloo``."""
+    return "cpu-shm" if comm in ("shm", "both") else "cpu-gloo"
+
+
 def load_shape(path: Path | None = None) -> ModelShape:
     """The model shape from the assets file (falls back to the dataclass defaults per field)."""
     model = _read_assets(path).get("model", {})
@@ -343,8 +348,8 @@ def calibrate(profile: HardwareProfile, results: dict[str, Any],
     shape = shape_from_results(results, shape)
     world = int(results.get("world_size") or 0)
     sweep = (results.get("sweep") or {}).get("points") or []
-    label = (f"results.json ({results.get('backend', '?')}, world size {world}, "
-             f"{results.get('env', {}).get('device_names', ['?'])[0]})")
+    label = (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
+             f"{world}, {results.get('env', {}).get('device_names', ['?'])[0]})")
     changes: dict[str, Any] = {"calibrated_from": label}
     fit_error = ""
     if sweep:

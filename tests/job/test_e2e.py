@@ -1,16 +1,22 @@
-"""The job end to end under torchrun (2 gloo ranks, tiny model), through `tplab local`, and its
-failure path."""
+"""The job end to end under torchrun (2 ranks on a gloo group, tiny model), through `tplab local`
+with the collectives over shared memory and over gloo side by side, and its failure paths: a
+timeout, and a rank killed while the shm collectives run."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from tplab.events import read_events
+from tplab.tp.shm_segment import segment_dir
 
 pytestmark = pytest.mark.slow
 
@@ -21,20 +27,37 @@ SEED_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "ins
 N_PROMPTS, N_TOKENS = 3, 6
 
 
-def test_tplab_local_end_to_end(tiny_assets, tmp_path):
+def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_path):
     ckpt, prompts = tiny_assets
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "tplab", "local", "--tp", "2", "--out", str(out),
+        [sys.executable, "-m", "tplab", "local", "--tp", "2", "--comm", "both", "--out", str(out),
          "--checkpoint", str(ckpt), "--prompts", str(prompts), "--num-prompts", str(N_PROMPTS),
          "--new-tokens", str(N_TOKENS), "--warmup", "1", "--sweep-max-bytes", "8192",
          "--instrumented-prompts", "2", "--timeout", "150"],
         capture_output=True, text=True, timeout=180, env=dict(os.environ, MPLBACKEND="Agg"))
     assert done.returncode == 0, done.stdout + done.stderr + (out / "torchrun.log").read_text()
     assert "speedup (single/TP)" in done.stdout and "match" in done.stdout
+    assert "TP=2 per token, shm" in done.stdout and "TP=2 per token, gloo" in done.stdout
+    assert "single (same run)" in done.stdout and "(cpu-shm, calibrated)" in done.stdout
 
     r = json.loads((out / "results.json").read_text())
     assert r["outputs_match"] is True and r["world_size"] == 2 and r["backend"] == "gloo"
+    assert r["comm"] == "shm" and r["config"]["comm"] == "both"
+    assert r["env"]["comm"]["transports"] == ["shm", "gloo"]
+    assert r["env"]["comm"]["shm"]["segment"].startswith("tplab-tp-")
+    assert not (Path(r["env"]["comm"]["shm"]["dir"]) / r["env"]["comm"]["shm"]["segment"]).exists()
+    assert set(r["transports"]) == {"shm", "gloo"}
+    for name, t in r["transports"].items():
+        assert t["outputs_match"] is True and t["mismatched_prompts"] == [], name
+        assert t["tp_over_single"] == pytest.approx(t["tp_per_token_ms"] / r["single_per_token_ms"])
+        assert t["allreduce_calls_per_token"] == 2 * 2 + 1 + 1
+        assert t["sweep"]["transport"] == name
+        assert [p["bytes"] for p in t["sweep"]["points"]] == [256, 512, 1024, 2048, 4096, 8192]
+        assert all(p["p99_ms"] >= p["ms"] > 0 for p in t["sweep"]["points"])
+    assert r["transports"]["shm"]["tp_per_token_ms"] == r["tp_per_token_ms"]
+    assert r["sweep"] == r["transports"]["shm"]["sweep"]
+    assert "went over shm" in r["timing"]["comm"] and "over gloo in the same run" in r["timing"]["comm"]
     for key in ("single_per_token_ms", "tp_per_token_ms", "speedup", "allreduce_ms_per_token",
                 "comm_compute_ratio", "instrumentation_overhead_ms_per_token"):
         assert isinstance(r[key], float), key
@@ -59,7 +82,10 @@ def test_tplab_local_end_to_end(tiny_assets, tmp_path):
     phases = [e["name"] for e in events if e.type == "phase"]
     assert phases == ["setup", "load", "baseline", "tp", "sweep", "results", "finished"]
     tokens = [e for e in events if e.type == "token"]
-    assert len(tokens) == 2 * N_PROMPTS * N_TOKENS
+    assert len(tokens) == 2 * N_PROMPTS * N_TOKENS  # single and the primary transport's TP
+    done_modes = [e["mode"] for e in events if e.type == "prompt_done"]
+    assert done_modes.count("tp") == done_modes.count("tp-gloo") == N_PROMPTS
+    assert {e["comm"] for e in events if e.type == "sweep"} == {"shm", "gloo"}
     assert all(e["ar_ms"] == 0 for e in tokens if e["mode"] == "single")
     tp_tokens = [e for e in tokens if e["mode"] == "tp"]
     assert all(e["ar_measured"] == (e["prompt"] < 2) for e in tp_tokens)  # first 2 instrumented
@@ -75,6 +101,12 @@ def test_tplab_local_end_to_end(tiny_assets, tmp_path):
     assert (m["status"], m["reason"]) == ("EDUCATIONAL_STUB", "no cloud run")
     assert m["outputs_match"] is True and m["tp_per_token_ms"] == r["tp_per_token_ms"]
     assert f"{r['single_per_token_ms']:.3f} ms/token" in m["lesson_notes"]
+    fits = [t["sweep"]["fit"] for t in r["transports"].values()]
+    if all(fits):  # sizes up to 8 KiB are all latency: on a busy machine a fit can fail
+        assert "over shm α = " in m["lesson_notes"] and "in the same run" in m["lesson_notes"]
+    else:
+        assert all(t["sweep"]["fit"] or t["sweep"]["fit_error"] for t in r["transports"].values())
+    assert m["instance_type"] == "2x CPU process (shared memory, gloo alongside)"
 
 
 def test_tplab_local_timeout_stops_the_job_and_records_failed(tiny_assets, tmp_path):
@@ -89,3 +121,40 @@ def test_tplab_local_timeout_stops_the_job_and_records_failed(tiny_assets, tmp_p
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "FAILED" and "did not finish" in m["reason"]
     assert not (out / "results.json").exists()
+
+
+def test_a_rank_killed_during_the_shm_collectives_fails_the_job_promptly(tiny_assets, tmp_path):
+    """SIGKILL rank 1 once TP decoding over shm is under way: the job ends, failed, not hung."""
+    ckpt, prompts = tiny_assets
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tplab", "local", "--comm", "shm", "--out", str(out),
+         "--checkpoint", str(ckpt), "--prompts", str(prompts), "--num-prompts", "3",
+         "--new-tokens", "40", "--sweep-max-bytes", "65536", "--quiet", "--timeout", "150"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, MPLBACKEND="Agg"))
+    pids = segment = None
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            text = (out / "events.jsonl").read_text() if (out / "events.jsonl").exists() else ""
+            m = re.search(r"segment (tplab-tp-\S+) in .*?ranks' pids \[(\d+), (\d+)\]", text)
+            if m:
+                segment, pids = m.group(1), (int(m.group(2)), int(m.group(3)))
+            if pids and '"mode":"tp"' in text.replace(" ", ""):
+                break
+            time.sleep(0.02)
+        assert pids, "the job never said which processes its ranks are"
+        os.kill(pids[1], signal.SIGKILL)
+        killed_at = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stdout + stderr
+    assert time.monotonic() - killed_at < 30
+    assert "the run failed" in stderr or "the job failed" in stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "FAILED"
+    assert not (segment_dir() / segment).exists()

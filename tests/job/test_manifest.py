@@ -167,3 +167,38 @@ def test_non_finite_numbers_become_null(tmp_path):
     assert m["comm_compute_ratio"] is None
     write_manifest(tmp_path / "m.json", m)
     assert json.loads((tmp_path / "m.json").read_text())["comm_compute_ratio"] is None
+
+
+def _cpu_results(**over) -> dict:
+    shm_fit = {"alpha_us": 6.0, "beta_gbps": 2.1}
+    gloo_fit = {"alpha_us": 420.0, "beta_gbps": 0.5}
+    fields = dict(
+        backend="gloo", device_type="cpu", comm="shm", sweep={"points": [], "fit": shm_fit},
+        env={"device_names": ["cpu: AMD EPYC"] * 2, "device_type": "cpu"},
+        transports={"shm": {"tp_per_token_ms": 3.1, "sweep": {"fit": shm_fit}},
+                    "gloo": {"tp_per_token_ms": 21.0, "sweep": {"fit": gloo_fit}}})
+    fields.update(over)
+    return _results(**fields)
+
+
+def test_lesson_notes_compare_the_two_cpu_transports_alphas_from_one_run():
+    notes = manifest.lesson_notes(_cpu_results())
+    assert "Measured on shared memory (shm, gloo for setup)" in notes
+    assert "over shm α = 6.0 µs, over gloo α = 420.0 µs in the same run, 70× apart" in notes
+    assert "0.168 ms of latency over shm and 11.760 ms over gloo" in notes  # 14 × 2α
+    assert "TP measured 3.100 ms/token over shm against 21.000 over gloo" in notes
+
+
+def test_lesson_notes_compare_a_single_transport_with_the_other_profile():
+    r = _cpu_results(comm="gloo", sweep={"points": [], "fit": {"alpha_us": 400.0,
+                                                             "beta_gbps": 0.4}})
+    del r["transports"]
+    shm_alpha = scaling.load_profile("cpu-shm").alpha_us.value
+    notes = manifest.lesson_notes(r)
+    assert (f"over gloo α = 400.0 µs, over shm α = {shm_alpha:.1f} µs in the cpu-shm profile "
+            "(measured, not this run)") in notes
+    assert "in the same run" not in notes
+
+
+def test_gpu_lesson_notes_have_no_cpu_transport_comparison():
+    assert "The transport is the lesson's α" not in manifest.lesson_notes(_results())

@@ -113,3 +113,29 @@ def test_shape_from_results_takes_the_runs_model():
                                                   "n_head": 4}})
     assert (shape.n_layer, shape.vocab_size, shape.head_dim) == (2, 32, 8)
     assert dataclasses.replace(shape, n_layer=6).allreduces_per_token() == 13
+
+
+def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
+    assert scaling.cpu_profile_name("shm") == scaling.cpu_profile_name("both") == "cpu-shm"
+    assert scaling.cpu_profile_name("gloo") == scaling.cpu_profile_name(None) == "cpu-gloo"
+    gloo, shm = scaling.load_profile("cpu-gloo"), scaling.load_profile("cpu-shm")
+    for key, num in shm.numbers().items():
+        assert num.source == "measured", key  # every number from a run, as for cpu-gloo
+    # the same machine: only the transport's alpha and beta (and this run's launch) differ
+    assert shm.mem_bw_gbps.value == gloo.mem_bw_gbps.value
+    assert shm.peak_tflops.value == gloo.peak_tflops.value
+    assert shm.alpha_us.value * 10 <= gloo.alpha_us.value
+    assert "shm" in shm.alpha_us.note and "gloo" in gloo.alpha_us.note
+    # a lower alpha moves the point where TP starts to pay down to smaller models
+    assert scaling.crossover_d_model(shm, 2) < scaling.crossover_d_model(gloo, 2)
+
+
+def test_calibration_says_which_transport_it_came_from():
+    results = {"world_size": 2, "backend": "gloo", "comm": "shm",
+               "env": {"device_names": ["cpu: X"]},
+               "model": {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4},
+               "single_per_token_ms": 1.0,
+               "sweep": {"points": [{"bytes": 256, "ms": 0.012}, {"bytes": 1 << 20, "ms": 0.5}]}}
+    cal = scaling.calibrate(scaling.load_profile("cpu-shm"), results)
+    assert cal.calibrated_from.startswith("results.json (shm, world size 2")
+    assert cal.alpha_us.source == "measured" and cal.alpha_us.value < 10

@@ -1,7 +1,8 @@
 """Tensor-parallel layers match their single-device counterparts, forward and backward.
 
 The seed's four tests (column, row, sharded embedding, the Column → GELU → Row MLP) run on two gloo
-ranks on the CPU within 1e-4; beyond the seed: gradients of the input and of each shard's weight,
+ranks on the CPU within 1e-4, and again with the collectives over the shared-memory transport
+(``tplab.tp.shm``); beyond the seed: gradients of the input and of each shard's weight,
 world size 4, embedding ids on shard boundaries, the collectives' conjugate pairs, comm timing, and
 the error for a world size that does not divide a sharded dimension.
 
@@ -30,6 +31,7 @@ from tplab.tp import (
     gather_from_region,
     reduce_from_region,
     scatter_to_region,
+    transport_name,
 )
 
 TOL = 1e-4
@@ -220,6 +222,7 @@ def _checks(rank: int, ws: int) -> dict[str, Any]:
 
     return {
         "env": (dist.get_rank(), dist.get_world_size(), dist.get_backend(), torch.get_num_threads()),
+        "transport": transport_name(),
         "column": _column(rank, ws),
         "row": _row(rank, ws),
         "embedding": _embedding(rank, ws),
@@ -229,9 +232,14 @@ def _checks(rank: int, ws: int) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["ws2", "ws4"])
+# shm at world size 2 (the seed's); tests/tp/test_shm.py runs the transport itself at 3 ranks
+@pytest.fixture(scope="module", params=[(2, "gloo"), (4, "gloo"), (2, "shm")],
+                ids=["ws2-gloo", "ws4-gloo", "ws2-shm"])
 def ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return run_distributed(_checks, request.param, timeout_s=120)
+    world_size, comm = request.param
+    results = run_distributed(_checks, world_size, timeout_s=120, comm=comm)
+    assert all(r["transport"] == comm for r in results), "the collectives took another transport"
+    return results
 
 
 def _assert_close(results: list[dict[str, Any]], part: str, *keys: str) -> None:

@@ -1,10 +1,15 @@
-"""`tplab local`: the whole lab without any cloud — the job under torchrun on this CPU (gloo).
+"""`tplab local`: the whole lab without any cloud — the job under torchrun on this CPU.
 
 Why: the lab's numbers, events, scaling curve and manifest can be produced and checked for free
 before a dollar is spent. It runs ``python -m tplab.job`` through ``torch.distributed.run`` with
 ``--device cpu``, shows its events as they arrive, then writes the scaling curve calibrated from
 the run (α, β from the sweep, launch overhead from the baseline) and a manifest whose status is
 EDUCATIONAL_STUB (reason: no cloud run), and prints a short summary table.
+
+``--comm`` picks the transport of the TP collectives: gloo (TCP loopback, the default), shm
+(shared memory between the ranks, ``tplab.tp.shm``) or both (shm carries the figures, and the
+same run repeats the TP passes and the sweep over gloo, so the table shows the two side by side).
+The curve starts from the matching profile (``cpu-gloo`` or ``cpu-shm``).
 
 Standard library only at module level, per the CLI contract (the job runs in child processes;
 matplotlib and plotext are imported when the curve is drawn).
@@ -24,10 +29,11 @@ from typing import IO, Any
 
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
-HELP = "run the lab on this CPU (torchrun, gloo): results, events, scaling curve, manifest"
+HELP = "run the lab on this CPU (torchrun; gloo or shared memory): results, events, curve, manifest"
 DESCRIPTION = (
-    "Run the lab job through torchrun on this CPU with the gloo backend (no cloud, no cost): the "
-    "single-device baseline on rank 0, TP decoding on --tp ranks, the all-reduce sweep. Writes "
+    "Run the lab job through torchrun on this CPU (no cloud, no cost): the single-device baseline "
+    "on rank 0, TP decoding on --tp ranks with the collectives over gloo or shared memory "
+    "(--comm), the all-reduce sweep. Writes "
     "OUT/results.json, OUT/events.jsonl, OUT/scaling-curve.png (calibrated from the run), "
     "OUT/manifest.json (status EDUCATIONAL_STUB, reason: no cloud run) and OUT/torchrun.log.")
 
@@ -49,8 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "TP phase; results.json says which prompts were instrumented)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
     parser.add_argument("--sweep-max-bytes", type=int, default=4 << 20, metavar="BYTES")
-    parser.add_argument("--profile", default="cpu-gloo",
-                        help="hardware profile the curve is calibrated from (default cpu-gloo)")
+    parser.add_argument("--comm", default="gloo", choices=("gloo", "shm", "both"),
+                        help="transport of the TP collectives: gloo (default), shm (shared "
+                             "memory) or both (shm's figures, with gloo's from the same run "
+                             "alongside)")
+    parser.add_argument("--profile", default=None,
+                        help="hardware profile the curve is calibrated from (default cpu-gloo, "
+                             "or cpu-shm with --comm shm or both)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="give up on the job after this many seconds (default 600)")
     parser.add_argument("--quiet", action="store_true", help="do not show the job's progress")
@@ -62,7 +73,7 @@ def _job_command(args: argparse.Namespace) -> list[str]:
            "--checkpoint", str(args.checkpoint), "--prompts", str(args.prompts),
            "--out", str(args.out), "--num-prompts", str(args.num_prompts),
            "--new-tokens", str(args.new_tokens), "--warmup", str(args.warmup),
-           "--device", "cpu", "--threads", "1",
+           "--device", "cpu", "--threads", "1", "--comm", args.comm,
            "--sweep-max-bytes", str(args.sweep_max_bytes)]
     if args.no_sweep:
         cmd.append("--no-sweep")
@@ -143,6 +154,45 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     return rc, errors
 
 
+_COMM_LABEL = {"gloo": "gloo", "shm": "shared memory", "both": "shared memory, gloo alongside"}
+
+
+def _fit_text(sweep: dict[str, Any] | None) -> str:
+    fit = (sweep or {}).get("fit")
+    if fit:
+        return f"{fit['alpha_us']:.1f} us, {fit['beta_gbps']:.3f} GB/s"
+    return (sweep or {}).get("fit_error") or "n/a"
+
+
+def _figure_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run's figures: single, then TP per transport (the one carrying the figures first)."""
+    world, primary = r["world_size"], r.get("comm", r.get("backend", "?"))
+    others = {k: v for k, v in (r.get("transports") or {}).items() if k != primary}
+    single = r["single"]["per_token_ms"]
+    rows = [("outputs match", str(r["outputs_match"])
+             + (f" (over {', '.join([primary, *others])})" if others else "")),
+            ("single per token", f"{r['single_per_token_ms']:.3f} ms (p50 {single['p50']:.3f}, "
+             f"p99 {single['p99']:.3f})")]
+    for name, t in [(primary, r), *others.items()]:
+        tp = t["tp"]["per_token_ms"]
+        same_run = " (same run)" if name != primary else ""
+        rows.append((f"TP={world} per token, {name}", f"{t['tp_per_token_ms']:.3f} ms (p50 "
+                     f"{tp['p50']:.3f}, p99 {tp['p99']:.3f}) = {t['tp_over_single']:.2f}x "
+                     f"single{same_run}"))
+    rows.append(("speedup (single/TP)", ", ".join(
+        f"{t['speedup']:.3f} {name}" for name, t in [(primary, r), *others.items()])))
+    for name, t in [(primary, r), *others.items()]:
+        ratio = t.get("comm_compute_ratio")
+        rows.append((f"all-reduce per token, {name}", f"{t['allreduce_ms_per_token']:.3f} ms "
+                     f"over {t['allreduce_calls_per_token']:.0f} collectives; comm/compute "
+                     + (f"{ratio:.2f}" if ratio is not None else "n/a")))
+    rows.append(("instrumentation overhead", f"{r['instrumentation_overhead_ms_per_token']:+.3f} "
+                 "ms/token"))
+    for name, t in [(primary, r), *others.items()]:
+        rows.append((f"alpha, beta (sweep fit), {name}", _fit_text(t.get("sweep"))))
+    return rows
+
+
 def _table(rows: list[tuple[str, str]]) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
@@ -164,7 +214,7 @@ def main(args: argparse.Namespace) -> int:
     from tplab.job.results import load_results
 
     try:
-        profile = scaling.load_profile(args.profile)
+        profile = scaling.load_profile(args.profile or scaling.cpu_profile_name(args.comm))
     except scaling.ScalingError as exc:
         print(f"tplab local: {exc}", file=sys.stderr)
         return 2
@@ -201,7 +251,8 @@ def main(args: argparse.Namespace) -> int:
         "FAILED", errors[-1] if errors else f"the job exited with status {rc}")
     m = manifest.build_manifest(
         results, status=status, reason=reason,
-        vendor="local", instance_type=f"{args.tp}x CPU process (gloo)", nvlink_present=False,
+        vendor="local", instance_type=f"{args.tp}x CPU process ({_COMM_LABEL[args.comm]})",
+        nvlink_present=False,
         instance_id=None, start_ts=t0, end_ts=time.time(), estimated_cost_usd=0.0,
         actual_cost_usd=0.0, terminated_screenshot=None, crossover_d_model=crossover,
         profile_name=f"{profile.name}, calibrated from this run")
@@ -211,24 +262,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"tplab local: the job failed ({reason}); see {out_dir / 'torchrun.log'}.",
               file=sys.stderr)
         return 1
-    fit = (results.get("sweep") or {}).get("fit")
-    rows = [
-        ("outputs match", str(results["outputs_match"])),
-        ("single per token", f"{results['single_per_token_ms']:.3f} ms (p50 "
-         f"{results['single']['per_token_ms']['p50']:.3f}, p99 "
-         f"{results['single']['per_token_ms']['p99']:.3f})"),
-        (f"TP={results['world_size']} per token", f"{results['tp_per_token_ms']:.3f} ms (p50 "
-         f"{results['tp']['per_token_ms']['p50']:.3f}, p99 "
-         f"{results['tp']['per_token_ms']['p99']:.3f})"),
-        ("speedup (single/TP)", f"{results['speedup']:.3f}"),
-        ("all-reduce per token", f"{results['allreduce_ms_per_token']:.3f} ms over "
-         f"{results['allreduce_calls_per_token']:.0f} collectives"),
-        ("comm/compute", f"{results['comm_compute_ratio']:.2f}"
-         if results.get("comm_compute_ratio") is not None else "n/a"),
-        ("instrumentation overhead", f"{results['instrumentation_overhead_ms_per_token']:+.3f} "
-         "ms/token"),
-        ("alpha, beta (sweep fit)", f"{fit['alpha_us']:.1f} us, {fit['beta_gbps']:.3f} GB/s"
-         if fit else (results.get("sweep") or {}).get("fit_error") or "n/a"),
+    rows = _figure_rows(results) + [
         ("crossover d_model", f"{crossover:.0f} ({profile.name}, calibrated)"
          if crossover else "none in range"),
         ("job wall time", f"{job_s:.1f} s (torchrun start to exit)"),

@@ -3,7 +3,9 @@
 It holds the numbers the lab asks for (per-token mean/p50/p99 single and TP, speedup = single /
 TP, all-reduce ms per token, comm/compute ratio, the sweep and its alpha-beta fit, outputs_match,
 the environment) and, under ``timing``, how each number was taken, because a number without its
-method is not honest.
+method is not honest. ``comm`` names the transport that carried the TP collectives behind the
+top-level figures ("gloo", "nccl" or "shm"); a run over several transports (``--comm both``) adds
+``transports``, each one's own TP figures, match and sweep (``combine_transports``).
 
 Standard library only (no torch), so the client can import it to read results.
 """
@@ -138,6 +140,7 @@ def build_results(*, records: list[PromptRecord], config: dict[str, Any], model:
         "single_per_token_ms": s_stats.mean,
         "tp_per_token_ms": t_stats.mean,
         "speedup": s_stats.mean / t_stats.mean,
+        "tp_over_single": t_stats.mean / s_stats.mean,
         "allreduce_ms_per_token": ar_ms,
         "comm_compute_ratio": (ar_ms / compute_ms) if compute_ms > 0 else math.inf,
         "instrumentation_overhead_ms_per_token": i_stats.mean - summarize(
@@ -169,6 +172,33 @@ def build_results(*, records: list[PromptRecord], config: dict[str, Any], model:
     if math.isinf(results["comm_compute_ratio"]):
         results["comm_compute_ratio"] = None
     return results
+
+
+#: the per-transport figures ``combine_transports`` keeps under ``transports``
+TRANSPORT_KEYS = ("outputs_match", "tp_per_token_ms", "speedup", "tp_over_single",
+                  "allreduce_ms_per_token", "comm_compute_ratio",
+                  "instrumentation_overhead_ms_per_token", "allreduce_calls_per_token",
+                  "allreduce_bytes_per_call", "tp", "sweep")
+
+
+def combine_transports(per_transport: dict[str, dict[str, Any]], primary: str) -> dict[str, Any]:
+    """One results dict from a run decoded over several transports (same single baseline).
+
+    The top level is ``primary``'s results with ``comm = primary``; ``transports`` holds every
+    transport's figures (``TRANSPORT_KEYS`` plus ``mismatched_prompts``); ``outputs_match`` and
+    ``ok`` are true only if every transport's TP output matched the single-device output.
+    """
+    if primary not in per_transport:
+        raise ValueError(f"no results for the primary transport {primary!r}")
+    out = dict(per_transport[primary])
+    out["comm"] = primary
+    out["transports"] = {
+        name: {**{k: r.get(k) for k in TRANSPORT_KEYS},
+               "mismatched_prompts": [p["index"] for p in r.get("prompts", []) if not p["match"]]}
+        for name, r in per_transport.items()}
+    match = all(r.get("outputs_match") is True for r in per_transport.values())
+    out["outputs_match"] = out["ok"] = match
+    return out
 
 
 def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:

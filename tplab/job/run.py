@@ -4,6 +4,10 @@
     barrier) ─► tp (warm-up, then per prompt an uninstrumented and an instrumented pass) ─► sweep
     (all-reduce sizes on this process group, alpha-beta fit) ─► results.json
 
+``--comm`` chooses the transport of the TP collectives (``comm.py``): the process group's own
+(gloo), the shared-memory transport (shm), or both, in which case the tp and sweep phases run once
+per transport, alternating prompt by prompt, and results.json holds each one's figures.
+
 Only rank 0 writes events (stdout and ``events.jsonl``, flushed per line) and results; the other
 ranks print to stderr only when they fail. The exit status is 0 only when the run completed and
 the TP greedy output equalled the single-device output for every prompt.
@@ -26,9 +30,18 @@ import torch
 import torch.distributed as dist
 
 from tplab.events import EventWriter
+from tplab.tp import ShmError
 
+from . import comm as comm_
 from . import runtime
-from .results import ModeRun, PromptRecord, build_results, timing_notes, write_json
+from .results import (
+    ModeRun,
+    PromptRecord,
+    build_results,
+    combine_transports,
+    timing_notes,
+    write_json,
+)
 from .runtime import JobError, Runtime
 from .sweep import fit_points, run_sweep, sweep_sizes
 from .timing import DecodeRun, decode_timed, decode_timed_static
@@ -52,11 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-min-bytes", type=int, default=256)
     p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
     p.add_argument("--sweep-iters", type=int, default=None,
-                   help="timed all-reduces per size (default 20 on GPU, 10 on the CPU)")
+                   help="timed all-reduces per size (default 20 on GPU, 10 over gloo on the "
+                        "CPU, 200 over shm, whose calls take microseconds)")
     p.add_argument("--compile", action="store_true",
                    help="decode through tplab.job.compiled's static-cache step, torch.compile'd "
                         "(both models; compilation happens in the warm-up)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--comm", default="gloo", choices=comm_.CHOICES,
+                   help="transport of the TP collectives on the CPU: gloo (the process group, "
+                        "default), shm (shared memory between the ranks on this host) or both "
+                        "(shm carries the figures; the TP pass and the sweep are repeated over "
+                        "gloo alongside)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
     p.add_argument("--pg-timeout", type=float, default=600.0, help="process-group timeout, s")
     p.add_argument("--heartbeat-s", type=float, default=5.0, help="heartbeat event period, s")
@@ -103,9 +122,11 @@ class _Heartbeat:
 class Job:
     """State of one run on one rank."""
 
-    def __init__(self, args: argparse.Namespace, rt: Runtime, writer: EventWriter | None) -> None:
+    def __init__(self, args: argparse.Namespace, rt: Runtime, writer: EventWriter | None,
+                 comms: comm_.Transports | None = None) -> None:
         self.args = args
         self.rt = rt
+        self.comms = comms or comm_.Transports(names=["gloo"], backend=rt.backend)
         self.w = writer
         self.heartbeat: _Heartbeat | None = None
         self.tp_model: Any = None
@@ -172,10 +193,10 @@ class Job:
         ckpt, prompt_ids = self._load(prompts)
         singles = self._baseline(ckpt, prompt_ids)
         records = self._tensor_parallel(ckpt, prompts, prompt_ids, singles)
-        sweep, fit, fit_error = self._sweep()
+        sweeps = self._sweep()
         if self.rt.rank != 0:
             return 0
-        return self._finish(ckpt, records, sweep, fit, fit_error, started)
+        return self._finish(ckpt, records, sweeps, started)
 
     # ------------------------------------------------------------------ the sequence
     def _announce_backend(self) -> None:
@@ -188,6 +209,13 @@ class Job:
         else:
             self.log(f"nccl on {rt.world_size} GPUs; NCCL_* variables found: "
                      f"{sorted(runtime.nccl_env()) or 'none'} (the job sets none)")
+        shm = self.comms.shm
+        if shm is not None:
+            alongside = [self.comms.label(n) for n in self.comms.names[1:]]
+            self.log(f"TP collectives over shared memory (shm): segment {shm.name} in "
+                     f"{shm.segment.path.parent}, unlinked once every rank mapped it; ranks' pids "
+                     f"{shm.peer_pids()}"
+                     + (f"; repeated over {', '.join(alongside)} alongside" if alongside else ""))
 
     def _check_args(self) -> list[str]:
         a = self.args
@@ -242,77 +270,117 @@ class Job:
         return singles
 
     def _tensor_parallel(self, ckpt: Any, prompts: list[str], prompt_ids: list[list[int]],
-                         singles: list[DecodeRun]) -> list[PromptRecord]:
-        """Per prompt an uninstrumented pass (latency) and an instrumented one (all-reduce time);
-        rank 0 compares each with the baseline."""
-        self.phase("tp")
-        self._warmup(self.tp_model, prompt_ids)
+                         singles: list[DecodeRun]) -> dict[str, list[PromptRecord]]:
+        """Per prompt and transport an uninstrumented pass (latency) and an instrumented one
+        (all-reduce time); rank 0 compares each with the baseline. With several transports the
+        one going first alternates prompt by prompt, so drift in the machine's load hits each
+        alike."""
+        self.phase("tp", transports=[self.comms.label(n) for n in self.comms.names])
+        for name in self.comms.names:
+            with self.comms.use(name):
+                self._warmup(self.tp_model, prompt_ids)
         tok = ckpt.tokenizer
-        records: list[PromptRecord] = []
+        records: dict[str, list[PromptRecord]] = {n: [] for n in self.comms.names}
         for i, ids in enumerate(prompt_ids):
-            plain = self._decode(self.tp_model, ids)
-            instr = self._decode(self.tp_model, ids, instrument=True) if i < self.n_instr else None
+            runs: dict[str, tuple[DecodeRun, DecodeRun | None]] = {}
+            for name in comm_.rotated(self.comms.names, i):
+                with self.comms.use(name):
+                    plain = self._decode(self.tp_model, ids)
+                    instr = (self._decode(self.tp_model, ids, instrument=True)
+                             if i < self.n_instr else None)
+                runs[name] = (plain, instr)
             if self.rt.rank != 0:
                 continue
-            self._emit_tokens("tp", i, plain, instr)
-            rec = PromptRecord(
-                index=i, prompt=prompts[i], single=_mode_run(singles[i]), tp=_mode_run(plain),
-                tp_instr=_mode_run(instr) if instr is not None else None,
-                single_text=tok.decode(singles[i].tokens), tp_text=tok.decode(plain.tokens))
-            records.append(rec)
-            self.emit("prompt_done", mode="tp", prompt=i, text=rec.tp_text,
-                      n_tokens=len(plain.tokens), match=rec.match)
-            if not rec.match:
-                self.emit("error", fatal=False,
-                          msg=f"prompt {i}: TP output differs from the single-device output "
-                              f"(first difference at token {_first_diff(rec)}).")
+            for name in self.comms.names:
+                plain, instr = runs[name]
+                rec = PromptRecord(
+                    index=i, prompt=prompts[i], single=_mode_run(singles[i]), tp=_mode_run(plain),
+                    tp_instr=_mode_run(instr) if instr is not None else None,
+                    single_text=tok.decode(singles[i].tokens), tp_text=tok.decode(plain.tokens))
+                records[name].append(rec)
+                primary = name == self.comms.primary
+                if primary:
+                    self._emit_tokens("tp", i, plain, instr)
+                mode = "tp" if primary else f"tp-{self.comms.label(name)}"
+                self.emit("prompt_done", mode=mode, prompt=i, text=rec.tp_text,
+                          n_tokens=len(plain.tokens), match=rec.match,
+                          comm=self.comms.label(name))
+                if not rec.match:
+                    self.emit("error", fatal=False,
+                              msg=f"prompt {i}: TP output differs from the single-device "
+                                  f"output (over {self.comms.label(name)}; first difference at "
+                                  f"token {_first_diff(rec)}).")
         return records
 
-    def _sweep(self) -> tuple[list[dict[str, Any]], Any, str]:
-        """All-reduce sizes on this run's process group, and their alpha-beta fit."""
+    def _sweep(self) -> dict[str, tuple[list[dict[str, Any]], Any, str]]:
+        """Per transport: all-reduce sizes on this run's ranks, and their alpha-beta fit."""
         a, rt = self.args, self.rt
         if a.no_sweep:
-            return [], None, "sweep skipped (--no-sweep)"
-        self.phase("sweep")
-        iters = a.sweep_iters or (20 if rt.is_cuda else 10)
-        points = run_sweep(rt.device, sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes), iters,
-                           on_point=lambda p: self.emit(
-                               "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                               busbw_gbps=p.busbw_gbps))
-        try:
-            return [p.to_dict() for p in points], fit_points(points, rt.world_size), ""
-        except ValueError as exc:
-            self.log(f"alpha-beta fit failed: {exc}", level="warning")
-            return [p.to_dict() for p in points], None, str(exc)
+            return {n: ([], None, "sweep skipped (--no-sweep)") for n in self.comms.names}
+        self.phase("sweep", transports=[self.comms.label(n) for n in self.comms.names])
+        sizes = sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes)
+        out: dict[str, tuple[list[dict[str, Any]], Any, str]] = {}
+        for name in self.comms.names:
+            label = self.comms.label(name)
+            shm = self.comms.shm if name == "shm" else None
+            # ten shm calls last a millisecond, less than one descheduling of a busy machine:
+            # take more, so that their median is the transport's and not the scheduler's
+            iters = a.sweep_iters or (20 if rt.is_cuda else 200 if shm else 10)
+            points = run_sweep(
+                rt.device, sizes, iters,
+                all_reduce=(lambda t, shm=shm: shm.all_reduce(t, out=t)) if shm else None,
+                on_point=lambda p, label=label: self.emit(
+                    "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
+                    busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, comm=label))
+            try:
+                out[name] = ([p.to_dict() for p in points], fit_points(points, rt.world_size), "")
+            except ValueError as exc:
+                self.log(f"alpha-beta fit over {label} failed: {exc}", level="warning")
+                out[name] = ([p.to_dict() for p in points], None, str(exc))
+        return out
 
-    def _finish(self, ckpt: Any, records: list[PromptRecord], sweep: list[dict[str, Any]],
-                fit: Any, fit_error: str, started: float) -> int:
+    def _finish(self, ckpt: Any, records: dict[str, list[PromptRecord]],
+                sweeps: dict[str, tuple[list[dict[str, Any]], Any, str]], started: float) -> int:
         """results.json and the result event (rank 0); a mismatch fails the run."""
-        a, rt = self.args, self.rt
+        a, rt, comms = self.args, self.rt, self.comms
         self.phase("results")
         warmup_tokens = min(a.warmup_tokens, a.new_tokens)
         config = {"checkpoint": str(a.checkpoint), "prompts_file": str(a.prompts),
                   "num_prompts": a.num_prompts, "new_tokens": a.new_tokens, "warmup": a.warmup,
                   "warmup_tokens": warmup_tokens, "instrumented_prompts": self.n_instr,
                   "sweep": not a.no_sweep, "compile": a.compile, "device": a.device,
-                  "threads_per_rank": rt.threads}
+                  "threads_per_rank": rt.threads, "comm": a.comm}
         model = {**ckpt.config.to_dict(), "params": self.params_full,
                  "params_per_rank": self.params_rank}
-        sync_desc = "sync=torch.cuda.synchronize" if rt.is_cuda else "sync=None: gloo is blocking"
-        results = build_results(
-            records=records, config=config, model=model, env=runtime.capture_env(rt),
-            timing=timing_notes(rt.device.type, rt.threads, a.warmup, sync_desc,
-                                warmup_tokens=warmup_tokens, instrumented=self.n_instr,
-                                num_prompts=a.num_prompts),
-            sweep=sweep, fit=fit, fit_error=fit_error, started_at=started,
-            finished_at=time.time())
+        env = {**runtime.capture_env(rt), "comm": comms.env()}
+        finished = time.time()
+        per_transport: dict[str, dict[str, Any]] = {}
+        for name in comms.names:
+            label = comms.label(name)
+            sync_desc = ("sync=torch.cuda.synchronize" if rt.is_cuda
+                         else f"sync=None: {label} collectives are blocking")
+            timing = timing_notes(rt.device.type, rt.threads, a.warmup, sync_desc,
+                                  warmup_tokens=warmup_tokens, instrumented=self.n_instr,
+                                  num_prompts=a.num_prompts)
+            timing["comm"] = comms.note()
+            points, fit, fit_error = sweeps[name]
+            res = build_results(
+                records=records[name], config=config, model=model, env=env, timing=timing,
+                sweep=points, fit=fit, fit_error=fit_error, started_at=started,
+                finished_at=finished)
+            res["sweep"]["transport"] = label
+            per_transport[label] = res
+        results = combine_transports(per_transport, comms.label(comms.primary))
+        results["finished_at"] = finished = time.time()
+        results["wall_s"] = finished - started
         write_json(Path(a.out) / "results.json", results)
         self.emit("result", results=results)
         if not results["outputs_match"]:
-            bad = [r.index for r in records if not r.match]
+            bad = {name: t["mismatched_prompts"] for name, t in results["transports"].items()
+                   if t["mismatched_prompts"]}
             self.emit("error", fatal=True,
-                      msg=f"TP greedy output differs from the single-device output for prompts "
-                          f"{bad}; the run failed.")
+                      msg="TP greedy output differs from the single-device output for prompts "
+                          + "; ".join(f"{v} over {k}" for k, v in bad.items()) + "; the run failed.")
             return 1
         self.phase("finished", wall_s=results["wall_s"])
         return 0
@@ -341,6 +409,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
     writer: EventWriter | None = None
     events_fh: IO[str] | None = None
     job: Job | None = None
+    comms: comm_.Transports | None = None
     try:
         # rank 0 opens the event sinks before joining the group, so a failure to start (too few
         # GPUs, no torchrun) is an error event too, not only a line on stderr
@@ -351,7 +420,8 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
             writer = EventWriter([stdout, events_fh], src="job")
         rt = runtime.init(args.device, args.threads, args.pg_timeout)
         job = Job(args, rt, writer)
-        job.phase("setup", rank_count=rt.world_size, backend=rt.backend)
+        job.phase("setup", rank_count=rt.world_size, backend=rt.backend, comm=args.comm)
+        comms = job.comms = comm_.setup(args.comm, rt, args.pg_timeout)
         if writer is not None:
             job.heartbeat = _Heartbeat(writer, args.heartbeat_s)
             job.heartbeat.start()
@@ -363,7 +433,9 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         return code
     except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
         user_error = isinstance(exc, JobError) or type(exc).__name__ == "CheckpointError"
-        msg = str(exc) if user_error else f"{type(exc).__name__}: {exc}"
+        # a dead or stuck peer in the shm transport says so in one sentence of its own
+        clear = user_error or isinstance(exc, ShmError)
+        msg = str(exc) if clear else f"{type(exc).__name__}: {exc}"
         if writer is not None:
             writer.emit("error", msg=msg, fatal=True)
         rank = rt.rank if rt is not None else os.environ.get("RANK", "?")
@@ -376,4 +448,6 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
             job.heartbeat.stop()
         if events_fh is not None:
             events_fh.close()
+        if comms is not None:
+            comms.close()  # tells the peers this rank left, then unmaps
         runtime.shutdown()

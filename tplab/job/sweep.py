@@ -1,11 +1,15 @@
-"""All-reduce sweep on the run's own process group, nccl-tests style.
+"""All-reduce sweep on the run's own process group (or its shm transport), nccl-tests style.
 
 For each message size (powers of two from 256 B up to a few MB) every rank runs a few untimed
 warm-up all-reduces, then ``iters`` timed ones back to back. On GPU the per-rank time is the mean
 over the timed loop (CUDA events around it, as nccl-tests does); on the CPU each call is clocked
 with ``perf_counter`` and the per-rank time is the median, because on a shared CPU a few calls
-are hit by scheduler noise many times their own length. The reported time is the slowest rank's
-(a MAX all-reduce of the per-rank times, after the timed loop, outside it).
+are hit by scheduler noise many times their own length; the CPU point also keeps the 99th
+percentile (``p99_ms``). The reported times are the slowest rank's (a MAX all-reduce of the
+per-rank times over the process group, after the timed loop, outside it).
+``all_reduce`` chooses the transport being measured (default: ``dist.all_reduce`` on ``group``;
+the job passes the shm transport's in-place all-reduce for ``--comm shm``). The loop runs under
+``torch.inference_mode`` for every transport alike.
 Bandwidths follow nccl-tests: ``algbw = bytes / time`` and ``busbw = algbw · 2(p-1)/p``, which
 is comparable across world sizes. The points are then fitted to the alpha-beta ring model
 (``tplab.job.fit``).
@@ -23,7 +27,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from .fit import AlphaBeta, bus_bandwidth, fit_alpha_beta
+from .fit import AlphaBeta, bus_bandwidth, fit_alpha_beta, percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,7 @@ class SweepPoint:
     algbw_gbps: float
     busbw_gbps: float
     iters: int
+    p99_ms: float | None = None  # CPU only: the 99th percentile of the per-call times
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -59,40 +64,51 @@ def iters_for(nbytes: int, base_iters: int) -> int:
 
 def run_sweep(device: torch.device, sizes: list[int], iters: int, warmup: int = 2,
               group: dist.ProcessGroup | None = None,
-              on_point: Callable[[SweepPoint], None] | None = None) -> list[SweepPoint]:
-    """Time fp32 all-reduces of each size on ``group``; every rank must call this."""
+              on_point: Callable[[SweepPoint], None] | None = None,
+              all_reduce: Callable[[torch.Tensor], object] | None = None) -> list[SweepPoint]:
+    """Time fp32 all-reduces of each size; every rank of ``group`` must call this.
+
+    ``all_reduce(buf)`` sums ``buf`` in place over the ranks (default ``dist.all_reduce`` on
+    ``group``).
+    """
     world = dist.get_world_size(group)
     is_cuda = device.type == "cuda"
+    reduce = all_reduce or (lambda t: dist.all_reduce(t, group=group))
     points: list[SweepPoint] = []
     for nbytes in sizes:
         n_iter = iters_for(nbytes, iters)
-        buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-        for _ in range(warmup):
-            dist.all_reduce(buf, group=group)
-        dist.barrier(group=group, device_ids=[device.index] if is_cuda else None)
-        if is_cuda:
-            start_ev = torch.cuda.Event(enable_timing=True)
-            end_ev = torch.cuda.Event(enable_timing=True)
-            start_ev.record()
-            for _ in range(n_iter):
-                dist.all_reduce(buf, group=group)
-            end_ev.record()
-            end_ev.synchronize()
-            ms = start_ev.elapsed_time(end_ev) / n_iter
-        else:
-            # per-call clocks and the median: a shared CPU's scheduler noise hits single calls
-            times = []
-            for _ in range(n_iter):
-                t0 = time.perf_counter()
-                dist.all_reduce(buf, group=group)
-                times.append((time.perf_counter() - t0) * 1e3)
-            ms = statistics.median(times)
-        slowest = torch.tensor([ms], dtype=torch.float64, device=device)
+        p99: float | None = None
+        with torch.inference_mode():
+            buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+            for _ in range(warmup):
+                reduce(buf)
+            dist.barrier(group=group, device_ids=[device.index] if is_cuda else None)
+            if is_cuda:
+                start_ev = torch.cuda.Event(enable_timing=True)
+                end_ev = torch.cuda.Event(enable_timing=True)
+                start_ev.record()
+                for _ in range(n_iter):
+                    reduce(buf)
+                end_ev.record()
+                end_ev.synchronize()
+                ms = start_ev.elapsed_time(end_ev) / n_iter
+            else:
+                # per-call clocks and the median: a shared CPU's scheduler noise hits single calls
+                times = []
+                for _ in range(n_iter):
+                    t0 = time.perf_counter()
+                    reduce(buf)
+                    times.append((time.perf_counter() - t0) * 1e3)
+                ms = statistics.median(times)
+                p99 = percentile(times, 99)
+        slowest = torch.tensor([ms, p99 or 0.0], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
-        ms = float(slowest.item())
+        ms = float(slowest[0].item())
+        if p99 is not None:
+            p99 = float(slowest[1].item())
         algbw, busbw = bus_bandwidth(nbytes, ms / 1e3, world)
         point = SweepPoint(bytes=nbytes, ms=ms, algbw_gbps=algbw / 1e9, busbw_gbps=busbw / 1e9,
-                           iters=n_iter)
+                           iters=n_iter, p99_ms=p99)
         points.append(point)
         if on_point is not None:
             on_point(point)

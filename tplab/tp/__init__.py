@@ -1,4 +1,5 @@
-"""TP primitives: collectives as conjugate autograd Functions, comm timing, and the Megatron-style layers.
+"""TP primitives: collectives as conjugate autograd Functions (over the process group or the
+shared-memory transport), comm timing, and the Megatron-style layers.
 
 Pod-side: imports only torch and the standard library.
 """
@@ -12,8 +13,12 @@ from .collectives import (
     get_world_size,
     reduce_from_region,
     scatter_to_region,
+    set_transport,
+    transport_name,
+    use_transport,
 )
 from .layers import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, shard_size
+from .shm import ShmComm, ShmError, ShmPeerError, ShmTimeoutError
 from .timing import CommTiming, comm_timing
 
 __all__ = [
@@ -21,6 +26,10 @@ __all__ = [
     "CommTiming",
     "RowParallelLinear",
     "ShardedEmbedding",
+    "ShmComm",
+    "ShmError",
+    "ShmPeerError",
+    "ShmTimeoutError",
     "comm_timing",
     "copy_to_region",
     "gather_from_region",
@@ -28,5 +37,8 @@ __all__ = [
     "get_world_size",
     "reduce_from_region",
     "scatter_to_region",
+    "set_transport",
     "shard_size",
+    "transport_name",
+    "use_transport",
 ]

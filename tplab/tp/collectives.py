@@ -14,18 +14,29 @@ byte that crosses ranks in one place, which is also where ``comm_timing`` (timin
 Every wrapper takes ``group=None`` (the default process group). With no initialised process group,
 or a group of one rank, every wrapper is the identity and no communication happens.
 
+Which transport carries the bytes is chosen here too, so layers and models never know: by default
+the process group's own backend (gloo on the CPU, nccl on GPUs); after ``use_transport(comm)`` with
+a ``tplab.tp.shm.ShmComm``, the fp32 CPU all-reduces and all-gathers of that communicator's group
+go through shared memory instead, and everything else (other dtypes, other groups) still goes
+through the process group. ``transport_name(group)`` says which one is active.
+
 This module travels to the pod: it imports only torch and the standard library.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from . import timing
 from .timing import CommTiming, comm_timing
+
+if TYPE_CHECKING:
+    from .shm import ShmComm
 
 __all__ = [
     "CommTiming",
@@ -36,9 +47,60 @@ __all__ = [
     "get_world_size",
     "reduce_from_region",
     "scatter_to_region",
+    "set_transport",
+    "transport_name",
+    "use_transport",
 ]
 
 ProcessGroup = Any  # torch.distributed.ProcessGroup, or None for the default group
+
+# the shm communicator carrying each group's collectives (key None: the default group)
+_SHM: dict[Any, "ShmComm"] = {}
+
+
+# --------------------------------------------------------------------------- transport selection
+
+
+def _key(group: ProcessGroup) -> Any:
+    if group is None or (_initialized() and group is dist.group.WORLD):
+        return None
+    return group
+
+
+def set_transport(comm: "ShmComm | None", group: ProcessGroup = None) -> None:
+    """Carry ``group``'s collectives over ``comm`` (a ``ShmComm``), or over the process group
+    itself when ``comm`` is None."""
+    if comm is None:
+        _SHM.pop(_key(group), None)
+    else:
+        _SHM[_key(group)] = comm
+
+
+@contextmanager
+def use_transport(comm: "ShmComm | None", group: ProcessGroup = None) -> Iterator[None]:
+    """``set_transport`` for the block, then back to what it was."""
+    key = _key(group)
+    before = _SHM.get(key)
+    set_transport(comm, group)
+    try:
+        yield
+    finally:
+        set_transport(before, group)
+
+
+def transport_name(group: ProcessGroup = None) -> str:
+    """"shm" when a ShmComm carries ``group``'s collectives, else the process group's backend
+    ("gloo", "nccl"), or "none" without a process group."""
+    if _key(group) in _SHM:
+        return "shm"
+    return str(dist.get_backend(group)) if _initialized() else "none"
+
+
+def _shm_for(x: torch.Tensor, group: ProcessGroup) -> "ShmComm | None":
+    if not _SHM:
+        return None
+    comm = _SHM.get(_key(group))
+    return comm if comm is not None and comm.supports(x) else None
 
 
 # --------------------------------------------------------------------------- group helpers
@@ -58,6 +120,23 @@ def get_rank(group: ProcessGroup = None) -> int:
     return dist.get_rank(group) if _initialized() else 0
 
 
+def _shm_call(fn: Any, op: str, x: torch.Tensor, nbytes: int) -> torch.Tensor:
+    if timing.ACTIVE:
+        return timing.run_timed(op, nbytes, lambda: fn(x))
+    return fn(x)
+
+
+# under torch.compile the shm protocol (Python ints, memoryview flags, waits) runs eagerly at a
+# graph break: traced, its round counter would become a guarded constant and its waits vanish
+_shm_call_eager = torch.compiler.disable(_shm_call)
+
+
+def _via_shm(fn: Any, op: str, x: torch.Tensor, nbytes: int) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return _shm_call_eager(fn, op, x, nbytes)
+    return _shm_call(fn, op, x, nbytes)
+
+
 # --------------------------------------------------------------------------- raw collectives
 
 
@@ -70,6 +149,10 @@ def _all_reduce(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
 
 def _all_reduce_n(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     """``_all_reduce`` for a group already known to have more than one rank."""
+
+    shm = _shm_for(x, group)
+    if shm is not None:
+        return _via_shm(shm.all_reduce, "all_reduce", x, x.numel() * x.element_size())
 
     def op() -> torch.Tensor:
         out = x.clone(memory_format=torch.contiguous_format)
@@ -102,6 +185,10 @@ def _gather_last(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     world = get_world_size(group)
     if world == 1:
         return x
+
+    shm = _shm_for(x, group)
+    if shm is not None:
+        return _via_shm(shm.all_gather_last, "all_gather", x, x.numel() * x.element_size() * world)
 
     def op() -> torch.Tensor:
         local = x.contiguous()

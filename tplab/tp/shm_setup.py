@@ -1,0 +1,107 @@
+"""Joining the shm transport: the collective set-up over the process group, all ranks or none.
+
+Why apart from ``shm.py``: the set-up is a small distributed protocol of its own (gloo messages,
+files, failure on any rank turned into the same error on every rank), while ``shm.py`` is the
+steady-state protocol through memory. ``join`` runs on every rank of the group:
+
+    rank 0 creates the segment ──broadcast (name, nonce, or why not)──► every rank
+    every rank maps it and makes its doorbell ──all-gather of problems──► all go on, or all raise
+    every rank opens its peers' doorbells ──all-gather of problems──► all go on, or all raise
+    every rank unlinks its doorbell's name, rank 0 the segment's ──barrier──► nothing left to leak
+
+Pod-side: torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any, Callable
+
+import torch.distributed as dist
+
+from .shm_doorbell import Doorbells, fifo_path
+from .shm_segment import Layout, Segment, SegmentError
+
+_TSO_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+class ShmError(RuntimeError):
+    """The shm transport cannot be set up or used (one clear sentence)."""
+
+
+def unsupported_reason() -> str:
+    """Why this machine cannot run the shm transport, or "" if it can."""
+    machine = platform.machine().lower()
+    if machine not in _TSO_MACHINES:
+        return (f"--comm shm relies on x86's total store order for its lock-free flags and this "
+                f"machine is {machine or 'unknown'}; use --comm gloo.")
+    return ""
+
+
+def _all_or_none(step: Callable[[], None], group: Any) -> None:
+    """Run this rank's part of a set-up step; raise ShmError on every rank if any rank failed."""
+    problem = ""
+    try:
+        step()
+    except (OSError, SegmentError) as exc:
+        problem = (str(exc) if isinstance(exc, SegmentError) or not exc.filename
+                   else f"{exc.strerror} ({exc.filename})")
+    problems: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(problems, problem, group=group)
+    bad = [(j, p) for j, p in enumerate(problems) if p]
+    if bad:
+        j, p = bad[0]
+        raise ShmError(f"rank {j} could not join the shm transport: {p}")
+
+
+def join(group: Any, slot_bytes: int) -> tuple[Segment, Doorbells]:
+    """This rank's mapping of the group's new segment, and its doorbells (see the module doc)."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    try:
+        layout = Layout(world, slot_bytes)  # the same on every rank: all raise, or none
+    except SegmentError as exc:
+        raise ShmError(str(exc)) from None
+    seg: Segment | None = None
+    bells: Doorbells | None = None
+    info: list[Any] = [("", 0, unsupported_reason())]
+    if rank == 0 and not info[0][2]:
+        try:
+            seg = Segment.create(layout)
+            info = [(str(seg.path), seg.nonce, "")]
+        except SegmentError as exc:
+            info = [("", 0, str(exc))]
+    try:
+        dist.broadcast_object_list(info, group_src=0, group=group)
+        path, nonce, problem = info[0]
+        if problem:
+            raise ShmError(problem)
+        seg_path = Path(path)
+
+        def attach() -> None:
+            nonlocal seg, bells
+            if seg is None:
+                seg = Segment.attach(seg_path, layout, nonce)
+            bells = Doorbells(fifo_path(seg_path, rank))
+
+        def connect() -> None:
+            assert bells is not None
+            bells.connect({j: fifo_path(seg_path, j) for j in range(world) if j != rank})
+
+        _all_or_none(attach, group)
+        _all_or_none(connect, group)
+        assert seg is not None and bells is not None
+        bells.unlink()
+        if seg.owner:
+            seg.unlink()
+        dist.barrier(group=group)  # so that on return, on every rank, every name is gone
+    except BaseException:
+        if bells is not None:
+            bells.close()
+        if seg is not None:
+            seg.close()
+        raise
+    finally:
+        if seg is not None and seg.owner:
+            seg.unlink()  # on failure too: no name left to leak
+    return seg, bells
