@@ -35,6 +35,7 @@ class LabConfig:
     instrumented_prompts: int = 3
     sweep: bool = True
     compile: bool = False
+    comm: str = "gloo"                    # the TP collectives' transport (mock pods only: shm|both)
     out_dir: Path | None = None           # None: TPLAB_HOME/labs/<lab id>
     checkpoint: Path = DEFAULT_CHECKPOINT
     prompts: Path = DEFAULT_PROMPTS

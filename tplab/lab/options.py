@@ -75,6 +75,10 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "uninstrumented pass over every prompt")
     g.add_argument("--no-sweep", action="store_true", help="skip the all-reduce size sweep")
     g.add_argument("--compile", action="store_true", help="torch.compile the models on the pod")
+    g.add_argument("--comm", default="gloo", choices=("gloo", "shm", "both"),
+                   help="transport of the TP collectives, mock lab only (its pods are this CPU): "
+                        "gloo (default), shm (shared memory between the ranks) or both (shm "
+                        "carries the figures, gloo is measured alongside); GPU pods use NCCL")
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="where the artifacts go (default: TPLAB_HOME/labs/<lab id>)")
     g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
@@ -104,7 +108,7 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
         spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,
         num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
         instrumented_prompts=args.instrumented_prompts,
-        sweep=not args.no_sweep, compile=args.compile, out_dir=args.out,
+        sweep=not args.no_sweep, compile=args.compile, comm=args.comm, out_dir=args.out,
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
         boot_timeout_s=args.boot_timeout, guard_first_heartbeat_s=args.boot_guard)

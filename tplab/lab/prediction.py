@@ -40,11 +40,11 @@ class LabPrediction:
 
 def profile_for(results: dict[str, Any] | None, gpu_type: str,
                 mock: bool = False) -> scaling.HardwareProfile:
-    """The hardware profile a lab's curve starts from: cpu-gloo for a CPU run (and a mock lab,
-    whose pods decode on the CPU), else by GPU type."""
+    """The hardware profile a lab's curve starts from: cpu-gloo (cpu-shm when shm carried the
+    collectives) for a CPU run (and a mock lab, whose pods decode on the CPU), else by GPU type."""
     device = (results or {}).get("device_type") or ("cpu" if mock and not results else None)
     if device == "cpu":
-        return scaling.load_profile("cpu-gloo")
+        return scaling.load_profile(scaling.cpu_profile_name((results or {}).get("comm")))
     low = gpu_type.lower()
     name = "rtx4090x2-pcie"
     if "a100" in low:

@@ -21,8 +21,14 @@ from tplab.lab.context import LabContext
 
 
 def check_inputs(ctx: LabContext) -> None:
-    """The checkpoint and the prompts file exist."""
+    """The checkpoint and the prompts file exist; the transport asked for fits the pods."""
     cfg = ctx.config
+    if cfg.comm not in COMM_CHOICES:
+        raise LabStop(FAILED, f"--comm must be one of {', '.join(COMM_CHOICES)}, not {cfg.comm!r}")
+    if cfg.comm != "gloo" and not cfg.mock:
+        raise LabStop(FAILED, f"--comm {cfg.comm} is the shared-memory transport of CPU ranks on "
+                      "one host (the mock lab, `tplab local`); a GPU pod's collectives go over "
+                      "NCCL: drop --comm, nothing was created")
     for path, what in ((cfg.checkpoint, "checkpoint"), (cfg.prompts, "prompts file")):
         if not Path(path).is_file():
             raise LabStop(FAILED, f"the {what} {path} does not exist; pass an existing file")
@@ -80,6 +86,10 @@ ESTIMATE_FORMULA = (f"price_usd_per_hr x min(wall cap, {PLANNED_OVERHEAD_S:.0f} 
                     f"new tokens x {PLANNED_PASSES} passes x {PLANNED_S_PER_TOKEN} s) / 3600")
 
 
+#: the job's ``--comm`` choices (``tplab.job.comm.CHOICES``; the client does not import the job)
+COMM_CHOICES = ("gloo", "shm", "both")
+
+
 def planned_seconds(cfg: LabConfig) -> float:
     """How long the planned run should keep the pod (see ESTIMATE_FORMULA)."""
     job = cfg.num_prompts * cfg.new_tokens * PLANNED_PASSES * PLANNED_S_PER_TOKEN
@@ -112,6 +122,8 @@ def on_demand_command(cfg: LabConfig) -> str:
         parts.append("--no-sweep")
     if cfg.compile:
         parts.append("--compile")
+    if cfg.comm != "gloo":
+        parts.append(f"--comm {cfg.comm}")
     return " ".join(parts)
 
 

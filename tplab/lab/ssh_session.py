@@ -95,6 +95,8 @@ class PodSession:
             args.append("--no-sweep")
         if cfg.compile:
             args.append("--compile")
+        if cfg.comm != "gloo":
+            args += ["--comm", cfg.comm]
         python = cfg.remote_python or (sys.executable if cfg.mock else "python3")
         return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,

@@ -1,0 +1,48 @@
+"""`tplab run --mock --comm shm`: the mock lab's pods are this CPU, so the lab can carry its TP
+collectives over the shared-memory transport; a GPU pod cannot, and is refused before spending."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from tplab.lab.config import COMPLETE, FAILED
+from tplab.lab.options import add_lab_arguments, config_from_args
+from tests.e2e_fixtures import tiny_lab_config
+
+pytestmark = pytest.mark.slow
+
+
+async def test_a_mock_lab_over_shm_completes_and_calibrates_the_shm_profile(lab_assets, tmp_path):
+    from tplab.commands.run import run_lab
+    cfg = tiny_lab_config(lab_assets, tmp_path, comm="shm")
+    out = io.StringIO()
+    assert await run_lab(cfg, out=out) == 0, out.getvalue()
+    results = json.loads((cfg.out_dir / "results.json").read_text())
+    manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
+    assert manifest["status"] == COMPLETE
+    assert results["comm"] == "shm" and results["outputs_match"] is True
+    assert "cpu-shm" in json.dumps(manifest)  # the curve starts from the shm profile
+
+
+async def test_shm_on_a_real_gpu_pod_is_refused_before_anything(lab_assets, tmp_path, monkeypatch):
+    from tplab.commands.run import run_lab
+    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_not_used")
+    cfg = tiny_lab_config(lab_assets, tmp_path, mock=False, comm="shm")
+    out = io.StringIO()
+    assert await run_lab(cfg, out=out) != 0
+    manifest = json.loads((cfg.out_dir / "manifest.json").read_text()) \
+        if (cfg.out_dir / "manifest.json").exists() else None
+    text = out.getvalue()
+    assert "NCCL" in text and "drop --comm" in text
+    assert manifest is None or (manifest["status"] == FAILED and manifest["instance_id"] is None)
+
+
+def test_the_flag_reaches_the_lab_config():
+    import argparse
+    p = argparse.ArgumentParser()
+    add_lab_arguments(p)
+    assert config_from_args(p.parse_args(["--mock", "--comm", "both"])).comm == "both"
+    assert config_from_args(p.parse_args(["--mock"])).comm == "gloo"
