@@ -66,7 +66,15 @@ def real_lab_factory(config: Any) -> LabFactory:
 
         return Lab(resolve())
 
+    def refusal() -> str | None:
+        """Why this lab cannot start (no key, a missing file, the budget), before anything
+        is created; None when it may."""
+        from tplab.lab.faces.startcheck import refusal as check
+
+        return check(resolve())
+
     build.preload = preload  # type: ignore[attr-defined]
+    build.refusal = refusal  # type: ignore[attr-defined]
     return build
 
 

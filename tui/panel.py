@@ -56,6 +56,9 @@ class StatePanel(Static):
 
     def show(self, state: LabState) -> None:
         self._state = state
+        title = self.title_for(state)
+        if title != self.border_title:
+            self.border_title = title
         text = self.render_state(state)
         if text == self._shown:
             return
@@ -70,3 +73,14 @@ class StatePanel(Static):
 
     def render_state(self, state: LabState) -> Text:
         raise NotImplementedError
+
+    def title_for(self, state: LabState) -> str:
+        """The border title for this state (``TITLE`` unless a panel says more)."""
+        return self.TITLE
+
+    def redo(self) -> None:
+        """Draw again on the next ``show`` even if the state did not change (something the
+        panel shows besides the state changed)."""
+        self._shown = None
+        if self._state is not None:
+            self.show(self._state)
