@@ -253,7 +253,7 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         state.set_plan(num_prompts=self.plan.get("num_prompts"),
                        new_tokens=self.plan.get("new_tokens"),
                        world_size=self.plan.get("world_size"),
-                       mock=self.mock if self.mode == LIVE else None)
+                       mock=self.mock if self.mode in (LIVE, REPLAY) else None)
         return state
 
     def _mock_now(self) -> bool:

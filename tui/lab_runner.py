@@ -83,6 +83,9 @@ class LabRunner:
                     f"opening {path.name}" if mode == PAST
                     else f"replaying {path.name} at {speed_name(speed)}")
         self.shown_lab = lab
+        self.state.set_plan(mock=lab.mock)  # its stream says so too; the manifest always does
+        self.state.lab_id = lab.lab_id
+        self.redraw(force=True)
 
     def _begin(self, factory: Callable[[], Any], mode: str, starting: str) -> None:
         if mode == LIVE and self.scaling_panel.source is not self.scaling:

@@ -140,7 +140,8 @@ def read_lab(path: Path) -> PastLab:
         problem += " (its stream can still be replayed)"
     return PastLab(
         path=path, lab_id=path.name,
-        started=_epoch(m.get("start_ts")) or _epoch(m.get("end_ts")) or _mtime(path),
+        started=_epoch(m.get("start_ts")) or _epoch(m.get("end_ts")) or _first_ts(path)
+        or _mtime(path),
         gpu=str(m.get("instance_type") or ""), status=status,
         reason=str(m.get("reason") or ""), speedup=_num(m.get("speedup")),
         d_model=d_model if isinstance(d_model, int) and not isinstance(d_model, bool) else None,
@@ -151,6 +152,15 @@ def read_lab(path: Path) -> PastLab:
         mock=m.get("mock") is True or "mock" in str(m.get("vendor", "")).lower()
         or "/mock/" in path.as_posix(),
         has_stream=(path / "stream.jsonl").is_file(), manifest=m, problem=problem)
+
+
+def _first_ts(path: Path) -> float | None:
+    """The time of a stream's first event (a lab whose manifest is missing still sorts)."""
+    try:
+        with open(path / "stream.jsonl", "rb") as fh:
+            return _num(json.loads(fh.readline(1 << 16)).get("ts"))
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def read_stream(path: Path, limit: int = STREAM_LIMIT) -> Iterator[Event]:

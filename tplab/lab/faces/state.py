@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 from tplab.events import Event
@@ -138,7 +139,7 @@ class LabState:
         if self.budget.source == "lab" and not self.done:
             return
         authorized = self.budget.authorized_usd
-        self.budget = budget
+        self.budget = replace(budget)  # a copy: the lab's events update it in place
         if self.done:
             self.budget.authorized_usd = authorized
         self.rev += 1
