@@ -129,10 +129,14 @@ class FrameLog:
         """The time of the first frame from ``start_index`` on whose probe is ``want`` (or,
         when ``want`` is callable, for which it is true)."""
         ok = want if callable(want) else (lambda v: v == want)
+        deadline = time.perf_counter() + 30.0
         while True:
             for t, v in self.frames[start_index:]:
                 if ok(v):
                     return t
+            if time.perf_counter() > deadline:
+                seen = self.frames[-1][1] if self.frames else None
+                raise TimeoutError(f"no frame showed the answer within 30 s (last: {seen})")
             await asyncio.sleep(0.0005)
 
     def close(self) -> None:
@@ -146,8 +150,88 @@ def _pct(xs: list[float]) -> dict:
             "max_ms": round(xs[-1], 1)}
 
 
+def floor_app(factory):
+    """The floor the machine sets: a bare Textual app with the same keys, the same load (the
+    synthetic lab's events folded into a LabState) and a 10 Hz timer, but none of the panels.
+    The dashboard's latency next to this one is what the dashboard itself costs."""
+    import asyncio as aio
+
+    from textual.app import App
+    from textual.binding import Binding
+    from textual.screen import Screen
+    from textual.widgets import Button, Static
+
+    from tplab.lab.faces.state import LabState
+
+    class FloorHelp(Screen):
+        BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
+
+        def compose(self):
+            yield Static("help")
+
+    class Bar:
+        pass
+
+    class FloorApp(App):
+        BINDINGS = [Binding("ctrl+t", "terminate", priority=True), Binding("s", "start"),
+                    Binding("question_mark", "help")]
+
+        def __init__(self):
+            super().__init__()
+            self.state, self.lab, self.lab_active, self.redraws = LabState(), None, False, 0
+            self.action_bar = Bar()
+
+        def compose(self):
+            self.action_bar.start_button = Button("Start")
+            self.action_bar.terminate_button = Button("TERMINATE")
+            self.count = Static("0")
+            yield self.action_bar.start_button
+            yield self.count
+            yield self.action_bar.terminate_button
+
+        def on_mount(self):
+            self.set_interval(0.1, self._tick)
+
+        def _tick(self):
+            self.redraws += 1
+            self.count.update(str(self.state.events))
+
+        def action_help(self):
+            self.push_screen(FloorHelp())
+
+        def action_start(self):
+            self.state, self.lab_active = LabState(), True
+            self.action_bar.start_button.disabled = True
+            self.run_worker(self._run(), group="lab")
+
+        async def _run(self):
+            self.lab = factory()
+            events = self.lab.subscribe()
+
+            async def consume():
+                n = 0
+                async for ev in events:
+                    self.state.apply(ev)
+                    n += 1
+                    if n % 256 == 0:
+                        await aio.sleep(0)
+            task = aio.create_task(consume())
+            await self.lab.run()
+            await task
+            self.lab_active = False
+            self.action_bar.terminate_button.label = "TERMINATE"
+            self.action_bar.start_button.disabled = False
+
+        def action_terminate(self):
+            self.action_bar.terminate_button.label = "TERMINATING…"
+            if self.lab is not None:
+                self.lab.request_terminate("user")
+
+    return FloorApp()
+
+
 async def key_latency(presses: int, rate: float, labs: int,
-                      size: tuple[int, int] = (160, 48)) -> dict:
+                      size: tuple[int, int] = (160, 48), floor: bool = False) -> dict:
     """Keys sent as the terminal driver sends them (a Key message from the input side), timed
     until the app has composed the first frame that shows the answer, while a synthetic lab
     streams ``rate`` token events per second:
@@ -156,12 +240,16 @@ async def key_latency(presses: int, rate: float, labs: int,
     * ``ctrl+t`` (TERMINATE, the key that matters): until the button reads TERMINATING…,
       once per lab over ``labs`` labs;
     * ``?`` / ``escape``: until the help screen is shown / gone, ``presses`` times.
+
+    ``floor``: the same presses on ``floor_app`` instead of the dashboard.
     """
     from textual import events
 
     from tui.app import TplabApp
     from tui.feed.synthetic import SyntheticLab
-    from tui.screens.help import HelpScreen
+
+    def is_help(screen) -> bool:
+        return type(screen).__name__ in ("HelpScreen", "FloorHelp")
 
     start: list[float] = []
     terminate: list[float] = []
@@ -174,10 +262,10 @@ async def key_latency(presses: int, rate: float, labs: int,
         holder["lab"] = SyntheticLab(flood_rate=rate)
         return holder["lab"]
 
-    app = TplabApp(factory, refresh_hz=10)
+    app = floor_app(factory) if floor else TplabApp(factory, refresh_hz=10)
     async with app.run_test(size=size) as pilot:
         bar = app.action_bar
-        log = FrameLog(app, lambda screen: (isinstance(screen, HelpScreen),
+        log = FrameLog(app, lambda screen: (is_help(screen),
                                             str(bar.terminate_button.label),
                                             bar.start_button.disabled))
         for i in range(labs):
@@ -190,7 +278,7 @@ async def key_latency(presses: int, rate: float, labs: int,
             e0, t0, r0 = app.state.events, time.monotonic(), app.redraws
             if i == 0:
                 for _ in range(presses):
-                    want_help = not isinstance(app.screen, HelpScreen)
+                    want_help = not is_help(app.screen)
                     key = (events.Key("question_mark", "?") if want_help
                            else events.Key("escape", None))
                     n0, t_press = len(log.frames), time.perf_counter()
@@ -198,7 +286,7 @@ async def key_latency(presses: int, rate: float, labs: int,
                     done = await log.until(n0, lambda v, w=want_help: v[:2] == (w, "TERMINATE"))
                     (help_open if want_help else help_close).append((done - t_press) * 1000)
                     await asyncio.sleep(0.2)
-                if isinstance(app.screen, HelpScreen):
+                if is_help(app.screen):
                     app._driver.send_message(events.Key("escape", None))
                     await asyncio.sleep(0.3)
             else:
@@ -213,6 +301,8 @@ async def key_latency(presses: int, rate: float, labs: int,
             while app.lab_active:
                 await asyncio.sleep(0.01)
             dropped += holder["lab"].dropped
+            while app.action_bar.start_button.disabled:  # the end drawn: ready for s again
+                await asyncio.sleep(0.01)
             await asyncio.sleep(0.3)
         log.close()
     keys = {"start": _pct(start), "terminate": _pct(terminate), "help_open": _pct(help_open),
@@ -297,25 +387,31 @@ def main() -> int:
 
     size = tuple(int(v) for v in a.size.lower().split("x"))
     runs = []
+    names = (("start", "s → starting"), ("terminate", "ctrl+t → TERMINATING…"),
+             ("help_open", "? → help"), ("help_close", "esc → dashboard"))
     for run in range(a.runs):
         load = os.getloadavg()
         kl = asyncio.run(key_latency(a.presses, a.rate, a.labs, size))  # a fresh app each run
-        kl["loadavg_before"] = load
+        fl = asyncio.run(key_latency(a.presses, a.rate, a.labs, size, floor=True))
+        kl["loadavg_before"], kl["floor"] = load, fl
         runs.append(kl)
-        print(f"run {run + 1}/{a.runs} at {size[0]}x{size[1]}: keys under "
-              f"{kl['delivered_events_per_s']} token events/s (panel redraws "
-              f"{kl['redraws_per_s']}/s, dropped {kl['dropped_events']}; load average "
-              f"{load[0]:.1f}), press → first frame showing the answer (bar < 100 ms):")
-        for name, label in (("start", "s → starting"), ("terminate", "ctrl+t → TERMINATING…"),
-                            ("help_open", "? → help"), ("help_close", "esc → dashboard")):
-            k = kl[name]
-            print(f"  {label:<24} p50 {k['p50_ms']:6.1f} ms  p99 {k['p99_ms']:6.1f} ms  "
-                  f"max {k['max_ms']:6.1f} ms  (n={k['n']})")
+        print(f"run {run + 1}/{a.runs} at {size[0]}x{size[1]} (load average {load[0]:.1f}): "
+              f"press → first frame showing the answer, dashboard | bare Textual app under the "
+              f"same load (bar < 100 ms); delivered {kl['delivered_events_per_s']} | "
+              f"{fl['delivered_events_per_s']} token events/s, panel redraws "
+              f"{kl['redraws_per_s']}/s, dropped {kl['dropped_events']}")
+        for name, label in names:
+            k, f = kl[name], fl[name]
+            print(f"  {label:<24} p50 {k['p50_ms']:6.1f} | {f['p50_ms']:6.1f} ms   max "
+                  f"{k['max_ms']:6.1f} | {f['max_ms']:6.1f} ms   (n={k['n']}; max ratio "
+                  f"{k['max_ms'] / max(f['max_ms'], 0.1):.2f}×)")
     report["key_latency_runs"] = runs
     slowest = [r["slowest_ms"] for r in runs]
-    print("slowest press per run (s, ctrl+t, ?, esc): "
-          + "  ".join(f"{v:.1f} ms" for v in slowest)
-          + f"  -> worst {max(slowest):.1f} ms ({'within' if max(slowest) < 100 else 'OVER'} "
+    floors = [r["floor"]["slowest_ms"] for r in runs]
+    print("slowest press per run (s, ctrl+t, ?, esc): dashboard "
+          + "  ".join(f"{v:.1f}" for v in slowest) + " ms | bare app "
+          + "  ".join(f"{v:.1f}" for v in floors)
+          + f" ms -> worst {max(slowest):.1f} ms ({'within' if max(slowest) < 100 else 'OVER'} "
             "the 100 ms bar)")
     if a.keys_only:
         if a.json:

@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header
 
 from tplab.lab.faces.records import Budget
@@ -36,7 +37,7 @@ from tui.commands import LabCommands
 from tui.instance.panel import InstancePanel
 from tui.lab_port import LabFactory, LabPort
 from tui.lab_runner import LIVE, PAST, PROOF_NAME, REPLAY, LabRunner  # noqa: F401
-from tui.layout.sizes import NARROW, VIEWS, WIDE, effective_view, layout_for, switchable
+from tui.layout.sizes import VIEWS, WIDE, effective_view, layout_for, switchable
 from tui.layout.summary import SummaryStrip
 from tui.layout.viewbar import ViewBar
 from tui.log.panel import LogPanel
@@ -50,6 +51,8 @@ from tui.timings.plot import TokenPlot
 from tui.timings.stats import TimingsStats
 
 MIN_HZ, MAX_HZ = 4.0, 30.0
+#: after a key press or a click, the dense panels wait this long (see ``input_quiet``)
+INPUT_QUIET_S = 0.25
 
 
 class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
@@ -124,6 +127,7 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         self._sweeping = False
         self._drawn_rev = -1
         self._last_tick = 0.0
+        self._input_at = 0.0
         self.redraws = 0
 
     # ------------------------------------------------------------------ layout
@@ -144,7 +148,7 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         yield self.summary
         yield self.view_bar
         with Horizontal(id="main"):
-            with VerticalScroll(id="left", can_focus=False):
+            with Vertical(id="left"):
                 yield self.budget_panel
                 yield self.instance_panel
                 yield self.timings_panel
@@ -177,6 +181,7 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         self._install_stop_signals()
         if self.mode == LIVE:
             self.call_after_refresh(self.start_precheck)
+        self.call_after_refresh(self._warm_help)
         if self.autostart:
             self.call_after_refresh(self.action_start)
 
@@ -208,8 +213,6 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
             return
         self.view = view
         self._apply_layout(self.size.width, self.size.height)
-        if self.layout_name == WIDE:
-            return
 
     def action_log_filter(self, group: str | None = None) -> None:
         """``f`` steps through the log's filters; a click on the filter bar picks one."""
@@ -260,27 +263,52 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         return bool(self.state.mock if self.state.mock is not None else
                     (self.mock and self.mode == LIVE))
 
+    async def on_event(self, event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)):
+            self._input_at = time.monotonic()
+        await super().on_event(event)
+
+    def input_quiet(self) -> float:
+        """Seconds left of the quiet window after a key press or click: the dense panels (the
+        timings, the plots) wait so that the frame answering the input is a light one."""
+        return max(0.0, self._input_at + INPUT_QUIET_S - time.monotonic())
+
+    def _covered(self) -> bool:
+        """A full screen (help, Labs) hides the dashboard: its dense panels wait, so they are
+        not all dirty (and drawn again at once) when it comes back; a lab's end still draws
+        them (``force``)."""
+        return len(self.screen_stack) > 1 and not isinstance(self.screen, ModalScreen)
+
+    def redraw_controls(self) -> None:
+        """Only what answers a key press (the action bar, the summary strip, the instance
+        panel): light widgets, so the answer is on the next frame, not after the dense ones."""
+        s = self.state
+        self.instance_panel.show(s)
+        self.summary.show(s)
+        self.action_bar.show(s, lab_active=self.lab_active, sweep=self._sweep or self.notice,
+                             sweeping=self._sweeping, sweep_done=self._sweep_done,
+                             mode=self.mode, start_label=self._start_label())
+
     def redraw(self, force: bool = False) -> None:
         """Redraw the panels from the state: all of them when it changed, else once a second
-        the ones showing time (state age, uptime, heartbeat age)."""
+        the ones showing time (state age, uptime, heartbeat age). Right after a key press only
+        the controls (``input_quiet``)."""
         s = self.state
         now = time.monotonic()
         changed = force or s.rev != self._drawn_rev
         tick = now - self._last_tick >= 1.0
         if not changed and not tick:
             return
-        self._last_tick = now
         self.redraws += 1
-        self.instance_panel.show(s)
-        self.summary.show(s)
-        self.action_bar.show(s, lab_active=self.lab_active, sweep=self._sweep or self.notice,
-                             sweeping=self._sweeping, sweep_done=self._sweep_done,
-                             mode=self.mode, start_label=self._start_label())
+        self.redraw_controls()
+        if not force and (self.input_quiet() > 0 or self._covered()):
+            return
+        self._last_tick = now
+        self.timings_panel.show(s, force=force)  # throttled; the tick catches the last change
         if not changed:
             return
         self._drawn_rev = s.rev
         self.budget_panel.show(s)
-        self.timings_panel.show(s)
         self.token_plot.show(s, force=force)
         self.log_panel.show(s)
         self.scaling_panel.show(s)
@@ -316,6 +344,13 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         return f"phase {s.phase or '…'}"
 
     # ------------------------------------------------------------------ screens
+    @work(thread=True, group="warm", exit_on_error=False)
+    def _warm_help(self) -> None:
+        """Lay the help text out once, off the UI loop, so the first ? is as quick as the rest."""
+        from tui.screens.help import help_text
+
+        help_text()
+
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen  # not needed for the first paint
 
@@ -346,7 +381,8 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
             out = tplab_home(self.mock) / "screenshots"
         try:
             out.mkdir(parents=True, exist_ok=True)
-            path = self.save_screenshot(path=str(out))
+            name = time.strftime("tplab-%Y%m%d-%H%M%S.svg", time.localtime())
+            path = self.save_screenshot(name, path=str(out))
         except OSError as exc:
             self.notify(f"could not save the screenshot in {out}: {exc}", severity="error")
             return

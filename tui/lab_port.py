@@ -27,7 +27,10 @@ class LabPort(Protocol):
 
     # Optional, called when present (getattr): ``detach()`` — leave the pod running and stop
     # the client side (quit's "leave it running"); ``add_artifact(name)`` — list a file saved
-    # in the out dir after the lab ended (proof-terminated.svg) in manifest.json.
+    # in the out dir after the lab ended (proof-terminated.svg) in manifest.json; ``now()`` —
+    # the lab's own clock (a replay's); ``speed`` — a replay's speed (0: as fast as it draws).
+    # A LabFactory may carry ``preload()`` and ``refusal() -> str | None`` (run in a thread
+    # before the lab is built; a refusal means nothing is built and nothing is created).
 
 
 LabFactory = Callable[[], LabPort]

@@ -85,7 +85,7 @@ class LabRunner:
         self.shown_lab = lab
         self.state.set_plan(mock=lab.mock)  # its stream says so too; the manifest always does
         self.state.lab_id = lab.lab_id
-        self.redraw(force=True)
+        self.redraw_controls()
 
     def _begin(self, factory: Callable[[], Any], mode: str, starting: str) -> None:
         if mode == LIVE and self.scaling_panel.source is not self.scaling:
@@ -102,7 +102,7 @@ class LabRunner:
         self.proof_path = None
         self._sweep, self._sweep_done = None, False
         self.lab_active = True
-        self.redraw(force=True)
+        self.redraw_controls()  # the answer to Start at once; the panels follow on the timer
         self._run_lab(factory)
 
     @work(group="lab", exclusive=True, exit_on_error=False)

@@ -129,6 +129,11 @@ class ThreadedPlot(PlotextPlot):
             return Text.from_ansi(plt.build())
 
     def _built(self, strips: list[Strip], key: tuple) -> None:
+        quiet = getattr(self.app, "input_quiet", None)
+        wait = quiet() if callable(quiet) else 0.0
+        if wait > 0:  # a key was just pressed: its answer goes first, this chart after it
+            self.set_timer(wait, lambda: self._built(strips, key))
+            return
         self._strips = strips
         self._built_key = key
         self._building = False

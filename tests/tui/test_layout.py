@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from tplab.lab.faces.records import Budget
 from tui.app import TplabApp
 from tui.budget.panel import budget_bar

@@ -49,3 +49,25 @@ def test_status_and_terminate_reach_a_running_mock_cloud(mock_cloud, capsys):
     assert [p["desiredStatus"] for p in mock_cloud.pods()] == ["TERMINATED"]
     mock_cloud.stop()
     assert not record.exists()
+
+
+def test_a_mock_labs_curve_and_proof_say_mock(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from tplab import scaling
+    from tplab.lab import artifacts, teardown
+    seen = {}
+    monkeypatch.setattr(scaling, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
+    pred = SimpleNamespace(profile=None, world_size=2, shape=None, measured=None)
+    artifacts.write_curve(pred, tmp_path, mock=True)
+    assert "MOCK" in seen["banner"]
+    artifacts.write_curve(pred, tmp_path, mock=False)
+    assert seen["banner"] is None
+    added = []
+    ctx = SimpleNamespace(
+        config=SimpleNamespace(mock=True), provider_name="runpod",
+        facts=SimpleNamespace(pod=SimpleNamespace(id="p1", proof=None, verified_gone=True),
+                              out_dir=tmp_path, add_artifact=added.append),
+        stream=SimpleNamespace(timeline={}))
+    teardown.write_proof(ctx)
+    assert json.loads((tmp_path / teardown.PROOF).read_text())["mock"] is True

@@ -288,7 +288,7 @@ class SyntheticLab:
         loop = asyncio.get_running_loop()
         # the load generator should cost little next to the app it loads: build a pool of
         # events once and cycle it (LabState does not look at seq)
-        pool = list(token_flood(n=4000, rate=self.flood_rate))
+        pool = await asyncio.to_thread(list, token_flood(n=4000, rate=self.flood_rate))
         start = loop.time()
         sent = 0
         while not self._terminate.is_set():

@@ -18,7 +18,7 @@ from tplab.lab.faces.state import LabState
 from tui.format import DASH, duration, usd
 from tui.panel import StatePanel, rows
 
-_STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
+STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
                 "TERMINATED": "bold cyan", "EXITED": "yellow"}
 MOCK_STYLE = "bold black on yellow"
 
@@ -55,7 +55,7 @@ class InstancePanel(StatePanel):
         if i.gpu_type:
             kind = DASH if i.spot is None else ("spot" if i.spot else "on-demand")
             gpus = Text(f"{i.gpu_type} × {i.gpu_count or '?'} ({kind})")
-        st = Text(i.state or DASH, style=_STATE_STYLE.get((i.state or "").upper(), ""))
+        st = Text(i.state or DASH, style=STATE_STYLE.get((i.state or "").upper(), ""))
         if i.state:
             st.append(f"  for {duration(state.time_in_state())}")
         rate = state.cost.usd_per_hr if state.cost.usd_per_hr is not None else i.usd_per_hr
@@ -63,7 +63,7 @@ class InstancePanel(StatePanel):
         ssh = f"root@{i.ssh_host}:{i.ssh_port or 22}" if i.ssh_host else DASH
         provider = Text(f"{i.provider or DASH}   pod {i.pod_id or DASH}")
         if state.mock:
-            provider = Text.assemble(mock_tag(), f" pod {i.pod_id or DASH} on this machine")
+            provider = Text.assemble(mock_tag(), f" pod {i.pod_id or DASH} · local")
         price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
         if state.mock:
             price.append(" simulated", style="bold")

@@ -12,7 +12,7 @@ from rich.text import Text
 from tplab.lab.faces.state import LabState
 from tui.budget.panel import budget_bar
 from tui.format import DASH, duration, ms, usd
-from tui.instance.panel import _STATE_STYLE, mock_tag
+from tui.instance.panel import STATE_STYLE, mock_tag
 from tui.panel import StatePanel
 
 
@@ -28,7 +28,7 @@ def _pod_line(state: LabState, plan: str) -> Text:
             t.append(f" · Start rents {plan}", style="dim")
         return t
     t.append(f"pod {i.pod_id} ")
-    t.append(i.state or DASH, style=_STATE_STYLE.get((i.state or "").upper(), "bold"))
+    t.append(i.state or DASH, style=STATE_STYLE.get((i.state or "").upper(), "bold"))
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
     rate = state.cost.usd_per_hr if state.cost.usd_per_hr is not None else i.usd_per_hr
@@ -56,7 +56,7 @@ def _timing_line(state: LabState) -> Text:
     r = state.results or {}
     single, multi = r.get("single_per_token_ms"), r.get("tp_per_token_ms")
     if isinstance(single, (int, float)) and isinstance(multi, (int, float)):
-        t.append("ms/token (job mean) ", style="bold")  # the job's own figures, every sample
+        t.append("mean ms/token ", style="bold")  # the job's own figures, from every sample
     else:
         single = s.recent[-1] if s.recent else None
         multi = tp.recent[-1] if tp.recent else None

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from rich.markdown import Markdown
@@ -69,7 +73,23 @@ class HelpScreen(Screen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close help")]
 
     def compose(self) -> ComposeResult:
-        # one Static holding rich's Markdown: opens at once even while the lab streams events
-        # (Textual's Markdown widget mounts a widget per block)
+        # one Static holding the help as Text, rendered from Markdown once: it opens at once
+        # even while a lab streams events (Textual's Markdown widget mounts a widget per block,
+        # and rich's Markdown lays itself out again on every render)
         with VerticalScroll():
-            yield Static(Markdown(HELP), id="help-text")
+            yield Static(help_text(), id="help-text")
+
+
+_RENDERED: Text | None = None
+
+
+def help_text(width: int = 92) -> Text:
+    """HELP (Markdown) as styled Text, rendered once per process."""
+    global _RENDERED
+    if _RENDERED is None:
+        console = Console(width=width, file=io.StringIO(), force_terminal=True,
+                          color_system="truecolor")
+        with console.capture() as capture:
+            console.print(Markdown(HELP))
+        _RENDERED = Text.from_ansi(capture.get())
+    return _RENDERED

@@ -38,7 +38,7 @@ class TerminateControl:
         elif not self._sweeping:
             self._sweeping = True
             self._sweep_leftovers()
-        self.redraw(force=True)
+        self.redraw_controls()
 
     @work(group="sweep", exclusive=True, exit_on_error=False)
     async def _sweep_leftovers(self) -> None:
@@ -73,4 +73,4 @@ class TerminateControl:
             self._sweeping = False
         self._sweep_done = msg.finished and msg.ok
         self.state.note(msg.text, "info" if msg.ok else "error")
-        self.redraw(force=True)
+        self.redraw_controls()
