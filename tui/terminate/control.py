@@ -25,7 +25,7 @@ class TerminateControl:
         self.action_start()
 
     def action_terminate(self) -> None:
-        if self.mode != "live" and self.lab_active:
+        if self.mode != "live" and (self.lab_active or self.sweep_factory is None):
             self.notify("This is a recording played back: there is no pod to terminate.",
                         title="REPLAY")
             return
