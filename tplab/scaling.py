@@ -418,8 +418,9 @@ def _title(profile: HardwareProfile, world_size: int) -> str:
 
 def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
              shape: ModelShape | None = None, measured: dict[str, float] | None = None,
-             lo: float = 32.0, hi: float = 16384.0) -> Path:
-    """Write the scaling curve (both curves, crossover annotated, measured points) as a PNG."""
+             lo: float = 32.0, hi: float = 16384.0, banner: str | None = None) -> Path:
+    """Write the scaling curve (both curves, crossover annotated, measured points) as a PNG;
+    ``banner`` (e.g. a mock lab's "MOCK") is written large above the plot."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -456,6 +457,8 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
     ax.set_xlabel("d_model (n_layer, vocab fixed; d_ff = 4·d_model)")
     ax.set_ylabel("ms per token")
     ax.set_title(_title(profile, world_size), fontsize=10)
+    if banner:
+        fig.suptitle(banner, color="tab:red", fontweight="bold", fontsize=12)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left" if cross is None else "lower right")
     fig.tight_layout()

@@ -27,10 +27,15 @@ CURVE = "scaling-curve.png"
 PROOF_SVG = "proof-terminated.svg"
 
 
-def write_curve(pred: LabPrediction, out_dir: Path) -> Path:
-    """scaling-curve.png: the prediction's curves, its crossover, this run's measured point."""
+#: what a mock lab's curve says above the plot (its pods are processes on this CPU)
+MOCK_BANNER = "MOCK lab: local mock cloud, measured on this machine's CPU (gloo), not a GPU"
+
+
+def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
+    """scaling-curve.png: the prediction's curves, its crossover, this run's measured point
+    (and, for a mock lab, MOCK above them)."""
     return scaling.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
-                            measured=pred.measured)
+                            measured=pred.measured, banner=MOCK_BANNER if mock else None)
 
 
 def lab_manifest(config: LabConfig, facts: LabFacts,
