@@ -1,9 +1,9 @@
 """A deterministic synthetic grammar-correction corpus: ``bad → good`` sentence pairs.
 
 Why synthetic: the lab needs a model that does something checkable (exact-match corrections) and
-trains on a laptop CPU in minutes. Sentences come from templates over a closed lexicon (subjects,
-verbs with all their forms, noun phrases, adjectives, time expressions); each example is a correct
-sentence plus one error class injected into it:
+trains on a laptop CPU in minutes. Sentences come from templates over a closed lexicon
+(``tplab.model.lexicon``: subjects, verbs with all their forms, noun phrases, adjectives, time
+expressions); each example is a correct sentence plus one error class injected into it:
 
     irregular_past   he goed to school             → he went to school
     agreement        she like apples / they is late → she likes apples / they are late
@@ -15,6 +15,12 @@ sentence plus one error class injected into it:
     comparative      my car is more faster than…   → my car is faster than…
     double_negation  i don't have no money         → i don't have any money
     correct          (a correct sentence)          → (the same sentence, copied unchanged)
+
+Subjects are singular and plural (pronouns, names, noun phrases, "tom and anna") in every error
+class, and an agreement error is always fixed on the verb, never on the subject. Half of the
+examples have content words swapped for invented or other lexicon words on both sides
+(``tplab.model.invent``), and some get a phrase added ("… near the park"), so the model learns to
+carry words it does not know, and material the templates do not produce, through unchanged.
 
 The held-out split is disjoint by construction: a *correct* sentence belongs to the held-out split
 iff a stable hash (crc32) of it falls in one bucket out of ``HELD_OUT_BUCKETS``; training examples
