@@ -317,7 +317,7 @@ def sample(rng: random.Random) -> Example:
     kind, gen = rng.choices(GENERATORS, weights=_WEIGHTS)[0]
     bad, good = gen(rng)
     if rng.random() < ADJUNCT_RATE:  # extra material to copy: "… near the park", "… with carlos"
-        bad, good = add_adjunct(rng, bad, good, adjunct(rng, _AVOID))
+        bad, good = add_adjunct(rng, bad, good, adjunct(rng, _AVOID, kind not in ("plural", "article")))
     if rng.random() < SWAP_RATE:  # content words the model cannot know, carried through as placeholders
         bad, good = swap_content_words(rng, bad, good, _AVOID)
     if rng.random() < 0.2:  # some sentences end with a full stop, on both sides

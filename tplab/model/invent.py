@@ -204,13 +204,15 @@ def swap_content_words(rng: random.Random, bad: str, good: str, avoid: set[str],
     return (" ".join(mapping.get(w, w) for w in words_bad), " ".join(mapping.get(w, w) for w in words_good))
 
 
-def adjunct(rng: random.Random, avoid: set[str]) -> str:
+def adjunct(rng: random.Random, avoid: set[str], invented_preposition: bool = True) -> str:
     """A phrase to add to both sides: ``near the harbour``, ``with anna``, ``for two kids``, ``and
-    the dog``; its nouns and names are invented half of the time, its preposition sometimes."""
+    the dog``; its nouns and names are invented half of the time, its preposition sometimes (unless
+    ``invented_preposition`` is False: after an object whose noun the correction changes, "six
+    brelk jurjit the phones" would leave which word is the noun ambiguous)."""
     r = rng.random()
     if r < 0.15:
         prep = "and"
-    elif r < 0.28:
+    elif r < 0.28 and invented_preposition:
         prep = invent_word(rng, "preposition", False, avoid)
     else:
         prep = rng.choice(PREPOSITIONS)
