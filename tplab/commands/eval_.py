@@ -5,8 +5,9 @@
 - the outside-corpus set (``tplab.model.outside_set``): sentences written by hand to differ from the
   generator (unseen names, places, nouns, plural subjects, shapes the templates do not produce).
 
-For both it reports exact match and the rate of outputs that change a content word of the input
-(drop a noun, name or adjective the correct sentence keeps, or bring in one nobody wrote).
+For both it reports exact match, the rate of outputs that change a content word of the input (drop
+a noun, name or adjective the correct sentence keeps, or bring in one nobody wrote) and the rate of
+outputs that repeat a bigram the input does not repeat.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _print_report(title: str, report) -> None:
     print(f"{title} exact match: {report.accuracy:.1%} ({report.correct}/{report.total})   "
-          f"content words changed: {report.content_change_rate:.1%} ({report.content_changed}/{report.total})")
+          f"content words changed: {report.content_change_rate:.1%} ({report.content_changed}/{report.total})   "
+          f"repeated n-grams: {report.repeat_rate:.1%} ({report.repeated}/{report.total})")
     for kind, (c, t) in report.per_kind.items():
         print(f"  {kind:16s} {c:4d}/{t:<4d} {c / t:6.1%}")
     for ex, got in report.failures:

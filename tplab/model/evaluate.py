@@ -10,12 +10,14 @@ drops a word of the input that the correct sentence keeps, or brings in a word t
 input nor the correct sentence has (an invented word). Function words (articles, pronouns,
 auxiliaries, prepositions, numbers, negations) and the corpus's verb forms are left out, since
 correcting grammar changes them; nouns, names, adjectives, places and every word outside the
-vocabulary count.
+vocabulary count. The third is the rate of outputs that **repeat** a bigram more often than the
+input and the correct sentence do ("… to play to play"): a runaway, which the lab's fixed-length
+greedy decode must not show (it is fixed in training, not hidden by a repetition penalty).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -49,6 +51,16 @@ def changes_content(bad: str, good: str, output: str) -> bool:
     return bool(dropped or invented)
 
 
+def repeats_ngram(bad: str, good: str, output: str, n: int = 2) -> bool:
+    """Whether ``output`` repeats an ``n``-gram more often than the input and the correct sentence
+    have it ("… want to play to play"): a decoding runaway."""
+    def counts(text: str) -> Counter:
+        w = split_words(text)
+        return Counter(tuple(w[i:i + n]) for i in range(len(w) - n + 1))
+    ref_b, ref_g = counts(bad), counts(good)
+    return any(c > 1 and c > max(ref_b[g], ref_g[g]) for g, c in counts(output).items())
+
+
 @dataclass
 class EvalReport:
     correct: int
@@ -56,6 +68,7 @@ class EvalReport:
     per_kind: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind -> (correct, total)
     failures: list[tuple[Example, str]] = field(default_factory=list)  # (example, model output)
     content_changed: int = 0  # outputs that change a content word of the input
+    repeated: int = 0  # outputs that repeat an n-gram the input does not repeat
 
     @property
     def accuracy(self) -> float:
@@ -65,9 +78,14 @@ class EvalReport:
     def content_change_rate(self) -> float:
         return self.content_changed / self.total if self.total else 0.0
 
+    @property
+    def repeat_rate(self) -> float:
+        return self.repeated / self.total if self.total else 0.0
+
     def as_dict(self) -> dict:
         return {"accuracy": self.accuracy, "correct": self.correct, "total": self.total,
                 "content_changed": self.content_changed, "content_change_rate": self.content_change_rate,
+                "repeated": self.repeated, "repeat_rate": self.repeat_rate,
                 "per_kind": {k: {"correct": c, "total": t, "accuracy": c / t} for k, (c, t) in self.per_kind.items()}}
 
 
@@ -100,6 +118,7 @@ def evaluate(model: nn.Module, tokenizer: Tokenizer, examples: list[Example], ba
                 report.correct += ok
                 report.total += 1
                 report.content_changed += changes_content(ex.bad, ex.good, text)
+                report.repeated += repeats_ngram(ex.bad, ex.good, text)
                 if not ok and len(report.failures) < keep_failures:
                     report.failures.append((ex, text))
     report.per_kind = {k: (c, t) for k, (c, t) in sorted(per_kind.items())}
