@@ -201,6 +201,7 @@ def floor_app(factory):
 
         def action_start(self):
             self.state, self.lab_active = LabState(), True
+            self.action_bar.terminate_button.label = "TERMINATE"
             self.action_bar.start_button.disabled = True
             self.run_worker(self._run(), group="lab")
 
@@ -218,8 +219,8 @@ def floor_app(factory):
             task = aio.create_task(consume())
             await self.lab.run()
             await task
-            self.lab_active = False
-            self.action_bar.terminate_button.label = "TERMINATE"
+            self.lab_active = False  # the label keeps TERMINATING… until the next start (as the
+            # dashboard keeps its end state): reset here, a quick end could undo it unseen
             self.action_bar.start_button.disabled = False
 
         def action_terminate(self):
