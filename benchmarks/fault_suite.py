@@ -68,6 +68,7 @@ class Worker:
     """One mock cloud and one TPLAB_HOME, used by one trial at a time."""
     root: Path
     cloud: object = None
+    ready_at: float = 0.0   # monotonic time before which the next trial waits (see signal_trial)
 
     @property
     def home(self) -> Path:
@@ -111,8 +112,12 @@ def _bound(phase: str, sig: int) -> float:
 
 
 def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
+    from tplab.lab.leftovers import DEAD_CLIENT_INTENT_GRACE_S
     name = "SIGKILL" if sig == signal.SIGKILL else "SIGHUP"
     out = w.root / f"out-{phase}-{name}-{n}"
+    # a client killed mid-create leaves a create nobody knows the answer to: the next start on
+    # this TPLAB_HOME is refused until the provider's list has had time to show its pod
+    time.sleep(max(0.0, w.ready_at - time.monotonic()))
     proc = w.client(out)
     seen = None
     try:
@@ -126,6 +131,8 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
                 break
         t_sig = time.monotonic()
         os.kill(proc.pid, sig)
+        if sig == signal.SIGKILL and phase == "create":
+            w.ready_at = t_sig + DEAD_CLIENT_INTENT_GRACE_S + 1.0
         bound = _bound(phase, sig)
         while w.live() and time.monotonic() - t_sig < bound + 20:
             time.sleep(0.2)
@@ -240,17 +247,18 @@ def ssh_drops(root: Path, drops: int = 10) -> Row:
 
         async def saboteur(lab) -> None:
             events = lab.subscribe()
-            waiting = False
+            waiting, since = False, 0  # job events since the last (re)connect
             async for ev in events:
                 if ev.src == "job":
                     got.append(ev.seq)
+                    since += 1
                     conn = lab.session.conn if lab.session else None
-                    if done[0] < drops and not waiting and conn is not None and len(got) % 40 == 0:
+                    if done[0] < drops and not waiting and conn is not None and since >= 25:
                         done[0] += 1
                         waiting = True
                         conn.abort()
                 elif ev.type == "ssh" and ev["state"] == "connected":
-                    waiting = False
+                    waiting, since = False, 0
 
         lab, outcome = asyncio.run(_run_lab(w, cfg, saboteur=saboteur))
         pod = [e.seq for e in read_events(str(outcome.out_dir / "events.jsonl"))]

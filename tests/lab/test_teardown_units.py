@@ -447,3 +447,27 @@ def test_terminate_all_mock_with_no_mock_cloud_still_releases_a_dead_clients_hol
     out = capsys.readouterr().out
     assert "No live tplab pods (no mock cloud is running" in out and dead in out
     assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
+
+
+def test_a_killed_clients_unanswered_create_is_closed_after_the_short_grace():
+    """The client that sent the create died on this machine: its intent waits only
+    DEAD_CLIENT_INTENT_GRACE_S for the pod to be listed (not the 10 minutes an intent of a live
+    or unknown client gets), so the next start is not refused for it for long."""
+    import subprocess
+    import sys
+    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    for name, age in (("recent", 5.0), ("old", leftovers.DEAD_CLIENT_INTENT_GRACE_S + 1)):
+        rec = _record(name, state=instances.INTENT, pid=int(dead_pid))
+        rec.pod_id, rec.pod_name = None, f"tplab-{name}"
+        rec.intent_at = time.time() - age
+        instances.save(rec)
+    alive = _record("alive", state=instances.INTENT)  # this process: the long grace
+    alive.pod_id, alive.pod_name = None, "tplab-alive"
+    alive.intent_at = time.time() - leftovers.DEAD_CLIENT_INTENT_GRACE_S - 1
+    instances.save(alive)
+    found = leftovers.live_pods(FakeProvider(), mock=True)
+    assert sorted(p.info.id for p in found) == ["tplab-alive", "tplab-recent"]
+    recs = {r.lab_id: r for r in instances.load_all(True)}
+    assert recs["L-old"].state == instances.NOT_CREATED
+    assert recs["L-recent"].state == recs["L-alive"].state == instances.INTENT

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ class InstanceRecord:
     created_at: float | None = None
     ended_at: float | None = None
     pid: int = field(default_factory=os.getpid)
+    host: str | None = field(default_factory=socket.gethostname)  # where ``pid`` runs
     out_dir: str | None = None
     mock: bool = False
     ssh_host: str | None = None

@@ -27,6 +27,10 @@ from tplab.redact import one_line
 UNKNOWN = "UNKNOWN"
 #: how long after an unanswered create a pod of its name may still appear in the provider's list
 INTENT_GRACE_S = 600.0
+#: ... when the client that sent it has died on this machine: nothing will look for the pod again,
+#: and a create RunPod completed is listed within seconds (a pod that appears later still has the
+#: boot guard from its create, and is listed as a tplab pod without a record)
+DEAD_CLIENT_INTENT_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
             found[pod.id] = LivePod(pod, rec, "provider")
     now = time.time()
     for rec in intents.values():
-        if now - rec.intent_at >= INTENT_GRACE_S:  # the list has had time to show it
+        if now - rec.intent_at >= _intent_grace(rec):  # the list has had time to show it
             _close_never_created(rec, mock)
         else:  # new pods can take a while to appear in the list: not gone, not known yet
             found[rec.pod_name] = LivePod(
@@ -82,6 +86,16 @@ def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
     return list(found.values())
 
 
+def _intent_grace(rec: InstanceRecord) -> float:
+    """How long an unanswered create's pod may take to show in the provider's list."""
+    import socket
+
+    from tplab.budget import _pid_alive
+    if rec.host == socket.gethostname() and rec.pid and not _pid_alive(rec.pid):
+        return DEAD_CLIENT_INTENT_GRACE_S
+    return INTENT_GRACE_S
+
+
 def describe(pods: list[LivePod]) -> str:
     """'id (STATE, $0.70/h), …' for warnings and refusals."""
     out = []
@@ -99,7 +113,8 @@ def _close_never_created(rec: InstanceRecord, mock: bool) -> None:
     """An intent whose pod never appeared: not created; release the hold its lab left."""
     from tplab.budget import BudgetConfig, BudgetError, BudgetGuard
     rec.state, rec.ended_at = instances.NOT_CREATED, time.time()
-    rec.note = f"no pod named {rec.pod_name} in the provider's list {INTENT_GRACE_S:.0f} s on"
+    rec.note = (f"no pod named {rec.pod_name} in the provider's list "
+                f"{time.time() - rec.intent_at:.0f} s after its create was sent")
     if rec.auth_id and not rec.settled:
         guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
         try:
