@@ -301,6 +301,9 @@ def annotate_results(results: dict[str, Any], profile: HardwareProfile,
             q.update(predicted_single_ms=r["predicted_single_ms"],
                      predicted_tp_ms=r["predicted_tp_ms"],
                      predicted_comm_ms=r["predicted_comm_ms"])
+    world = int(results.get("world_size") or 2)
+    block["predicted_crossover_d_model"] = scaling.crossover_d_model(
+        profile, world, scaling.shape_from_results(results, shape))
     results["calibration"] = block
     return block
 
