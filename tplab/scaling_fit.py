@@ -48,6 +48,40 @@ def run_label(results: dict[str, Any]) -> str:
             f"{results.get('world_size', '?')}, {names[0]})")
 
 
+#: GPU name fragments -> the profile of that device (checked in order, lower case)
+GPU_PROFILES = (("a100", "a100x2-nvlink"), ("h100", "h100x2-nvlink"), ("h200", "h100x2-nvlink"),
+                ("4090", "rtx4090x2-pcie"))
+
+
+def profile_for_run(results: dict[str, Any]) -> tuple[str | None, str]:
+    """(the profile that matches the run's device and transport, or None; what the run was).
+
+    A CPU run is ``cpu-gloo`` or ``cpu-shm`` by the transport that carried its collectives; a GPU
+    run is picked by its device name (an H200 starts from the H100 profile, both NVLink HBM parts).
+    """
+    device = results.get("device_type")
+    comm = results.get("comm") or results.get("backend")
+    names = (results.get("env") or {}).get("device_names") or []
+    what = f"a {device or 'unknown-device'} run over {comm or '?'}" + (
+        f" on {names[0]}" if names else "")
+    if device == "cpu":
+        return scaling.cpu_profile_name(comm), what
+    low = " ".join(str(n) for n in names).lower()
+    for frag, name in GPU_PROFILES:
+        if frag in low:
+            return name, what
+    return None, what
+
+
+def check_profile_matches(asked: str, results: dict[str, Any]) -> None:
+    """ScalingError (one sentence) when ``asked`` is not the profile of the run's device and
+    transport: calibrating an RTX 4090 profile with CPU figures teaches a wrong crossover."""
+    want, what = profile_for_run(results)
+    if want is not None and asked != want:
+        raise ScalingError(f"results.json is {what}, which calibrates the {want} profile, not "
+                           f"{asked}; drop --profile or pass --profile {want}.")
+
+
 def sweep_points(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The d_model sweep's usable points (outputs matched, positive times), by d_model."""
     out = []

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tplab import manifest, scaling
+from tplab import manifest, scaling_plot
+from tplab.job.results import write_json
 from tplab.lab.config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.preflight import ESTIMATE_FORMULA
@@ -28,9 +29,29 @@ PROOF_SVG = "proof-terminated.svg"
 
 
 def write_curve(pred: LabPrediction, out_dir: Path) -> Path:
-    """scaling-curve.png: the prediction's curves, its crossover, this run's measured point."""
-    return scaling.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
-                            measured=pred.measured)
+    """scaling-curve.png: the prediction's curves, the measured points (the d_model sweep's and
+    the lab's own), both crossovers. The calibrated prediction at each measured point goes into
+    the fetched results.json (``calibration``, ``d_model_sweep[i].predicted_*``)."""
+    _store_calibration(pred, out_dir / "results.json")
+    return scaling_plot.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
+                                 measured=pred.measured, sweep=pred.sweep,
+                                 measured_crossover=pred.measured_crossover,
+                                 measured_reason=pred.measured_reason)
+
+
+def _store_calibration(pred: LabPrediction, path: Path) -> None:
+    import json
+    if pred.calibration is None or not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the lab already refused a results.json it cannot read
+    if isinstance(data, dict):
+        data["calibration"] = pred.calibration
+        if pred.sweep:
+            data["d_model_sweep"] = pred.sweep
+        write_json(path, data)
 
 
 def lab_manifest(config: LabConfig, facts: LabFacts,
