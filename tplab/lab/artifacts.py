@@ -30,9 +30,7 @@ PROOF_SVG = "proof-terminated.svg"
 
 def write_curve(pred: LabPrediction, out_dir: Path) -> Path:
     """scaling-curve.png: the prediction's curves, the measured points (the d_model sweep's and
-    the lab's own), both crossovers. The calibrated prediction at each measured point goes into
-    the fetched results.json (``calibration``, ``d_model_sweep[i].predicted_*``)."""
-    _store_calibration(pred, out_dir / "results.json")
+    the lab's own), both crossovers."""
     return scaling_plot.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
                                  measured=pred.measured, sweep=pred.sweep,
                                  measured_crossover=pred.measured_crossover,
@@ -40,6 +38,9 @@ def write_curve(pred: LabPrediction, out_dir: Path) -> Path:
 
 
 def _store_calibration(pred: LabPrediction, path: Path) -> None:
+    """The calibrated prediction at each measured point, into the fetched results.json
+    (``calibration``, ``d_model_sweep[i].predicted_*``): done with the manifest, because the
+    curve is drawn when the result event arrives, before results.json is fetched."""
     import json
     if pred.calibration is None or not path.is_file():
         return
@@ -102,6 +103,9 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
 
 
 def write_lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None) -> Path:
-    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest)."""
+    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest);
+    the prediction's per-point check goes into results.json first."""
+    if pred is not None:
+        _store_calibration(pred, facts.out_dir / "results.json")
     return manifest.write_manifest(facts.out_dir / "manifest.json",
                                    lab_manifest(config, facts, pred))
