@@ -39,10 +39,13 @@ def sweep_report(results: dict[str, Any]) -> str:
     lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
     for s in results.get("d_model_sweep_skipped") or []:
         lines.append(f"  d_model {s['d_model']}: skipped, {s['reason']}")
-    m = results.get("measured_crossover_d_model")
+    m, why = results.get("measured_crossover_d_model"), results.get("measured_crossover_reason")
+    if "measured_crossover_d_model" not in results:  # a results.json from before the field
+        from tplab.job.dmodel_results import measured_crossover
+        m, why = measured_crossover(pts)
     lines.append("  crossover, measured:  " + (f"d_model ≈ {m:.0f} (interpolated between the "
                                                 "sweep's points)" if m is not None
-                                                else f"none ({results.get('measured_crossover_reason', '')})"))
+                                                else f"none ({why})"))
     pc = cal.get("predicted_crossover_d_model")
     lines.append("  crossover, predicted: " + (f"d_model ≈ {pc:.0f} ({cal.get('profile', '?')}, "
                                                 "calibrated)" if pc else "none in d_model 16..65536"))

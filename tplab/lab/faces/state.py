@@ -132,6 +132,9 @@ class LabState:
         self.prompt_texts: dict[str, dict[int, str]] = {m: {} for m in MODES}
         self.last_token_mode: str | None = None
         self.sweeps = 0
+        # the d_model sweep as its points arrive (sweep_point events): measured, in d_model order
+        self.sweep_points: list[dict[str, Any]] = []
+        self.sweep_skipped: list[dict[str, Any]] = []
         self.results: dict[str, Any] | None = None
         # termination as the user sees it
         self.terminate_requested_at: float | None = None
@@ -350,6 +353,27 @@ def _on_sweep(s: LabState, ev: Event) -> None:
     s.sweeps += 1
 
 
+#: the fields of a measured sweep point the views use
+_SWEEP_FIELDS = ("d_model", "params", "single_ms", "tp_ms", "allreduce_ms", "outputs_match",
+                 "tokens")
+
+
+def _on_sweep_point(s: LabState, ev: Event) -> None:
+    d = ev["d_model"]
+    if ev["skipped"]:
+        s.sweep_skipped.append({"d_model": d, "reason": str(ev.get("reason", ""))})
+        s._log(ev.ts, ev.src, "info", f"d_model sweep: {d} skipped ({ev.get('reason', '')})")
+        return
+    point = {k: ev.get(k) for k in _SWEEP_FIELDS}
+    if not all(isinstance(point[k], (int, float)) for k in ("single_ms", "tp_ms")):
+        return
+    s.sweep_points = sorted([p for p in s.sweep_points if p["d_model"] != d] + [point],
+                            key=lambda p: p["d_model"])
+    s._log(ev.ts, ev.src, "info" if point["outputs_match"] else "error",
+           f"d_model sweep: {d}: single {point['single_ms']:.3f} ms, TP {point['tp_ms']:.3f} ms"
+           + ("" if point["outputs_match"] else ", TP output differs"))
+
+
 def _on_result(s: LabState, ev: Event) -> None:
     res = ev["results"]
     s.results = res
@@ -444,6 +468,7 @@ _HANDLERS: dict[str, Callable[[LabState, Event], None]] = {
     "token": _on_token,
     "prompt_done": _on_prompt_done,
     "sweep": _on_sweep,
+    "sweep_point": _on_sweep_point,
     "result": _on_result,
     "error": _on_error,
     "heartbeat": _on_heartbeat,
