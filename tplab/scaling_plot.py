@@ -110,7 +110,7 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
             ax.scatter([measured_crossover], [y], marker="*", s=160, color="tab:green",
                        edgecolor="black", zorder=7)
             ax.annotate(f"measured\n≈ {measured_crossover:.0f}", xy=(measured_crossover, y),
-                        xytext=(-62, -30), textcoords="offset points", color="tab:green",
+                        xytext=(12, -34), textcoords="offset points", color="tab:green",
                         fontsize=8)
     elif sweep:
         notes.append("measured: " + (measured_reason or "no crossover within the sweep"))

@@ -147,7 +147,8 @@ def main(args: argparse.Namespace) -> int:
               f"{measured['single_ms']:.4f} ms, TP {measured['tp_ms']:.4f} ms")
     if sweep:
         from tplab.commands.sweep_table import sweep_report
-        print(sweep_report(results))
+        print(sweep_report(results, f"{Path(args.out) / 'scaling.json'} (calibration, "
+                                    "d_model_sweep[i].predicted_*)" if args.out else None))
     print("\n" + explain(summary, profile.name))
     if args.out is not None:
         out = Path(args.out)

@@ -16,7 +16,10 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.0%}"
 
 
-def sweep_report(results: dict[str, Any]) -> str:
+STORED_IN_RESULTS = "results.json under calibration and d_model_sweep[i].predicted_*"
+
+
+def sweep_report(results: dict[str, Any], stored: str | None = STORED_IN_RESULTS) -> str:
     """Per point: measured single and TP ms, the calibrated prediction and its error, the
     collective ms per token, outputs_match; then both crossovers and what the fit could not
     explain."""
@@ -53,8 +56,8 @@ def sweep_report(results: dict[str, Any]) -> str:
         worst = cal.get("max_abs_error")
         lines.append(f"  calibrated model vs measured points: worst error "
                      f"{_pct(worst)} (tolerance ±{cal.get('tolerance', 0.25):.0%}, "
-                     f"{'within' if cal.get('within_tolerance') else 'NOT within'}); stored in "
-                     "results.json under calibration and d_model_sweep[i].predicted_*")
+                     f"{'within' if cal.get('within_tolerance') else 'NOT within'})"
+                     + (f"; stored in {stored}" if stored else ""))
         for s in cal.get("off") or []:
             lines.append(f"    off: {s}")
     spread = (results.get("sweep") or {}).get("spread") or {}
