@@ -60,8 +60,9 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
              shape: ModelShape | None = None, measured: dict[str, float] | None = None,
              sweep: Sequence[dict[str, Any]] | None = None,
              measured_crossover: float | None = None, measured_reason: str = "",
-             lo: float = 32.0, hi: float = 16384.0) -> Path:
-    """Write the scaling curve as a PNG: predicted lines, measured points, both crossovers."""
+             lo: float = 32.0, hi: float = 16384.0, banner: str | None = None) -> Path:
+    """Write the scaling curve as a PNG: predicted lines, measured points, both crossovers;
+    ``banner`` (e.g. a mock lab's "MOCK") is written large above the plot."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -122,6 +123,8 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
     ax.set_xlabel("d_model (n_layer, vocab fixed; d_ff = 4·d_model)")
     ax.set_ylabel("ms per token")
     ax.set_title(_title(profile, world_size), fontsize=10)
+    if banner:
+        fig.suptitle(banner, color="tab:red", fontweight="bold", fontsize=12)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -15,9 +15,11 @@ LAB_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Start lab", "Start the lab with the options given on the command line", "start"),
     ("TERMINATE pod", "Terminate the pod now and verify it is gone (no confirmation)",
      "terminate"),
+    ("Labs", "Every lab that ran: open one in the dashboard or replay it", "labs"),
     ("Help", "Keys and what every panel shows", "help"),
-    ("Save screenshot", "Save an SVG of the dashboard next to the manifest (or here)",
-     "screenshot"),
+    ("Log filter", "Step the log's filter: all, lab, job, stderr, problems", "log_filter"),
+    ("Save screenshot", "Save an SVG of the dashboard next to the lab's manifest (else in "
+     "TPLAB_HOME/screenshots)", "screenshot"),
     ("Quit", "Quit; while a pod is alive: terminate, leave running, or cancel", "quit"),
 )
 

@@ -27,7 +27,10 @@ class LabPort(Protocol):
 
     # Optional, called when present (getattr): ``detach()`` — leave the pod running and stop
     # the client side (quit's "leave it running"); ``add_artifact(name)`` — list a file saved
-    # in the out dir after the lab ended (proof-terminated.svg) in manifest.json.
+    # in the out dir after the lab ended (proof-terminated.svg) in manifest.json; ``now()`` —
+    # the lab's own clock (a replay's); ``speed`` — a replay's speed (0: as fast as it draws).
+    # A LabFactory may carry ``preload()`` and ``refusal() -> str | None`` (run in a thread
+    # before the lab is built; a refusal means nothing is built and nothing is created).
 
 
 LabFactory = Callable[[], LabPort]
@@ -66,7 +69,15 @@ def real_lab_factory(config: Any) -> LabFactory:
 
         return Lab(resolve())
 
+    def refusal() -> str | None:
+        """Why this lab cannot start (no key, a missing file, the budget), before anything
+        is created; None when it may."""
+        from tplab.lab.faces.startcheck import refusal as check
+
+        return check(resolve())
+
     build.preload = preload  # type: ignore[attr-defined]
+    build.refusal = refusal  # type: ignore[attr-defined]
     return build
 
 

@@ -10,6 +10,7 @@ skipped.
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 from rich.text import Text
@@ -47,6 +48,11 @@ class StatePanel(Static):
     # screen (``layout=False`` below), which would re-render every widget.
     #: the panel's border title
     TITLE = ""
+    #: at most this many redraws a second (None: every time the state changed). Figures that
+    #: change with every token are unreadable above a few Hz, and each redraw of a dense panel
+    #: is work the frame that answers a key press may have to wait for.
+    MAX_HZ: float | None = None
+    _last_update = 0.0
 
     _state: LabState | None = None
     _shown: Text | None = None
@@ -54,8 +60,16 @@ class StatePanel(Static):
     def on_mount(self) -> None:
         self.border_title = self.TITLE
 
-    def show(self, state: LabState) -> None:
+    def show(self, state: LabState, force: bool = False) -> None:
         self._state = state
+        if self.MAX_HZ and not force:
+            now = time.monotonic()
+            if now - self._last_update < 1.0 / self.MAX_HZ:
+                return
+            self._last_update = now
+        title = self.title_for(state)
+        if title != self.border_title:
+            self.border_title = title
         text = self.render_state(state)
         if text == self._shown:
             return
@@ -66,7 +80,18 @@ class StatePanel(Static):
         # content that depends on the width (bars) is rebuilt once the size is known
         if self._state is not None:
             self._shown = None
-            self.show(self._state)
+            self.show(self._state, force=True)
 
     def render_state(self, state: LabState) -> Text:
         raise NotImplementedError
+
+    def title_for(self, state: LabState) -> str:
+        """The border title for this state (``TITLE`` unless a panel says more)."""
+        return self.TITLE
+
+    def redo(self) -> None:
+        """Draw again on the next ``show`` even if the state did not change (something the
+        panel shows besides the state changed)."""
+        self._shown = None
+        if self._state is not None:
+            self.show(self._state, force=True)

@@ -13,7 +13,8 @@ by ``render_line``, so a refresh of the plot costs nothing on the UI loop either
 braille chart's per-character styles is as slow as building it.
 
 Subclasses implement ``draw(plt, spec, width, height)``: ``spec`` is an immutable snapshot of what to plot,
-taken on the UI thread by ``set_spec``.
+taken on the UI thread by ``set_spec``. Below ``MIN_PLOT`` (columns, rows) a chart is an unreadable
+sliver of braille, so ``numbers(spec, width, height)`` is shown instead: the same facts as text.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ _BUILD_LOCK = threading.Lock()
 
 
 class ThreadedPlot(PlotextPlot):
+    #: below this many (columns, rows) of content the plot shows ``numbers`` instead
+    MIN_PLOT: tuple[int, int] = (40, 8)
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._strips: list[Strip] = []
@@ -47,6 +51,17 @@ class ThreadedPlot(PlotextPlot):
     def draw(self, plt: Plot, spec: Any, width: int, height: int) -> None:
         """Put ``spec`` on ``plt`` (runs in a worker thread: touch no widget state)."""
         raise NotImplementedError
+
+    def numbers(self, spec: Any, width: int, height: int) -> Text:
+        """The plot's facts as text, for a size too small to draw it (runs in the worker)."""
+        return Text("too small to plot", style="dim")
+
+    def too_small(self, width: int, height: int) -> bool:
+        return width < self.MIN_PLOT[0] or height < self.MIN_PLOT[1]
+
+    def empty(self, spec: Any) -> bool:
+        """Nothing to plot yet: ``numbers`` says so instead of drawing bare axes."""
+        return False
 
     # -- API
     @property
@@ -90,15 +105,10 @@ class ThreadedPlot(PlotextPlot):
     @work(thread=True, group="plots", exit_on_error=False)
     def _build(self, spec: Any, key: tuple, theme: str) -> None:
         try:
-            with _BUILD_LOCK:
-                plt = self.plt
-                plt.clear_data()
-                plt.clear_figure()
-                plt.plotsize(key[1], key[2])
-                plt._set_size(key[1], key[2])  # as PlotextPlot.render does (plotext quirk)
-                plt.theme(theme)
-                self.draw(plt, spec, key[1], key[2])
-                text = Text.from_ansi(plt.build())
+            if self.too_small(key[1], key[2]) or self.empty(spec):
+                text = self.numbers(spec, key[1], key[2])
+            else:
+                text = self._plotext_text(spec, key, theme)
         except Exception as exc:  # noqa: BLE001 - shown in place of the chart
             text = Text(f"plot failed: {exc}", style="red")
         strips = _to_strips(text, key[1], key[2])
@@ -107,7 +117,23 @@ class ThreadedPlot(PlotextPlot):
         except RuntimeError:
             pass  # the app is closing
 
+    def _plotext_text(self, spec: Any, key: tuple, theme: str) -> Text:
+        with _BUILD_LOCK:
+            plt = self.plt
+            plt.clear_data()
+            plt.clear_figure()
+            plt.plotsize(key[1], key[2])
+            plt._set_size(key[1], key[2])  # as PlotextPlot.render does (plotext quirk)
+            plt.theme(theme)
+            self.draw(plt, spec, key[1], key[2])
+            return Text.from_ansi(plt.build())
+
     def _built(self, strips: list[Strip], key: tuple) -> None:
+        quiet = getattr(self.app, "input_quiet", None)
+        wait = quiet() if callable(quiet) else 0.0
+        if wait > 0:  # a key was just pressed: its answer goes first, this chart after it
+            self.set_timer(wait, lambda: self._built(strips, key))
+            return
         self._strips = strips
         self._built_key = key
         self._building = False

@@ -32,7 +32,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "tplab", "local", "--tp", "2", "--comm", "both", "--out", str(out),
-         "--checkpoint", str(ckpt), "--prompts", str(prompts), "--num-prompts", str(N_PROMPTS),
+         "--checkpoint", str(ckpt), "--prompts-file", str(prompts), "--prompts", str(N_PROMPTS),
          "--new-tokens", str(N_TOKENS), "--warmup", "1", "--sweep-max-bytes", "8192",
          "--instrumented-prompts", "2", "--timeout", "150", "--sweep-d-model", "16,32",
          "--sweep-tokens", "4"],
@@ -129,7 +129,7 @@ def test_tplab_local_timeout_stops_the_job_and_records_failed(tiny_assets, tmp_p
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "tplab", "local", "--out", str(out), "--checkpoint", str(ckpt),
-         "--prompts", str(prompts), "--num-prompts", "1", "--new-tokens", "4", "--timeout", "0.5",
+         "--prompts-file", str(prompts), "--prompts", "1", "--new-tokens", "4", "--timeout", "0.5",
          "--quiet"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "the job did not finish within 0.5 s" in done.stderr
@@ -144,7 +144,7 @@ def test_a_rank_killed_during_the_shm_collectives_fails_the_job_promptly(tiny_as
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tplab", "local", "--comm", "shm", "--out", str(out),
-         "--checkpoint", str(ckpt), "--prompts", str(prompts), "--num-prompts", "3",
+         "--checkpoint", str(ckpt), "--prompts-file", str(prompts), "--prompts", "3",
          "--new-tokens", "40", "--sweep-max-bytes", "65536", "--quiet", "--timeout", "150"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, MPLBACKEND="Agg"))

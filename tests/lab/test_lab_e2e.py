@@ -169,9 +169,14 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
                   if '"state":"dropped"' in e]
     assert len(drops_seen) == 2
     key = mock_cloud.api_key.encode()
+    # the one place a running mock's own key is kept, by design: its discovery record (0600,
+    # tplab.mock_clouds), removed when the mock stops; nowhere else
+    clouds = Path(os.environ["TPLAB_HOME"]) / "mock" / "clouds"
     for path in list(outcome.out_dir.iterdir()) + list(
             (Path(os.environ["TPLAB_HOME"]) / "mock").rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.parent == clouds:
+            assert path.stat().st_mode & 0o077 == 0, path
+        elif path.is_file():
             assert key not in path.read_bytes(), path
 
 

@@ -71,7 +71,7 @@ async def test_terminate_mid_run_asks_the_lab_once_and_shows_progress(tmp_path):
         assert _label(app) == "POD GONE ✓"
         assert app.state.terminate_status == "gone" and not app.state.pod_alive
         assert lab.terminate_calls == ["user"]
-        assert app.state.done_status == "FAILED"
+        assert app.state.done_status == "STOPPED"
         assert (tmp_path / "proof-terminated.svg").exists()
 
 
@@ -234,7 +234,8 @@ def test_command_line_takes_the_lab_options():
     from tui.app import app_from_args, build_parser
 
     app = app_from_args(["--mock", "--prompts", "2", "--new-tokens", "8", "--no-sweep"])
-    assert app.plan == {"num_prompts": 2, "new_tokens": 8, "world_size": 2}
+    assert app.plan == {"num_prompts": 2, "new_tokens": 8, "world_size": 2,
+                        "gpu_type": "NVIDIA GeForce RTX 4090", "spot": True}
     assert not app.autostart and app.lab_factory is not None and app.sweep_factory is not None
     assert app.scaling is not None and app.scaling.mock
     assert app_from_args(["--start"]).autostart

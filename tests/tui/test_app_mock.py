@@ -67,6 +67,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert app.proof_path == proof
     text = svg_text(proof)
     assert "POD GONE ✓" in text and "COMPLETE" in text and s.instance.pod_id in text
+    assert "MOCK" in text and "MOCK" in app.title and s.mock  # unmistakable, in the proof too
     # the lab listed the saved screen in the manifest (add_artifact)
     manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
     assert manifest["terminated_screenshot"] == "proof-terminated.svg"
@@ -156,3 +157,27 @@ async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_
     assert f"tplab terminate {pod_id} --mock" in lab.summary()["reason"]
     proof = await lab.terminate_pod(pod_id)  # what the warning says to run, in-process
     assert proof.gone
+
+
+async def test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod(lab_assets,
+                                                                               tmp_path,
+                                                                               mock_cloud):
+    from tui.app import app_from_args
+    cfg = _cfg(lab_assets, tmp_path)
+    app, labs = _mock_app(cfg, mock_cloud)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.outcome is not None, timeout=240, what="the lab")
+    assert app.outcome.status == "COMPLETE", app.outcome.reason
+    lived = app.state
+    pods_before = mock_cloud.pods()
+    assert len(pods_before) == 1
+    replay = app_from_args(["--replay", str(cfg.out_dir), "--speed", "max"])
+    async with replay.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: replay.outcome is not None, what="the replay")
+        s = replay.state
+        assert "REPLAY" in replay.title and "no pod" in replay.title
+        assert s.done_status == "COMPLETE" and s.instance.gone
+        assert s.timings["tp"].count == lived.timings["tp"].count == 2 * 8
+        assert s.results["speedup"] == lived.results["speedup"]
+    assert [(p["id"], p["desiredStatus"]) for p in mock_cloud.pods()] == [
+        (p["id"], p["desiredStatus"]) for p in pods_before]  # the replay created nothing

@@ -49,3 +49,43 @@ def test_dashboard_and_labstate_do_not_import_torch():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+_FIRST_PAINT = r"""
+import json, sys
+from tui.app import app_from_args
+app = app_from_args(["--mock"])
+async def first(pilot):
+    await pilot.pause()
+    print(json.dumps({"budget": app.budget_panel._shown.plain,
+                      "summary": app.summary._shown.plain,
+                      "torch": sorted(m for m in sys.modules if m.split(".")[0] == "torch")}))
+    app.exit()
+app.run(headless=True, size=(80, 24), auto_pilot=first)
+"""
+
+
+def test_the_first_frame_has_the_ledgers_budget_without_torch(tmp_path):
+    """The figures a user must know before Start are on the first frame, read from the (mock)
+    ledger and budget config, and reading them imports no torch."""
+    import json
+    import os
+    home = tmp_path / "home"
+    (home / "mock").mkdir(parents=True)
+    (home / "mock" / "budget.toml").write_text("phase_cap_usd = 8.0\nlab_cap_usd = 2.0\n")
+    ledger = [{"v": 1, "ts": 1.0, "kind": "authorize", "label": "a", "amount_usd": 2.0,
+               "auth_id": "x1", "cap_usd": 8.0},
+              {"v": 1, "ts": 2.0, "kind": "actual", "label": "a", "amount_usd": 0.5,
+               "auth_id": "x1", "authorized_usd": 2.0},
+              {"v": 1, "ts": 3.0, "kind": "authorize", "label": "b", "amount_usd": 1.25,
+               "auth_id": "x2", "cap_usd": 8.0}]
+    (home / "mock" / "spend.jsonl").write_text("".join(json.dumps(x) + "\n" for x in ledger))
+    out = subprocess.run([sys.executable, "-c", _FIRST_PAINT], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, TPLAB_HOME=str(home)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["torch"] == []
+    budget = got["budget"]
+    assert "$8.00" in budget and "$0.5000" in budget and "$1.2500" in budget
+    assert "$6.2500" in budget and "cap $2.00 · needs $2.50 left ✓" in budget
+    assert "$6.25 left of $8.00" in got["summary"]  # the 80×24 strip shows it too

@@ -1,4 +1,5 @@
-"""Snapshot tests of the dashboard's fixed states: idle, running, terminated, error.
+"""Snapshot tests of the dashboard's fixed states at the three sizes that matter: 80×24 (the
+size many terminals open at: narrow layout), 120×40 (medium) and 200×60 (wide).
 
 Each state is the synthetic lab's deterministic event script folded into the app's state with a
 fixed clock, so the SVG is byte-stable. Update after a deliberate visual change with
@@ -7,25 +8,36 @@ fixed clock, so the SVG is byte-stable. Update after a deliberate visual change 
 
 from __future__ import annotations
 
+import pytest
+
 from tplab.events import Event
+from tplab.lab.faces.records import Budget
 from tui.app import TplabApp
 from tui.feed.synthetic import ScriptOptions, lab_script
 from tui.plot import ThreadedPlot
 from tui.scaling.panel import ScalingSource
 
-SIZE = (160, 48)
+NARROW, MEDIUM, WIDE = (80, 24), (120, 40), (200, 60)
+PLAN = {"num_prompts": 3, "new_tokens": 24, "world_size": 2,
+        "gpu_type": "NVIDIA GeForce RTX 4090", "spot": True}
+#: what the ledger says before a lab (the dashboard reads it before its first frame)
+LEDGER = Budget(cap_usd=5.0, spent_usd=0.42, held_usd=0.0, remaining_usd=4.58, lab_cap_usd=3.0,
+                needed_usd=3.5, source="ledger")
 
 
-def _app(events: list[Event], *, requested: bool = False) -> tuple[TplabApp, object]:
+def _app(events: list[Event], *, requested: bool = False, keys: tuple[str, ...] = (),
+         mock: bool = False) -> tuple[TplabApp, object]:
     clock_t = (events[-1].ts + 3.0) if events else 1_764_450_000.0
-    app = TplabApp(None, clock=lambda: clock_t, plan={"num_prompts": 3, "new_tokens": 24},
-                   scaling=ScalingSource("NVIDIA GeForce RTX 4090", 2))
+    app = TplabApp(None, clock=lambda: clock_t, plan=dict(PLAN), mock=mock,
+                   scaling=ScalingSource("NVIDIA GeForce RTX 4090", 2), ledger=lambda: LEDGER)
 
     async def run_before(pilot) -> None:
         if requested:
             app.state.note_terminate_requested()
         app.feed(events)
         app.redraw(force=True)  # may start the scaling recalibration (a thread worker)
+        if keys:
+            await pilot.press(*keys)
         await settle(pilot, app)
 
     return app, run_before
@@ -34,15 +46,12 @@ def _app(events: list[Event], *, requested: bool = False) -> tuple[TplabApp, obj
 async def settle(pilot, app: TplabApp) -> None:
     """Until the scaling model answered and every plot's threaded build is done."""
     plots = list(app.query(ThreadedPlot))
-    for _ in range(400):
-        if not any(p.busy for p in plots):
-            break
-        await pilot.pause(0.05)
-    app.redraw(force=True)
-    for _ in range(400):
-        if not any(p.busy for p in plots):
-            break
-        await pilot.pause(0.05)
+    for _ in range(2):
+        for _ in range(400):
+            if not any(p.busy for p in plots):
+                break
+            await pilot.pause(0.05)
+        app.redraw(force=True)
     await pilot.pause()
 
 
@@ -50,26 +59,40 @@ def _script(until: str) -> list[Event]:
     return lab_script(ScriptOptions(num_prompts=3, new_tokens=24, until=until))
 
 
-def test_idle(snap_compare):
-    app, run_before = _app([])
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+@pytest.mark.parametrize("size", [NARROW, MEDIUM, WIDE], ids=["80x24", "120x40", "200x60"])
+def test_idle(snap_compare, size):
+    app, run_before = _app([], mock=True)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_running(snap_compare):
+@pytest.mark.parametrize("size", [NARROW, MEDIUM, WIDE], ids=["80x24", "120x40", "200x60"])
+def test_running(snap_compare, size):
     app, run_before = _app(_script("running"))
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("view", ["2", "3", "4"], ids=["scaling", "log", "figures"])
+def test_running_narrow_views(snap_compare, view):
+    app, run_before = _app(_script("running"), keys=(view,))
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+def test_running_medium_log(snap_compare):
+    app, run_before = _app(_script("running"), keys=("3",))
+    assert snap_compare(app, terminal_size=MEDIUM, run_before=run_before)
 
 
 def test_terminated_by_the_user(snap_compare):
     app, run_before = _app(_script("terminated"), requested=True)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=WIDE, run_before=run_before)
 
 
 def test_error(snap_compare):
     app, run_before = _app(_script("error"))
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=MEDIUM, run_before=run_before)
 
 
-def test_complete(snap_compare):
+@pytest.mark.parametrize("size", [NARROW, WIDE], ids=["80x24", "200x60"])
+def test_complete(snap_compare, size):
     app, run_before = _app(_script("done"))
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

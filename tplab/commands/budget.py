@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--ledger", metavar="PATH", help="ledger file (default: TPLAB_HOME/spend.jsonl)")
     parser.add_argument("--config", metavar="PATH", help="budget config (default: TPLAB_HOME/budget.toml)")
-    parser.add_argument("--cap", type=float, metavar="USD", dest="phase_cap_usd",
-                        help="phase cap: spent + held never exceeds it (default 5.00)")
+    parser.add_argument("--phase-cap", "--cap", type=float, metavar="USD", dest="phase_cap_usd",
+                        help="the ledger's total cap: spent + held never exceeds it (default 5.00)")
     parser.add_argument("--lab-cap", type=float, metavar="USD", dest="lab_cap_usd",
                         help="most one lab may authorize (default 3.00)")
     parser.add_argument("--buffer", type=float, metavar="USD", dest="preflight_buffer_usd",

@@ -60,6 +60,13 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "can_run": self.can_run}
 
+    def rows(self) -> list[tuple[str, str]]:
+        """(name, marked sentence) per line, then whether a lab can run: the dashboard's rows."""
+        mark = {True: "✓", False: "✗", None: "·"}
+        out = [(line.name, f"{mark[line.ok]} {line.text}") for line in self.lines]
+        out.append(("can run", "✓ yes" if self.can_run else "✗ no: nothing would be created"))
+        return out
+
 
 def gather_check(*, mock: bool = False, api_url: str | None = None,
                  gpu_type: str = DEFAULT_GPU_TYPE, gpus: int = 2, spot: bool = True,

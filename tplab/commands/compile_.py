@@ -22,13 +22,14 @@ DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/DIST
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
-    p.add_argument("--out", type=Path, required=True, help="output directory (created; must be empty or new)")
-    p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (created; must be empty or new)")
+    p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
                    help="MiniGPT-grammar checkpoint (default: the shipped one)")
-    p.add_argument("--prompts", type=Path, default=DEFAULT_PROMPTS, help="prompt file, one prompt a line")
+    p.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
+                   dest="prompts", help="prompt file, one prompt a line (default: the shipped one)")
     p.add_argument("--substitute-only", action="store_true",
                    help="only the seed's Linear(64, 600)+softmax substitute, no MiniGPT")
-    p.add_argument("--new-tokens", type=int, default=64, help="tokens per timed decode (default 64)")
+    p.add_argument("--new-tokens", type=int, default=64, metavar="N", help="tokens per timed decode (default 64)")
     p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per pair (default 5)")
     p.add_argument("--calls", type=int, default=200, help="calls per timing round for forwards (default 200)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where to compile and time")

@@ -21,12 +21,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from tplab.paths import DEFAULT_CHECKPOINT
     p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
                    help="train a model of this checkpoint's shape, from a fresh init (default: the shipped one)")
-    p.add_argument("--out", type=Path, default=Path("ddp-lab"), help="output directory (default ./ddp-lab)")
+    p.add_argument("--out", type=Path, default=Path("ddp-lab"), metavar="DIR", help="output directory (default ./ddp-lab)")
     p.add_argument("--nproc", type=int, default=2, help="number of gloo ranks (default 2)")
     p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per rank per step (default 16)")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed for the data and the initial weights (default 0)")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size (default 25)")
     p.add_argument("--threads-per-rank", type=int, default=1, help="torch threads per rank (default 1)")
 

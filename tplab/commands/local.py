@@ -43,18 +43,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), metavar="PATH",
                         help="full MiniGPT checkpoint (default: the shipped one)")
-    parser.add_argument("--prompts", default=str(DEFAULT_PROMPTS), metavar="PATH",
-                        help="prompts file, one a line (default: the shipped one)")
-    parser.add_argument("--num-prompts", type=int, default=10)
-    parser.add_argument("--new-tokens", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up decodes per mode")
+    parser.add_argument("--prompts-file", default=str(DEFAULT_PROMPTS), metavar="PATH",
+                        dest="prompts", help="prompts file, one a line (default: the shipped one)")
+    parser.add_argument("--prompts", "--num-prompts", type=int, default=10, metavar="N",
+                        dest="num_prompts",
+                        help="how many prompts to decode, the first N of --prompts-file "
+                             "(default 10)")
+    parser.add_argument("--new-tokens", type=int, default=100, metavar="N",
+                        help="new tokens per prompt (default 100)")
+    parser.add_argument("--warmup", type=int, default=2, metavar="N",
+                        help="untimed warm-up decodes per mode (default 2)")
     parser.add_argument("--instrumented-prompts", type=int, default=3, metavar="K",
                         help="run the instrumented TP pass (all-reduce timing) on the first K "
                              "prompts (default 3: on this CPU a gloo all-reduce costs ~1 ms and a "
                              "token does 14, so a second pass over every prompt would double the "
                              "TP phase; results.json says which prompts were instrumented)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
-    parser.add_argument("--sweep-max-bytes", type=int, default=4 << 20, metavar="BYTES")
+    parser.add_argument("--sweep-max-bytes", type=int, default=4 << 20, metavar="BYTES",
+                        help="largest all-reduce message of the sweep (default 4 MiB)")
     parser.add_argument("--comm", default="gloo", choices=("gloo", "shm", "both"),
                         help="transport of the TP collectives: gloo (default), shm (shared "
                              "memory) or both (shm's figures, with gloo's from the same run "

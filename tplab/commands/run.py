@@ -22,12 +22,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_lab_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print the event stream as JSON lines (one event a line) instead")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also show other libraries' log lines (the runpod SDK, asyncssh, "
+                             "matplotlib) on stderr; without it tplab prints only its own lines")
+
+
+def quiet_third_party_logs(verbose: bool = False) -> None:
+    """Only tplab's own lines reach the terminal: other libraries log through ``logging`` (the
+    runpod SDK even installs an INFO handler on the root logger when imported, which is how
+    matplotlib's "generated new fontManager" reached the output), and their Python warnings
+    are routed there too. A handler on the root logger first makes the SDK's ``basicConfig``
+    a no-op; ``--verbose`` makes it a stderr handler at INFO instead of a silent one."""
+    import logging
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    if verbose:
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+        root.setLevel(logging.INFO)
+    else:
+        handler = logging.NullHandler()
+    root.addHandler(handler)
+    logging.captureWarnings(True)
 
 
 def main(args: argparse.Namespace) -> int:
     import asyncio
+    from tplab.lab.faces.startcheck import refusal
     from tplab.lab.options import config_from_args
+    quiet_third_party_logs(args.verbose)
     config = config_from_args(args)
+    refused = refusal(config)
+    if refused:  # nothing exists yet: one sentence, no lab folder
+        print(f"tplab: {refused}", file=sys.stderr)
+        return 2
     if not config.mock and not args.yes:
         if not sys.stdin.isatty():
             print("tplab: a real lab spends real money; pass --yes to run it without a prompt "
@@ -136,6 +165,18 @@ async def run_lab(config, as_json: bool = False, out=None) -> int:
     if view is not None:
         output.write("\n" + view.table(lab.summary()) + "\n")
         output.flush()
-    if outcome.exit_code != 0:
-        _say(f"tplab: {outcome.status}: {outcome.reason}")
+    if outcome.exit_code != 0 and (as_json or not _same_terminal(output.out, sys.stderr)):
+        _say(f"tplab: {outcome.status}: {outcome.reason}")  # the done line said it already
     return outcome.exit_code
+
+
+def _same_terminal(a, b) -> bool:
+    """Whether two streams write to the same terminal (then one line saying it is enough)."""
+    import os
+    try:
+        if not (a.isatty() and b.isatty()):
+            return False
+        sa, sb = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (sa.st_rdev, sa.st_ino) == (sb.st_rdev, sb.st_ino)

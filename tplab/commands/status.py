@@ -1,5 +1,9 @@
 """`tplab status`: tplab's live pods (the provider's list plus instance.json records) and their
-cost so far, so a pod left by a crashed client is found and can be terminated."""
+cost so far, so a pod left by a crashed client is found and can be terminated.
+
+With ``--mock`` (and no ``--api-url``) it asks every mock cloud running on this machine (found
+through ``tplab.mock_clouds``), so a mock lab running in another terminal shows its pod here.
+"""
 
 from __future__ import annotations
 
@@ -7,32 +11,59 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 HELP = "list tplab's live pods and what they have cost so far"
+#: a mock lab's pod whose mock cloud is no longer running ended with it
+ENDED_WITH_MOCK = "ENDED (its mock cloud stopped)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mock", action="store_true", help="the mock cloud's pods and records")
+    parser.add_argument("--mock", action="store_true",
+                        help="the mock clouds running on this machine (their pods and records)")
     parser.add_argument("--api-url", metavar="URL", default=None,
-                        help="a running (mock) cloud API (key from RUNPOD_API_KEY)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+                        help="ask the (mock) cloud API at URL instead; its key comes from "
+                             "RUNPOD_API_KEY")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def mock_providers() -> list[tuple[Any, Any]]:
+    """(record, provider) for every mock cloud running on this machine."""
+    from tplab import mock_clouds
+    from tplab.lab.providers import provider_for
+    return [(rec, provider_for(rec.api_key, rec.api_url)) for rec in mock_clouds.running()]
 
 
 def gather(mock: bool, api_url: str | None) -> list[dict]:
     """One row per live pod: id, name, state, $/h, uptime, cost so far, where it was found."""
-    from tplab.lab import instances, leftovers
+    from tplab.lab import leftovers
     from tplab.lab.providers import cli_provider
+    if mock and not api_url:
+        return _gather_mocks()
     provider = cli_provider(mock, api_url)
-    if provider is not None:
-        return [_row(p.info, p.record, p.found_in) for p in leftovers.live_pods(provider, mock)]
-    return [{"pod_id": rec.pod_id, "name": rec.pod_name,
-             "state": "UNKNOWN (no mock cloud running)", "usd_per_hr": rec.usd_per_hr,
-             "uptime_s": None, "cost_so_far_usd": None, "lab_id": rec.lab_id,
-             "found_in": "instance.json"}
-            for rec in instances.open_records(mock) if rec.pod_id]
+    assert provider is not None
+    return [_row(p.info, p.record, p.found_in, api_url)
+            for p in leftovers.live_pods(provider, mock)]
 
 
-def _row(pod, rec, found_in: str) -> dict:
+def _gather_mocks() -> list[dict]:
+    """Pods of every running mock cloud, and open mock records whose cloud has stopped."""
+    from tplab.cloud.base import GONE_STATES
+    from tplab.lab import instances
+    records = {r.pod_id: r for r in instances.open_records(True) if r.pod_id}
+    rows: list[dict] = []
+    for cloud, provider in mock_providers():
+        for pod in provider.list_pods():
+            if pod.state.upper() not in GONE_STATES:
+                rows.append(_row(pod, records.pop(pod.id, None), "mock cloud", cloud.api_url))
+    for rec in records.values():  # a mock pod cannot outlive its mock cloud
+        rows.append({"pod_id": rec.pod_id, "name": rec.pod_name, "state": ENDED_WITH_MOCK,
+                     "usd_per_hr": rec.usd_per_hr, "uptime_s": None, "cost_so_far_usd": None,
+                     "lab_id": rec.lab_id, "found_in": "instance.json", "cloud": None})
+    return rows
+
+
+def _row(pod, rec, found_in: str, cloud: str | None = None) -> dict:
     rate = pod.usd_per_hr if pod.usd_per_hr is not None else (rec.usd_per_hr if rec else None)
     up = pod.uptime_s
     if up is None and rec is not None and rec.created_at:
@@ -40,7 +71,28 @@ def _row(pod, rec, found_in: str) -> dict:
     cost = rate * up / 3600.0 if (rate is not None and up is not None) else None
     return {"pod_id": pod.id, "name": pod.name, "state": pod.state, "usd_per_hr": rate,
             "uptime_s": up, "cost_so_far_usd": cost, "lab_id": rec.lab_id if rec else None,
-            "found_in": found_in}
+            "found_in": found_in, "cloud": cloud}
+
+
+def table(rows: list[dict], mock: bool) -> str:
+    """The rows as aligned columns (widths from the content)."""
+    head = ("POD", "STATE", "$/h", "UPTIME", "COST", "LAB") + (("CLOUD",) if mock else ())
+    cells = []
+    for r in rows:
+        up = r["uptime_s"]
+        cells.append((
+            r["pod_id"] or "?", r["state"],
+            f"{r['usd_per_hr']:.3f}" if r["usd_per_hr"] is not None else "?",
+            f"{up // 60:.0f}m{up % 60:02.0f}s" if up is not None else "?",
+            f"${r['cost_so_far_usd']:.4f}" if r["cost_so_far_usd"] is not None else "?",
+            r["lab_id"] or "-") + ((r.get("cloud") or "-",) if mock else ()))
+    widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
+    right = {2, 3, 4}
+    lines = []
+    for c in [head, *cells]:
+        lines.append("  ".join(str(v).rjust(w) if i in right else str(v).ljust(w)
+                               for i, (v, w) in enumerate(zip(c, widths))).rstrip())
+    return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -55,16 +107,16 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("No live tplab pods.")
+        print("No live tplab pods." + ("" if not mock or args.api_url else
+                                       " (No mock cloud is running on this machine.)"
+                                       if not mock_providers() else ""))
         return 0
-    print(f"{'POD':<20} {'STATE':<10} {'$/h':>7} {'UPTIME':>9} {'COST':>9}  LAB")
-    for r in rows:
-        rate = f"{r['usd_per_hr']:.3f}" if r["usd_per_hr"] is not None else "?"
-        up = f"{r['uptime_s']:.0f}s" if r["uptime_s"] is not None else "?"
-        cost = f"${r['cost_so_far_usd']:.4f}" if r["cost_so_far_usd"] is not None else "?"
-        print(f"{r['pod_id']:<20} {r['state']:<10} {rate:>7} {up:>9} {cost:>9}  "
-              f"{r['lab_id'] or '-'}")
-    ids = " ".join(r["pod_id"] for r in rows)
-    print(f"\nTerminate with: tplab terminate {ids}{' --mock' if mock else ''}"
-          f"{' --api-url ' + args.api_url if args.api_url else ''}")
+    print(table(rows, mock))
+    live = [r["pod_id"] for r in rows if r["state"] != ENDED_WITH_MOCK]
+    if any(r["state"] == ENDED_WITH_MOCK for r in rows):
+        print(f"\n{ENDED_WITH_MOCK}: a mock pod lives only as long as its mock cloud; the lab "
+              "that made it was not there to close its record.")
+    if live:
+        print(f"\nTerminate with: tplab terminate {' '.join(live)}{' --mock' if mock else ''}"
+              f"{' --api-url ' + args.api_url if args.api_url else ''}")
     return 0

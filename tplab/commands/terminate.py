@@ -12,11 +12,25 @@ HELP = "terminate tplab pods (by id, or --all) and verify they are gone"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pod_ids", nargs="*", metavar="ID", help="pod id(s) to terminate")
     parser.add_argument("--all", action="store_true", help="every live tplab pod")
-    parser.add_argument("--mock", action="store_true", help="the mock cloud's pods")
+    parser.add_argument("--mock", action="store_true",
+                        help="the pods of the mock clouds running on this machine")
     parser.add_argument("--api-url", metavar="URL", default=None,
-                        help="a running (mock) cloud API (key from RUNPOD_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds to wait for the provider to show each pod gone")
+                        help="ask the (mock) cloud API at URL instead; its key comes from "
+                             "RUNPOD_API_KEY")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="seconds to wait for the provider to show each pod gone "
+                             "(default 60)")
+
+
+def _mock_targets() -> tuple[list, dict]:
+    """The providers of the mock clouds running on this machine, and which one lists each live
+    pod (so `tplab terminate ID --mock` reaches a mock lab running in another terminal)."""
+    from tplab.cloud.base import GONE_STATES
+    from tplab.commands.status import mock_providers
+    providers = [provider for _, provider in mock_providers()]
+    by_pod = {pod.id: provider for provider in providers for pod in provider.list_pods()
+              if pod.state.upper() not in GONE_STATES}
+    return providers, by_pod
 
 
 def main(args: argparse.Namespace) -> int:
@@ -30,18 +44,26 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        provider = cli_provider(args.mock, args.api_url)
-        if provider is None:
-            if not args.pod_ids:
-                print("No live tplab pods (no mock cloud is running; mock pods live only as "
-                      "long as their mock cloud).")
-                return 0
-            print("tplab terminate: no mock cloud is running, so no mock pod is alive; pass "
-                  "--api-url to reach a running one.", file=sys.stderr)
-            return 1
-        ids = list(args.pod_ids)
-        if args.all:
-            ids += [r["pod_id"] for r in gather(args.mock, args.api_url) if r["pod_id"] not in ids]
+        if args.mock and not args.api_url:  # the mock clouds running on this machine
+            providers, by_pod = _mock_targets()
+            if not providers:
+                if not args.pod_ids:
+                    print("No live tplab pods (no mock cloud is running; mock pods live only "
+                          "as long as their mock cloud).")
+                    return 0
+                print("tplab terminate: no mock cloud is running on this machine, so no mock "
+                      "pod is alive.", file=sys.stderr)
+                return 1
+            ids = list(args.pod_ids) + ([p for p in by_pod if p not in args.pod_ids]
+                                        if args.all else [])
+            pick = lambda pod_id: by_pod.get(pod_id, providers[0])  # noqa: E731
+        else:
+            provider = cli_provider(args.mock, args.api_url)
+            ids = list(args.pod_ids)
+            if args.all:
+                ids += [r["pod_id"] for r in gather(args.mock, args.api_url)
+                        if r["pod_id"] not in ids]
+            pick = lambda pod_id: provider  # noqa: E731
     except ProviderError as exc:
         print(f"tplab terminate: {exc}", file=sys.stderr)
         return 1
@@ -50,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     failed = 0
     for pod_id in ids:  # one pod's failure never stops the others
         try:
-            ended = asyncio.run(end_pod(provider, pod_id, args.mock, args.timeout))
+            ended = asyncio.run(end_pod(pick(pod_id), pod_id, args.mock, args.timeout))
         except Exception as exc:  # noqa: BLE001 - reported, and the next pod still goes
             failed += 1
             print(f"{pod_id}: could not be terminated ({exc}); check the provider console and "

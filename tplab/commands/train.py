@@ -14,7 +14,7 @@ HELP = "train MiniGPT-grammar on the CPU and write its checkpoint"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=None,
+    parser.add_argument("--save", dest="out", default=None, metavar="PATH",
                         help="checkpoint path to write (default: TPLAB_HOME/minigpt-grammar.pt; "
                              "pass assets/minigpt-grammar.pt to refresh the shipped one)")
     parser.add_argument("--steps", type=int, default=20000,
@@ -22,9 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minutes", type=float, default=7.5,
                         help="wall-clock budget of the training loop (default 7.5; the held-out evaluation "
                              "after it takes seconds). The shipped checkpoint: 7 minutes, 7160 steps on 2 cores")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="sequences per optimizer step (default 64)")
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed for the data and the initial weights (default 0)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     parser.add_argument("--n-layer", type=int, default=None, help="override the default number of layers")
     parser.add_argument("--device", default="cpu", help="torch device to train on (default cpu)")

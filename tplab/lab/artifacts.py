@@ -28,13 +28,18 @@ CURVE = "scaling-curve.png"
 PROOF_SVG = "proof-terminated.svg"
 
 
-def write_curve(pred: LabPrediction, out_dir: Path) -> Path:
+#: what a mock lab's curve says above the plot (its pods are processes on this CPU)
+MOCK_BANNER = "MOCK lab: local mock cloud, measured on this machine's CPU (gloo), not a GPU"
+
+
+def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
     """scaling-curve.png: the prediction's curves, the measured points (the d_model sweep's and
-    the lab's own), both crossovers."""
+    the lab's own), both crossovers (and, for a mock lab, MOCK above them)."""
     return scaling_plot.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
                                  measured=pred.measured, sweep=pred.sweep,
                                  measured_crossover=pred.measured_crossover,
-                                 measured_reason=pred.measured_reason)
+                                 measured_reason=pred.measured_reason,
+                                 banner=MOCK_BANNER if mock else None)
 
 
 def _store_calibration(pred: LabPrediction, path: Path) -> None:

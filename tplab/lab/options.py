@@ -24,6 +24,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -76,11 +86,13 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="dollars this lab may authorize (default: the budget config, $3)")
     g.add_argument("--phase-cap", type=_positive_float, default=None, metavar="USD",
                    help="the ledger's total cap (default: the budget config)")
-    g.add_argument("--prompts", type=_positive_int, default=10, metavar="N", dest="num_prompts",
-                   help="prompts to decode (default: 10)")
+    g.add_argument("--prompts", "--num-prompts", type=_positive_int, default=10, metavar="N",
+                   dest="num_prompts",
+                   help="how many prompts to decode, the first N of --prompts-file (default: 10)")
     g.add_argument("--new-tokens", type=_positive_int, default=100, metavar="N",
                    help="new tokens per prompt (default: 100)")
-    g.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up steps (default: 2)")
+    g.add_argument("--warmup", type=_non_negative_int, default=2, metavar="N",
+                   help="untimed warm-up decodes per mode before timing (default: 2)")
     g.add_argument("--instrumented-prompts", type=_positive_int, default=3, metavar="K",
                    help="time the all-reduces (a second, instrumented TP pass) on the first K "
                         "prompts (default: 3, as `tplab local`); latency always comes from the "
@@ -101,7 +113,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "carries the figures, gloo is measured alongside); GPU pods use NCCL")
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="where the artifacts go (default: TPLAB_HOME/labs/<lab id>)")
-    g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+    g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
                    help="checkpoint to upload (default: the shipped MiniGPT-grammar)")
     g.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
                    help="prompts to upload, one a line (default: the shipped prompts)")

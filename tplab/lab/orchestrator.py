@@ -355,7 +355,7 @@ class Lab:
         self._prediction = predict_lab(results, gpu_type=cfg.gpu_type, gpus=cfg.gpus,
                                        mock=cfg.mock, checkpoint=cfg.checkpoint)
         if results and self._prediction is not None:
-            artifacts.write_curve(self._prediction, self.out_dir)
+            artifacts.write_curve(self._prediction, self.out_dir, mock=cfg.mock)
             self.facts.add_artifact(artifacts.CURVE)
 
     def _write_manifest(self) -> Path:

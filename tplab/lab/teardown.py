@@ -142,6 +142,7 @@ def write_proof(ctx: LabContext) -> None:
     data = {
         "pod_id": pod.id,
         "provider": ctx.provider_name,
+        "mock": ctx.config.mock,
         "verified_gone": pod.verified_gone,
         "checked_at": proof.checked_at if proof else None,
         "listed": proof.listed if proof else None,

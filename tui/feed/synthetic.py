@@ -128,7 +128,7 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
                         return out
                     if o.until == "terminated":
                         L("log", level="warning", msg="terminate requested: user")
-                        return finish("FAILED", "terminated by the user")
+                        return finish("STOPPED", "stopped by the user (user)")
                     J("log", level="error", msg="Traceback (most recent call last): ...")
                     J("error", msg="CUDA error: an illegal memory access was encountered",
                       fatal=True)
@@ -278,16 +278,17 @@ class SyntheticLab:
             self._emit(ev)
             i += 1
         done = events[-1]
-        return SyntheticOutcome(status=done.get("status", "FAILED"), reason=done.get("reason", ""),
+        status = done.get("status", "FAILED")
+        return SyntheticOutcome(status=status, reason=done.get("reason", ""),
                                 out_dir=self.out_dir or done.get("out_dir"), pod_id="synth7x2k9q",
-                                verified_gone=True, exit_code=0 if done.get("status") == "COMPLETE"
-                                else 1)
+                                verified_gone=True,
+                                exit_code={"COMPLETE": 0, "STOPPED": 4}.get(status, 1))
 
     async def _run_flood(self) -> SyntheticOutcome:
         loop = asyncio.get_running_loop()
         # the load generator should cost little next to the app it loads: build a pool of
         # events once and cycle it (LabState does not look at seq)
-        pool = list(token_flood(n=4000, rate=self.flood_rate))
+        pool = await asyncio.to_thread(list, token_flood(n=4000, rate=self.flood_rate))
         start = loop.time()
         sent = 0
         while not self._terminate.is_set():
@@ -296,5 +297,5 @@ class SyntheticLab:
                 self._emit(pool[sent % len(pool)])
                 sent += 1
             await asyncio.sleep(0.01)
-        return SyntheticOutcome(status="FAILED", reason="terminated by the user",
-                                out_dir=self.out_dir, pod_id=None, verified_gone=True, exit_code=1)
+        return SyntheticOutcome(status="STOPPED", reason="stopped by the user (user)",
+                                out_dir=self.out_dir, pod_id=None, verified_gone=True, exit_code=4)

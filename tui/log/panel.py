@@ -1,47 +1,81 @@
-"""Log of lab phases, warnings and the pod's stderr: the most recent lines that fit.
+"""The Log panel: lab phases, warnings, the job's lines and the pod's stderr, filtered.
 
-Why not Textual's RichLog: every ``write`` changes a scrolling widget's virtual size, which
-makes Textual lay out and re-render the whole screen; with the pod's stderr streaming, that
-was the most expensive thing the dashboard did (and it made TERMINATE's first frame wait).
-LabState already keeps a bounded deque of lines, so this panel simply shows its tail, cropped
-to the panel's width, with a fixed size (no relayout). The complete stream is in the lab's
-``stream.jsonl``.
+A one-line filter bar (click a name, or press ``f`` to step through them) chooses what the
+scrolling view below shows: everything, the lab's own lines (orchestrator and dashboard), the
+job's events, the pod's stderr (its job.log, fetched when the lab ends), or only warnings and
+errors. Counts per filter are on the bar, so a warning hidden by the filter is still seen.
 """
 
 from __future__ import annotations
 
-import time
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
 
-from rich.text import Text
+from tplab.lab.faces.state import LOG_SOURCES, LabState, log_line_matches
+from tui.log.view import LogView
 
-from tplab.lab.faces.state import LabState, LogLine
-from tui.panel import StatePanel
-
-_LEVEL_STYLE = {"debug": "dim", "info": "", "warning": "yellow", "error": "bold red"}
-
-
-def format_line(line: LogLine) -> Text:
-    t = Text(time.strftime("%H:%M:%S ", time.gmtime(line.ts)), style="dim")
-    t.append(f"{line.src:<3} ", style="dim cyan")
-    t.append(line.text, style=_LEVEL_STYLE.get(line.level, ""))
-    return t
+GROUPS: tuple[str, ...] = tuple(LOG_SOURCES)
+TITLE = "Log · UTC · whole lines, scroll back"
 
 
-class LogPanel(StatePanel):
-    TITLE = "Log · phases and remote stderr (UTC)"
+class LogPanel(Vertical):
     DEFAULT_CSS = """
-    LogPanel { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
+    LogPanel { border: round $primary 60%; height: 1fr; width: 1fr; padding: 0 0 0 1; }
+    LogPanel > #log-filter { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def render_state(self, state: LabState) -> Text:
-        height = max(1, self.content_size.height or 20)
-        lines = list(state.log)[-height:]
-        out = Text(no_wrap=True, overflow="ellipsis")
-        for i, line in enumerate(lines):
-            if i:
-                out.append("\n")
-            out.append_text(format_line(line))
-        return out
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.view = LogView(id="log-view")
+        self.bar = Static(id="log-filter")
+        self._counted_seq = -1
+        self._counts: dict[str, int] = {}
+        self._bar_shown = ""
+
+    def compose(self) -> ComposeResult:
+        yield self.bar
+        yield self.view
+
+    def on_mount(self) -> None:
+        self.border_title = TITLE
+
+    @property
+    def group(self) -> str:
+        return self.view.group
+
+    def set_group(self, group: str) -> None:
+        self.view.set_group(group)
+        self._draw_bar()
+
+    def next_group(self) -> str:
+        group = GROUPS[(GROUPS.index(self.group) + 1) % len(GROUPS)]
+        self.set_group(group)
+        return group
+
+    def show(self, state: LabState) -> None:
+        if state.log_seq != self._counted_seq or not self._counts:
+            self._counted_seq = state.log_seq
+            lines = list(state.log)
+            self._counts = {g: sum(1 for ln in lines if log_line_matches(ln, g)) for g in GROUPS}
+            self._draw_bar()
+        self.view.show(state)
+
+    def _draw_bar(self) -> None:
+        parts = []
+        for g in GROUPS:
+            n = self._counts.get(g, 0)
+            label = f"{g} {n}"
+            if g == self.group:
+                parts.append(f"[b]▸[reverse]{label}[/reverse][/b]")
+            elif g == "problems" and n:
+                parts.append(f"[@click=app.log_filter('{g}')][b yellow u]{label}[/][/]")
+            else:
+                parts.append(f"[@click=app.log_filter('{g}')][u]{label}[/u][/]")
+        markup = " ".join(parts) + "  [dim]f: next[/dim]"
+        if markup != self._bar_shown:
+            self._bar_shown = markup
+            self.bar.update(markup)
 
     def reset(self) -> None:
-        self._shown = None
+        self._counted_seq = -1

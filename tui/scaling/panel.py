@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual_plotext.plot import Plot
 
@@ -18,6 +19,8 @@ from tplab.lab.faces.state import LabState
 from tui.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60
+#: d_model values the numbers view lists when the panel is too small to plot
+TABLE_D = (64, 256, 1024, 2048, 4096, 16384)
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,31 @@ class ScalingPanel(ThreadedPlot):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.border_title = "Scaling · predicted ms/token over d_model, ● this run"
+        self._titles()
         self._draw()
         if self.source is not None:
             self._compute(None)
+
+    def set_source(self, source: ScalingSource | None) -> None:
+        """Another lab's hardware (a past lab opened, a replay): recompute the curve."""
+        self.source = source
+        self.curve = None
+        self.reset()
+        if source is not None:
+            self._compute(None)
+
+    def _titles(self) -> None:
+        """The crossover in the border title (it never gets cut inside the chart), the
+        profile and the legend in the subtitle."""
+        c = self.curve
+        if c is None:
+            self.border_title = "Scaling · ms/token over d_model"
+            self.border_subtitle = self.problem or ""
+            return
+        cross = (f"crossover ≈{c.crossover:,.0f}" if c.crossover and D_LO <= c.crossover <= D_HI
+                 else "no crossover")
+        self.border_title = f"Scaling · {cross}"
+        self.border_subtitle = c.label + (" · ● this run" if self._point else "")
 
     def reset(self) -> None:
         self._calibrated = False
@@ -104,6 +128,7 @@ class ScalingPanel(ThreadedPlot):
         point = measured_point(state)
         if point != self._point:
             self._point = point
+            self._titles()
             self._draw()
         if point and not self._calibrated and self.source is not None:
             self._calibrated = True
@@ -132,6 +157,7 @@ class ScalingPanel(ThreadedPlot):
         if curve is not None or self.curve is None:
             self.curve = curve
         self.problem = problem
+        self._titles()
         self._draw()
 
     def _draw(self) -> None:
@@ -150,12 +176,30 @@ class ScalingPanel(ThreadedPlot):
             plt.plot(curve.d_models, curve.tp_ms, label="tp", color="magenta", marker="braille")
             if curve.crossover and D_LO <= curve.crossover <= D_HI:
                 plt.vline(curve.crossover, color="yellow")
-                plt.title(f"{curve.label}: crossover ≈{curve.crossover:,.0f}")
-            else:
-                plt.title(f"{curve.label}: no crossover")
         elif problem:
             plt.title(problem)
         if point is not None:
             d, s, t = point
             plt.scatter([d], [s], color="cyan", marker="●")
             plt.scatter([d], [t], color="magenta", marker="●")
+
+    def empty(self, spec) -> bool:
+        return spec[0] is None and spec[1] is None
+
+    def numbers(self, spec, width: int, height: int) -> Text:
+        curve, point, problem = spec
+        if curve is None:
+            if self.source is None:
+                return Text("no scaling model for this lab", style="dim")
+            return Text(problem or "computing the curve…", style="dim")
+        out = Text(f"{'d_model':>7}{'single':>9}{'tp':>9}", style="bold")
+        for d in TABLE_D:
+            i = min(range(len(curve.d_models)), key=lambda k: abs(curve.d_models[k] - d))
+            out.append(f"\n{curve.d_models[i]:>7,.0f}{curve.single_ms[i]:>9.3g}"
+                       f"{curve.tp_ms[i]:>9.3g}")
+        if point is not None:
+            d, s, t = point
+            out.append(f"\n● this run: d_model {d:,.0f}, single {s:.3g}, tp {t:.3g} ms",
+                       style="bold")
+        out.append("\n(too small to plot)", style="dim")
+        return out

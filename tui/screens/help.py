@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
+from rich.console import Console
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from rich.markdown import Markdown
@@ -16,27 +20,44 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 
 | key | does |
 |---|---|
-| `s` | start the lab (Start button) |
+| `s` | start the lab (Start button); in a replay: play it again |
 | `ctrl+t` / `t` | **TERMINATE** the pod: no confirmation, works in every state, once |
 | `q` / `ctrl+q` | quit; while a pod is alive: terminate and quit, leave it running, or cancel |
+| `1` `2` `3` `4` | the view switch: plot, scaling curve, log, figures (narrow and medium screens) |
+| `f` | the log's filter: all, lab, job, stderr (the pod's job.log), problems |
+| `l` | the Labs screen: every lab that ran; enter opens one here, `r` replays it |
+| `+` / `-` | a replay's speed: ×1, ×10, ×100, as fast as it draws |
 | `?` / `f1` | this help |
-| `ctrl+p` | command palette (start, terminate, help, screenshot, quit) |
-| `ctrl+s` | save an SVG screenshot next to the lab's manifest (or here) |
+| `ctrl+p` | command palette (start, terminate, labs, help, screenshot, quit) |
+| `ctrl+s` | save an SVG screenshot next to the lab shown (else in TPLAB_HOME/screenshots) |
 
-**Budget**: the cap, recorded spending, money held by open authorizations, what remains,
-and what this lab was authorized to spend.
+**Layouts**: 160 columns and more show every panel; from 100 columns the figures stay on the
+left and the lower right switches between the scaling curve and the log (2, 3); below that (or
+under 35 rows) a summary strip keeps the pod's state, the budget left, the latest ms/token and
+the phase on screen, TERMINATE stays at the bottom, and 1–4 switch the rest.
+
+**Budget**: the ledger's cap, recorded spending, money held by open authorizations, what
+remains (read from the ledger before any lab, and again after each), and this lab's cap and
+whether pre-flight would pass. The bar: █ spent, ▓ held, ░ left.
 
 **Instance**: provider, pod, GPUs, spot or on-demand, state and time in it, uptime, price,
-accrued dollars, time left before the cap, SSH endpoint and the watchdog heartbeat age.
+accrued dollars, time left before the cap, SSH endpoint and the watchdog heartbeat age. Before
+Start: what Start would rent and the cloud check's facts. **MOCK** marks a mock lab: its pod is
+a process on this machine and its dollars are simulated.
 
 **Live timings**: ms per token, single device vs TP; running p50/p99 (from a fixed-size
 histogram, ~1 % error) until the job's own summary replaces them; all-reduce ms per token;
-comm/compute; whether TP decoded exactly what the single device did.
+comm/compute; whether TP decoded exactly what the single device did. Too small to plot, a plot
+shows its numbers instead.
 
-**Scaling**: the latency model's single vs TP per-token time over d_model, the crossover,
-and this run's measured point.
+**Scaling**: the latency model's single vs TP per-token time over d_model, the crossover (in
+the title), and this run's measured point.
 
-When the lab ends the screen is saved as `proof-terminated.svg` next to the manifest.
+**Log**: whole lines, wrapped; scroll back with the mouse or the arrows once it has focus;
+`!` marks a warning, `✗` an error.
+
+When a lab ends the screen is saved as `proof-terminated.svg` next to the manifest. A replay
+(`tplab-tui --replay DIR`) or a lab opened from the Labs screen creates no pod and says so.
 """
 
 
@@ -52,7 +73,23 @@ class HelpScreen(Screen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close help")]
 
     def compose(self) -> ComposeResult:
-        # one Static holding rich's Markdown: opens at once even while the lab streams events
-        # (Textual's Markdown widget mounts a widget per block)
+        # one Static holding the help as Text, rendered from Markdown once: it opens at once
+        # even while a lab streams events (Textual's Markdown widget mounts a widget per block,
+        # and rich's Markdown lays itself out again on every render)
         with VerticalScroll():
-            yield Static(Markdown(HELP), id="help-text")
+            yield Static(help_text(), id="help-text")
+
+
+_RENDERED: Text | None = None
+
+
+def help_text(width: int = 92) -> Text:
+    """HELP (Markdown) as styled Text, rendered once per process."""
+    global _RENDERED
+    if _RENDERED is None:
+        console = Console(width=width, file=io.StringIO(), force_terminal=True,
+                          color_system="truecolor")
+        with console.capture() as capture:
+            console.print(Markdown(HELP))
+        _RENDERED = Text.from_ansi(capture.get())
+    return _RENDERED

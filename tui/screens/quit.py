@@ -32,14 +32,17 @@ class QuitScreen(ModalScreen[str]):
                 Binding("t", "choose('terminate')", "Terminate and quit"),
                 Binding("l", "choose('leave')", "Leave running")]
 
-    def __init__(self, pod: str | None) -> None:
+    def __init__(self, pod: str | None, note: str = "") -> None:
         super().__init__()
         self.pod = pod
+        self.mock_note = note
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"[b]A pod is alive[/b] ({self.pod or 'being created'}). "
                         "It costs money until it is terminated.")
+            if self.mock_note:
+                yield Label(f"[b]{self.mock_note}[/b]")
             with Horizontal():
                 yield Button("Terminate and quit (t)", id=TERMINATE_AND_QUIT, variant="error")
                 yield Button("Leave it running… (l)", id=LEAVE_RUNNING, variant="warning")
@@ -68,17 +71,23 @@ class ConfirmLeaveScreen(ModalScreen[bool]):
     BINDINGS = [Binding("escape", "answer(False)", "No"),
                 Binding("y", "answer(True)", "Yes, leave it running")]
 
-    def __init__(self, pod: str | None) -> None:
+    def __init__(self, pod: str | None, cloud_flags: str = "", note: str = "") -> None:
         super().__init__()
         self.pod = pod
+        self.cloud_flags = cloud_flags
+        self.mock_note = note
 
     def compose(self) -> ComposeResult:
+        pod = self.pod or "?"
         with Vertical():
-            yield Label(f"[b]Really leave pod {self.pod or '?'} running?[/b]\n"
+            yield Label(f"[b]Really leave pod {pod} running?[/b]\n"
                         "It keeps costing money. Its watchdog still guards it: the pod "
                         "terminates itself when the client heartbeat goes stale or the "
                         "wall-clock cap passes.\n"
-                        "See it with [b]tplab status[/b]; stop it with [b]tplab terminate[/b].")
+                        f"See it with [b]tplab status{self.cloud_flags}[/b]; stop it with "
+                        f"[b]tplab terminate {pod}{self.cloud_flags}[/b].")
+            if self.mock_note:
+                yield Label(f"[b]{self.mock_note}[/b]")
             with Horizontal():
                 yield Button("Yes, leave it running (y)", id="yes", variant="warning")
                 yield Button("No, go back (esc)", id="no", variant="primary")

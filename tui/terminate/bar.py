@@ -1,6 +1,6 @@
 """The action bar: Start, the lab's status line, and the big red TERMINATE button.
 
-TERMINATE is docked at the bottom of the main screen so it is always visible, and bound to a
+TERMINATE sits at the bottom of the main screen, above the key bar, in every layout, and bound to a
 key at app level with priority, so it works whatever has focus. It never asks for confirmation
 (the pod costs money while a dialog waits) and pressing it again does nothing extra: the app
 records the first request and ignores the rest. Its label follows the lab's own events:
@@ -39,11 +39,29 @@ class StartPressed(Message):
     """The user asked to start the lab."""
 
 
-def status_text(state: LabState, sweep: str | None = None) -> Text:
+#: how each ending reads: a stop by the user is not a failure, a stub is a result
+_DONE_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow",
+               "EDUCATIONAL_STUB": "bold yellow"}
+
+
+def status_text(state: LabState, sweep: str | None = None, mode: str = "live") -> Text:
     """One line: where the lab is, or how it ended."""
     t = Text()
+    if mode == "replay":
+        t.append(" REPLAY ", style="bold black on cyan")
+        t.append(" no pod: a recorded lab played back · ", style="dim")
+    elif mode == "past":
+        t.append(" PAST LAB ", style="bold black on cyan")
+        t.append(" ", style="dim")
+    if state.mock and mode == "live":
+        t.append(" MOCK ", style="bold black on yellow")
+        t.append(" ")
     if sweep:
         t.append(sweep, style="bold yellow")
+        return t
+    if state.starting and state.events == 0:
+        t.append("starting · ", style="dim")
+        t.append(state.starting, style="bold")
         return t
     if state.idle:
         t.append("idle · press ", style="dim")
@@ -51,8 +69,8 @@ def status_text(state: LabState, sweep: str | None = None) -> Text:
         t.append(" to start a lab", style="dim")
         return t
     if state.done:
-        ok = state.done_status == "COMPLETE"
-        t.append(state.done_status or "ENDED", style="bold green" if ok else "bold red")
+        t.append(state.done_status or "ENDED",
+                 style=_DONE_STYLE.get(state.done_status or "", "bold red"))
         if state.done_reason:
             t.append(f" · {state.done_reason}")
         if state.out_dir:
@@ -70,18 +88,24 @@ def status_text(state: LabState, sweep: str | None = None) -> Text:
 
 class ActionBar(Horizontal):
     DEFAULT_CSS = """
-    ActionBar { dock: bottom; height: 5; padding: 0 1; background: $panel; }
-    ActionBar #start { width: 14; height: 5; margin-right: 1; }
-    ActionBar #lab-status { width: 1fr; height: 5; content-align: left middle; }
-    ActionBar #terminate { width: 36; height: 5; text-style: bold; }
+    ActionBar { height: 3; padding: 0 1; background: $panel; }
+    ActionBar #start { width: 12; min-width: 8; height: 3; margin-right: 1; }
+    ActionBar #lab-status { width: 1fr; height: 3; content-align: left middle; }
+    ActionBar #terminate { width: 30; height: 3; text-style: bold; }
     ActionBar #terminate.-progress { background: $warning-darken-2; }
     ActionBar #terminate.-gone { background: $success-darken-2; }
     """
 
+    _status_shown: Text | None = None
+
     def compose(self) -> ComposeResult:
-        yield Button("Start", id="start", variant="success")
-        yield Static(id="lab-status")
-        yield Button(LABELS["idle"], id="terminate", variant="error")
+        # kept: the redraw timer reaches them even while the app is closing (no query)
+        self.start_button = Button("Start", id="start", variant="success")
+        self.status_line = Static(id="lab-status")
+        self.terminate_button = Button(LABELS["idle"], id="terminate", variant="error")
+        yield self.start_button
+        yield self.status_line
+        yield self.terminate_button
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -91,20 +115,28 @@ class ActionBar(Horizontal):
             self.post_message(StartPressed())
 
     def show(self, state: LabState, *, lab_active: bool, sweep: str | None = None,
-             sweeping: bool = False, sweep_done: bool = False) -> None:
+             sweeping: bool = False, sweep_done: bool = False, mode: str = "live",
+             start_label: str = "Start") -> None:
         status = state.terminate_status
         label = LABELS[status]
-        if sweeping:
+        if mode != "live":
+            label, status = "NO POD (recording)", "idle"
+        elif sweeping:
             label, status = "CHECKING FOR PODS…", "terminating"
         elif sweep_done and not lab_active:
             label, status = "NO POD ALIVE ✓", "gone"
-        btn = self.query_one("#terminate", Button)
+        btn = self.terminate_button
         if str(btn.label) != label:
             btn.label = label
         btn.set_class(status in ("requested", "terminating", "verifying"), "-progress")
         btn.set_class(status in ("gone", "no-pod"), "-gone")
-        start = self.query_one("#start", Button)
+        start = self.start_button
         if start.disabled != lab_active:
             start.disabled = lab_active
+        if str(start.label) != start_label:
+            start.label = start_label
         # fixed size (CSS): no relayout of the screen for a new status line
-        self.query_one("#lab-status", Static).update(status_text(state, sweep), layout=False)
+        text = status_text(state, sweep, mode)
+        if text != self._status_shown:
+            self._status_shown = text
+            self.status_line.update(text, layout=False)

@@ -54,6 +54,7 @@ def _cols(label: str, a: str, b: str) -> Text:
 
 class TimingsStats(StatePanel):
     TITLE = "Timings"
+    MAX_HZ = 4.0
 
     def render_state(self, state: LabState) -> Text:
         p = state.progress()

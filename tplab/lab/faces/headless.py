@@ -38,6 +38,7 @@ class HeadlessView:
         self._last_draw = 0.0
         self._last_pct_line = -1
         self._last_instance: tuple | None = None
+        self._done_said = False    # the ``done`` line (status and reason) was printed
 
     def set_plan(self, num_prompts: int, new_tokens: int, world_size: int) -> None:
         self.state.set_plan(num_prompts=num_prompts, new_tokens=new_tokens, world_size=world_size)
@@ -93,6 +94,7 @@ class HeadlessView:
             elif name == "done":
                 self._bar(force=True)
                 self._line(f"done: {ev.get('status')} — {ev.get('reason')}")
+                self._done_said = True
             else:
                 self._line(name + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else ""))
         elif t == "instance":
@@ -132,7 +134,8 @@ class HeadlessView:
         tp = res.get("tp_per_token_ms", s.timings["tp"].mean_ms)
         speedup = res.get("speedup") or ((single / tp) if single and tp else None)
         rows = [
-            ("status", f"{summary.get('status')} — {summary.get('reason')}"),
+            ("status", f"{summary.get('status')}" + ("" if self._done_said
+                                                      else f" — {summary.get('reason')}")),
             ("single per-token", _ms(single)),
             ("TP per-token", _ms(tp)),
             ("speedup (single/TP)", f"{speedup:.3f}x" if speedup else "-"),

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-from tplab.cloud.base import GONE_STATES
 from tplab.events import Event
+from tplab.lab.faces.fold import HANDLERS
+from tplab.lab.faces.records import (LOG_SOURCES, Budget, Cost, Instance, LogLine,  # noqa: F401
+                                     log_line_matches)
 from tplab.lab.faces.timings import LogHistogram, ModeTimings  # noqa: F401 - LogHistogram re-exported
 
 #: the orchestrator's phases, in order (``done`` ends a lab)
@@ -40,52 +42,8 @@ _POD_PHASES = frozenset({"create", "boot", "connect", "upload", "run", "fetch", 
                          "verify"})
 
 MODES: tuple[str, ...] = ("single", "tp")
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    seq: int      # running number of this line in the whole lab (not the event seq)
-    ts: float
-    src: str
-    level: str    # debug | info | warning | error
-    text: str
-
-
-@dataclass
-class Budget:
-    cap_usd: float | None = None
-    spent_usd: float | None = None
-    held_usd: float | None = None
-    remaining_usd: float | None = None
-    authorized_usd: float | None = None
-
-
-@dataclass
-class Instance:
-    pod_id: str | None = None
-    provider: str | None = None
-    gpu_type: str | None = None
-    gpu_count: int | None = None
-    spot: bool | None = None
-    state: str | None = None
-    state_since: float | None = None
-    usd_per_hr: float | None = None
-    ssh_host: str | None = None
-    ssh_port: int | None = None
-    uptime_s: float | None = None
-    uptime_ts: float | None = None
-
-    @property
-    def gone(self) -> bool:
-        return self.state is not None and self.state.upper() in GONE_STATES
-
-
-@dataclass
-class Cost:
-    accrued_usd: float | None = None
-    usd_per_hr: float | None = None
-    seconds_left: float | None = None
-    ts: float | None = None
+#: at most this many lines of the pod's job.log are added to the log (its tail)
+REMOTE_LINES = 400
 
 
 class LabState:
@@ -95,13 +53,16 @@ class LabState:
     types); unknown types are counted and otherwise ignored.
     """
 
-    def __init__(self, *, recent_tokens: int = 600, log_lines: int = 1000,
+    def __init__(self, *, recent_tokens: int = 600, log_lines: int = 2000,
                  clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self.rev = 0                   # bumped on every applied event: views skip equal revs
         self.events = 0
         self.unknown_events = 0
         # lab progress
+        self.starting: str | None = None   # set from Start until the lab's first event
+        self.mock: bool | None = None      # the lab runs on the local mock cloud
+        self.lab_id: str | None = None
         self.phase: str | None = None
         self.phase_since: float | None = None
         self.job_phase: str | None = None
@@ -146,8 +107,10 @@ class LabState:
 
     # ------------------------------------------------------------------ inputs
     def set_plan(self, *, num_prompts: int | None = None, new_tokens: int | None = None,
-                 world_size: int | None = None) -> None:
+                 world_size: int | None = None, mock: bool | None = None) -> None:
         """What the lab was configured to do (for "prompt i of N, token j of M")."""
+        if mock is not None:
+            self.mock = mock
         if num_prompts is not None:
             self.num_prompts = num_prompts
         if new_tokens is not None:
@@ -165,6 +128,51 @@ class LabState:
         self.rev += 1
         return True
 
+    def note_starting(self, text: str) -> None:
+        """The user pressed Start and the lab is being built: say so at once (the lab's first
+        event can be seconds away: imports, the mock cloud starting)."""
+        if self.events == 0:
+            self.starting = text
+            self._log(self.clock(), "ui", "info", text)
+            self.rev += 1
+
+    def set_ledger_budget(self, budget: Budget) -> None:
+        """The ledger's figures read directly (before a lab, or after one ended); a running
+        lab's own ``budget`` events replace them."""
+        if self.budget.source == "lab" and not self.done:
+            return
+        authorized = self.budget.authorized_usd
+        self.budget = replace(budget)  # a copy: the lab's events update it in place
+        if self.done:
+            self.budget.authorized_usd = authorized
+        self.rev += 1
+
+    def add_remote_lines(self, lines: Iterable[str], ts: float | None = None) -> int:
+        """Lines of the pod's job.log (torchrun's stdout and stderr), as the log's ``stderr``
+        source; a traceback's lines and lines that say error or warning are marked as such.
+        At most the last ``REMOTE_LINES``; returns how many were added."""
+        tail = list(lines)[-REMOTE_LINES:]
+        when = self.clock() if ts is None else ts
+        in_traceback = False
+        for text in tail:
+            low = text.lower()
+            if text.startswith("Traceback ("):
+                in_traceback, level = True, "error"
+            elif in_traceback:
+                level = "error"
+                if text and not text[0].isspace():  # the exception's own line ends it
+                    in_traceback = False
+            elif "error" in low or "exception" in low:
+                level = "error"
+            elif "warn" in low:
+                level = "warning"
+            else:
+                level = "info"
+            self._log(when, "stderr", level, text)
+        if tail:
+            self.rev += 1
+        return len(tail)
+
     def note(self, text: str, level: str = "info") -> None:
         """A line from the view itself (e.g. "left the pod running"), kept in the same log."""
         self._log(self.clock(), "ui", level, text)
@@ -177,7 +185,7 @@ class LabState:
     def apply(self, ev: Event) -> None:
         self.events += 1
         self.rev += 1
-        handler = _HANDLERS.get(ev.type)
+        handler = HANDLERS.get(ev.type)
         if handler is None:
             self.unknown_events += 1
             return
@@ -186,7 +194,7 @@ class LabState:
     # ------------------------------------------------------------------ derived
     @property
     def idle(self) -> bool:
-        return self.events == 0
+        return self.events == 0 and self.starting is None
 
     @property
     def running(self) -> bool:
@@ -281,200 +289,3 @@ class LabState:
     def _log(self, ts: float, src: str, level: str, text: str) -> None:
         self.log_seq += 1
         self.log.append(LogLine(self.log_seq, ts, src, level, text))
-
-
-# ---------------------------------------------------------------------- handlers
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _on_phase(s: LabState, ev: Event) -> None:
-    name = ev["name"]
-    if s.started_at is None:
-        s.started_at = ev.ts
-    for key in ("num_prompts", "new_tokens", "world_size", "d_model"):
-        v = ev.get(key)
-        if isinstance(v, int) and not isinstance(v, bool):
-            setattr(s, key, v)
-    if ev.src == "lab":
-        s.phase = name
-        s.phase_since = ev.ts
-        if name == "terminate":
-            s.terminate_seen = True
-        elif name == "verify":
-            s.terminate_seen = True
-            s.verify_seen = True
-        elif name == "done":
-            s.done = True
-            s.done_status = ev.get("status")
-            s.done_reason = ev.get("reason")
-            s.out_dir = ev.get("out_dir") or s.out_dir
-            s.manifest_path = ev.get("manifest") or s.manifest_path
-            if ev.get("verified_gone") is True and s.instance.pod_id is not None:
-                s.instance.state = "GONE"
-                s.instance.state_since = ev.ts
-        extra = ""
-        if name == "done":
-            extra = f" {s.done_status or ''}" + (f": {s.done_reason}" if s.done_reason else "")
-        s._log(ev.ts, ev.src, "info", f"phase {name}{extra}")
-    else:
-        s.job_phase = name
-        s._log(ev.ts, ev.src, "info", f"phase {name}")
-
-
-def _on_log(s: LabState, ev: Event) -> None:
-    s._log(ev.ts, ev.src, ev["level"], ev["msg"])
-
-
-def _on_token(s: LabState, ev: Event) -> None:
-    mode = ev["mode"]
-    t = s.timings.get(mode)
-    if t is None:
-        s.unknown_events += 1
-        return
-    t.add(float(ev["ms"]), float(ev["ar_ms"]))
-    s.last_token_mode = mode
-    t.prompt = ev["prompt"]
-    t.pos = ev["pos"]
-
-
-def _on_prompt_done(s: LabState, ev: Event) -> None:
-    mode = ev["mode"]
-    t = s.timings.get(mode)
-    if t is None:
-        return
-    t.prompts_done += 1
-    texts = s.prompt_texts[mode]
-    if len(texts) < 10_000:  # bounded: a lab has tens of prompts
-        texts[ev["prompt"]] = ev["text"]
-
-
-def _on_sweep(s: LabState, ev: Event) -> None:
-    s.sweeps += 1
-
-
-#: the fields of a measured sweep point the views use
-_SWEEP_FIELDS = ("d_model", "params", "single_ms", "tp_ms", "allreduce_ms", "outputs_match",
-                 "tokens")
-
-
-def _on_sweep_point(s: LabState, ev: Event) -> None:
-    d = ev["d_model"]
-    if ev["skipped"]:
-        s.sweep_skipped.append({"d_model": d, "reason": str(ev.get("reason", ""))})
-        s._log(ev.ts, ev.src, "info", f"d_model sweep: {d} skipped ({ev.get('reason', '')})")
-        return
-    point = {k: ev.get(k) for k in _SWEEP_FIELDS}
-    if not all(isinstance(point[k], (int, float)) for k in ("single_ms", "tp_ms")):
-        return
-    s.sweep_points = sorted([p for p in s.sweep_points if p["d_model"] != d] + [point],
-                            key=lambda p: p["d_model"])
-    s._log(ev.ts, ev.src, "info" if point["outputs_match"] else "error",
-           f"d_model sweep: {d}: single {point['single_ms']:.3f} ms, TP {point['tp_ms']:.3f} ms"
-           + ("" if point["outputs_match"] else ", TP output differs"))
-
-
-def _on_result(s: LabState, ev: Event) -> None:
-    res = ev["results"]
-    s.results = res
-    model = res.get("model") if isinstance(res.get("model"), dict) else {}
-    for key, v in (("d_model", model.get("d_model")), ("world_size", res.get("world_size"))):
-        if isinstance(v, int) and not isinstance(v, bool):
-            setattr(s, key, v)
-    match = res.get("outputs_match")
-    s._log(ev.ts, ev.src, "info" if match else "warning",
-           f"result: outputs_match={match} speedup={res.get('speedup')}")
-
-
-def _on_error(s: LabState, ev: Event) -> None:
-    msg = ev["msg"]
-    s.errors.append(msg)
-    if ev["fatal"]:
-        s.fatal_error = msg
-    s._log(ev.ts, ev.src, "error", ("fatal: " if ev["fatal"] else "") + msg)
-
-
-def _on_heartbeat(s: LabState, ev: Event) -> None:
-    if ev.src == "lab":
-        age = _num(ev.get("age_s"))
-        if age is not None:
-            s.heartbeat_age_s = age
-            s.heartbeat_ts = ev.ts
-    else:
-        s.job_heartbeat_ts = ev.ts
-
-
-def _on_cost(s: LabState, ev: Event) -> None:
-    c = s.cost
-    c.accrued_usd = float(ev["accrued_usd"])
-    c.usd_per_hr = float(ev["usd_per_hr"])
-    c.seconds_left = float(ev["seconds_left"])
-    c.ts = ev.ts
-
-
-def _on_budget(s: LabState, ev: Event) -> None:
-    b = s.budget
-    b.cap_usd = float(ev["cap_usd"])
-    b.spent_usd = float(ev["spent_usd"])
-    b.held_usd = float(ev["held_usd"])
-    b.remaining_usd = float(ev["remaining_usd"])
-    auth = _num(ev.get("authorized_usd"))
-    if auth is not None:
-        b.authorized_usd = auth
-
-
-def _on_instance(s: LabState, ev: Event) -> None:
-    inst = s.instance
-    state = ev["state"]
-    if state != inst.state:
-        inst.state = state
-        inst.state_since = ev.ts
-        s._log(ev.ts, ev.src, "info",
-               f"instance {ev.get('pod_id') or inst.pod_id or '?'} {state}")
-    for key in ("pod_id", "provider", "gpu_type", "ssh_host"):
-        v = ev.get(key)
-        if isinstance(v, str) and v:
-            setattr(inst, key, v)
-    for key in ("gpu_count", "ssh_port"):
-        v = ev.get(key)
-        if isinstance(v, int) and not isinstance(v, bool):
-            setattr(inst, key, v)
-    if isinstance(ev.get("spot"), bool):
-        inst.spot = ev.get("spot")
-    rate = _num(ev.get("usd_per_hr"))
-    if rate is not None:
-        inst.usd_per_hr = rate
-    up = _num(ev.get("uptime_s"))
-    if up is not None:
-        inst.uptime_s = up
-        inst.uptime_ts = ev.ts
-
-
-def _on_ssh(s: LabState, ev: Event) -> None:
-    if ev["state"] != s.ssh_state:
-        s.ssh_state = ev["state"]
-        s._log(ev.ts, ev.src, "warning" if ev["state"] == "dropped" else "info",
-               f"ssh {ev['state']}")
-
-
-def _on_warning(s: LabState, ev: Event) -> None:
-    s.warnings.append(ev["msg"])
-    s._log(ev.ts, ev.src, "warning", ev["msg"])
-
-
-_HANDLERS: dict[str, Callable[[LabState, Event], None]] = {
-    "phase": _on_phase,
-    "log": _on_log,
-    "token": _on_token,
-    "prompt_done": _on_prompt_done,
-    "sweep": _on_sweep,
-    "sweep_point": _on_sweep_point,
-    "result": _on_result,
-    "error": _on_error,
-    "heartbeat": _on_heartbeat,
-    "cost": _on_cost,
-    "budget": _on_budget,
-    "instance": _on_instance,
-    "ssh": _on_ssh,
-    "warning": _on_warning,
-}

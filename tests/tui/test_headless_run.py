@@ -1,0 +1,66 @@
+"""`tplab run`'s output is tplab's alone, and a start that cannot work is refused in one
+sentence, before any lab folder exists."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from tplab.cli import main
+from tplab.events import EventWriter
+from tplab.lab.faces.headless import HeadlessView
+
+_LOGS = r"""
+import logging, sys, warnings
+from tplab.commands.run import quiet_third_party_logs
+quiet_third_party_logs(verbose=sys.argv[1] == "verbose")
+# what the runpod SDK does when imported, then what matplotlib logs when it builds its font cache
+logging.basicConfig(level=logging.INFO, handlers=[logging.StreamHandler()])
+logging.getLogger("matplotlib.font_manager").info("generated new fontManager")
+warnings.warn("a third-party warning")
+print("tplab's own line")
+"""
+
+
+def _run_logs(mode: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _LOGS, mode], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_other_libraries_log_lines_are_shown_only_with_verbose():
+    quiet = _run_logs("quiet")
+    assert quiet.returncode == 0 and quiet.stdout == "tplab's own line\n" and quiet.stderr == ""
+    loud = _run_logs("verbose")
+    assert "generated new fontManager" in loud.stderr and "a third-party warning" in loud.stderr
+
+
+def test_run_without_a_key_says_so_once_and_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.runpod/config.toml either
+    assert main(["run", "--yes"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "No RunPod API key found" in err
+    home = tmp_path / "tplab-home"
+    assert not (home / "labs").exists() or list((home / "labs").iterdir()) == []
+
+
+def test_a_budget_that_fails_preflight_refuses_before_the_mock_cloud_starts(tmp_path, capsys):
+    home = tmp_path / "tplab-home"
+    (home / "mock").mkdir(parents=True)
+    (home / "mock" / "budget.toml").write_text("phase_cap_usd = 1.0\nlab_cap_usd = 1.0\n")
+    assert main(["run", "--mock"]) == 2
+    err = capsys.readouterr().err
+    assert "Budget pre-flight would fail" in err and "$1.50 needed" in err
+    assert not (home / "mock" / "labs").exists()
+    assert not (home / "mock" / "clouds").exists() or not list((home / "mock" / "clouds").iterdir())
+
+
+def test_the_failure_reason_is_printed_once():
+    out = io.StringIO()
+    view = HeadlessView(out, tty=False)
+    reason = "pods of earlier labs are still alive (x1)"
+    view.handle(EventWriter(src="lab").make("phase", name="done", status="FAILED",
+                                            reason=reason))
+    out.write(view.table({"status": "FAILED", "reason": reason, "pod_id": None,
+                          "actual_usd": None, "job_events": 0}))
+    assert out.getvalue().count(reason) == 1

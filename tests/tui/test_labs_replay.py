@@ -1,0 +1,120 @@
+"""Past labs: the Labs screen lists the lab folders and opens one in the same panels; a replay
+plays a finished lab's stream at a chosen speed and never has a pod."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tplab.lab.faces.past_labs import find_labs
+from tui.app import TplabApp, app_from_args
+from tui.feed.synthetic import ScriptOptions, lab_script
+from tui.labs.screen import LabsScreen
+from tui.replay.lab import ReplayLab, parse_speed
+
+from .helpers import wait_for
+
+N_PROMPTS, N_TOKENS = 2, 12
+
+
+def write_lab(folder: Path, *, mock: bool, status: str = "COMPLETE", until: str = "done",
+              start: str = "2026-11-30T10:00:00+00:00") -> Path:
+    """A lab folder as the orchestrator leaves it: the stream, the manifest, the results."""
+    folder.mkdir(parents=True)
+    events = lab_script(ScriptOptions(num_prompts=N_PROMPTS, new_tokens=N_TOKENS, until=until))
+    (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
+    result = next((e["results"] for e in events if e.type == "result"), None)
+    if result:
+        (folder / "results.json").write_text(json.dumps(result))
+    (folder / "manifest.json").write_text(json.dumps({
+        "instance_type": "2x NVIDIA GeForce RTX 4090 spot", "instance_id": "synth7x2k9q",
+        "start_ts": start, "status": status, "reason": "the lab completed", "mock": mock,
+        "speedup": result["speedup"] if result else None, "crossover_d_model": 1950.0,
+        "actual_cost_usd": 0.0123, "verified_gone": True, "world_size": 2,
+        "num_prompts": N_PROMPTS, "new_tokens": N_TOKENS,
+        "vendor": "mock RunPod (local)" if mock else "RunPod"}))
+    return folder
+
+
+def _home() -> Path:
+    return Path(os.environ["TPLAB_HOME"])
+
+
+def test_find_labs_reads_each_folder_and_says_what_is_wrong(tmp_path):
+    write_lab(_home() / "labs" / "real-1", mock=False, start="2026-11-29T10:00:00+00:00")
+    write_lab(_home() / "mock" / "labs" / "mock-1", mock=True)
+    extra = write_lab(tmp_path / "runs" / "lab02", mock=False, status="STOPPED", until="terminated",
+                      start="2026-11-28T10:00:00+00:00")
+    broken = tmp_path / "runs" / "broken"
+    broken.mkdir()
+    (broken / "manifest.json").write_text("{not json")
+    (broken / "stream.jsonl").write_text("")
+    from tplab.lab.faces.past_labs import default_roots
+    labs = find_labs(default_roots(), [tmp_path / "runs"])
+    by_id = {lab.lab_id: lab for lab in labs}
+    # newest first (a folder without a readable manifest or stream: by its own time)
+    assert [lab.lab_id for lab in labs if lab.lab_id != "broken"] == ["mock-1", "real-1", "lab02"]
+    assert by_id["mock-1"].mock and not by_id["real-1"].mock
+    assert by_id["lab02"].status == "STOPPED" and by_id["lab02"].path == extra.resolve()
+    assert by_id["real-1"].crossover_text == ">128 meas · ≈1,950 pred"
+    assert "manifest.json is unreadable" in by_id["broken"].problem
+
+
+async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
+    folder = write_lab(_home() / "mock" / "labs" / "mock-1", mock=True)
+    app = TplabApp(None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, LabsScreen) and app.screen.labs,
+                       what="the lab list")
+        detail = str(app.screen.query_one("#labs-detail-text").render())
+        assert "mock-1" in detail and "MOCK" in detail and "verified gone ✓" in detail
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.state.done and not app.lab_active, what="the lab")
+        s = app.state
+        assert app.mode == "past" and "PAST LAB" in app.title and "MOCK" in app.title
+        assert s.done_status == "COMPLETE" and s.instance.gone
+        assert s.timings["single"].count == N_PROMPTS * N_TOKENS
+        assert s.timings["tp"].count == N_PROMPTS * N_TOKENS
+        assert s.results and s.results["outputs_match"] is True
+        assert app.scaling_panel.source.mock  # the curve of that lab's hardware
+        await wait_for(pilot, lambda: app.scaling_panel.curve is not None, what="the curve")
+        assert app.action_bar.terminate_button.label.plain == "NO POD (recording)"
+        assert app.proof_path is None and not (folder / "proof-terminated.svg").exists()
+        await pilot.press("q")  # a recording has no pod: quit at once
+        await wait_for(pilot, lambda: not app.is_running, what="exit")
+
+
+async def test_replay_plays_to_the_labs_end_at_the_chosen_speed_and_has_no_pod(tmp_path):
+    folder = write_lab(tmp_path / "lab", mock=False, until="terminated", status="STOPPED")
+    app = app_from_args(["--replay", str(folder), "--speed", "max"])
+    assert app.replay_speed == 0 and app.autostart and not app.save_proof
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.outcome is not None, what="the replay's end")
+        assert "REPLAY" in app.title and "no pod" in app.title
+        assert app.state.done_status == "STOPPED" and app.exit_code() == 0
+        await pilot.press("ctrl+t")  # nothing to terminate: it says so, nothing is swept
+        assert app.sweep_factory is None and not app._sweeping
+        await pilot.press("plus")  # the speed keys
+        assert "×1" not in app.title
+        await pilot.press("minus", "minus")
+        assert "×10 " in app.title
+        await pilot.press("s")  # again
+        await wait_for(pilot, lambda: app.lab_active, what="the second replay")
+        assert app.lab.speed == 10.0
+
+
+async def test_replay_speed_and_clock():
+    assert parse_speed("x10") == 10.0 and parse_speed("max") == 0 and parse_speed("1") == 1.0
+    lab = ReplayLab(Path("/nonexistent"), speed=10)
+    lab.speed = 0
+    assert lab.speed == 0
+
+
+def test_replay_refuses_a_folder_without_a_stream(tmp_path, capsys):
+    import pytest
+    with pytest.raises(SystemExit) as exc:
+        app_from_args(["--replay", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "has no stream.jsonl to replay" in capsys.readouterr().err

@@ -1,0 +1,31 @@
+"""Refuse a start that cannot work, before anything exists: one sentence, no lab folder.
+
+Why in the faces: ``tplab run`` and the dashboard's Start both build a ``Lab``, which makes its
+folder and writes a FAILED manifest even when it could never have begun (no API key, a missing
+input file, a budget that fails pre-flight). Those are the user's to fix, not a lab's history;
+this checks them first, from local facts only (no network, no torch), and the lab's own
+pre-flight still checks them again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def refusal(config: Any) -> str | None:
+    """One sentence saying why a lab with ``config`` (a ``LabConfig``) would be refused before
+    it creates anything, or None."""
+    for path, what in ((config.checkpoint, "checkpoint"), (config.prompts, "prompts file")):
+        if not Path(path).is_file():
+            return f"The {what} {path} does not exist; pass an existing file. Nothing was created."
+    if config.mock and config.api_url and not os.environ.get("RUNPOD_API_KEY", "").strip():
+        return ("--api-url needs that cloud's API key in RUNPOD_API_KEY. Nothing was created.")
+    if not config.mock:
+        from tplab.cloud.keys import NO_KEY, load_api_key
+        if not load_api_key():
+            return NO_KEY + " Or use --mock to run against the local mock cloud."
+    from tplab.lab.faces.ledger_view import preflight_sentence, read_ledger_budget
+    return preflight_sentence(read_ledger_budget(config.mock, config.lab_cap_usd,
+                                                 config.phase_cap_usd))

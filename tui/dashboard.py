@@ -1,0 +1,389 @@
+"""`tplab-tui`'s App: the panels, the layout for the terminal's size, and the redraw timer.
+
+How it is wired (and why):
+
+* The app holds no lab logic. Its lab side (``tui/lab_runner.py``: Start, the worker that
+  builds and follows a lab, the end of a lab), TERMINATE (``tui/terminate/control.py``) and
+  quitting (``tui/screens/quit_flow.py``) are mixins grouped by feature; the panels live in
+  their feature packages (budget, instance, timings, scaling, log, labs, replay, layout).
+* Events are folded into a ``LabState`` as they arrive; the panels redraw from it on a timer
+  (``refresh_hz``, 4–30 Hz), never once per event, so thousands of token events a second cost
+  ten redraws a second and a key press is answered at once.
+* The layout follows the terminal's size (``tui/layout/sizes.py``): wide, medium or narrow, by
+  CSS classes on the screen; a narrow screen keeps a summary strip and TERMINATE on screen and
+  switches the rest with keys 1–4.
+* The budget is read from the ledger before the first frame (standard library only, no torch),
+  and again after each lab.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from textual import events, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Header
+
+from tplab.lab.faces.records import Budget
+from tplab.lab.faces.state import LabState
+from tui.budget.panel import BudgetPanel
+from tui.commands import LabCommands
+from tui.instance.panel import InstancePanel
+from tui.lab_port import LabFactory, LabPort
+from tui.lab_runner import LIVE, PAST, PROOF_NAME, REPLAY, LabRunner  # noqa: F401
+from tui.layout.sizes import VIEWS, WIDE, effective_view, layout_for, switchable
+from tui.layout.summary import SummaryStrip
+from tui.layout.viewbar import ViewBar
+from tui.log.panel import LogPanel
+from tui.precheck import Precheck
+from tui.replay.lab import SPEEDS, speed_name
+from tui.scaling.panel import ScalingPanel, ScalingSource
+from tui.screens.quit_flow import QuitFlow
+from tui.terminate.bar import ActionBar
+from tui.terminate.control import TerminateControl
+from tui.timings.plot import TokenPlot
+from tui.timings.stats import TimingsStats
+
+MIN_HZ, MAX_HZ = 4.0, 30.0
+#: after a key press or a click, the dense panels wait this long (see ``input_quiet``)
+INPUT_QUIET_S = 0.25
+
+
+class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
+    """The dashboard. ``lab_factory`` builds the lab on Start (None: nothing to start);
+    ``replay_dir`` makes it a replay of that finished lab instead (no pod, ever)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tplab"
+    SUB_TITLE = "tensor-parallel inference lab"
+    COMMANDS = App.COMMANDS | {LabCommands}
+    BINDINGS = [
+        Binding("ctrl+t", "terminate", "TERMINATE", priority=True),
+        Binding("t", "terminate", "Terminate", show=False),
+        Binding("s", "start", "Start"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("l", "labs", "Labs"),
+        Binding("1", "view('plot')", "Plot", show=False),
+        Binding("2", "view('scaling')", "Scaling", show=False),
+        Binding("3", "view('log')", "Log", show=False),
+        Binding("4", "view('figures')", "Figures", show=False),
+        Binding("f", "log_filter", "Log filter", show=False),
+        Binding("plus", "speed(1)", "Faster", show=False),
+        Binding("minus", "speed(-1)", "Slower", show=False),
+        Binding("ctrl+s", "screenshot", "Screenshot", show=False),
+    ]
+
+    def __init__(self, lab_factory: LabFactory | None = None, *, start: bool = False,
+                 plan: dict[str, Any] | None = None, clock: Callable[[], float] = time.time,
+                 refresh_hz: float = 10.0, scaling: ScalingSource | None = None,
+                 save_proof: bool = True, sweep_factory: Callable[[], Any] | None = None,
+                 mock: bool = False, api_url: str | None = None,
+                 ledger: Callable[[], Budget] | None = None, precheck: Precheck | None = None,
+                 lab_dirs: Iterable[Path] = (), replay_dir: Path | None = None,
+                 replay_speed: float = 10.0, screenshots_dir: Path | None = None) -> None:
+        super().__init__()
+        if not MIN_HZ <= refresh_hz <= MAX_HZ:
+            raise ValueError(f"refresh_hz must be between {MIN_HZ} and {MAX_HZ}")
+        self.lab_factory = lab_factory
+        self.sweep_factory = sweep_factory
+        self.autostart = start
+        self.plan = plan or {}
+        self.clock = clock
+        self.refresh_hz = refresh_hz
+        self.scaling = scaling
+        self.save_proof = save_proof
+        self.mock = mock
+        self.api_url = api_url
+        self.ledger = ledger
+        self.ledger_budget: Budget | None = None
+        self.precheck = precheck
+        self.lab_dirs = list(lab_dirs)
+        self.replay_dir = replay_dir
+        self.replay_speed = replay_speed
+        self.screenshots_dir = screenshots_dir
+        self.mode = REPLAY if replay_dir is not None else LIVE
+        self.shown_lab: Any = None
+        self.state = self._new_state()
+        self.lab: LabPort | None = None
+        self.lab_active = False
+        self.outcome: Any = None
+        self.lab_error: str | None = None
+        self.notice: str | None = None
+        self.proof_path: Path | None = None
+        self.view = "plot"
+        self.layout_name = WIDE
+        self._quit_after_lab = False
+        self._left_running = False
+        self._sweep: str | None = None
+        self._sweep_done = False
+        self._sweeping = False
+        self._drawn_rev = -1
+        self._last_tick = 0.0
+        self._input_at = 0.0
+        self.redraws = 0
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        # references kept: the redraw must reach them while another screen is on top
+        self.summary = SummaryStrip(id="summary")
+        self.view_bar = ViewBar(id="views")
+        self.budget_panel = BudgetPanel(id="budget")
+        self.instance_panel = InstancePanel(id="instance")
+        self.timings_panel = TimingsStats(id="timings")
+        self.token_plot = TokenPlot(id="plot")
+        self.scaling_panel = ScalingPanel(self.scaling, id="scaling")
+        self.log_panel = LogPanel(id="log")
+        self.action_bar = ActionBar(id="actions")
+        plan = self._plan_text()
+        self.summary.plan_text = self.instance_panel.plan_text = plan
+        yield self.summary
+        yield self.view_bar
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield self.budget_panel
+                yield self.instance_panel
+                yield self.timings_panel
+            with Vertical(id="right"):
+                yield self.token_plot
+                with Horizontal(id="lower"):
+                    yield self.scaling_panel
+                    yield self.log_panel
+        yield self.action_bar
+        yield Footer()
+
+    def _plan_text(self) -> str:
+        gpu, n = self.plan.get("gpu_type"), self.plan.get("world_size")
+        if not gpu:
+            return ""
+        kind = "on-demand" if self.plan.get("spot") is False else "spot"
+        return f"{gpu} × {n or 2} · {kind}"
+
+    def on_mount(self) -> None:
+        # The plots are built in worker threads (tui/plot.py). With CPython's default 5 ms GIL
+        # switch interval, every time the UI loop releases the GIL (each select) a busy plot
+        # thread keeps it up to 5 ms: tens of such waits per frame add up to a sluggish key
+        # press. 1 ms hands it back sooner; restored when the app unmounts.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, 0.001))
+        self.refresh_budget()  # before the first frame: the budget is there from the start
+        self._apply_layout(self.size.width, self.size.height)
+        self.set_interval(1.0 / self.refresh_hz, self.redraw)
+        self.redraw(force=True)
+        self._install_stop_signals()
+        if self.mode == LIVE:
+            self.call_after_refresh(self.start_precheck)
+        self.call_after_refresh(self._warm_help)
+        if self.autostart:
+            self.call_after_refresh(self.action_start)
+
+    def on_unmount(self) -> None:
+        sys.setswitchinterval(self._switch_interval)
+
+    def on_resize(self, event) -> None:
+        self._apply_layout(event.size.width, event.size.height)
+
+    def _apply_layout(self, width: int, height: int) -> None:
+        layout = layout_for(width, height)
+        view = effective_view(layout, self.view)
+        screen = self.screen_stack[0] if self.screen_stack else self.screen
+        for name in ("wide", "medium", "narrow"):
+            screen.set_class(name == layout, f"-{name}")
+        for v, _ in VIEWS:
+            screen.set_class(v == view, f"-view-{v}")
+        screen.set_class(self._mock_now(), "-mock")
+        screen.set_class(self.mode != LIVE, "-replay")
+        self.layout_name = layout
+        extra = "lower right" if layout == "medium" else ""
+        if self.mode == REPLAY:
+            extra += f"  +/-: speed ({speed_name(self._speed())})"
+        self.view_bar.show(switchable(layout), view, extra.strip())
+
+    def action_view(self, view: str) -> None:
+        """Keys 1–4 (and clicks on the switch): show that view where the layout switches."""
+        if view not in dict(VIEWS):
+            return
+        self.view = view
+        self._apply_layout(self.size.width, self.size.height)
+
+    def action_log_filter(self, group: str | None = None) -> None:
+        """``f`` steps through the log's filters; a click on the filter bar picks one."""
+        if group is None:
+            group = self.log_panel.next_group()
+        else:
+            self.log_panel.set_group(group)
+        if self.layout_name != WIDE and effective_view(self.layout_name, self.view) != "log":
+            self.action_view("log")
+        self.notify(f"log: {group}", timeout=1.5)
+
+    def _speed(self) -> float:
+        lab_speed = getattr(self.lab, "speed", None) if self.mode == REPLAY else None
+        return self.replay_speed if lab_speed is None else lab_speed
+
+    def action_speed(self, step: int) -> None:
+        """+ / -: the replay's speed (×1, ×10, ×100, as fast as it draws)."""
+        if self.mode != REPLAY:
+            self.notify("+/- change the speed of a replay (tplab-tui --replay DIR).")
+            return
+        order = list(SPEEDS)
+        current = self._speed()
+        i = order.index(current) if current in order else 1
+        speed = order[max(0, min(len(order) - 1, i + step))]
+        self.replay_speed = speed
+        if self.lab is not None and hasattr(self.lab, "speed"):
+            self.lab.speed = speed
+        self._apply_layout(self.size.width, self.size.height)
+        self.title = self._title()
+        self.notify(f"replay speed {speed_name(speed)}", timeout=1.5)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # our palette entries replace the default Quit and Screenshot (same names, our actions)
+        for cmd in super().get_system_commands(screen):
+            if cmd.title not in ("Quit", "Screenshot"):
+                yield cmd
+
+    # ------------------------------------------------------------------ redraw
+    def _new_state(self) -> LabState:
+        state = LabState(clock=self.clock)
+        state.set_plan(num_prompts=self.plan.get("num_prompts"),
+                       new_tokens=self.plan.get("new_tokens"),
+                       world_size=self.plan.get("world_size"),
+                       mock=self.mock if self.mode in (LIVE, REPLAY) else None)
+        return state
+
+    def _mock_now(self) -> bool:
+        return bool(self.state.mock if self.state.mock is not None else
+                    (self.mock and self.mode == LIVE))
+
+    async def on_event(self, event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)):
+            self._input_at = time.monotonic()
+        await super().on_event(event)
+
+    def input_quiet(self) -> float:
+        """Seconds left of the quiet window after a key press or click: the dense panels (the
+        timings, the plots) wait so that the frame answering the input is a light one."""
+        return max(0.0, self._input_at + INPUT_QUIET_S - time.monotonic())
+
+    def _covered(self) -> bool:
+        """A full screen (help, Labs) hides the dashboard: its dense panels wait, so they are
+        not all dirty (and drawn again at once) when it comes back; a lab's end still draws
+        them (``force``)."""
+        return len(self.screen_stack) > 1 and not isinstance(self.screen, ModalScreen)
+
+    def redraw_controls(self) -> None:
+        """Only what answers a key press (the action bar, the summary strip, the instance
+        panel): light widgets, so the answer is on the next frame, not after the dense ones."""
+        s = self.state
+        self.instance_panel.show(s)
+        self.summary.show(s)
+        self.action_bar.show(s, lab_active=self.lab_active, sweep=self._sweep or self.notice,
+                             sweeping=self._sweeping, sweep_done=self._sweep_done,
+                             mode=self.mode, start_label=self._start_label())
+
+    def redraw(self, force: bool = False) -> None:
+        """Redraw the panels from the state: all of them when it changed, else once a second
+        the ones showing time (state age, uptime, heartbeat age). Right after a key press only
+        the controls (``input_quiet``)."""
+        s = self.state
+        now = time.monotonic()
+        changed = force or s.rev != self._drawn_rev
+        tick = now - self._last_tick >= 1.0
+        if not changed and not tick:
+            return
+        self.redraws += 1
+        self.redraw_controls()
+        if not force and (self.input_quiet() > 0 or self._covered()):
+            return
+        self._last_tick = now
+        self.timings_panel.show(s, force=force)  # throttled; the tick catches the last change
+        if not changed:
+            return
+        self._drawn_rev = s.rev
+        self.budget_panel.show(s)
+        self.token_plot.show(s, force=force)
+        self.log_panel.show(s)
+        self.scaling_panel.show(s)
+        title, sub = self._title(), self._subtitle()
+        if title != self.title:
+            self.title = title
+            self._apply_layout(self.size.width, self.size.height)
+        if sub != self.sub_title:
+            self.sub_title = sub
+
+    def _start_label(self) -> str:
+        return "Replay" if self.mode == REPLAY and self.replay_dir is not None else "Start"
+
+    def _title(self) -> str:
+        parts = ["tplab"]
+        if self._mock_now():
+            parts.append("MOCK (simulated)")
+        if self.mode == REPLAY:
+            name = self.replay_dir.name if self.replay_dir else (self.state.lab_id or "")
+            parts.append(f"REPLAY {speed_name(self._speed())} · {name} · no pod")
+        elif self.mode == PAST:
+            parts.append(f"PAST LAB {self.state.lab_id or ''}".rstrip())
+        return " · ".join(parts)
+
+    def _subtitle(self) -> str:
+        s = self.state
+        if s.idle:
+            return "idle"
+        if s.done:
+            return f"{s.done_status or 'ended'}"
+        if s.starting:
+            return "starting"
+        return f"phase {s.phase or '…'}"
+
+    # ------------------------------------------------------------------ screens
+    @work(thread=True, group="warm", exit_on_error=False)
+    def _warm_help(self) -> None:
+        """Lay the help text out once, off the UI loop, so the first ? is as quick as the rest."""
+        from tui.screens.help import help_text
+
+        help_text()
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen  # not needed for the first paint
+
+        if not isinstance(self.screen, HelpScreen):
+            if not self.is_screen_installed("help"):
+                self.install_screen(HelpScreen(), "help")  # kept: rendered once, reused
+            self.push_screen("help")
+
+    def action_labs(self) -> None:
+        from tui.labs.screen import LabsScreen  # not needed for the first paint
+
+        if isinstance(self.screen, LabsScreen):
+            return
+        self.push_screen(LabsScreen(self.lab_dirs), self._on_lab_chosen)
+
+    def _on_lab_chosen(self, choice: tuple[str, Path] | None) -> None:
+        if not choice:
+            return
+        what, path = choice
+        self.open_past_lab(Path(path), 0.0 if what == "open" else 10.0)
+
+    def action_screenshot(self) -> None:
+        """ctrl+s: an SVG of the screen next to the lab shown (its folder), else in
+        TPLAB_HOME/screenshots; never in the current directory."""
+        out = Path(self.state.out_dir) if self.state.out_dir else self.screenshots_dir
+        if out is None:
+            from tplab.paths import tplab_home
+            out = tplab_home(self.mock) / "screenshots"
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            name = time.strftime("tplab-%Y%m%d-%H%M%S.svg", time.localtime())
+            path = self.save_screenshot(name, path=str(out))
+        except OSError as exc:
+            self.notify(f"could not save the screenshot in {out}: {exc}", severity="error")
+            return
+        self.notify(f"saved {path}")
