@@ -124,7 +124,9 @@ def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
     # the same machine: only the transport's alpha and beta (and this run's launch) differ
     assert shm.mem_bw_gbps.value == gloo.mem_bw_gbps.value
     assert shm.peak_tflops.value == gloo.peak_tflops.value
-    assert shm.alpha_us.value * 10 <= gloo.alpha_us.value
+    # in-loop alphas (the decode loop waits for the slower rank over either transport): still
+    # several times lower over shared memory
+    assert shm.alpha_us.value * 3 <= gloo.alpha_us.value
     assert "shm" in shm.alpha_us.note and "gloo" in gloo.alpha_us.note
     # a lower alpha moves the point where TP starts to pay down to smaller models
     assert scaling.crossover_d_model(shm, 2) < scaling.crossover_d_model(gloo, 2)
