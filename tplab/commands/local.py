@@ -311,8 +311,9 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     rows = _figure_rows(results) + [
-        ("crossover d_model, predicted", f"{crossover:.0f} ({profile.name}, calibrated)"
-         if crossover else "none in range"),
+        ("crossover d_model, predicted", (f"{crossover:.0f}" if crossover else
+                                          "none in d_model 16..65536")
+         + f" ({profile.name}, calibrated)"),
         ("job wall time", f"{job_s:.1f} s (torchrun start to exit)"),
         ("manifest", f"{out_dir / 'manifest.json'} ({status}: {reason})"),
     ]
