@@ -11,7 +11,7 @@ from tplab.model.config import GPTConfig
 from tplab.model.corpus import build_tokenizer
 from tplab.model.gpt import MiniGPT
 
-SMALL = GPTConfig(vocab_size=600, block_size=32, n_layer=1, n_head=4, d_model=16, d_ff=32)
+SMALL = GPTConfig(vocab_size=640, block_size=32, n_layer=1, n_head=4, d_model=16, d_ff=32)
 
 
 @pytest.fixture()
@@ -33,7 +33,7 @@ def test_round_trip(saved):
     ckpt = load_checkpoint(path)
     assert ckpt.config == SMALL and ckpt.meta == {"seed": 0}
     loaded = build_single(ckpt)
-    idx = torch.randint(0, 600, (1, 5))
+    idx = torch.randint(0, 640, (1, 5))
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx), model(idx))
 

@@ -17,7 +17,12 @@ def test_generate_prints_the_correction_and_flags_unknown_words(capsys):
     assert _run(generate, ["he", "goed", "to", "school"]) == 0
     assert capsys.readouterr().out == "he went to school\n"
     assert _run(generate, ["she", "dont", "like", "zanzibar"]) == 0
-    assert "read as <unk>: zanzibar" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out == "she doesn't like zanzibar\n"
+    assert "carried through as placeholders: zanzibar" in captured.err
+    many = "qa qb qc qd qe qf qg qh qi is here"
+    assert _run(generate, many.split()) == 0
+    assert "read as <unk> (more than 8 unknown words): qi" in capsys.readouterr().err
 
 
 def test_generate_errors_are_one_sentence(tmp_path, capsys):
@@ -27,10 +32,12 @@ def test_generate_errors_are_one_sentence(tmp_path, capsys):
     assert "n_head=4 is not divisible by 3" in capsys.readouterr().err
 
 
-def test_eval_reports_accuracy_per_class(capsys):
+def test_eval_reports_both_sets_and_the_content_word_change_rate(capsys):
     assert _run(eval_, ["--examples", "40", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "held-out exact match:" in out and "irregular_past" in out
+    assert "outside-corpus set exact match:" in out
+    assert out.count("content words changed:") == 2 and out.count("repeated n-grams:") == 2
 
 
 def test_train_rejects_bad_arguments(capsys):

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 
 from tplab.model import corpus
-from tplab.model.tokenizer import split_words
+from tplab.model.lexicon import NOUNS, PL_NPS, THINGS_COMPARED_PL, all_verbs, lexicon, participle, past, third_sg
+from tplab.model.tokenizer import normalize
+
+LEXICON = set(lexicon())
+
+
+@functools.lru_cache(maxsize=4)
+def _stream(n: int, seed: int) -> tuple[corpus.Example, ...]:
+    return tuple(itertools.islice(corpus.train_stream(seed), n))
 
 
 def _train(n: int, seed: int = 0) -> list[corpus.Example]:
-    return list(itertools.islice(corpus.train_stream(seed), n))
+    """The first ``n`` training examples (generated once per test session: the tests share them)."""
+    return list(_stream(40000, seed)[:n]) if n <= 40000 else list(_stream(n, seed))
 
 
 def test_streams_and_split_are_deterministic():
-    assert _train(300) == _train(300)
-    assert _train(50, seed=1) != _train(50, seed=0)
+    fresh = list(itertools.islice(corpus.train_stream(0), 300))
+    assert fresh == _train(300)
+    assert list(itertools.islice(corpus.train_stream(1), 50)) != fresh[:50]
     assert corpus.held_out(200) == corpus.held_out(200)
 
 
@@ -42,19 +53,68 @@ def test_all_error_classes_and_copies_are_present():
 
 
 def test_seed_cases_are_in_the_grammar():
-    rng_examples = _train(60000)
+    rng_examples = _train(40000)
     pairs = {(e.bad, e.good) for e in rng_examples}
     kinds = {e.kind for e in rng_examples if e.bad.startswith("he goed ")}
     assert kinds == {"irregular_past"}
     assert any(b.startswith("i has ") and g.startswith("i have ") for b, g in pairs)
-    assert any(b.startswith("she dont like") and g.startswith("she doesn't like") for b, g in pairs)
+    assert any(b.startswith("she dont ") and g.startswith("she doesn't ") for b, g in pairs)
+    assert any(" dont like" in b and " doesn't like" in g for b, g in pairs)
 
 
-def test_every_word_is_in_the_vocabulary_and_corrections_are_a_function():
+def test_every_word_is_in_the_vocabulary_or_carried_by_a_placeholder_and_corrections_are_a_function():
     tok = corpus.build_tokenizer()
-    assert len(tok) <= 600
-    words = set(tok.vocab)
+    assert len(tok) <= 640 and tok.n_slots == corpus.N_SLOTS
     target: dict[str, str] = {}
+    with_unknown = 0
     for e in _train(20000) + corpus.held_out(600):
-        assert set(split_words(e.bad)) <= words and set(split_words(e.good)) <= words, e
+        slots = tok.slots(e.bad)
+        assert len(slots) <= tok.n_slots, e
+        assert tok.unk_id not in tok.encode(e.bad, slots) and tok.unk_id not in tok.encode(e.good, slots), e
+        assert tok.decode(tok.encode(e.good, slots), slots) == normalize(e.good)
+        with_unknown += bool(slots)
         assert target.setdefault(e.bad, e.good) == e.good, f"{e.bad!r} has two corrections"
+    assert 0.3 < with_unknown / 20600 < 0.7
+
+
+def _plural_subject(sentence: str) -> bool:
+    words = sentence.split()
+    heads = {NOUNS[n][0] for n in NOUNS} | {np.split()[-1] for np in PL_NPS + THINGS_COMPARED_PL}
+    second = words[1] if len(words) > 1 else ""
+    return (words[0] in ("we", "they") or "and" in words[1:4]
+            or second in heads or (second not in LEXICON and second.endswith("s")))
+
+
+def test_plural_subjects_appear_with_every_error_class_and_only_the_verb_is_fixed():
+    examples = _train(20000)
+    for kind in corpus.KINDS:
+        subjects = [_plural_subject(e.good) for e in examples if e.kind == kind]
+        assert 0.1 < sum(subjects) / len(subjects) < 0.9, kind
+    verb_forms = {f(v) for v in all_verbs() for f in (lambda v: v, third_sg, past, participle)}
+    verb_forms |= {"am", "is", "are", "was", "were", "don't", "doesn't", "dont", "doesnt"}
+    lex = set(lexicon())
+    for e in examples:
+        if e.kind == "agreement":  # one word differs, and it is the verb: the subject is never changed
+            diff = [(b, g) for b, g in zip(e.bad.split(), e.good.split()) if b != g]
+            assert len(e.bad.split()) == len(e.good.split()) and len(diff) == 1, e
+            b, g = diff[0]
+            if b in lex or g in lex:  # a lexicon verb, in two of its forms
+                assert b in verb_forms and g in verb_forms, e
+            else:  # a regular verb swapped for an invented one: base form and its -s form
+                assert third_sg(b) == g or third_sg(g) == b, e
+
+
+def test_swapped_words_keep_what_the_grammar_needs():
+    """Invented words keep a/an and number: the corrections of swapped pairs are still right."""
+    tok = corpus.build_tokenizer()
+    seen_an = seen_plural_fix = 0
+    for e in _train(20000):
+        words = e.good.split()
+        for art, nxt in zip(words, words[1:]):
+            if art in ("a", "an") and nxt not in LEXICON:
+                assert (art == "an") == (nxt[0] in "aeiou"), e
+                seen_an += art == "an"
+        if e.kind == "plural":
+            ids = [tok.vocab[i] for i in tok.encode(e.good, tok.slots(e.bad))]
+            seen_plural_fix += "<+s>" in ids and "<+s>" not in [tok.vocab[i] for i in tok.encode(e.bad)]
+    assert seen_an > 20 and seen_plural_fix > 20

@@ -1,4 +1,5 @@
-"""The shipped checkpoint: loads strictly, corrects the seed's prompts, meets the accuracy bar."""
+"""The shipped checkpoint: loads strictly, corrects the seed's prompts, carries unknown words through,
+stops at the end of the sentence, meets the accuracy bars."""
 
 from __future__ import annotations
 
@@ -15,29 +16,50 @@ SEED_CASES = {
     "i has eat": "i have eaten",
     "she dont like apples": "she doesn't like apples",
 }
+# names, places, animals and nouns the vocabulary lacks, with plural and singular subjects
+UNKNOWN_WORD_CASES = {
+    "ingrid dont like mushrooms": "ingrid doesn't like mushrooms",
+    "the otters was hungry": "the otters were hungry",
+    "marta buyed a new kayak": "marta bought a new kayak",
+    "i saw a iguana in cairo": "i saw an iguana in cairo",
+}
 
 
-def test_shipped_checkpoint_corrects_the_seed_prompts():
+def _correct(model, tok, text: str) -> str:
+    out = greedy_decode(model, tok.prompt_ids(text), 40, eos_id=tok.eos_id)
+    assert out[-1] == tok.eos_id, f"{text!r}: no end of sentence within 40 tokens"
+    return tok.decode(out, tok.slots(text))
+
+
+def test_shipped_checkpoint_corrects_the_seed_prompts_and_carries_unknown_words():
     torch.set_num_threads(1)
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
-    model = build_single(ckpt)
-    tok = ckpt.tokenizer
-    for bad, good in SEED_CASES.items():
-        out = greedy_decode(model, tok.prompt_ids(bad), 40, eos_id=tok.eos_id)
-        assert out[-1] == tok.eos_id and tok.decode(out) == good
+    model, tok = build_single(ckpt), ckpt.tokenizer
+    assert tok.n_slots == 8 and ckpt.config.vocab_size % 8 == 0
+    for bad, good in {**SEED_CASES, **UNKNOWN_WORD_CASES}.items():
+        assert _correct(model, tok, bad) == good
 
 
-def test_shipped_prompts_include_the_seed_and_are_in_vocabulary():
+def test_every_shipped_prompt_ends_and_the_lab_decode_keeps_emitting_eos():
+    """The lab decodes 100 tokens per prompt without stopping: after the sentence, only <eos>."""
+    torch.set_num_threads(1)
     prompts = [line.strip() for line in DEFAULT_PROMPTS.read_text().splitlines() if line.strip()]
     assert len(prompts) >= 10 and set(SEED_CASES) <= set(prompts)
-    tok = load_checkpoint(DEFAULT_CHECKPOINT).tokenizer
-    assert all(not tok.unknown_words(p) for p in prompts)
+    ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
+    model, tok = build_single(ckpt), ckpt.tokenizer
+    for text in prompts:
+        out = greedy_decode(model, tok.prompt_ids(text), 100)
+        end = out.index(tok.eos_id)
+        assert end <= len(tok.encode(text)) + 3 and set(out[end:]) == {tok.eos_id}, text
+        assert tok.unk_id not in out[:end], text
 
 
-def test_shipped_checkpoint_meets_the_held_out_bar():
+def test_shipped_checkpoint_meets_the_bars_and_says_how_it_was_trained():
     torch.set_num_threads(1)
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
-    assert ckpt.meta["held_out_accuracy"] >= 0.90
+    assert ckpt.meta["held_out_accuracy"] >= 0.95
+    assert ckpt.meta["outside_set"]["total"] >= 30 and ckpt.meta["outside_set"]["accuracy"] >= 0.75
+    assert "CPU-s per thread" in ckpt.meta["trained_on"]
     assert 300_000 < sum(t.numel() for t in ckpt.state_dict.values()) < 700_000
     report = evaluate(build_single(ckpt), ckpt.tokenizer, held_out(150))  # a quick re-check
     assert report.accuracy >= 0.90, report.failures[:3]

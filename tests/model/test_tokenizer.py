@@ -28,11 +28,12 @@ def test_prompt_ids_and_decode_stops_at_eos():
     assert tok.decode(body + [tok.eos_id] + tok.encode("junk words")) == "i have eaten"
 
 
-def test_unknown_words_map_to_unk_and_are_reported():
+def test_unknown_words_are_reported_and_become_placeholders():
     tok = build_tokenizer()
     ids = tok.encode("he goed to zanzibar")
-    assert ids[-1] == tok.unk_id
+    assert ids[-1] == tok.placeholder_id(0, False) and tok.unk_id not in ids
     assert tok.unknown_words("he goed to zanzibar zanzibar qux") == ["zanzibar", "qux"]
+    assert tok.decode(ids, tok.slots("he goed to zanzibar")) == "he goed to zanzibar"
 
 
 def test_vocabulary_is_deterministic_and_serialisable():

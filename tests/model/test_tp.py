@@ -24,8 +24,8 @@ def _prompts() -> list[str]:
 
 
 def _decode_all(model, ids: list[list[int]]) -> list[list[int]]:
-    """Greedy tokens for every prompt; prompts of equal length decode as one batch (5 decode loops
-    for the 14 shipped prompts instead of 14: the tokens are the same, the test is faster)."""
+    """Greedy tokens for every prompt; prompts of equal length decode as one batch (one decode loop
+    per prompt length instead of one per prompt: the tokens are the same, the test is faster)."""
     tokens: dict[int, list[int]] = {}
     for length in sorted({len(p) for p in ids}):
         group = [i for i, p in enumerate(ids) if len(p) == length]

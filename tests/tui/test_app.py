@@ -158,7 +158,7 @@ class _Pod:
 
 @dataclass
 class _Proof:
-    listed: bool
+    gone: bool
 
 
 class FakeSweepLab:
@@ -173,7 +173,7 @@ class FakeSweepLab:
 
     async def terminate_pod(self, pod_id):
         self.terminated.append(pod_id)
-        return _Proof(listed=False)
+        return _Proof(gone=True)
 
 
 async def test_terminate_with_no_lab_running_terminates_leftover_pods():

@@ -53,16 +53,28 @@ def main(args: argparse.Namespace) -> int:
     if len(prompt) >= ckpt.config.block_size:
         return _fail(f"the sentence is too long ({len(prompt)} tokens, the model reads "
                      f"{ckpt.config.block_size - 1} at most); shorten it.")
-    unknown = tok.unknown_words(text)
-    if unknown:
-        print(f"note: not in the model's vocabulary, read as <unk>: {', '.join(unknown)}", file=sys.stderr)
-
+    _note_unknown_words(tok, text)
     if args.tp == 1:
         model = build_single(ckpt)
         limit = min(args.max_new_tokens, ckpt.config.block_size - len(prompt))
-        print(tok.decode(greedy_decode(model, prompt, limit, eos_id=tok.eos_id)))
+        print(tok.decode(greedy_decode(model, prompt, limit, eos_id=tok.eos_id), tok.slots(text)))
         return 0
     return _run_tp(checkpoint, args.tp, args.max_new_tokens, text)
+
+
+def _note_unknown_words(tok, text: str) -> None:
+    """Tell the user which words the model does not know: they are carried through as placeholders
+    (copied, never corrected); words past the checkpoint's placeholder slots are read as <unk>."""
+    unknown = tok.unknown_words(text)
+    if not unknown:
+        return
+    carried = [w for w in unknown if tok.unk_id not in tok.encode(w, tok.slots(text))]
+    lost = [w for w in unknown if w not in carried]
+    if carried:
+        print(f"note: not in the model's vocabulary, carried through as placeholders: {', '.join(carried)}", file=sys.stderr)
+    if lost:
+        why = (f"more than {tok.n_slots} unknown words" if tok.n_slots else "this checkpoint has no placeholders")
+        print(f"note: read as <unk> ({why}): {', '.join(lost)}", file=sys.stderr)
 
 
 def _run_tp(checkpoint: str, world_size: int, max_new_tokens: int, text: str) -> int:

@@ -72,6 +72,14 @@ def parse_d_models(text: str) -> list[int]:
     return sorted(out)
 
 
+def sweep_sizes_from_args(text: str, tokens: int) -> list[int]:
+    """The job's --sweep-d-model (none when empty) checked with its --sweep-tokens."""
+    sizes = parse_d_models(text) if text else []
+    if sizes and tokens < 2:
+        raise ValueError(f"--sweep-tokens must be at least 2, got {tokens}.")
+    return sizes
+
+
 def measured_crossover(points: Sequence[dict[str, Any]]) -> tuple[float | None, str]:
     """(the d_model where TP becomes faster, interpolated, or None; the reason when None).
 

@@ -142,6 +142,7 @@ class Job:
         self.params_full = 0
         self.params_rank = 0
         self.d_models: list[int] = []
+        self.prompt_slots: list[list[str]] = []  # per prompt: its unknown words (placeholder slots)
 
     # ------------------------------------------------------------------ events (rank 0 only)
     def emit(self, type_: str, **fields: Any) -> None:
@@ -239,13 +240,11 @@ class Job:
             a.warmup = 1
             self.log("--compile: one warm-up decode per mode so compilation is not timed")
         self.n_instr = min(a.num_prompts, a.instrumented_prompts or a.num_prompts)
-        from .dmodel_results import parse_d_models
+        from .dmodel_results import sweep_sizes_from_args
         try:
-            self.d_models = parse_d_models(a.sweep_d_model) if a.sweep_d_model else []
+            self.d_models = sweep_sizes_from_args(a.sweep_d_model, a.sweep_tokens)
         except ValueError as exc:
             raise JobError(str(exc)) from None
-        if self.d_models and a.sweep_tokens < 2:
-            raise JobError(f"--sweep-tokens must be at least 2, got {a.sweep_tokens}.")
         return prompts
 
     def _load(self, prompts: list[str]) -> tuple[Any, list[list[int]]]:
@@ -253,6 +252,7 @@ class Job:
         from tplab.model.checkpoint import build_tp, load_checkpoint
         ckpt = load_checkpoint(self.args.checkpoint)
         prompt_ids = [ckpt.tokenizer.prompt_ids(p) for p in prompts]
+        self.prompt_slots = [ckpt.tokenizer.slots(p) for p in prompts]
         longest = max(len(ids) for ids in prompt_ids)
         if longest + self.args.new_tokens > ckpt.config.block_size:
             raise JobError(f"a prompt of {longest} tokens plus {self.args.new_tokens} new tokens "
@@ -279,7 +279,7 @@ class Job:
                 singles.append(run)
                 self._emit_tokens("single", i, run)
                 self.emit("prompt_done", mode="single", prompt=i,
-                          text=ckpt.tokenizer.decode(run.tokens), n_tokens=len(run.tokens))
+                          text=ckpt.tokenizer.decode(run.tokens, self.prompt_slots[i]), n_tokens=len(run.tokens))
             del single, single_raw
             if self.rt.is_cuda:
                 torch.cuda.empty_cache()
@@ -313,7 +313,8 @@ class Job:
                 rec = PromptRecord(
                     index=i, prompt=prompts[i], single=_mode_run(singles[i]), tp=_mode_run(plain),
                     tp_instr=_mode_run(instr) if instr is not None else None,
-                    single_text=tok.decode(singles[i].tokens), tp_text=tok.decode(plain.tokens))
+                    single_text=tok.decode(singles[i].tokens, self.prompt_slots[i]),
+                    tp_text=tok.decode(plain.tokens, self.prompt_slots[i]))
                 records[name].append(rec)
                 primary = name == self.comms.primary
                 if primary:

@@ -8,14 +8,15 @@ from typing import Any
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """Shape of the model. The defaults are the shipped model (about 0.5M parameters).
+    """Shape of the model. The defaults are the shipped model (about 0.4M parameters).
 
     ``block_size`` bounds prompt + generated tokens (the lab decodes 100 new tokens after a prompt
     of at most ~20). ``n_head`` and ``d_ff`` are divisible by 1, 2 and 4 so the model shards over
-    those world sizes; ``vocab_size`` is the seed's ``Linear(64, 600)`` and divides by 2, 4 and 8.
+    those world sizes; ``vocab_size`` (the seed's ``Linear(64, 600)``, grown to 640 for the
+    placeholder tokens of unknown words) divides by 2, 4 and 8.
     """
 
-    vocab_size: int = 600
+    vocab_size: int = 640
     block_size: int = 160
     n_layer: int = 6
     n_head: int = 4

@@ -50,11 +50,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"tplab generate: {exc}", file=sys.stderr)
             return 1
         tok = ckpt.tokenizer
-        prompt = tok.prompt_ids(" ".join(args.text))
+        text = " ".join(args.text)
+        prompt = tok.prompt_ids(text)
         limit = min(args.max_new_tokens, ckpt.config.block_size - len(prompt))
         ids = greedy_decode(model, prompt, limit, eos_id=tok.eos_id)
         if rank == 0:
-            print(tok.decode(ids), flush=True)
+            print(tok.decode(ids, tok.slots(text)), flush=True)
         return 0
     finally:
         dist.destroy_process_group()

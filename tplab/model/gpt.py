@@ -186,6 +186,11 @@ class MiniGPT(nn.Module):
                                 c.head_dim, device=device, dtype=self.pos_emb.weight.dtype)
 
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        return self.lm_head(self.hidden(idx, cache))
+
+    def hidden(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """The final hidden states ``[B, T, d_model]`` (after ``ln_f``): ``forward`` without the LM
+        head, so training can compute logits only where there is a target."""
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if start + T > self.config.block_size:
@@ -197,7 +202,7 @@ class MiniGPT(nn.Module):
             x = block(x, cache, i)
         if cache is not None:
             cache.length = start + T
-        return self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
 
 
 class MiniGPTTP(MiniGPT):

@@ -52,18 +52,28 @@ class TerminateControl:
         try:
             lab = await asyncio.to_thread(self.sweep_factory)
             pods = list(await asyncio.to_thread(lab.find_leftover_pods))
-            all_gone = True
-            for pod in pods:
+            left: list[str] = []
+            for pod in pods:  # one pod's failure never stops the others
                 post(SweepProgress(f"terminating leftover pod {pod.id}… verifying gone…"))
-                proof = await lab.terminate_pod(pod.id)
-                gone = not getattr(proof, "listed", False)
-                all_gone = all_gone and gone
+                try:
+                    proof = await lab.terminate_pod(pod.id)
+                    gone, why = bool(getattr(proof, "gone", False)), "still shown alive"
+                except Exception as exc:  # noqa: BLE001 - said, and the next pod still goes
+                    gone, why = False, " ".join(str(exc).split()) or type(exc).__name__
+                if not gone:
+                    left.append(pod.id)
                 self.state.note(f"leftover pod {pod.id} "
                                 + ("terminated, verified gone" if gone else
-                                   "terminated but still listed: check the provider console"),
+                                   f"NOT verified gone ({why}): check the provider console and "
+                                   f"press TERMINATE again"),
                                 "info" if gone else "error")
-            post(SweepProgress(f"{len(pods)} leftover pod(s) terminated ✓" if pods
-                               else "no tplab pod is running ✓", finished=True, ok=all_gone))
+            if left:
+                post(SweepProgress(f"{len(left)} of {len(pods)} leftover pod(s) NOT verified gone "
+                                   f"({', '.join(left)}): check the provider console",
+                                   finished=True, ok=False))
+            else:
+                post(SweepProgress(f"{len(pods)} leftover pod(s) terminated ✓" if pods
+                                   else "no tplab pod is running ✓", finished=True, ok=True))
         except Exception as exc:  # noqa: BLE001 - shown to the user
             post(SweepProgress(f"leftover check failed: {exc}", finished=True, ok=False))
 

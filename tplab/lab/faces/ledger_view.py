@@ -46,3 +46,19 @@ def preflight_sentence(b: Budget) -> str | None:
                 f"${b.needed_usd:.2f} needed (lab cap ${b.lab_cap_usd:.2f} + buffer); nothing "
                 "was created — see `tplab budget`.")
     return None
+
+
+def dead_clients_held_usd(mock: bool = False) -> float:
+    """Dollars held by labs of this machine whose client process has ended (SIGKILL, a crash):
+    the lab's pre-flight settles those holds (``leftovers.reconcile_holds``) before it checks
+    the budget, so a start is not refused for them. 0.0 when the ledger cannot be read."""
+    import socket
+
+    from tplab.budget import BudgetError, BudgetGuard, _pid_alive
+    try:
+        auths = BudgetGuard.from_config(mock=mock).summary().open_authorizations
+    except (BudgetError, OSError):
+        return 0.0
+    host = socket.gethostname()
+    return sum(a.amount_usd for a in auths
+               if a.host == host and a.pid is not None and not _pid_alive(a.pid))

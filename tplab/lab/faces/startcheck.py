@@ -26,6 +26,13 @@ def refusal(config: Any) -> str | None:
         from tplab.cloud.keys import NO_KEY, load_api_key
         if not load_api_key():
             return NO_KEY + " Or use --mock to run against the local mock cloud."
-    from tplab.lab.faces.ledger_view import preflight_sentence, read_ledger_budget
-    return preflight_sentence(read_ledger_budget(config.mock, config.lab_cap_usd,
-                                                 config.phase_cap_usd))
+    from tplab.lab.faces.ledger_view import (dead_clients_held_usd, preflight_sentence,
+                                             read_ledger_budget)
+    budget = read_ledger_budget(config.mock, config.lab_cap_usd, config.phase_cap_usd)
+    sentence = preflight_sentence(budget)
+    if sentence and budget.preflight_ok is False and budget.remaining_usd is not None:
+        # holds that killed clients left are settled by the lab's own pre-flight first
+        freed = dead_clients_held_usd(config.mock)
+        if freed and budget.remaining_usd + freed >= (budget.needed_usd or 0.0):
+            return None
+    return sentence
