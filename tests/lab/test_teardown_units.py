@@ -383,8 +383,8 @@ def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypa
             return GoneProof(pod_id, "now", {"pod": None}, False)
 
     monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url: OneStuck())
-    args = argparse.Namespace(pod_ids=["stuck", "fine"], all=False, mock=True, api_url=None,
-                              timeout=1.0)
+    args = argparse.Namespace(pod_ids=["stuck", "fine"], all=False, mock=True,
+                              api_url="http://127.0.0.1:9", timeout=1.0)
     assert terminate.main(args) == 1
     out = capsys.readouterr()
     assert "fine: gone" in out.out
@@ -420,9 +420,30 @@ def test_terminate_all_settles_a_killed_clients_hold_when_its_watchdog_ended_the
             return PodInfo(id=pod_id, name="tplab-L-killed1", state="TERMINATED")
 
     monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url: WatchdogEndedIt())
-    args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url=None, timeout=1.0)
+    args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url="http://127.0.0.1:9",
+                              timeout=1.0)
     assert terminate.main(args) == 0
     out = capsys.readouterr().out
     assert "No live tplab pods." in out and dead in out
     guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
     assert guard.held == 0.0 and guard.total_spent == pytest.approx(0.72 / 6, rel=0.05)
+
+
+def test_terminate_all_mock_with_no_mock_cloud_still_releases_a_dead_clients_hold(capsys):
+    """`tplab terminate --all --mock` with no mock cloud running: no pod can be alive, and the
+    hold a client killed before it created anything left is released."""
+    import argparse
+    import subprocess
+    import sys
+
+    from tplab.commands import terminate
+
+    code = ("from tplab.budget import BudgetGuard; "
+            "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url=None, timeout=1.0)
+    assert terminate.main(args) == 0
+    out = capsys.readouterr().out
+    assert "No live tplab pods (no mock cloud is running" in out and dead in out
+    assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0

@@ -12,7 +12,7 @@ from tplab.model.config import GPTConfig
 
 
 def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> None:
-    tiny = GPTConfig(vocab_size=600, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
+    tiny = GPTConfig(vocab_size=640, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
     s = DDPSettings(nproc=2, steps=40, batch_size=8, lr=1e-2, model=tiny.to_dict())
     r = run(tmp_path, s)
     assert r["loss_fell"] and r["loss_last"] < r["loss_first"] - 0.5, (r["loss_first"], r["loss_last"])

@@ -31,7 +31,7 @@ def _checkpoint(path: Path, config: GPTConfig) -> Path:
 @pytest.fixture(scope="module")
 def other_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Another vocabulary and shape than the shipped model (d_ff is not 4·d_model either)."""
-    cfg = GPTConfig(vocab_size=612, block_size=48, n_layer=2, n_head=2, d_model=32, d_ff=96)
+    cfg = GPTConfig(vocab_size=656, block_size=48, n_layer=2, n_head=2, d_model=32, d_ff=96)
     return _checkpoint(tmp_path_factory.mktemp("ckpt") / "other.pt", cfg)
 
 
@@ -129,7 +129,7 @@ def _tp_results(model: dict, **over: object) -> dict:
 
 
 def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: Path) -> None:
-    cfg = GPTConfig(vocab_size=600, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
+    cfg = GPTConfig(vocab_size=640, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
     ckpt = _checkpoint(tmp_path / "tiny.pt", cfg)
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "results.json").write_text(json.dumps(_tp_results(cfg.to_dict())))
@@ -160,7 +160,7 @@ def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: P
 def test_compile_refuses_a_run_of_another_model_before_compiling(tmp_path: Path, capsys) -> None:
     from tplab.cli import main
 
-    other = GPTConfig(vocab_size=600, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64).to_dict()
+    other = GPTConfig(vocab_size=640, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64).to_dict()
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "results.json").write_text(json.dumps(_tp_results(other)))
     out = tmp_path / "out"

@@ -23,7 +23,7 @@ def test_job_prompt_done_carries_unknown_words_through_single_and_tp(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "tplab", "local", "--tp", "2", "--out", str(out), "--checkpoint",
-         str(DEFAULT_CHECKPOINT), "--prompts", str(prompts), "--num-prompts", "2", "--new-tokens", "16",
+         str(DEFAULT_CHECKPOINT), "--prompts-file", str(prompts), "--prompts", "2", "--new-tokens", "16",
          "--warmup", "0", "--no-sweep", "--instrumented-prompts", "1", "--timeout", "150", "--quiet"],
         capture_output=True, text=True, timeout=180, env=dict(os.environ, MPLBACKEND="Agg"))
     assert done.returncode == 0, done.stdout + done.stderr

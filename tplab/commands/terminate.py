@@ -46,14 +46,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.mock and not args.api_url:  # the mock clouds running on this machine
             providers, by_pod = _mock_targets()
-            if not providers:
-                if not args.pod_ids:
-                    print("No live tplab pods (no mock cloud is running; mock pods live only "
-                          "as long as their mock cloud).")
-                    return 0
+            if not providers and args.pod_ids:
                 print("tplab terminate: no mock cloud is running on this machine, so no mock "
                       "pod is alive.", file=sys.stderr)
                 return 1
+            provider = providers[0] if providers else None  # for the holds dead clients left
             ids = list(args.pod_ids) + ([p for p in by_pod if p not in args.pod_ids]
                                         if args.all else [])
             pick = lambda pod_id: by_pod.get(pod_id, providers[0])  # noqa: E731
@@ -68,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"tplab terminate: {exc}", file=sys.stderr)
         return 1
     if not ids:
-        print("No live tplab pods.")
+        print("No live tplab pods." if provider is not None else "No live tplab pods (no mock "
+              "cloud is running; mock pods live only as long as their mock cloud).")
     failed = 0
     for pod_id in ids:  # one pod's failure never stops the others
         try:

@@ -27,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "says how it was trained")
     parser.add_argument("--batch-size", type=int, default=16,
                         help="sequences per step (default 16: on a CPU budget more, smaller steps learn more)")
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed for the data and the initial weights (default 0)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: a model this small gains little from a second "
                              "thread, and on a machine shared with other work two threads contend badly)")
