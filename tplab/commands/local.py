@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from tplab.job.dmodel_results import sweep_d_model_arg  # stdlib only
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 HELP = "run the lab on this CPU (torchrun; gloo or shared memory): results, events, curve, manifest"
@@ -65,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="transport of the TP collectives: gloo (default), shm (shared "
                              "memory) or both (shm's figures, with gloo's from the same run "
                              "alongside)")
-    parser.add_argument("--sweep-d-model", default="", metavar="D,D,...",
+    parser.add_argument("--sweep-d-model", type=sweep_d_model_arg, default="", metavar="D,D,...",
                         help="also decode MiniGPT-grammar's architecture with random weights at "
                              "these d_model values, single and TP (e.g. 64,256,512): the measured "
                              "scaling curve and crossover; the model is calibrated to its points")

@@ -72,6 +72,18 @@ def parse_d_models(text: str) -> list[int]:
     return sorted(out)
 
 
+def sweep_d_model_arg(text: str) -> str:
+    """argparse type of --sweep-d-model (tplab run, tplab local, tplab-tui): "" for none/off,
+    else the sizes sorted, a typo refused by the parser in one sentence."""
+    import argparse
+    if text.strip().lower() in ("", "none", "off"):
+        return ""
+    try:
+        return ",".join(str(d) for d in parse_d_models(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def sweep_sizes_from_args(text: str, tokens: int) -> list[int]:
     """The job's --sweep-d-model (none when empty) checked with its --sweep-tokens."""
     sizes = parse_d_models(text) if text else []

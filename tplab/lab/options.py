@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
+from tplab.job.dmodel_results import sweep_d_model_arg
 from tplab.lab.config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
@@ -57,18 +58,6 @@ def api_url_problem(mock: bool, api_url: str | None) -> str | None:
     return None
 
 
-def _sweep_sizes(text: str) -> str:
-    """--sweep-d-model's value: "" (none) or the sizes, checked here so a typo is one sentence
-    before anything is rented."""
-    if text.strip().lower() in ("", "none", "off"):
-        return ""
-    from tplab.job.dmodel_results import parse_d_models
-    try:
-        return ",".join(str(d) for d in parse_d_models(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("lab")
     g.add_argument("--mock", action="store_true",
@@ -98,7 +87,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "prompts (default: 3, as `tplab local`); latency always comes from the "
                         "uninstrumented pass over every prompt")
     g.add_argument("--no-sweep", action="store_true", help="skip the all-reduce size sweep")
-    g.add_argument("--sweep-d-model", type=_sweep_sizes, default=None, metavar="D,D,...",
+    g.add_argument("--sweep-d-model", type=sweep_d_model_arg, default=None, metavar="D,D,...",
                    help="the d_model sweep (MiniGPT-grammar's architecture with random weights, "
                         "single vs TP at each size: the measured crossover); default "
                         f"{GPU_SWEEP_D_MODELS} on a GPU pod, within --sweep-budget-s and "
