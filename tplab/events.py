@@ -39,6 +39,10 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "prompt_done": {"mode": (str,), "prompt": (int,), "text": (str,), "n_tokens": (int,)},
     # one all-reduce sweep point: message bytes, mean ms, algorithm and bus bandwidth in GB/s
     "sweep": {"bytes": (int,), "ms": _NUM, "algbw_gbps": _NUM, "busbw_gbps": _NUM},
+    # one size of the d_model sweep (tplab.job.dmodel_sweep): skipped=False carries the measured
+    # point (single_ms, tp_ms, allreduce_ms, outputs_match, params, tokens, ...), skipped=True
+    # the reason the size was not run
+    "sweep_point": {"d_model": (int,), "skipped": (bool,)},
     # the job's summary (the content of results.json, under "results")
     "result": {"results": (dict,)},
     # something failed; fatal=True means the run is over

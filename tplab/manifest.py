@@ -46,7 +46,7 @@ SEED_FIELDS = (
     "single_gpu_per_token_ms", "tp_per_token_ms", "speedup", "lesson_notes", "crossover_d_model",
 )
 EXTRA_FIELDS = ("allreduce_ms_per_token", "comm_compute_ratio", "outputs_match", "tplab_version",
-                "status", "reason")
+                "status", "reason", "crossover_source")
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 _PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S)
@@ -156,6 +156,29 @@ def _partial_notes(partial: dict[str, Any], why: str, cross: str) -> str:
     return ("".join(out) + ". " + cross).strip()
 
 
+def _crossover_notes(results: dict[str, Any] | None, predicted: float | None,
+                     profile_name: str) -> str:
+    """The crossover sentence: the model's, and the d_model sweep's measured one beside it."""
+    model = f"the scaling model{f' ({profile_name})' if profile_name else ''}"
+    why = ("only from there do the weight reads TP divides outweigh the collectives and launches "
+           "it adds")
+    r = results or {}
+    if r.get("d_model_sweep") is None:
+        return (f"{model[0].upper()}{model[1:]} predicts the crossover at d_model ≈ "
+                f"{predicted:.0f}: {why} (predicted only: this run measured no d_model sweep)."
+                if predicted else "")
+    measured = r.get("measured_crossover_d_model")
+    pred = (f"{model} predicts ≈ {predicted:.0f}" if predicted
+            else f"{model} predicts none up to d_model 65536")
+    if measured is None:
+        return (f"The d_model sweep measured no crossover ({r.get('measured_crossover_reason') or 'none within the sweep'}); "
+                f"{pred}.")
+    gap = (f", {abs(predicted / measured - 1):.0%} {'above' if predicted > measured else 'below'} "
+           "the measurement" if predicted else "")
+    return (f"The d_model sweep measured the crossover at d_model ≈ {measured:.0f} (interpolated "
+            f"between its points): {why}; {pred}{gap}.")
+
+
 def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
                  crossover_d_model: float | None = None, profile_name: str = "",
                  why_no_run: str = "", partial: dict[str, Any] | None = None) -> str:
@@ -165,9 +188,7 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     written from ``prediction``, a ``tplab.scaling.Prediction`` at the lab's d_model, and opens
     with ``why_no_run``, e.g. the manifest's reason).
     """
-    cross = (f"The scaling model{f' ({profile_name})' if profile_name else ''} puts the crossover "
-             f"at d_model ≈ {crossover_d_model:.0f}: only from there do the weight reads TP divides "
-             "outweigh the collectives and launches it adds." if crossover_d_model else "")
+    cross = _crossover_notes(results, crossover_d_model, profile_name)
     why = why_no_run.strip().rstrip(".")
     if not results and partial:
         return _partial_notes(partial, why, cross)
@@ -354,6 +375,9 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
     part = partial if (partial and not r) else None
     figures = r or part or {}
     start, end = _iso(start_ts), _iso(end_ts)
+    # the measured crossover (the run's d_model sweep) when there is one, else the model's
+    measured_cross = r.get("measured_crossover_d_model")
+    cross_value = measured_cross if measured_cross is not None else crossover_d_model
     m: dict[str, Any] = {
         "seed": SEED,
         "lab": LAB,
@@ -373,14 +397,21 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "lesson_notes": notes if notes is not None else lesson_notes(
             r or None, prediction, crossover_d_model, profile_name,
             why_no_run="" if r else reason, partial=part),
-        "crossover_d_model": round(crossover_d_model, 1) if crossover_d_model else None,
+        "crossover_d_model": round(cross_value, 1) if cross_value else None,
         "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
         "comm_compute_ratio": r.get("comm_compute_ratio"),
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,
         "status": status,
         "reason": reason,
+        "crossover_source": (None if not cross_value else
+                             "measured" if measured_cross is not None else "predicted"),
     }
+    m["predicted_crossover_d_model"] = round(crossover_d_model, 1) if crossover_d_model else None
+    if r.get("d_model_sweep") is not None:
+        m["measured_crossover_d_model"] = measured_cross
+        m["measured_crossover_reason"] = r.get("measured_crossover_reason", "")
+        m["d_model_sweep"] = r.get("d_model_sweep")
     m["figures"] = "complete" if r else ("partial" if part else "none")
     if part:
         m["partial"] = part

@@ -4,8 +4,11 @@ Why: the lab measures a slowdown for a 0.5M-parameter model; this model says whe
 and why. Per token, for a model of MiniGPT-grammar's pattern scaled in d_model (``ModelShape``):
 
     single(d)  = max(weight+KV bytes / mem_bw,  FLOPs / peak)            + K1 · launch
-    tp(d, p)   = max(weight+KV bytes / p / mem_bw, FLOPs / p / peak)     + Kp · launch
+    tp(d, p)   = max(weight+KV bytes / p / mem_bw', FLOPs / p / peak')   + Kp · launch'
                  + (2·n_layer + 1) · allreduce(d·4 B) + allgather(vocab·4 B)
+
+(mem_bw', peak', launch' are a TP rank's when the profile sets ``tp_*`` — ranks sharing one host's
+memory bandwidth, TP's own per-op costs — and the single-device values otherwise.)
 
     allreduce(n) = 2(p-1)·α + 2(p-1)/p · n/β      (ring)
     allgather(N) =  (p-1)·α +  (p-1)/p · N/β      (ring, N = gathered bytes)
@@ -16,10 +19,10 @@ eager kernel and is *not* divided by TP (every rank launches every kernel, plus 
 ones: ``Kp > K1``), communication does not overlap compute, replicated parts (LayerNorms, position
 embedding, row-parallel biases) are read by every rank. Kernel counts and the model's shape are
 data in ``assets/hardware_profiles.json``; so are the hardware profiles, each number marked
-assumed or measured. ``calibrate`` replaces α, β (from a run's all-reduce sweep) and the launch
-overhead (from the run's measured single-device per-token time) with measured values.
+assumed or measured. ``tplab.scaling_fit`` calibrates a profile from a run (fitted to its d_model
+sweep when it has one); ``tplab.scaling_plot`` draws the curves.
 
-Client side: no torch. matplotlib and plotext are imported inside the plotting functions.
+Client side: no torch.
 """
 
 from __future__ import annotations
@@ -27,17 +30,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tplab.job.fit import fit_alpha_beta
 from tplab.paths import ASSETS
 
 PROFILES_PATH = ASSETS / "hardware_profiles.json"
 SEED_D_MODELS = (64, 256, 1024, 4096)
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 D_MIN, D_MAX = 16.0, 65536.0
 
 
@@ -81,9 +81,21 @@ class HardwareProfile:
     alpha_us: Number
     beta_gbps: Number
     calibrated_from: str = ""
+    # what one TP rank gets, when it differs from one device alone (ranks sharing a host's memory
+    # bandwidth, TP's own per-op costs); None: the single-device value
+    tp_mem_bw_gbps: Number | None = None
+    tp_peak_tflops: Number | None = None
+    tp_launch_us: Number | None = None
 
     def numbers(self) -> dict[str, Number]:
-        return {k: getattr(self, k) for k in _NUMBER_FIELDS}
+        out = {k: getattr(self, k) for k in _NUMBER_FIELDS}
+        out.update({k: getattr(self, k) for k in _TP_FIELDS if getattr(self, k) is not None})
+        return out
+
+    def tp_value(self, name: str) -> float:
+        """A TP rank's mem_bw_gbps, peak_tflops or launch_us (the single value when not set)."""
+        n = getattr(self, "tp_" + name)
+        return (n if n is not None else getattr(self, name)).value
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description,
@@ -96,6 +108,7 @@ class HardwareProfile:
 
 
 _NUMBER_FIELDS = ("mem_bw_gbps", "peak_tflops", "launch_us", "alpha_us", "beta_gbps")
+_TP_FIELDS = ("tp_mem_bw_gbps", "tp_peak_tflops", "tp_launch_us")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +212,11 @@ def profile_from_json(name: str, obj: Any) -> HardwareProfile:
     if not isinstance(obj, dict):
         raise ScalingError(f"profile {name!r} must be an object.")
     nums = {k: Number.from_json(obj.get(k), f"profile {name!r} field {k}") for k in _NUMBER_FIELDS}
-    for k in ("mem_bw_gbps", "peak_tflops", "beta_gbps"):
-        if nums[k].value <= 0:
+    for k in _TP_FIELDS:
+        if obj.get(k) is not None:
+            nums[k] = Number.from_json(obj[k], f"profile {name!r} field {k}")
+    for k in ("mem_bw_gbps", "peak_tflops", "beta_gbps", "tp_mem_bw_gbps", "tp_peak_tflops"):
+        if k in nums and nums[k].value <= 0:
             raise ScalingError(f"profile {name!r} field {k} must be positive.")
     return HardwareProfile(name=name, description=str(obj.get("description", "")),
                            devices=str(obj.get("devices", "")),
@@ -273,9 +289,9 @@ def predict(profile: HardwareProfile, d_model: float, world_size: int = 2,
     s_mem = shape.weight_elems(d_model, 1) * b / bw
     s_cmp = shape.flops(d_model, 1) / peak
     s_launch = shape.kernels(1) * launch_s
-    t_mem = shape.weight_elems(d_model, p) * b / bw
-    t_cmp = shape.flops(d_model, p) / peak
-    t_launch = shape.kernels(p) * launch_s
+    t_mem = shape.weight_elems(d_model, p) * b / (profile.tp_value("mem_bw_gbps") * 1e9)
+    t_cmp = shape.flops(d_model, p) / (profile.tp_value("peak_tflops") * 1e12)
+    t_launch = shape.kernels(p) * profile.tp_value("launch_us") * 1e-6
     n = shape.message_bytes(d_model)
     comm = (shape.allreduces_per_token() * _ring_allreduce_s(n, p, alpha, beta)
             + _ring_allgather_s(shape.logits_bytes(), p, alpha, beta))
@@ -333,69 +349,6 @@ def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
     return None
 
 
-# ------------------------------------------------------------------------------ calibration
-
-def calibrate(profile: HardwareProfile, results: dict[str, Any],
-              shape: ModelShape | None = None) -> HardwareProfile:
-    """The profile with α, β fitted to the run's all-reduce sweep and the launch overhead fitted
-    to its single-device per-token time, each marked measured. What cannot be fitted (e.g. a
-    noisy sweep whose times do not grow with size) stays as the profile has it, and
-    ``calibrated_from`` says so; ScalingError only when nothing can be calibrated.
-
-    The launch overhead is what is left of the measured single per-token time once the roofline
-    term at the run's d_model is taken out, divided by the kernels per token (``ModelShape``).
-    """
-    shape = shape_from_results(results, shape)
-    world = int(results.get("world_size") or 0)
-    sweep = (results.get("sweep") or {}).get("points") or []
-    label = (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
-             f"{world}, {results.get('env', {}).get('device_names', ['?'])[0]})")
-    changes: dict[str, Any] = {"calibrated_from": label}
-    fit_error = ""
-    if sweep:
-        try:
-            fit = fit_alpha_beta([float(p["bytes"]) for p in sweep],
-                                 [float(p["ms"]) / 1e3 for p in sweep], world)
-        except (KeyError, TypeError, ValueError) as exc:
-            fit_error = f"sweep not fitted ({exc}); alpha and beta stay as the profile has them"
-        else:
-            note = (f"fitted to {fit.points} sweep points of {label} "
-                    f"(max relative residual {fit.max_rel_residual:.0%})")
-            changes["alpha_us"] = Number(fit.alpha_s * 1e6, "measured", note)
-            changes["beta_gbps"] = Number(fit.beta_bps / 1e9, "measured", note)
-    single_ms = results.get("single_per_token_ms")
-    d0 = (results.get("model") or {}).get("d_model")
-    if isinstance(single_ms, (int, float)) and isinstance(d0, (int, float)) and single_ms > 0:
-        bw = profile.mem_bw_gbps.value * 1e9
-        peak = profile.peak_tflops.value * 1e12
-        roof_s = max(shape.weight_elems(d0, 1) * shape.bytes_per_elem / bw,
-                     shape.flops(d0, 1) / peak)
-        rest_s = single_ms / 1e3 - roof_s
-        if rest_s > 0:
-            changes["launch_us"] = Number(
-                rest_s / shape.kernels(1) * 1e6, "measured",
-                f"(single per-token {single_ms:.3f} ms - roofline {roof_s * 1e3:.3f} ms) / "
-                f"{shape.kernels(1)} kernels, from {label}")
-    if len(changes) == 1:
-        raise ScalingError("results.json has nothing to calibrate from: "
-                           + (fit_error or "no sweep") + ", and no usable single-device "
-                           "per-token time.")
-    if fit_error:
-        changes["calibrated_from"] += f"; {fit_error}"
-    return dataclasses.replace(profile, **changes)
-
-
-def measured_points(results: dict[str, Any]) -> dict[str, float] | None:
-    """(d_model, single ms, TP ms) of a run, for overlaying on the curve."""
-    try:
-        return {"d_model": float(results["model"]["d_model"]),
-                "single_ms": float(results["single_per_token_ms"]),
-                "tp_ms": float(results["tp_per_token_ms"]),
-                "world_size": int(results["world_size"])}
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
 # ------------------------------------------------------------------------------ reporting
 
 def summary(profile: HardwareProfile, world_size: int = 2, shape: ModelShape | None = None,
@@ -409,95 +362,3 @@ def summary(profile: HardwareProfile, world_size: int = 2, shape: ModelShape | N
         "crossover_d_model": crossover_d_model(profile, world_size, shape),
         "predictions": [predict(profile, d, world_size, shape).to_json() for d in d_models],
     }
-
-
-def _title(profile: HardwareProfile, world_size: int) -> str:
-    cal = " (calibrated)" if profile.calibrated_from else ""
-    return f"decode latency per token: 1 device vs TP={world_size} on {profile.name}{cal}"
-
-
-def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
-             shape: ModelShape | None = None, measured: dict[str, float] | None = None,
-             lo: float = 32.0, hi: float = 16384.0, banner: str | None = None) -> Path:
-    """Write the scaling curve (both curves, crossover annotated, measured points) as a PNG;
-    ``banner`` (e.g. a mock lab's "MOCK") is written large above the plot."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shape = shape or load_shape()
-    ds = log_space(lo, hi, 200)
-    preds = curve(profile, ds, world_size, shape)
-    cross = crossover_d_model(profile, world_size, shape)
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
-    ax.plot(ds, [p.single_ms for p in preds], label="1 device (predicted)", color="tab:blue")
-    ax.plot(ds, [p.tp_ms for p in preds], label=f"TP={world_size} (predicted)", color="tab:orange")
-    ax.plot(ds, [p.comm_ms for p in preds], label="TP comm part", color="tab:orange",
-            linestyle=":", linewidth=1)
-    for d in SEED_D_MODELS:
-        if lo <= d <= hi:
-            ax.axvline(d, color="0.85", linewidth=0.8, zorder=0)
-    if cross is not None and lo <= cross <= hi:
-        c = predict(profile, cross, world_size, shape)
-        ax.axvline(cross, color="tab:red", linestyle="--", linewidth=1)
-        ax.annotate(f"crossover d_model ≈ {cross:.0f}\n({c.tp_ms:.3g} ms/token)",
-                    xy=(cross, c.tp_ms), xytext=(-170, 40), textcoords="offset points",
-                    color="tab:red", arrowprops={"arrowstyle": "->", "color": "tab:red"})
-    else:
-        ax.text(0.02, 0.95, f"no crossover in d_model {lo:.0f}..{hi:.0f}",
-                transform=ax.transAxes, color="tab:red", va="top")
-    if measured:
-        ax.scatter([measured["d_model"]], [measured["single_ms"]], marker="o", s=50,
-                   color="tab:blue", edgecolor="black", zorder=5, label="1 device (measured)")
-        ax.scatter([measured["d_model"]], [measured["tp_ms"]], marker="s", s=50,
-                   color="tab:orange", edgecolor="black", zorder=5,
-                   label=f"TP={int(measured.get('world_size', world_size))} (measured)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("d_model (n_layer, vocab fixed; d_ff = 4·d_model)")
-    ax.set_ylabel("ms per token")
-    ax.set_title(_title(profile, world_size), fontsize=10)
-    if banner:
-        fig.suptitle(banner, color="tab:red", fontweight="bold", fontsize=12)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left" if cross is None else "lower right")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def render_plotext(profile: HardwareProfile, world_size: int = 2,
-                   shape: ModelShape | None = None, measured: dict[str, float] | None = None,
-                   width: int = 100, height: int = 28, lo: float = 32.0,
-                   hi: float = 16384.0, color: bool = True) -> str:
-    """The same plot for the terminal, as a string (plotext); ``color=False`` for plain text."""
-    import plotext as plt
-
-    shape = shape or load_shape()
-    ds = log_space(lo, hi, 120)
-    preds = curve(profile, ds, world_size, shape)
-    cross = crossover_d_model(profile, world_size, shape)
-    plt.clear_figure()
-    plt.theme("default" if color else "clear")
-    plt.plotsize(width, height)
-    plt.xscale("log")
-    plt.yscale("log")
-    plt.plot(ds, [p.single_ms for p in preds], label="1 device", marker="braille")
-    plt.plot(ds, [p.tp_ms for p in preds], label=f"TP={world_size}", marker="braille")
-    if measured:
-        plt.scatter([measured["d_model"]], [measured["single_ms"]], label="1 device measured",
-                    marker="o")
-        plt.scatter([measured["d_model"]], [measured["tp_ms"]], label="TP measured", marker="x")
-    if cross is not None and lo <= cross <= hi:
-        plt.vline(cross, "red")
-        title = f"{profile.name}: crossover d_model ~ {cross:.0f}"
-    else:
-        title = f"{profile.name}: no crossover in d_model {lo:.0f}..{hi:.0f}"
-    plt.title(title)
-    plt.xlabel("d_model")
-    plt.ylabel("ms/token")
-    text = plt.build()
-    return text if color else _ANSI.sub("", text)

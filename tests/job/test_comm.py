@@ -83,9 +83,13 @@ def _sweeps(rank: int, ws: int) -> dict:
 
 def test_the_sweep_measures_the_transport_it_is_given():
     r0, r1 = run_distributed(_sweeps, 2, timeout_s=90)
-    assert r0["calls"] == [64] * 5 + [1024] * 5 + [8]  # warm-up + timed calls per size, then ours
+    # warm-up + 3 rounds of timed calls per size, then ours
+    assert r0["calls"] == [64] * (1 + 3 * 4) + [1024] * (1 + 3 * 4) + [8]
     assert r0["sum"] == [2.0] * 8
     for p0, p1 in zip(r0["points"], r1["points"]):
         assert p0.ms == p1.ms and p0.p99_ms == p1.p99_ms  # the slowest rank's, on every rank
         assert 0 < p0.ms <= p0.p99_ms
+        assert p0.repeats == 3 and len(p0.repeat_ms) == 3 and p0.repeat_ms == p1.repeat_ms
+        assert min(p0.repeat_ms) <= p0.ms <= max(p0.repeat_ms)  # the median round
+        assert p0.spread == pytest.approx((max(p0.repeat_ms) - min(p0.repeat_ms)) / p0.ms)
     assert r0["gloo"][0].bytes == 256 and r0["gloo"][0].p99_ms >= r0["gloo"][0].ms

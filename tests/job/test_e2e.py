@@ -34,10 +34,12 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
         [sys.executable, "-m", "tplab", "local", "--tp", "2", "--comm", "both", "--out", str(out),
          "--checkpoint", str(ckpt), "--prompts-file", str(prompts), "--prompts", str(N_PROMPTS),
          "--new-tokens", str(N_TOKENS), "--warmup", "1", "--sweep-max-bytes", "8192",
-         "--instrumented-prompts", "2", "--timeout", "150"],
+         "--instrumented-prompts", "2", "--timeout", "150", "--sweep-d-model", "16,32",
+         "--sweep-tokens", "4"],
         capture_output=True, text=True, timeout=180, env=dict(os.environ, MPLBACKEND="Agg"))
     assert done.returncode == 0, done.stdout + done.stderr + (out / "torchrun.log").read_text()
     assert "speedup (single/TP)" in done.stdout and "match" in done.stdout
+    assert "d_model sweep (measured" in done.stdout and "crossover, measured:" in done.stdout
     assert "TP=2 per token, shm" in done.stdout and "TP=2 per token, gloo" in done.stdout
     assert "single (same run)" in done.stdout and "(cpu-shm, calibrated)" in done.stdout
 
@@ -80,7 +82,20 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     events = list(read_events(str(out / "events.jsonl")))
     assert [e.seq for e in events] == list(range(len(events)))  # every event once, in order
     phases = [e["name"] for e in events if e.type == "phase"]
-    assert phases == ["setup", "load", "baseline", "tp", "sweep", "results", "finished"]
+    assert phases == ["setup", "load", "baseline", "tp", "sweep", "d_model_sweep", "results",
+                      "finished"]
+    # the d_model sweep (over shm, the transport carrying the figures): each point streamed, TP
+    # output equal to single at each, and the calibrated prediction stored beside each point
+    assert [e["d_model"] for e in events if e.type == "sweep_point"] == [16, 32]
+    assert [p["d_model"] for p in r["d_model_sweep"]] == [16, 32]
+    for p in r["d_model_sweep"]:
+        assert p["outputs_match"] is True and p["tokens"] == 4 and p["allreduce_calls"] == 6
+        assert p["predicted_single_ms"] > 0 and p["predicted_tp_ms"] > 0
+    cal = r["calibration"]
+    assert cal["points_from"] == "d_model_sweep" and len(cal["points"]) == 2
+    assert cal["within_tolerance"] == (cal["max_abs_error"] <= 0.25)
+    assert (r["measured_crossover_d_model"] is None) == bool(r["measured_crossover_reason"])
+    assert r["sweep"]["spread"]["repeats"] == 3
     tokens = [e for e in events if e.type == "token"]
     assert len(tokens) == 2 * N_PROMPTS * N_TOKENS  # single and the primary transport's TP
     done_modes = [e["mode"] for e in events if e.type == "prompt_done"]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tplab import scaling
+from tplab import scaling, scaling_fit
 from tplab.job.fit import fit_alpha_beta, percentile, ring_allreduce_s, summarize
 
 SIZES = [256 * 2 ** i for i in range(15)]  # 256 B .. 4 MiB, as the job sweeps
@@ -61,7 +61,7 @@ def test_calibration_recovers_known_alpha_beta_and_launch_overhead():
     roof_ms = scaling.predict(base, 64, 2, shape)
     roof = max(roof_ms.single_memory_ms, roof_ms.single_compute_ms)
     single_ms = roof + shape.kernels(1) * true_launch_us / 1e3
-    cal = scaling.calibrate(base, _synthetic_results(320.0, 4.5, single_ms), shape)
+    cal = scaling_fit.calibrate(base, _synthetic_results(320.0, 4.5, single_ms), shape)
     assert cal.alpha_us.value == pytest.approx(320.0, rel=0.05)
     assert cal.beta_gbps.value == pytest.approx(4.5, rel=0.05)
     assert cal.launch_us.value == pytest.approx(true_launch_us, rel=1e-6)
@@ -74,10 +74,10 @@ def test_a_sweep_that_cannot_be_fitted_keeps_the_profiles_alpha_beta():
     base = scaling.load_profile("cpu-gloo")
     res = _synthetic_results(320.0, 4.5, 3.0)
     res["sweep"]["points"] = [{"bytes": 256, "ms": 2.0}, {"bytes": 512, "ms": 1.0}]
-    cal = scaling.calibrate(base, res)
+    cal = scaling_fit.calibrate(base, res)
     assert cal.alpha_us == base.alpha_us and cal.beta_gbps == base.beta_gbps
     assert cal.launch_us.source == "measured"
     assert "sweep not fitted" in cal.calibrated_from
     res["single_per_token_ms"] = None
     with pytest.raises(scaling.ScalingError, match="nothing to calibrate from"):
-        scaling.calibrate(base, res)
+        scaling_fit.calibrate(base, res)

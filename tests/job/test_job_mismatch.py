@@ -58,7 +58,7 @@ def test_mismatch_fails_the_run_with_error_events(tiny_assets, tmp_path, monkeyp
     errors = [e for e in events if e.type == "error"]
     assert [e["fatal"] for e in errors] == [False, False, True]  # one per prompt, then the verdict
     assert "prompt 0: TP output differs" in errors[0]["msg"]
-    assert "differs from the single-device output for prompts [0, 1]" in errors[-1]["msg"]
+    assert "differs from the single-device output (prompts [0, 1]" in errors[-1]["msg"]
     assert results["outputs_match"] is False and results["ok"] is False
     assert not any(e.type == "phase" and e["name"] == "finished" for e in events)
 

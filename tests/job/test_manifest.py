@@ -202,3 +202,23 @@ def test_lesson_notes_compare_a_single_transport_with_the_other_profile():
 
 def test_gpu_lesson_notes_have_no_cpu_transport_comparison():
     assert "The transport is the lesson's α" not in manifest.lesson_notes(_results())
+
+
+def test_crossover_is_the_measured_one_when_the_sweep_found_it_and_notes_compare_both():
+    sweep = [{"d_model": 512, "single_ms": 2.0, "tp_ms": 2.6, "outputs_match": True},
+             {"d_model": 1024, "single_ms": 6.0, "tp_ms": 4.0, "outputs_match": True}]
+    m = _complete(_results(d_model_sweep=sweep, measured_crossover_d_model=700.0,
+                           measured_crossover_reason=""))
+    assert m["crossover_d_model"] == 700.0 and m["crossover_source"] == "measured"
+    assert m["predicted_crossover_d_model"] == 1953.3 and m["measured_crossover_d_model"] == 700.0
+    notes = m["lesson_notes"]
+    assert "measured the crossover at d_model ≈ 700" in notes and "predicts ≈ 1953" in notes
+    assert "179% above the measurement" in notes
+    # a sweep without a crossover: the predicted one, labelled so, and the sweep's reason
+    m = _complete(_results(d_model_sweep=sweep[:1], measured_crossover_d_model=None,
+                           measured_crossover_reason="the sweep has 1 usable measured point(s)"))
+    assert m["crossover_d_model"] == 1953.3 and m["crossover_source"] == "predicted"
+    assert "measured no crossover (the sweep has 1 usable" in m["lesson_notes"]
+    # no sweep at all: predicted, and the notes do not pretend otherwise
+    m = _complete()
+    assert m["crossover_source"] == "predicted" and "predicted only" in m["lesson_notes"]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tplab import scaling
+from tplab import scaling, scaling_fit, scaling_plot
 from tplab.scaling import HardwareProfile, ModelShape, Number
 
 
@@ -88,20 +88,20 @@ def test_unknown_profile_is_one_clear_error():
 
 def test_calibrate_needs_something_to_fit():
     with pytest.raises(scaling.ScalingError, match="model section"):
-        scaling.calibrate(_profile(), {"world_size": 2})
+        scaling_fit.calibrate(_profile(), {"world_size": 2})
 
 
 def test_plots(tmp_path):
     prof = scaling.load_profile("rtx4090x2-pcie")
     measured = {"d_model": 64.0, "single_ms": 0.5, "tp_ms": 1.2, "world_size": 2}
-    png = scaling.save_png(tmp_path / "c.png", prof, 2, measured=measured)
+    png = scaling_plot.save_png(tmp_path / "c.png", prof, 2, measured=measured)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    text = scaling.render_plotext(prof, 2, measured=measured, width=80, height=20, color=False)
-    assert "crossover d_model" in text and "\x1b[" not in text
+    text = scaling_plot.render_plotext(prof, 2, measured=measured, width=80, height=20, color=False)
+    assert "predicted crossover" in text and "\x1b[" not in text
 
 
 def test_client_modules_do_not_import_torch_or_plot_libraries():
-    code = ("import sys, tplab.scaling, tplab.manifest, tplab.commands.local, "
+    code = ("import sys, tplab.scaling, tplab.scaling_fit, tplab.scaling_plot, tplab.manifest, tplab.commands.local, "
             "tplab.commands.scaling\n"
             "bad = [m for m in ('torch', 'matplotlib', 'plotext') if m in sys.modules]\n"
             "assert not bad, bad")
@@ -124,7 +124,9 @@ def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
     # the same machine: only the transport's alpha and beta (and this run's launch) differ
     assert shm.mem_bw_gbps.value == gloo.mem_bw_gbps.value
     assert shm.peak_tflops.value == gloo.peak_tflops.value
-    assert shm.alpha_us.value * 10 <= gloo.alpha_us.value
+    # in-loop alphas (the decode loop waits for the slower rank over either transport): still
+    # several times lower over shared memory
+    assert shm.alpha_us.value * 3 <= gloo.alpha_us.value
     assert "shm" in shm.alpha_us.note and "gloo" in gloo.alpha_us.note
     # a lower alpha moves the point where TP starts to pay down to smaller models
     assert scaling.crossover_d_model(shm, 2) < scaling.crossover_d_model(gloo, 2)
@@ -136,6 +138,6 @@ def test_calibration_says_which_transport_it_came_from():
                "model": {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4},
                "single_per_token_ms": 1.0,
                "sweep": {"points": [{"bytes": 256, "ms": 0.012}, {"bytes": 1 << 20, "ms": 0.5}]}}
-    cal = scaling.calibrate(scaling.load_profile("cpu-shm"), results)
+    cal = scaling_fit.calibrate(scaling.load_profile("cpu-shm"), results)
     assert cal.calibrated_from.startswith("results.json (shm, world size 2")
     assert cal.alpha_us.source == "measured" and cal.alpha_us.value < 10

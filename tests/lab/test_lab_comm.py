@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 async def test_a_mock_lab_over_shm_completes_and_calibrates_the_shm_profile(lab_assets, tmp_path):
     from tplab.commands.run import run_lab
-    cfg = tiny_lab_config(lab_assets, tmp_path, comm="shm")
+    cfg = tiny_lab_config(lab_assets, tmp_path, comm="shm", sweep_d_model="32,64")
     out = io.StringIO()
     assert await run_lab(cfg, out=out) == 0, out.getvalue()
     results = json.loads((cfg.out_dir / "results.json").read_text())
@@ -25,6 +25,16 @@ async def test_a_mock_lab_over_shm_completes_and_calibrates_the_shm_profile(lab_
     assert manifest["status"] == COMPLETE
     assert results["comm"] == "shm" and results["outputs_match"] is True
     assert "cpu-shm" in json.dumps(manifest)  # the curve starts from the shm profile
+    # the d_model sweep ran on the pod, streamed its points, and the model was fitted to them
+    assert [p["d_model"] for p in results["d_model_sweep"]] == [32, 64]
+    assert all(p["outputs_match"] and "predicted_tp_ms" in p for p in results["d_model_sweep"])
+    assert results["calibration"]["points_from"] == "d_model_sweep"
+    source = manifest["crossover_source"]
+    assert source == ("measured" if results["measured_crossover_d_model"] else
+                      "predicted" if manifest["predicted_crossover_d_model"] else None)
+    assert manifest["measured_crossover_reason"] == results["measured_crossover_reason"]
+    stream = (cfg.out_dir / "stream.jsonl").read_text()
+    assert stream.count('"type": "sweep_point"') + stream.count('"type":"sweep_point"') == 2
 
 
 async def test_shm_on_a_real_gpu_pod_is_refused_before_anything(lab_assets, tmp_path, monkeypatch):

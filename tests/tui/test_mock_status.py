@@ -58,11 +58,12 @@ def test_status_and_terminate_reach_a_running_mock_cloud(mock_cloud, capsys):
 def test_a_mock_labs_curve_and_proof_say_mock(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from tplab import scaling
+    from tplab import scaling_plot
     from tplab.lab import artifacts, teardown
     seen = {}
-    monkeypatch.setattr(scaling, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
-    pred = SimpleNamespace(profile=None, world_size=2, shape=None, measured=None)
+    monkeypatch.setattr(scaling_plot, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
+    pred = SimpleNamespace(profile=None, world_size=2, shape=None, measured=None, sweep=[],
+                           measured_crossover=None, measured_reason="")
     artifacts.write_curve(pred, tmp_path, mock=True)
     assert "MOCK" in seen["banner"]
     artifacts.write_curve(pred, tmp_path, mock=False)

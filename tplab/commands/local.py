@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from tplab.job.dmodel_results import sweep_d_model_arg  # stdlib only
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 HELP = "run the lab on this CPU (torchrun; gloo or shared memory): results, events, curve, manifest"
@@ -65,6 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="transport of the TP collectives: gloo (default), shm (shared "
                              "memory) or both (shm's figures, with gloo's from the same run "
                              "alongside)")
+    parser.add_argument("--sweep-d-model", type=sweep_d_model_arg, default="", metavar="D,D,...",
+                        help="also decode MiniGPT-grammar's architecture with random weights at "
+                             "these d_model values, single and TP (e.g. 64,256,512): the measured "
+                             "scaling curve and crossover; the model is calibrated to its points")
+    parser.add_argument("--sweep-tokens", type=int, default=32, metavar="N",
+                        help="timed new tokens per mode at each sweep size (default 32)")
+    parser.add_argument("--sweep-budget-s", type=float, default=150.0, metavar="S",
+                        help="time budget of the d_model sweep; larger sizes that would overrun "
+                             "it are skipped with the reason (default 150)")
     parser.add_argument("--profile", default=None,
                         help="hardware profile the curve is calibrated from (default cpu-gloo, "
                              "or cpu-shm with --comm shm or both)")
@@ -83,6 +93,9 @@ def _job_command(args: argparse.Namespace) -> list[str]:
            "--sweep-max-bytes", str(args.sweep_max_bytes)]
     if args.no_sweep:
         cmd.append("--no-sweep")
+    if args.sweep_d_model:
+        cmd += ["--sweep-d-model", args.sweep_d_model, "--sweep-tokens", str(args.sweep_tokens),
+                "--sweep-budget-s", str(args.sweep_budget_s)]
     cmd += ["--instrumented-prompts", str(min(args.instrumented_prompts, args.num_prompts))]
     return cmd
 
@@ -96,6 +109,13 @@ def _show(ev: Any, out: IO[str]) -> None:
     elif t == "prompt_done":
         mark = "" if ev["mode"] == "single" else ("  match" if ev.get("match") else "  MISMATCH")
         out.write(f"[job]   {ev['mode']:<6} prompt {ev['prompt']}: {ev['text'][:60]!r}{mark}\n")
+    elif t == "sweep_point":
+        if ev["skipped"]:
+            out.write(f"[job]   d_model {ev['d_model']}: skipped ({ev.get('reason', '')})\n")
+        else:
+            out.write(f"[job]   d_model {ev['d_model']}: single {ev['single_ms']:.3f} ms, TP "
+                      f"{ev['tp_ms']:.3f} ms, collectives {ev['allreduce_ms']:.3f} ms/token"
+                      f"{'  match' if ev.get('outputs_match') else '  MISMATCH'}\n")
     elif t == "error":
         out.write(f"[job] error: {ev['msg']}\n")
     else:
@@ -204,6 +224,27 @@ def _table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
 
+def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
+           results_path: Path) -> tuple[Path, float | None]:
+    """Calibrate the profile from the run (its d_model sweep when it has one), store the
+    calibrated prediction per measured point in results.json (``calibration``), and draw
+    scaling-curve.png; (the PNG, the predicted crossover)."""
+    from tplab import scaling, scaling_fit, scaling_plot
+    from tplab.job.results import write_json
+
+    shape = scaling.shape_from_results(results)
+    cal = scaling_fit.calibrate(profile, results, shape)
+    scaling_fit.annotate_results(results, cal, shape)
+    write_json(results_path, results)
+    cross = scaling_fit.crossovers(cal, results, results["world_size"], shape)
+    png = scaling_plot.save_png(out_dir / "scaling-curve.png", cal, results["world_size"], shape,
+                                scaling_fit.measured_points(results),
+                                sweep=results.get("d_model_sweep"),
+                                measured_crossover=cross["measured"],
+                                measured_reason=cross["measured_reason"])
+    return png, cross["predicted"]
+
+
 def main(args: argparse.Namespace) -> int:
     if args.instrumented_prompts < 1:
         print("tplab local: --instrumented-prompts must be at least 1.", file=sys.stderr)
@@ -212,6 +253,13 @@ def main(args: argparse.Namespace) -> int:
         print("tplab local: --tp must be at least 2 (tensor parallelism needs two ranks).",
               file=sys.stderr)
         return 2
+    if args.sweep_d_model:
+        from tplab.job.dmodel_results import parse_d_models
+        try:
+            parse_d_models(args.sweep_d_model)
+        except ValueError as exc:
+            print(f"tplab local: {exc}", file=sys.stderr)
+            return 2
     for what, path in (("checkpoint", args.checkpoint), ("prompts file", args.prompts)):
         if not Path(path).is_file():
             print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
@@ -243,12 +291,7 @@ def main(args: argparse.Namespace) -> int:
     curve_path = crossover = None
     if results is not None:
         try:
-            shape = scaling.shape_from_results(results)
-            cal = scaling.calibrate(profile, results, shape)
-            crossover = scaling.crossover_d_model(cal, results["world_size"], shape)
-            curve_path = scaling.save_png(out_dir / "scaling-curve.png", cal,
-                                          results["world_size"], shape,
-                                          scaling.measured_points(results))
+            curve_path, crossover = _curve(profile, results, out_dir, results_path)
         except scaling.ScalingError as exc:
             errors.append(f"scaling curve: {exc}")
 
@@ -269,14 +312,18 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     rows = _figure_rows(results) + [
-        ("crossover d_model", f"{crossover:.0f} ({profile.name}, calibrated)"
-         if crossover else "none in range"),
+        ("crossover d_model, predicted", (f"{crossover:.0f}" if crossover else
+                                          "none in d_model 16..65536")
+         + f" ({profile.name}, calibrated)"),
         ("job wall time", f"{job_s:.1f} s (torchrun start to exit)"),
         ("manifest", f"{out_dir / 'manifest.json'} ({status}: {reason})"),
     ]
     if curve_path is not None:
         rows.append(("scaling curve", str(curve_path)))
     print(_table(rows))
+    if results.get("d_model_sweep") is not None:
+        from tplab.commands.sweep_table import sweep_report
+        print(sweep_report(results))
     if not ok:
         print(f"tplab local: the run failed: {reason}", file=sys.stderr)
         return 1

@@ -2,9 +2,11 @@
 
 Why: the lab's measured slowdown is one point; the curve says where TP starts to pay on a given
 machine and why (weight reads divided by p against collectives and launches that are not). It
-writes ``scaling-curve.png`` (both curves, the crossover annotated, a run's measured points
-overlaid), ``scaling.json`` (the numbers behind it), draws the plot in the terminal and prints
-the prediction at the seed's d_model 64, 256, 1024 and 4096.
+draws the plot in the terminal and prints the prediction at the seed's d_model 64, 256, 1024 and
+4096; with ``--out DIR`` it also writes ``scaling-curve.png`` and ``scaling.json``. With
+``--calibrate results.json`` the profile is the one of the run's device and transport (another one
+asked for is refused), calibrated to the run's d_model sweep when it has one, and the run's
+measured points and measured crossover are drawn beside the predicted ones, each labelled.
 
 Standard library only at module level, per the CLI contract.
 """
@@ -19,21 +21,26 @@ from pathlib import Path
 HELP = "predict single vs TP decode latency over d_model; plot the crossover"
 DESCRIPTION = (
     "Predict per-token decode latency of one device vs TP over --tp ranks for d_model from 32 to "
-    "16384 (memory, compute, launch overhead, ring all-reduce alpha-beta), solve the crossover, "
-    "write OUT/scaling-curve.png and OUT/scaling.json and draw the plot in the terminal. "
-    "--calibrate results.json replaces alpha, beta and the launch overhead with the run's "
-    "measured values and overlays its measured points.")
+    "16384 (memory, compute, launch overhead, ring all-reduce alpha-beta), solve the crossover "
+    "and draw the plot in the terminal; with --out DIR also write DIR/scaling-curve.png and "
+    "DIR/scaling.json. --calibrate results.json starts from the profile of the run's device and "
+    "transport, fits the model to the run's d_model sweep (or, without one, alpha and beta to its "
+    "all-reduce sweep and the launch overhead to its one point), and draws its measured points "
+    "and measured crossover beside the predicted ones.")
 
 SEED_RANGE = (1024, 2048)  # the seed's expected crossover on 2x RTX 4090
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default="rtx4090x2-pcie",
-                        help="hardware profile (see --list; default rtx4090x2-pcie)")
+    parser.add_argument("--profile", default=None,
+                        help="hardware profile (see --list; default rtx4090x2-pcie, or with "
+                             "--calibrate the profile of the run's device and transport)")
     parser.add_argument("--calibrate", metavar="RESULTS_JSON",
                         help="a job's results.json to fit alpha, beta and launch overhead from")
-    parser.add_argument("--out", metavar="DIR", help="directory for scaling-curve.png and scaling.json")
-    parser.add_argument("--tp", type=int, default=2, metavar="P", help="TP world size (default 2)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="also write DIR/scaling-curve.png and DIR/scaling.json (optional)")
+    parser.add_argument("--tp", type=int, default=None, metavar="P",
+                        help="TP world size (default 2, or the run's with --calibrate)")
     parser.add_argument("--list", action="store_true", help="list the hardware profiles and exit")
     parser.add_argument("--no-terminal", action="store_true", help="do not draw the terminal plot")
 
@@ -46,7 +53,7 @@ def explain(summary: dict, profile_name: str) -> str:
     """Why the crossover sits where it does, in the model's own terms."""
     cross = summary["crossover_d_model"]
     if cross is None:
-        return ("TP never wins up to d_model 65536 here: the per-token collectives and the extra "
+        return ("The model predicts TP never wins up to d_model 65536 here: the per-token collectives and the extra "
                 "launches cost more than the weight reads TP divides.")
     lo, hi = SEED_RANGE
     if profile_name.startswith("rtx4090"):
@@ -54,15 +61,36 @@ def explain(summary: dict, profile_name: str) -> str:
                    f"outside the seed's expected {lo}-{hi}")
     else:
         verdict = "(the seed's 1024-2048 expectation is for 2x RTX 4090)"
-    return (f"Crossover d_model ≈ {cross:.0f}, {verdict}. Below it a token's weights are read "
+    return (f"Predicted crossover d_model ≈ {cross:.0f}, {verdict}. Below it a token's weights are read "
             "faster than the 2·n_layer+1 all-reduces (each at least 2(p-1)·alpha) and TP's extra "
             "kernel launches cost; above it the weight reads, which grow as d_model², dominate and "
             "dividing them by p pays. Faster memory (HBM on A100/H100) pushes the crossover up, "
             "a lower alpha (NVLink) pulls it down.")
 
 
+def _load_run(args: argparse.Namespace) -> tuple[dict | None, str]:
+    """The run to calibrate from (or None) and the profile name to start from."""
+    from tplab import scaling_fit
+    from tplab.job.results import load_results
+
+    if not args.calibrate:
+        return None, args.profile or "rtx4090x2-pcie"
+    try:
+        results = load_results(args.calibrate)
+    except ValueError as exc:
+        raise scaling_fit.ScalingError(str(exc)) from None
+    if args.profile:
+        scaling_fit.check_profile_matches(args.profile, results)
+        return results, args.profile
+    name, what = scaling_fit.profile_for_run(results)
+    if name is None:
+        raise scaling_fit.ScalingError(f"results.json is {what}, for which there is no hardware "
+                                       "profile; pass --profile NAME (see --list).")
+    return results, name
+
+
 def main(args: argparse.Namespace) -> int:
-    from tplab import scaling
+    from tplab import scaling, scaling_fit, scaling_plot
 
     try:
         if args.list:
@@ -70,51 +98,64 @@ def main(args: argparse.Namespace) -> int:
                 p = scaling.load_profile(name)
                 print(f"{name:<16} {p.description}")
             return 0
-        if args.out is None:
-            print("tplab scaling: --out DIR is required (where scaling-curve.png goes).",
-                  file=sys.stderr)
-            return 2
-        if args.tp < 2:
+        if args.tp is not None and args.tp < 2:
             print("tplab scaling: --tp must be at least 2.", file=sys.stderr)
             return 2
-        profile = scaling.load_profile(args.profile)
+        results, name = _load_run(args)
+        profile = scaling.load_profile(name)
         shape = scaling.load_shape()
         measured = None
-        if args.calibrate:
-            from tplab.job.results import load_results
-            try:
-                results = load_results(args.calibrate)
-            except ValueError as exc:
-                print(f"tplab scaling: {exc}", file=sys.stderr)
-                return 2
+        tp = args.tp or int((results or {}).get("world_size") or 2)
+        cross = {"measured": None, "measured_reason": "no run given (--calibrate)"}
+        if results is not None:
             shape = scaling.shape_from_results(results, shape)
-            profile = scaling.calibrate(profile, results, shape)
-            measured = scaling.measured_points(results)
-            if measured and measured["world_size"] != args.tp:
-                measured = None  # a run at another world size is not a point on this curve
+            profile = scaling_fit.calibrate(profile, results, shape)
+            measured = scaling_fit.measured_points(results)
+            if int(results.get("world_size") or 0) != tp:
+                # a run at another world size is not a point on this curve
+                measured, results = None, {**results, "d_model_sweep": None}
+            else:
+                scaling_fit.annotate_results(results, profile, shape)
+            cross = scaling_fit.crossovers(profile, results, tp, shape)
     except scaling.ScalingError as exc:
         print(f"tplab scaling: {exc}", file=sys.stderr)
         return 2
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    summary = scaling.summary(profile, args.tp, shape)
+    summary = scaling.summary(profile, tp, shape)
     summary["measured"] = measured
-    png = scaling.save_png(out / "scaling-curve.png", profile, args.tp, shape, measured)
-    (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-
+    summary["measured_crossover_d_model"] = cross["measured"]
+    summary["measured_crossover_reason"] = cross["measured_reason"]
+    sweep = (results or {}).get("d_model_sweep") or None
+    if sweep:
+        summary["d_model_sweep"] = sweep
+        summary["calibration"] = results.get("calibration")
     if not args.no_terminal:
-        print(scaling.render_plotext(profile, args.tp, shape, measured, color=sys.stdout.isatty()))
-    print(f"profile {profile.name}: {profile.description}")
+        print(scaling_plot.render_plotext(profile, tp, shape, measured, sweep=sweep,
+                                          measured_crossover=cross["measured"],
+                                          color=sys.stdout.isatty()))
+    print(f"profile {profile.name}: {profile.description}"
+          + (f"\n  calibrated from {profile.calibrated_from}" if profile.calibrated_from else ""))
     for key, n in profile.numbers().items():
-        print(f"  {key:<12} {_fmt_num(n)}{'  ' + n.note if n.note else ''}")
-    print(f"\n  {'d_model':>8} {'single ms':>10} {'TP ms':>10} {'speedup':>8} {'comm ms':>9}")
+        print(f"  {key:<15} {_fmt_num(n)}{'  ' + n.note if n.note else ''}")
+    print(f"\n  predicted (TP={tp}):")
+    print(f"  {'d_model':>8} {'single ms':>10} {'TP ms':>10} {'speedup':>8} {'comm ms':>9}")
     for p in summary["predictions"]:
         print(f"  {p['d_model']:>8.0f} {p['single_ms']:>10.4f} {p['tp_ms']:>10.4f} "
               f"{p['speedup']:>8.2f} {p['comm_ms']:>9.4f}")
     if measured:
-        print(f"  measured at d_model {measured['d_model']:.0f}: single "
+        print(f"  measured at d_model {measured['d_model']:.0f} (the lab's checkpoint): single "
               f"{measured['single_ms']:.4f} ms, TP {measured['tp_ms']:.4f} ms")
+    if sweep:
+        from tplab.commands.sweep_table import sweep_report
+        print(sweep_report(results, f"{Path(args.out) / 'scaling.json'} (calibration, "
+                                    "d_model_sweep[i].predicted_*)" if args.out else None))
     print("\n" + explain(summary, profile.name))
-    print(f"\nwrote {png} and {out / 'scaling.json'}")
+    if args.out is not None:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        png = scaling_plot.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
+                                    sweep=sweep, measured_crossover=cross["measured"],
+                                    measured_reason=cross["measured_reason"])
+        (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print(f"\nwrote {png} and {out / 'scaling.json'}")
     return 0

@@ -65,6 +65,19 @@ def _prefills(runs: list[ModeRun]) -> list[float]:
     return [r.step_ms[0] for r in runs]
 
 
+def _spread(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The all-reduce sweep's repeat-to-repeat spread, (max - min) / median of each size's
+    rounds: the median and the worst over the sizes, and the worst size."""
+    rows = [p for p in points if isinstance(p.get("spread"), (int, float))]
+    if not rows:
+        return {}
+    spreads = sorted(p["spread"] for p in rows)
+    worst = max(rows, key=lambda p: p["spread"])
+    return {"median": spreads[len(spreads) // 2], "max": worst["spread"],
+            "max_at_bytes": worst["bytes"], "repeats": worst.get("repeats", 1),
+            "definition": "(max - min) / median of a size's rounds of timed calls"}
+
+
 def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
                  warmup_tokens: int | None = None, instrumented: int | None = None,
                  num_prompts: int | None = None) -> dict[str, Any]:
@@ -97,8 +110,9 @@ def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
         "speedup": "single per-token mean / TP (uninstrumented) per-token mean",
         "comm_compute_ratio": ("all-reduce ms per token / (instrumented per-token ms - all-reduce "
                                "ms per token), both from the instrumented pass"),
-        "sweep": ("fp32 all-reduce on the run's own process group, per size a few warm-up calls "
-                  "then back-to-back timed calls; "
+        "sweep": ("fp32 all-reduce on the run's own process group, per size 5 warm-up calls "
+                  "then 3 rounds of back-to-back timed calls (ms = median of the rounds, spread "
+                  "= their (max - min) / median); per round "
                   + ("per-rank mean over the loop (CUDA events)" if device_type == "cuda"
                      else "per-rank median of per-call perf_counter times")
                   + "; time = slowest rank's; busbw = algbw * 2(p-1)/p (nccl-tests); fitted to "
@@ -155,7 +169,8 @@ def build_results(*, records: list[PromptRecord], config: dict[str, Any], model:
                "allreduce_ms_per_token": ar_stats.to_dict()},
         "sweep": {"points": sweep,
                   "fit": fit.to_dict() if fit is not None else None,
-                  "fit_error": fit_error},
+                  "fit_error": fit_error,
+                  "spread": _spread(sweep)},
         "prompts": [{
             "index": r.index, "prompt": r.prompt, "match": r.match,
             "single_text": r.single_text, "tp_text": r.tp_text,

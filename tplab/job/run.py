@@ -65,8 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-min-bytes", type=int, default=256)
     p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
     p.add_argument("--sweep-iters", type=int, default=None,
-                   help="timed all-reduces per size (default 20 on GPU, 10 over gloo on the "
-                        "CPU, 200 over shm, whose calls take microseconds)")
+                   help="timed all-reduces per size and round, 3 rounds (default 20 on GPU, 30 "
+                        "over gloo on the CPU, 200 over shm, whose calls take microseconds)")
+    p.add_argument("--sweep-d-model", default="", metavar="D,D,...",
+                   help="also decode MiniGPT-grammar's architecture with random weights at these "
+                        "d_model values, single and TP (tplab.job.dmodel_sweep); default: none")
+    p.add_argument("--sweep-tokens", type=int, default=32,
+                   help="timed new tokens per mode at each d_model of the sweep (default 32)")
+    p.add_argument("--sweep-budget-s", type=float, default=180.0,
+                   help="wall-time budget of the d_model sweep; larger sizes that would overrun "
+                        "it are skipped with the reason (default 180)")
     p.add_argument("--compile", action="store_true",
                    help="decode through tplab.job.compiled's static-cache step, torch.compile'd "
                         "(both models; compilation happens in the warm-up)")
@@ -133,6 +141,7 @@ class Job:
         self.n_instr = 0
         self.params_full = 0
         self.params_rank = 0
+        self.d_models: list[int] = []
         self.prompt_slots: list[list[str]] = []  # per prompt: its unknown words (placeholder slots)
 
     # ------------------------------------------------------------------ events (rank 0 only)
@@ -195,9 +204,10 @@ class Job:
         singles = self._baseline(ckpt, prompt_ids)
         records = self._tensor_parallel(ckpt, prompts, prompt_ids, singles)
         sweeps = self._sweep()
+        dmodel = self._dmodel_sweep(ckpt, prompt_ids)
         if self.rt.rank != 0:
             return 0
-        return self._finish(ckpt, records, sweeps, started)
+        return self._finish(ckpt, records, sweeps, started, dmodel)
 
     # ------------------------------------------------------------------ the sequence
     def _announce_backend(self) -> None:
@@ -230,6 +240,11 @@ class Job:
             a.warmup = 1
             self.log("--compile: one warm-up decode per mode so compilation is not timed")
         self.n_instr = min(a.num_prompts, a.instrumented_prompts or a.num_prompts)
+        from .dmodel_results import sweep_sizes_from_args
+        try:
+            self.d_models = sweep_sizes_from_args(a.sweep_d_model, a.sweep_tokens)
+        except ValueError as exc:
+            raise JobError(str(exc)) from None
         return prompts
 
     def _load(self, prompts: list[str]) -> tuple[Any, list[list[int]]]:
@@ -328,13 +343,13 @@ class Job:
             shm = self.comms.shm if name == "shm" else None
             # ten shm calls last a millisecond, less than one descheduling of a busy machine:
             # take more, so that their median is the transport's and not the scheduler's
-            iters = a.sweep_iters or (20 if rt.is_cuda else 200 if shm else 10)
+            iters = a.sweep_iters or (20 if rt.is_cuda else 200 if shm else 30)
             points = run_sweep(
                 rt.device, sizes, iters,
                 all_reduce=(lambda t, shm=shm: shm.all_reduce(t, out=t)) if shm else None,
                 on_point=lambda p, label=label: self.emit(
                     "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                    busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, comm=label))
+                    busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread, comm=label))
             try:
                 out[name] = ([p.to_dict() for p in points], fit_points(points, rt.world_size), "")
             except ValueError as exc:
@@ -342,8 +357,31 @@ class Job:
                 out[name] = ([p.to_dict() for p in points], None, str(exc))
         return out
 
+    def _dmodel_sweep(self, ckpt: Any, prompt_ids: list[list[int]]) -> dict[str, Any]:
+        """The d_model sweep (--sweep-d-model) over the transport carrying the figures; its
+        results.json keys (``dmodel_results.sweep_section``), empty without the flag."""
+        from .dmodel_results import sweep_section
+        from .dmodel_sweep import DModelSweep, SweepSettings, method_note
+        a, rt = self.args, self.rt
+        if not a.sweep_d_model:
+            return {}
+        settings = SweepSettings(d_models=self.d_models, tokens=a.sweep_tokens,
+                                 warmup_tokens=max(1, min(a.warmup_tokens, a.sweep_tokens)),
+                                 budget_s=a.sweep_budget_s)
+        label = self.comms.label(self.comms.primary)
+        self.phase("d_model_sweep", d_models=settings.d_models, tokens=settings.tokens,
+                   budget_s=settings.budget_s, comm=label)
+        sweep = DModelSweep(settings, ckpt.config, prompt_ids[0], rt.device, rt.rank,
+                            rt.world_size, self.barrier, rt.sync if rt.is_cuda else None,
+                            self.emit, self.log)
+        with self.comms.use(self.comms.primary):
+            points, skipped = sweep.run()
+        return sweep_section(points, skipped,
+                             method_note(settings, rt.device.type, rt.world_size, label))
+
     def _finish(self, ckpt: Any, records: dict[str, list[PromptRecord]],
-                sweeps: dict[str, tuple[list[dict[str, Any]], Any, str]], started: float) -> int:
+                sweeps: dict[str, tuple[list[dict[str, Any]], Any, str]], started: float,
+                dmodel: dict[str, Any] | None = None) -> int:
         """results.json and the result event (rank 0); a mismatch fails the run."""
         a, rt, comms = self.args, self.rt, self.comms
         self.phase("results")
@@ -374,16 +412,20 @@ class Job:
             res["sweep"]["transport"] = label
             per_transport[label] = res
         results = combine_transports(per_transport, comms.label(comms.primary))
+        results.update(dmodel or {})
+        results["config"]["sweep_d_model"] = self.d_models
+        # a TP mismatch at any size of the d_model sweep fails the run like a prompt's does
+        bad_d = [p["d_model"] for p in results.get("d_model_sweep", []) if not p["outputs_match"]]
+        results["outputs_match"] = results["ok"] = results["outputs_match"] and not bad_d
         results["finished_at"] = finished = time.time()
         results["wall_s"] = finished - started
         write_json(Path(a.out) / "results.json", results)
         self.emit("result", results=results)
         if not results["outputs_match"]:
-            bad = {name: t["mismatched_prompts"] for name, t in results["transports"].items()
-                   if t["mismatched_prompts"]}
-            self.emit("error", fatal=True,
-                      msg="TP greedy output differs from the single-device output for prompts "
-                          + "; ".join(f"{v} over {k}" for k, v in bad.items()) + "; the run failed.")
+            bad = [f"prompts {t['mismatched_prompts']} over {k}" for k, t in results["transports"].items()
+                   if t["mismatched_prompts"]] + ([f"d_model sweep sizes {bad_d}"] if bad_d else [])
+            self.emit("error", fatal=True, msg="TP greedy output differs from the single-device "
+                      "output (" + "; ".join(bad) + "); the run failed.")
             return 1
         self.phase("finished", wall_s=results["wall_s"])
         return 0

@@ -1,12 +1,14 @@
 """All-reduce sweep on the run's own process group (or its shm transport), nccl-tests style.
 
 For each message size (powers of two from 256 B up to a few MB) every rank runs a few untimed
-warm-up all-reduces, then ``iters`` timed ones back to back. On GPU the per-rank time is the mean
-over the timed loop (CUDA events around it, as nccl-tests does); on the CPU each call is clocked
-with ``perf_counter`` and the per-rank time is the median, because on a shared CPU a few calls
-are hit by scheduler noise many times their own length; the CPU point also keeps the 99th
-percentile (``p99_ms``). The reported times are the slowest rank's (a MAX all-reduce of the
-per-rank times over the process group, after the timed loop, outside it).
+warm-up all-reduces, then ``repeats`` rounds of ``iters`` timed ones back to back. On GPU a
+round's per-rank time is the mean over its loop (CUDA events around it, as nccl-tests does); on
+the CPU each call is clocked with ``perf_counter`` and a round's per-rank time is the median,
+because on a shared CPU a few calls are hit by scheduler noise many times their own length; the
+CPU point also keeps the 99th percentile of all its calls (``p99_ms``). Each round's time is the
+slowest rank's (a MAX all-reduce of the per-rank times over the process group, after the timed
+loops, outside them); the point's ``ms`` is the median of its rounds and ``spread`` their
+repeat-to-repeat spread, (max - min) / median, so a noisy size says so.
 ``all_reduce`` chooses the transport being measured (default: ``dist.all_reduce`` on ``group``;
 the job passes the shm transport's in-place all-reduce for ``--comm shm``). The loop runs under
 ``torch.inference_mode`` for every transport alike.
@@ -38,9 +40,14 @@ class SweepPoint:
     busbw_gbps: float
     iters: int
     p99_ms: float | None = None  # CPU only: the 99th percentile of the per-call times
+    repeats: int = 1             # rounds of ``iters`` timed calls
+    spread: float = 0.0          # (max - min) / median of the rounds' times
+    repeat_ms: tuple[float, ...] = ()
 
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["repeat_ms"] = list(self.repeat_ms)
+        return out
 
 
 def sweep_sizes(min_bytes: int = 256, max_bytes: int = 4 << 20) -> list[int]:
@@ -62,10 +69,11 @@ def iters_for(nbytes: int, base_iters: int) -> int:
     return base_iters
 
 
-def run_sweep(device: torch.device, sizes: list[int], iters: int, warmup: int = 2,
+def run_sweep(device: torch.device, sizes: list[int], iters: int, warmup: int = 5,
               group: dist.ProcessGroup | None = None,
               on_point: Callable[[SweepPoint], None] | None = None,
-              all_reduce: Callable[[torch.Tensor], object] | None = None) -> list[SweepPoint]:
+              all_reduce: Callable[[torch.Tensor], object] | None = None,
+              repeats: int = 3) -> list[SweepPoint]:
     """Time fp32 all-reduces of each size; every rank of ``group`` must call this.
 
     ``all_reduce(buf)`` sums ``buf`` in place over the ranks (default ``dist.all_reduce`` on
@@ -74,41 +82,46 @@ def run_sweep(device: torch.device, sizes: list[int], iters: int, warmup: int = 
     world = dist.get_world_size(group)
     is_cuda = device.type == "cuda"
     reduce = all_reduce or (lambda t: dist.all_reduce(t, group=group))
+    repeats = max(1, repeats)
     points: list[SweepPoint] = []
     for nbytes in sizes:
         n_iter = iters_for(nbytes, iters)
-        p99: float | None = None
+        rounds: list[float] = []
+        calls: list[float] = []
         with torch.inference_mode():
             buf = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
             for _ in range(warmup):
                 reduce(buf)
             dist.barrier(group=group, device_ids=[device.index] if is_cuda else None)
-            if is_cuda:
-                start_ev = torch.cuda.Event(enable_timing=True)
-                end_ev = torch.cuda.Event(enable_timing=True)
-                start_ev.record()
-                for _ in range(n_iter):
-                    reduce(buf)
-                end_ev.record()
-                end_ev.synchronize()
-                ms = start_ev.elapsed_time(end_ev) / n_iter
-            else:
-                # per-call clocks and the median: a shared CPU's scheduler noise hits single calls
-                times = []
-                for _ in range(n_iter):
-                    t0 = time.perf_counter()
-                    reduce(buf)
-                    times.append((time.perf_counter() - t0) * 1e3)
-                ms = statistics.median(times)
-                p99 = percentile(times, 99)
-        slowest = torch.tensor([ms, p99 or 0.0], dtype=torch.float64, device=device)
+            for _ in range(repeats):
+                if is_cuda:
+                    start_ev = torch.cuda.Event(enable_timing=True)
+                    end_ev = torch.cuda.Event(enable_timing=True)
+                    start_ev.record()
+                    for _ in range(n_iter):
+                        reduce(buf)
+                    end_ev.record()
+                    end_ev.synchronize()
+                    rounds.append(start_ev.elapsed_time(end_ev) / n_iter)
+                else:
+                    # per-call clocks and the median: scheduler noise hits single calls
+                    times = []
+                    for _ in range(n_iter):
+                        t0 = time.perf_counter()
+                        reduce(buf)
+                        times.append((time.perf_counter() - t0) * 1e3)
+                    rounds.append(statistics.median(times))
+                    calls.extend(times)
+        p99 = percentile(calls, 99) if calls else 0.0
+        slowest = torch.tensor([*rounds, p99], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
-        ms = float(slowest[0].item())
-        if p99 is not None:
-            p99 = float(slowest[1].item())
+        per_round = [float(x) for x in slowest[:-1].tolist()]
+        ms = statistics.median(per_round)
+        spread = (max(per_round) - min(per_round)) / ms if ms > 0 else 0.0
         algbw, busbw = bus_bandwidth(nbytes, ms / 1e3, world)
         point = SweepPoint(bytes=nbytes, ms=ms, algbw_gbps=algbw / 1e9, busbw_gbps=busbw / 1e9,
-                           iters=n_iter, p99_ms=p99)
+                           iters=n_iter, p99_ms=float(slowest[-1].item()) if calls else None,
+                           repeats=repeats, spread=spread, repeat_ms=tuple(per_round))
         points.append(point)
         if on_point is not None:
             on_point(point)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tplab import manifest, scaling
+from tplab import manifest, scaling_plot
+from tplab.job.results import write_json
 from tplab.lab.config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.preflight import ESTIMATE_FORMULA
@@ -32,10 +33,31 @@ MOCK_BANNER = "MOCK lab: local mock cloud, measured on this machine's CPU (gloo)
 
 
 def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
-    """scaling-curve.png: the prediction's curves, its crossover, this run's measured point
-    (and, for a mock lab, MOCK above them)."""
-    return scaling.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
-                            measured=pred.measured, banner=MOCK_BANNER if mock else None)
+    """scaling-curve.png: the prediction's curves, the measured points (the d_model sweep's and
+    the lab's own), both crossovers (and, for a mock lab, MOCK above them)."""
+    return scaling_plot.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
+                                 measured=pred.measured, sweep=pred.sweep,
+                                 measured_crossover=pred.measured_crossover,
+                                 measured_reason=pred.measured_reason,
+                                 banner=MOCK_BANNER if mock else None)
+
+
+def _store_calibration(pred: LabPrediction, path: Path) -> None:
+    """The calibrated prediction at each measured point, into the fetched results.json
+    (``calibration``, ``d_model_sweep[i].predicted_*``): done with the manifest, because the
+    curve is drawn when the result event arrives, before results.json is fetched."""
+    import json
+    if pred.calibration is None or not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the lab already refused a results.json it cannot read
+    if isinstance(data, dict):
+        data["calibration"] = pred.calibration
+        if pred.sweep:
+            data["d_model_sweep"] = pred.sweep
+        write_json(path, data)
 
 
 def lab_manifest(config: LabConfig, facts: LabFacts,
@@ -86,6 +108,9 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
 
 
 def write_lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None) -> Path:
-    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest)."""
+    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest);
+    the prediction's per-point check goes into results.json first."""
+    if pred is not None:
+        _store_calibration(pred, facts.out_dir / "results.json")
     return manifest.write_manifest(facts.out_dir / "manifest.json",
                                    lab_manifest(config, facts, pred))

@@ -16,6 +16,10 @@ from tplab.cloud.base import DEFAULT_GPU_TYPE
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
+#: the d_model sweep a real GPU pod runs by default (tplab.job.dmodel_sweep), within
+#: DEFAULT_SWEEP_BUDGET_S of pod time (larger sizes that would overrun it are skipped on the pod)
+GPU_SWEEP_D_MODELS = "64,128,256,512,1024,2048,4096"
+DEFAULT_SWEEP_BUDGET_S = 180.0
 #: the user ended the lab (TERMINATE, Ctrl-C, a signal): not a failure of the lab itself
 STOPPED = "STOPPED"
 
@@ -36,6 +40,10 @@ class LabConfig:
     sweep: bool = True
     compile: bool = False
     comm: str = "gloo"                    # the TP collectives' transport (mock pods only: shm|both)
+    # the d_model sweep: None = the default (GPU_SWEEP_D_MODELS on a real pod, none in the mock
+    # lab, whose 60 s bar it would break); "" = none; else "64,256,..."
+    sweep_d_model: str | None = None
+    sweep_budget_s: float = DEFAULT_SWEEP_BUDGET_S
     out_dir: Path | None = None           # None: TPLAB_HOME/labs/<lab id>
     checkpoint: Path = DEFAULT_CHECKPOINT
     prompts: Path = DEFAULT_PROMPTS
@@ -65,6 +73,12 @@ class LabConfig:
         if self.guard_first_heartbeat_s is not None:
             return self.guard_first_heartbeat_s
         return self.boot_timeout_s + self.connect_timeout_s + 120.0
+
+    def d_model_sweep(self) -> str:
+        """The sizes the job sweeps ("" for none), the default resolved."""
+        if self.sweep_d_model is None:
+            return "" if self.mock else GPU_SWEEP_D_MODELS
+        return self.sweep_d_model.strip()
 
     def ledger_label(self) -> str:
         if self.label:

@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
-from tplab.lab.config import LabConfig
+from tplab.job.dmodel_results import sweep_d_model_arg
+from tplab.lab.config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
 from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 
@@ -86,6 +87,14 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "prompts (default: 3, as `tplab local`); latency always comes from the "
                         "uninstrumented pass over every prompt")
     g.add_argument("--no-sweep", action="store_true", help="skip the all-reduce size sweep")
+    g.add_argument("--sweep-d-model", type=sweep_d_model_arg, default=None, metavar="D,D,...",
+                   help="the d_model sweep (MiniGPT-grammar's architecture with random weights, "
+                        "single vs TP at each size: the measured crossover); default "
+                        f"{GPU_SWEEP_D_MODELS} on a GPU pod, within --sweep-budget-s and "
+                        "included in the cost estimate, none in the mock lab; 'none' for none")
+    g.add_argument("--sweep-budget-s", type=_positive_float, default=DEFAULT_SWEEP_BUDGET_S,
+                   metavar="S", help="pod seconds the d_model sweep may take; larger sizes that "
+                                     f"would overrun it are skipped (default {DEFAULT_SWEEP_BUDGET_S:.0f})")
     g.add_argument("--compile", action="store_true", help="torch.compile the models on the pod")
     g.add_argument("--comm", default="gloo", choices=("gloo", "shm", "both"),
                    help="transport of the TP collectives, mock lab only (its pods are this CPU): "
@@ -121,6 +130,7 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
         num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
         instrumented_prompts=args.instrumented_prompts,
         sweep=not args.no_sweep, compile=args.compile, comm=args.comm, out_dir=args.out,
+        sweep_d_model=args.sweep_d_model, sweep_budget_s=args.sweep_budget_s,
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
         boot_timeout_s=args.boot_timeout, guard_first_heartbeat_s=args.boot_guard)

@@ -11,11 +11,12 @@ Client side: no torch; ``tplab.scaling`` is pure Python (matplotlib only when dr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tplab import scaling
+from tplab import scaling, scaling_fit
 from tplab.paths import DEFAULT_CHECKPOINT
 
 #: the shipped checkpoint's d_model (MiniGPT-grammar: n_head 4 × head_dim 16), where a lab with
@@ -32,6 +33,10 @@ class LabPrediction:
     crossover_d_model: float | None
     measured: dict[str, float] | None       # this run's measured point, to draw on the curve
     at_lab_d_model: scaling.Prediction | None = None  # only for a lab without results
+    sweep: list[dict[str, Any]] = field(default_factory=list)  # the run's d_model sweep points
+    measured_crossover: float | None = None  # interpolated between the sweep's points
+    measured_reason: str = ""               # why there is no measured crossover
+    calibration: dict[str, Any] | None = None  # scaling_fit.check: prediction vs each point
 
     @property
     def calibrated(self) -> bool:
@@ -45,6 +50,10 @@ def profile_for(results: dict[str, Any] | None, gpu_type: str,
     device = (results or {}).get("device_type") or ("cpu" if mock and not results else None)
     if device == "cpu":
         return scaling.load_profile(scaling.cpu_profile_name((results or {}).get("comm")))
+    if results:
+        by_run, _ = scaling_fit.profile_for_run(results)  # the device the job really ran on
+        if by_run is not None:
+            return scaling.load_profile(by_run)
     low = gpu_type.lower()
     name = "rtx4090x2-pcie"
     if "a100" in low:
@@ -81,14 +90,20 @@ def _from_results(base: scaling.HardwareProfile, results: dict[str, Any]) -> Lab
         shape: scaling.ModelShape | None = scaling.shape_from_results(results)
     except scaling.ScalingError:
         shape = None
+    annotated = copy.deepcopy(results)
+    block = None
     try:
-        profile = scaling.calibrate(base, results, shape)
+        profile = scaling_fit.calibrate(base, results, shape)
         name = f"{base.name}, calibrated from this run"
+        block = scaling_fit.annotate_results(annotated, profile, shape)
     except scaling.ScalingError:  # e.g. --no-sweep and no single timing: nothing to fit
         profile, name = base, f"{base.name}, uncalibrated"
-    return LabPrediction(profile, name, world, shape,
-                         scaling.crossover_d_model(profile, world, shape),
-                         scaling.measured_points(results))
+    cross = scaling_fit.crossovers(profile, results, world, shape)
+    return LabPrediction(profile, name, world, shape, cross["predicted"],
+                         scaling_fit.measured_points(results),
+                         sweep=list(annotated.get("d_model_sweep") or []),
+                         measured_crossover=cross["measured"],
+                         measured_reason=cross["measured_reason"], calibration=block)
 
 
 def curve_points(pred: LabPrediction, lo: float, hi: float, n: int

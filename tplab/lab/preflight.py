@@ -83,7 +83,8 @@ PLANNED_OVERHEAD_S = 300.0
 PLANNED_S_PER_TOKEN = 0.02
 PLANNED_PASSES = 3
 ESTIMATE_FORMULA = (f"price_usd_per_hr x min(wall cap, {PLANNED_OVERHEAD_S:.0f} s + prompts x "
-                    f"new tokens x {PLANNED_PASSES} passes x {PLANNED_S_PER_TOKEN} s) / 3600")
+                    f"new tokens x {PLANNED_PASSES} passes x {PLANNED_S_PER_TOKEN} s + the "
+                    "d_model sweep's budget when it runs) / 3600")
 
 
 #: the job's ``--comm`` choices (``tplab.job.comm.CHOICES``; the client does not import the job)
@@ -93,7 +94,8 @@ COMM_CHOICES = ("gloo", "shm", "both")
 def planned_seconds(cfg: LabConfig) -> float:
     """How long the planned run should keep the pod (see ESTIMATE_FORMULA)."""
     job = cfg.num_prompts * cfg.new_tokens * PLANNED_PASSES * PLANNED_S_PER_TOKEN
-    return min(cfg.wall_cap_s, PLANNED_OVERHEAD_S + job)
+    sweep = cfg.sweep_budget_s if cfg.d_model_sweep() else 0.0  # the pod skips what overruns it
+    return min(cfg.wall_cap_s, PLANNED_OVERHEAD_S + job + sweep)
 
 
 #: LabConfig field -> its `tplab run` flag (options.add_lab_arguments), for on_demand_command
@@ -103,7 +105,7 @@ _FLAGS = (("api_url", "--api-url"), ("gpu_type", "--gpu-type"), ("gpus", "--gpus
           ("instrumented_prompts", "--instrumented-prompts"), ("out_dir", "--out"),
           ("checkpoint", "--checkpoint"), ("prompts", "--prompts-file"),
           ("heartbeat_timeout_s", "--heartbeat-timeout"), ("wall_cap_s", "--wall-cap"),
-          ("boot_timeout_s", "--boot-timeout"))
+          ("boot_timeout_s", "--boot-timeout"), ("sweep_budget_s", "--sweep-budget-s"))
 
 
 def on_demand_command(cfg: LabConfig) -> str:
@@ -124,6 +126,8 @@ def on_demand_command(cfg: LabConfig) -> str:
         parts.append("--compile")
     if cfg.comm != "gloo":
         parts.append(f"--comm {cfg.comm}")
+    if cfg.sweep_d_model is not None:
+        parts.append(f"--sweep-d-model {shlex.quote(cfg.sweep_d_model or 'none')}")
     return " ".join(parts)
 
 

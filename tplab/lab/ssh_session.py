@@ -97,6 +97,9 @@ class PodSession:
             args.append("--compile")
         if cfg.comm != "gloo":
             args += ["--comm", cfg.comm]
+        if cfg.d_model_sweep():
+            args += ["--sweep-d-model", cfg.d_model_sweep(),
+                     "--sweep-budget-s", f"{cfg.sweep_budget_s:g}"]
         python = cfg.remote_python or (sys.executable if cfg.mock else "python3")
         return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,

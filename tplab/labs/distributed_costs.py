@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tplab import scaling
+from tplab import scaling, scaling_fit
 from tplab.labs.model_shapes import ModelShapes, numel
 
 WORLD_SIZE = 2                  # the lab's world size: 2 ranks (2 GPUs, or 2 gloo processes here)
@@ -204,7 +204,7 @@ def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thr
         src = "profile as stored in assets/hardware_profiles.json"
         if name == "cpu-gloo" and calibration:
             try:
-                prof = scaling.calibrate(prof, calibration, shape)
+                prof = scaling_fit.calibrate(prof, calibration, shape)
                 src = "calibrated from the TP run quoted above"
             except scaling.ScalingError:
                 pass

@@ -98,7 +98,7 @@ class DDPMeasured:
 class TPMeasured:
     """What a ``tplab local`` (or cloud lab) run measured, as the survey quotes it.
 
-    ``calibration`` keeps the part of results.json that ``tplab.scaling.calibrate`` reads.
+    ``calibration`` keeps the part of results.json that ``tplab.scaling_fit.calibrate`` reads.
     """
 
     path: str

@@ -2,8 +2,10 @@
 
 The model lives in ``tplab/scaling.py`` (torch-free); this panel only asks it for a curve and
 its crossover and plots them, with this run's measured point once the job's result exists
-(and the curve recalibrated on that result, when the model can). The computation runs in a
-thread worker so a slow model never stalls the UI.
+(and the curve recalibrated on that result, when the model can). The d_model sweep's measured
+points are added as each ``sweep_point`` event arrives (single ``o``, TP ``x``), and the measured
+crossover (``*``, interpolated between them) beside the predicted one (the vertical line). The
+computation runs in a thread worker so a slow model never stalls the UI.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.text import Text
 from textual import work
 from textual_plotext.plot import Plot
 
+from tplab.job.dmodel_results import measured_crossover
 from tplab.lab.faces.state import LabState
 from tui.plot import ThreadedPlot
 
@@ -60,6 +63,21 @@ class ScalingSource:
         return ScalingCurve(ds, single, tp, pred.crossover_d_model, label)
 
 
+Sweep = tuple[tuple[float, float, float], ...]
+
+
+def sweep_points(state: LabState) -> Sweep:
+    """(d_model, single ms, tp ms) of each d_model sweep point received so far, in order."""
+    return tuple((float(p["d_model"]), float(p["single_ms"]), float(p["tp_ms"]))
+                 for p in getattr(state, "sweep_points", ()) if p.get("outputs_match"))
+
+
+def sweep_crossover(sweep: Sweep) -> float | None:
+    """The measured crossover of the points so far (None while TP has not caught up)."""
+    return measured_crossover([{"d_model": d, "single_ms": s, "tp_ms": t, "outputs_match": True}
+                               for d, s, t in sweep])[0]
+
+
 def measured_point(state: LabState) -> tuple[float, float, float] | None:
     """(d_model, single ms, tp ms) of this run, from the job's result."""
     r = state.results
@@ -86,6 +104,7 @@ class ScalingPanel(ThreadedPlot):
         self._gen = 0
         self.pending = 0  # computations not back yet (tests wait for 0)
         self._point: tuple[float, float, float] | None = None
+        self._sweep: Sweep = ()
 
     @property
     def busy(self) -> bool:
@@ -116,18 +135,26 @@ class ScalingPanel(ThreadedPlot):
             return
         cross = (f"crossover ≈{c.crossover:,.0f}" if c.crossover and D_LO <= c.crossover <= D_HI
                  else "no crossover")
+        if self._sweep:
+            m = sweep_crossover(self._sweep)
+            cross = (cross.replace("crossover", "predicted") + " · measured "
+                     + (f"≈{m:,.0f}" if m else "none yet"))
         self.border_title = f"Scaling · {cross}"
-        self.border_subtitle = c.label + (" · ● this run" if self._point else "")
+        self.border_subtitle = c.label + (" · ● this run" if self._point else "") + (
+            f" · o x sweep ({len(self._sweep)})" if self._sweep else "")
 
     def reset(self) -> None:
         self._calibrated = False
         self._point = None
+        self._sweep = ()
         self._draw()
 
     def show(self, state: LabState) -> None:
         point = measured_point(state)
-        if point != self._point:
+        sweep = sweep_points(state)
+        if point != self._point or sweep != self._sweep:
             self._point = point
+            self._sweep = sweep
             self._titles()
             self._draw()
         if point and not self._calibrated and self.source is not None:
@@ -161,11 +188,11 @@ class ScalingPanel(ThreadedPlot):
         self._draw()
 
     def _draw(self) -> None:
-        self.set_spec((self.curve, self._point, self.problem))
+        self.set_spec((self.curve, self._point, self.problem, self._sweep))
 
     def draw(self, plt: Plot, spec, width: int, height: int) -> None:
-        curve, point, problem = spec
-        if curve is not None or point is not None:
+        curve, point, problem, sweep = spec
+        if curve is not None or point is not None or sweep:
             plt.xscale("log")  # plotext's log scale fails on an empty plot
             plt.yscale("log")
         plt.xlabel("d_model")
@@ -178,16 +205,25 @@ class ScalingPanel(ThreadedPlot):
                 plt.vline(curve.crossover, color="yellow")
         elif problem:
             plt.title(problem)
+        if sweep:
+            plt.scatter([d for d, _, _ in sweep], [s for _, s, _ in sweep], color="cyan",
+                        marker="o")
+            plt.scatter([d for d, _, _ in sweep], [t for _, _, t in sweep], color="magenta",
+                        marker="x")
+            m = sweep_crossover(sweep)
+            if m is not None:
+                near = min(sweep, key=lambda p: abs(p[0] - m))
+                plt.scatter([m], [near[1]], color="green", marker="*")
         if point is not None:
             d, s, t = point
             plt.scatter([d], [s], color="cyan", marker="●")
             plt.scatter([d], [t], color="magenta", marker="●")
 
     def empty(self, spec) -> bool:
-        return spec[0] is None and spec[1] is None
+        return spec[0] is None and spec[1] is None and not spec[3]
 
     def numbers(self, spec, width: int, height: int) -> Text:
-        curve, point, problem = spec
+        curve, point, problem, sweep = spec
         if curve is None:
             if self.source is None:
                 return Text("no scaling model for this lab", style="dim")
@@ -201,5 +237,7 @@ class ScalingPanel(ThreadedPlot):
             d, s, t = point
             out.append(f"\n● this run: d_model {d:,.0f}, single {s:.3g}, tp {t:.3g} ms",
                        style="bold")
+        for d, s, t in sweep:
+            out.append(f"\nmeasured {d:>6,.0f}{s:>9.3g}{t:>9.3g}", style="bold")
         out.append("\n(too small to plot)", style="dim")
         return out

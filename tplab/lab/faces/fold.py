@@ -108,6 +108,30 @@ def _on_sweep(s: Any, ev: Event) -> None:
     s.sweeps += 1
 
 
+#: the fields of a measured d_model sweep point the views use
+_SWEEP_FIELDS = ("d_model", "params", "single_ms", "tp_ms", "allreduce_ms", "outputs_match",
+                 "tokens")
+
+
+@_handles("sweep_point")
+def _on_sweep_point(s: Any, ev: Event) -> None:
+    d = ev["d_model"]
+    if ev["skipped"]:
+        if len(s.sweep_skipped) < 100:  # bounded: a sweep has a handful of sizes
+            s.sweep_skipped.append({"d_model": d, "reason": str(ev.get("reason", ""))})
+        s._log(ev.ts, ev.src, "info", f"d_model sweep: {d} skipped ({ev.get('reason', '')})")
+        return
+    point = {k: ev.get(k) for k in _SWEEP_FIELDS}
+    if _num(point["single_ms"]) is None or _num(point["tp_ms"]) is None:
+        s.unknown_events += 1
+        return
+    others = [p for p in s.sweep_points if p["d_model"] != d][:99]
+    s.sweep_points = sorted(others + [point], key=lambda p: p["d_model"])
+    s._log(ev.ts, ev.src, "info" if point["outputs_match"] else "error",
+           f"d_model sweep: {d}: single {point['single_ms']:.3f} ms, TP {point['tp_ms']:.3f} ms"
+           + ("" if point["outputs_match"] else ", TP output differs"))
+
+
 @_handles("result")
 def _on_result(s: Any, ev: Event) -> None:
     res = ev["results"]

@@ -93,6 +93,9 @@ class LabState:
         self.prompt_texts: dict[str, dict[int, str]] = {m: {} for m in MODES}
         self.last_token_mode: str | None = None
         self.sweeps = 0
+        # the d_model sweep as its points arrive (sweep_point events): measured, in d_model order
+        self.sweep_points: list[dict[str, Any]] = []
+        self.sweep_skipped: list[dict[str, Any]] = []
         self.results: dict[str, Any] | None = None
         # termination as the user sees it
         self.terminate_requested_at: float | None = None

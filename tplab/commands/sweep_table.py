@@ -1,0 +1,68 @@
+"""The d_model sweep as a table for the terminal: measured and calibrated-predicted ms per point.
+
+Why apart from `tplab local`: the same report reads any results.json that holds a sweep and its
+``calibration`` block (``tplab.scaling_fit.annotate_results``), so `tplab local` and `tplab scaling
+--calibrate` print the same thing. Every figure says whether it was measured or predicted.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.0%}"
+
+
+STORED_IN_RESULTS = "results.json under calibration and d_model_sweep[i].predicted_*"
+
+
+def sweep_report(results: dict[str, Any], stored: str | None = STORED_IN_RESULTS) -> str:
+    """Per point: measured single and TP ms, the calibrated prediction and its error, the
+    collective ms per token, outputs_match; then both crossovers and what the fit could not
+    explain."""
+    pts = results.get("d_model_sweep") or []
+    cal = results.get("calibration") or {}
+    rows = [("d_model", "params", "single ms", "predicted", "err", "TP ms", "predicted", "err",
+             "comm ms", "match")]
+    for p in pts:
+        def err(pred: Any, meas: float) -> str:
+            return _pct((pred - meas) / meas) if isinstance(pred, (int, float)) else "n/a"
+        ps, pt = p.get("predicted_single_ms"), p.get("predicted_tp_ms")
+        rows.append((str(p["d_model"]), f"{p['params'] / 1e6:.2f}M", f"{p['single_ms']:.3f}",
+                     f"{ps:.3f}" if ps is not None else "n/a", err(ps, p["single_ms"]),
+                     f"{p['tp_ms']:.3f}", f"{pt:.3f}" if pt is not None else "n/a",
+                     err(pt, p["tp_ms"]), f"{p['allreduce_ms']:.3f}",
+                     "yes" if p["outputs_match"] else "NO"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"\nd_model sweep (measured, {pts[0]['tokens'] if pts else '?'} tokens per mode; "
+             "predicted = the model calibrated to these points):"]
+    lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    for s in results.get("d_model_sweep_skipped") or []:
+        lines.append(f"  d_model {s['d_model']}: skipped, {s['reason']}")
+    m, why = results.get("measured_crossover_d_model"), results.get("measured_crossover_reason")
+    if "measured_crossover_d_model" not in results:  # a results.json from before the field
+        from tplab.job.dmodel_results import measured_crossover
+        m, why = measured_crossover(pts)
+    lines.append("  crossover, measured:  " + (f"d_model ≈ {m:.0f} (interpolated between the "
+                                                "sweep's points)" if m is not None
+                                                else f"none ({why})"))
+    pc = cal.get("predicted_crossover_d_model")
+    lines.append("  crossover, predicted: " + (f"d_model ≈ {pc:.0f} ({cal.get('profile', '?')}, "
+                                                "calibrated)" if pc else "none in d_model 16..65536"))
+    if cal:
+        worst = cal.get("max_abs_error")
+        lines.append(f"  calibrated model vs measured points: worst error "
+                     f"{_pct(worst)} (tolerance ±{cal.get('tolerance', 0.25):.0%}, "
+                     f"{'within' if cal.get('within_tolerance') else 'NOT within'})"
+                     + (f"; stored in {stored}" if stored else ""))
+        for s in cal.get("off") or []:
+            lines.append(f"    off: {s}")
+    spread = (results.get("sweep") or {}).get("spread") or {}
+    if spread:
+        lines.append(f"  all-reduce sweep repeat-to-repeat spread: median {spread['median']:.0%}, "
+                     f"worst {spread['max']:.0%} at {spread['max_at_bytes']} B "
+                     f"({spread['repeats']} rounds per size)")
+    return "\n".join(lines)
