@@ -220,7 +220,8 @@ def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
     try:
         os.environ["TPLAB_HOME"] = str(w.home)
         t0 = time.monotonic()
-        lab, outcome = asyncio.run(_run_lab(w, _lab_config(w, "out", **cfg_kw)))
+        timeout_s = cfg_kw.pop("client_timeout_s", 5.0)
+        lab, outcome = asyncio.run(_run_lab(w, _lab_config(w, "out", **cfg_kw), timeout_s))
         took = time.monotonic() - t0
         left = w.live()
         from tplab.budget import BudgetGuard, default_ledger_path
@@ -253,7 +254,7 @@ def ssh_drops(root: Path, drops: int = 10) -> Row:
                     got.append(ev.seq)
                     since += 1
                     conn = lab.session.conn if lab.session else None
-                    if done[0] < drops and not waiting and conn is not None and since >= 25:
+                    if done[0] < drops and not waiting and conn is not None and since >= 15:
                         done[0] += 1
                         waiting = True
                         conn.abort()
@@ -353,9 +354,9 @@ def api_cases(quick: bool) -> list[tuple[str, str, dict, str, dict]]:
         ("API 429", "every route, 2 each (Retry-After 1 s)", {"http_429": {
             **{r: 2 for r in reads}, "DELETE /v2/pods/{id}": 2, "POST /v2/pods": 2}},
          "COMPLETE", {"spot": False}),
-        ("API timeout", "every read route + DELETE, 2 each (answers after 7 s, client gives "
-         "up at 5 s)", {"http_delay": {**{r: 2 for r in reads}, "DELETE /v2/pods/{id}": 2},
-                        "delay_s": 7.0}, "COMPLETE", {}),
+        ("API timeout", "every read route + DELETE, 2 each (answers after 3 s, client gives "
+         "up at 2 s)", {"http_delay": {**{r: 2 for r in reads}, "DELETE /v2/pods/{id}": 2},
+                        "delay_s": 3.0}, "COMPLETE", {"client_timeout_s": 2.0}),
         ("terminate", "fails 3 times", {"terminate_fail_n": 3}, "COMPLETE", {}),
         ("terminate", "lingers 6 polls after it is accepted", {"terminate_lingers": 6},
          "COMPLETE", {}),

@@ -30,7 +30,7 @@ INTENT_GRACE_S = 600.0
 #: ... when the client that sent it has died on this machine: nothing will look for the pod again,
 #: and a create RunPod completed is listed within seconds (a pod that appears later still has the
 #: boot guard from its create, and is listed as a tplab pod without a record)
-DEAD_CLIENT_INTENT_GRACE_S = 30.0
+DEAD_CLIENT_INTENT_GRACE_S = 15.0
 
 
 @dataclass(frozen=True)

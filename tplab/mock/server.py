@@ -118,7 +118,15 @@ async def admin_pods(request: web.Request) -> web.Response:
     state = request.app[_STATE]
     if not _admin_only(request):
         return _unauthorized()
-    views = await asyncio.to_thread(lambda: [state.admin_view(p) for p in state.pods.values()])
+    pods = list(state.pods.values())  # here, on the loop: a create meanwhile cannot change it
+    for attempt in range(3):  # a pod's set of process roots may change while it is read
+        try:
+            views = await asyncio.to_thread(lambda: [state.admin_view(p) for p in pods])
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
+            await asyncio.sleep(0.05)
     return web.json_response(views)
 
 
