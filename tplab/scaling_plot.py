@@ -56,6 +56,18 @@ def _usable(sweep: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
     return [p for p in sweep or [] if p.get("single_ms") and p.get("tp_ms")]
 
 
+def _predicted(profile: Any, world_size: int, shape: Any, sweep: Any, lo: float, hi: float,
+               n: int) -> tuple[Any, list[dict[str, Any]], list[float], list[Any], Any]:
+    """What both plots draw: the shape, the usable sweep points, ``n`` d_model values over the
+    range (widened to the points), the predictions there and the predicted crossover."""
+    shape = shape or load_shape()
+    points = _usable(sweep)
+    lo, hi = _range(lo, hi, points)
+    ds = log_space(lo, hi, n)
+    return (shape, points, ds, curve(profile, ds, world_size, shape),
+            crossover_d_model(profile, world_size, shape))
+
+
 def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
              shape: ModelShape | None = None, measured: dict[str, float] | None = None,
              sweep: Sequence[dict[str, Any]] | None = None,
@@ -67,12 +79,7 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shape = shape or load_shape()
-    sweep = _usable(sweep)
-    lo, hi = _range(lo, hi, sweep)
-    ds = log_space(lo, hi, 200)
-    preds = curve(profile, ds, world_size, shape)
-    cross = crossover_d_model(profile, world_size, shape)
+    shape, sweep, ds, preds, cross = _predicted(profile, world_size, shape, sweep, lo, hi, 200)
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     ax.plot(ds, [p.single_ms for p in preds], label="1 device, predicted", color="tab:blue")
     ax.plot(ds, [p.tp_ms for p in preds], label=f"TP={world_size}, predicted", color="tab:orange")
@@ -144,12 +151,7 @@ def render_plotext(profile: HardwareProfile, world_size: int = 2,
     """The same plot for the terminal, as a string (plotext); ``color=False`` for plain text."""
     import plotext as plt
 
-    shape = shape or load_shape()
-    sweep = _usable(sweep)
-    lo, hi = _range(lo, hi, sweep)
-    ds = log_space(lo, hi, 120)
-    preds = curve(profile, ds, world_size, shape)
-    cross = crossover_d_model(profile, world_size, shape)
+    shape, sweep, ds, preds, cross = _predicted(profile, world_size, shape, sweep, lo, hi, 120)
     plt.clear_figure()
     plt.theme("default" if color else "clear")
     plt.plotsize(width, height)
