@@ -242,7 +242,7 @@ def ssh_drops(root: Path, drops: int = 10) -> Row:
     w.start()
     try:
         os.environ["TPLAB_HOME"] = str(w.home)
-        cfg = _lab_config(w, "out", num_prompts=4, new_tokens=120)
+        cfg = _lab_config(w, "out", num_prompts=8, new_tokens=120)  # long enough for 10 drops
         got: list[int] = []
         done = [0]
 
