@@ -240,7 +240,7 @@ def test_dead_or_stuck_peer_is_a_clear_error_within_the_bound(tmp_path: Path) ->
 
 def test_stale_segments_of_dead_creators_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, timeout=60)
     dead_pid = int(done.stdout)
     dead = tmp_path / f"{shm_segment.PREFIX}{dead_pid}-1700000000-abcd1234"
     dead_bell = tmp_path / f"{dead.name}.r1"
@@ -264,7 +264,7 @@ def test_a_killed_unreaped_process_counts_as_dead() -> None:
         assert not shm_segment.pid_alive(child.pid)
     finally:
         child.kill()
-        child.wait()
+        child.wait(10)
 
 
 def test_segment_create_attach_and_checks(tmp_path: Path) -> None:
