@@ -139,8 +139,8 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     """Scenario "spot, complete" (headless `tplab run`). Its lab also carries what
     tests/lab/test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     asserted on a lab of its own (the instance events, live uptime, add_artifact): the second
-    half of this test, on the lab `run_lab` made, with that test's settings (4 prompts x 40
-    tokens, status polled every 0.5 s)."""
+    half of this test, on the lab `run_lab` made, with the status polled every 0.5 s as there
+    (the job's run phase, torchrun starting two ranks, lasts several polls)."""
     from tplab.commands.run import run_lab
     from tplab.lab import orchestrator
     import io
@@ -160,8 +160,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
     monkeypatch.setattr(orchestrator, "Lab", RecordingLab)
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5,
-               num_prompts=4, new_tokens=40)
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
