@@ -30,10 +30,14 @@ async def authorize(ctx: LabContext, lab_cap: float) -> None:
     being stopped, and releases it, instead of leaving it open."""
     from tplab.money.budget import BudgetGuardExceeded
     cfg, money = ctx.config, ctx.facts.money
+    guard = money.guard
+    if guard is None:  # the pre-flight opens the ledger first; never authorize without it
+        raise LabStop(FAILED, "the budget ledger was not opened before authorizing; nothing was "
+                              "created")
     ctx.stream.phase("authorize", amount_usd=lab_cap, label=cfg.ledger_label())
     money.pending_amount = lab_cap
     money.pending_auth = asyncio.ensure_future(
-        asyncio.to_thread(money.guard.authorize, cfg.ledger_label(), lab_cap))
+        asyncio.to_thread(guard.authorize, cfg.ledger_label(), lab_cap))
     try:
         money.auth_id = await asyncio.shield(money.pending_auth)
     except BudgetGuardExceeded as exc:

@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tplab.scaling import calibration, latency
+from tplab.scaling import latency
+from tplab.scaling.calibration import calibrate
 from tplab.labs.model_shapes import ModelShapes, numel
 
 WORLD_SIZE = 2                  # the lab's world size: 2 ranks (2 GPUs, or 2 gloo processes here)
@@ -204,7 +205,7 @@ def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thr
         src = "profile as stored in assets/hardware_profiles.json"
         if name == "cpu-gloo" and calibration:
             try:
-                prof = calibration.calibrate(prof, calibration, shape)
+                prof = calibrate(prof, calibration, shape)
                 src = "calibrated from the TP run quoted above"
             except latency.ScalingError:
                 pass

@@ -16,7 +16,6 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tplab.records.fit import AlphaBeta, summarize
