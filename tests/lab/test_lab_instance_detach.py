@@ -14,8 +14,8 @@ import json
 import pytest
 
 from tplab.lab import instances as instance_store
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab.config import FAILED
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import FAILED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config

@@ -8,8 +8,8 @@ import json
 import pytest
 from textual.widgets import Button
 
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab.config import STOPPED
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import STOPPED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
