@@ -7,8 +7,8 @@ vast`` (or ``both``), or from Python ``tplab.mock.handle.start_mock_vast()`` /
 Modules: ``server`` (HTTP, admin routes, errors in Vast's shape), ``routes`` (auth, faults,
 validation, answer check) and ``handlers`` (what each route does), ``contract`` +
 ``vast_openapi.json`` (Vast's document, the part the mock serves, and THE list of where the mock
-departs from it: ``EXCEPTIONS``, ``RULES``), ``state`` (account, keys, instances, billing),
-``views`` (the answers), ``offers`` (machines and search), ``faults``, ``start.sh`` (an
+departs from it: ``EXCEPTIONS``; what it refuses beyond it is in ../rejections.py), ``state``
+(account, keys, instances, billing), ``views`` (the answers), ``offers`` (machines and search), ``faults``, ``start.sh`` (an
 instance's container start: sshd, then ``onstart``). The SSH side, the container process and
 killing an instance's processes are the RunPod mock's (sshpod, container, procs).
 """
