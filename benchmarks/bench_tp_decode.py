@@ -47,7 +47,7 @@ from tplab.model.checkpoint import CheckpointError, load_checkpoint
 from tplab.model.config import GPTConfig
 from tplab.model.decode import greedy_decode
 from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_state_dict, shard_tensor
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 from tplab.tp import comm_timing
 
 VARIANTS = ("single", "tp", "dtensor")
@@ -198,7 +198,7 @@ def rank_main(rank: int, world_size: int, workload_path: str, init_file: str, ou
         for i, prompt in enumerate(work.prompts):
             order = VARIANTS[i % 3:] + VARIANTS[: i % 3]
             for v in order:
-                res = run(v, lambda m: decode_intervals(m, prompt, work.new_tokens))
+                res = run(v, lambda m, prompt=prompt: decode_intervals(m, prompt, work.new_tokens))
                 if res is not None:
                     report.tokens[v].append(res[0])
                     report.per_token_ms[v].extend(res[1])

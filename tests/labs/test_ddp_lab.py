@@ -30,7 +30,8 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     assert saved["loss_first"] == r["loss_first"]
     report = (tmp_path / "DDP_REPORT.md").read_text()
     assert "(falls)" in report and "of the step time" in report
-    assert not list(tmp_path.glob(".rendezvous-*"))
+    assert not list(tmp_path.glob(".rendezvous-*")) and not list(tmp_path.glob(".ddp-ranks*"))
+    assert r["teardown"] == "clean"  # every rank left on its own, none stuck destroying its group
 
     # tplab compile --ddp-run quotes this run in DISTRIBUTED.md, for a checkpoint of this shape only
     from tplab.labs import distributed_survey as survey
@@ -38,7 +39,7 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     from tplab.model.checkpoint import save_checkpoint
     from tplab.model.corpus import build_tokenizer
     from tplab.model.gpt import MiniGPT
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
 
     ckpt = save_checkpoint(tmp_path / "tiny.pt", MiniGPT(tiny), build_tokenizer())
     page = survey.render(survey.collect(ckpt, ddp_run=tmp_path))
@@ -59,6 +60,6 @@ def test_timer_counts_overlapping_buckets_once() -> None:
 
 
 def test_ddp_command_rejects_one_rank(tmp_path: Path, capsys) -> None:
-    from tplab.cli import main
+    from tplab.commands.main import main
     assert main(["ddp", "--nproc", "1", "--out", str(tmp_path)]) == 2
     assert "at least 2" in capsys.readouterr().err

@@ -11,17 +11,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Callable
 
 from tplab.cloud.base import GoneProof, Provider
-from tplab.redact import one_line
+from tplab.home.redact import one_line
 
 
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 async def verify_gone(provider: Provider, pod_id: str, timeout_s: float = 60.0,

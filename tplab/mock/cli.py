@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.state_dir:
         base = Path(args.state_dir)
     else:
-        from tplab.paths import tplab_home
+        from tplab.home.paths import tplab_home
 
         base = tplab_home(mock=True) / "cloud"
     state_dir = base / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             while not stop.is_set():
                 try:
                     await asyncio.wait_for(stop.wait(), 0.5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if args.exit_with_parent and os.getppid() != parent:
                         break
         finally:

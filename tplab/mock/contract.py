@@ -130,10 +130,10 @@ class Contract:
 
     @cached_property
     def _registry(self) -> Any:
-        from referencing import Registry, Resource
+        from referencing import Registry
         from referencing.jsonschema import DRAFT202012
 
-        return Registry().with_resource(self.uri, Resource(self.document, DRAFT202012))
+        return Registry().with_resource(self.uri, DRAFT202012.create_resource(self.document))
 
     @lru_cache(maxsize=256)  # noqa: B019 - one Contract per document, alive for the process
     def validator(self, where: str) -> Any:

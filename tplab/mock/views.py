@@ -24,11 +24,11 @@ _ACTIONS = {"PROVISIONING": ["terminate"], "STARTING": ["terminate"],
 def pod_view(state: CloudState, pod: MockPod) -> dict[str, Any]:
     """A pod as RunPod's ``Pod`` (never the pod-scoped key: the API does not show it)."""
     port = state.ssh_port(pod)
-    running = pod.status == "RUNNING" and pod.runtime_since is not None
+    since = pod.runtime_since if pod.status == "RUNNING" else None
     runtime = None
-    if running:
+    if since is not None:
         runtime = {
-            "uptime": int(time.monotonic() - pod.runtime_since),
+            "uptime": int(time.monotonic() - since),
             "gpus": [{"util": 0, "memoryUtil": 0} for _ in range(pod.gpu_count)],
             "cpu": {"util": 0}, "memory": {"util": 0},
             "ports": ([{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}]
@@ -82,8 +82,8 @@ def catalog_view(state: CloudState, count: int | None) -> dict[str, Any]:
 # ---- billing ---------------------------------------------------------------------------------
 #: the span a date-time can have here; windows reaching past it are clamped (the document allows
 #: any RFC 3339 date-time and any lastN >= 1, so year 0001 and lastN=10**9 must not crash)
-_MIN = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
-_MAX = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
+_MIN = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+_MAX = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
 _MONTHS = {"month": 1, "year": 12}
 _STEP = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1),
          "week": dt.timedelta(days=7)}
@@ -135,7 +135,7 @@ def _parse(text: str) -> dt.datetime:
         text = text[:17] + "59" + text[19:]
     ts = dt.datetime.fromisoformat(text)
     try:
-        return ts.astimezone(dt.timezone.utc)
+        return ts.astimezone(dt.UTC)
     except OverflowError:
         return _MIN if ts.year < 5000 else _MAX
 
@@ -144,7 +144,7 @@ def billing_view(state: CloudState, query: dict[str, Any]) -> dict[str, Any]:
     """``/v2/billing/pods``: one record per pod per bucket with spend in the window. The mock's
     only charge is the GPU's (no CPU or disk amounts), billed per started second."""
     bucket = query.get("bucketSize", "day")
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if "lastN" in query:
         current = _floor(now, bucket)
         end = _next(current, bucket)
@@ -159,7 +159,7 @@ def billing_view(state: CloudState, query: dict[str, Any]) -> dict[str, Any]:
     for pod in state.pods.values():
         if pod_id and pod.id != pod_id:
             continue
-        begin = dt.datetime.fromtimestamp(pod.created_epoch, dt.timezone.utc)
+        begin = dt.datetime.fromtimestamp(pod.created_epoch, dt.UTC)
         seconds = pod.billed_seconds()
         finish = begin + dt.timedelta(seconds=seconds)
         cursor = _floor(begin, bucket)

@@ -67,7 +67,9 @@ import torch
 import torch.distributed as dist
 
 from .shm_doorbell import Doorbells, fence
-from .shm_segment import STATE_ALIVE, STATE_CLOSED, STATE_FAILED, Layout, Segment, pid_alive
+from tplab.records.pids import pid_alive
+
+from .shm_segment import STATE_ALIVE, STATE_CLOSED, STATE_FAILED, Layout, Segment
 from .shm_setup import ShmError, join, unsupported_reason
 
 __all__ = ["DEFAULT_SLOT_BYTES", "ShmComm", "ShmError", "ShmPeerError", "ShmTimeoutError",
@@ -128,7 +130,7 @@ class ShmComm:
     # ------------------------------------------------------------------ set-up (collective)
     @classmethod
     def create(cls, group: Any = None, slot_bytes: int = DEFAULT_SLOT_BYTES,
-               timeout_s: float = 600.0) -> "ShmComm":
+               timeout_s: float = 600.0) -> ShmComm:
         """Set up the transport for ``group`` (default: the default group); every rank calls it.
 
         See ``shm_setup.join``: the segment and the doorbells, their names unlinked once every

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tplab.records.pids import pid_alive
+
 PREFIX = "tplab-tp-"
 MAGIC = 0x7470_6C61_6273_686D  # "tplabshm"
 VERSION = 1
@@ -125,7 +127,7 @@ class Segment:
 
     # ----------------------------------------------------------------- create / attach
     @classmethod
-    def create(cls, layout: Layout, directory: Path | None = None) -> "Segment":
+    def create(cls, layout: Layout, directory: Path | None = None) -> Segment:
         """A fresh, zeroed segment (the caller then shares ``name`` and ``nonce`` with its peers)."""
         directory = directory or segment_dir()
         remove_stale(directory)
@@ -152,7 +154,7 @@ class Segment:
         return seg
 
     @classmethod
-    def attach(cls, path: str | Path, layout: Layout, nonce: int) -> "Segment":
+    def attach(cls, path: str | Path, layout: Layout, nonce: int) -> Segment:
         """Map a segment another rank created; checks it is the one that rank meant."""
         path = Path(path)
         try:
@@ -221,26 +223,6 @@ def _reserve(fd: int, size: int, path: Path) -> None:
                                f"shared-memory segment ({exc.strerror}); free space there or "
                                "use --comm gloo.") from None
     os.ftruncate(fd, size)  # cannot preallocate here: size it, pages come on first touch
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a killed, not yet reaped process)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return True  # no /proc (macOS): existence is all we can tell
-    # "pid (comm) S ...": the state follows the last ')' (comm may contain spaces or parens)
-    state = stat[stat.rfind(b")") + 2: stat.rfind(b")") + 3]
-    return state not in (b"Z", b"X", b"x")
 
 
 def remove_stale(directory: Path | None = None) -> list[str]:

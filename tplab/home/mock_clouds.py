@@ -11,17 +11,19 @@ process, another terminal could only say "no mock cloud running" while one was. 
      "started_at": 1764450000.0, "provider": "runpod"}      # or "vast"
 
 The key is the mock's own account key (never a real one), but it is still a key: it is
-registered with ``tplab.redact`` when read and never printed. A record whose process has gone
+registered with ``tplab.home.redact`` when read and never printed. A record whose process has gone
 (a mock killed hard) is stale: ``running()`` skips it and removes it. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tplab.records.jsonfile import write_json
+from tplab.records.pids import pid_alive
 
 DIR_NAME = "clouds"
 
@@ -37,7 +39,7 @@ class MockCloudRecord:
 
 
 def clouds_dir() -> Path:
-    from tplab.paths import tplab_home
+    from tplab.home.paths import tplab_home
     return tplab_home(mock=True) / DIR_NAME
 
 
@@ -46,15 +48,10 @@ def register(api_url: str, api_key: str, pid: int, provider: str = "runpod") -> 
     not be written (the mock still works; only other terminals will not find it)."""
     try:
         folder = clouds_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / (f"{pid}.json" if provider == "runpod" else f"{pid}-{provider}.json")
-        tmp = folder / f".{path.name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"api_url": api_url, "api_key": api_key, "pid": pid,
-                       "started_at": time.time(), "provider": provider}, fh)
-        os.replace(tmp, path)
-        return path
+        name = f"{pid}.json" if provider == "runpod" else f"{pid}-{provider}.json"
+        return write_json(folder / name, {"api_url": api_url, "api_key": api_key, "pid": pid,
+                                          "started_at": time.time(), "provider": provider},
+                          indent=None)
     except OSError:
         return None
 
@@ -69,12 +66,8 @@ def unregister(path: Path | None) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
     cmdline = Path(f"/proc/{pid}/cmdline")
     try:  # a reused pid is not our mock
         return b"tplab.mock" in cmdline.read_bytes()
@@ -103,7 +96,7 @@ def running(provider: str | None = None) -> list[MockCloudRecord]:
             unregister(path)
             continue
         if rec.api_key:
-            from tplab.redact import register_secret
+            from tplab.home.redact import register_secret
             register_secret(rec.api_key)
         if provider is None or rec.provider == provider:
             found.append(rec)
