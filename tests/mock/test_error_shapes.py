@@ -15,9 +15,9 @@ from tests.mock.helpers import http
 from tplab.mock import server as runpod_server
 from tplab.mock.faults import Faults
 from tplab.mock.state import CloudState
-from tplab.mock.vast import server as vast_server
-from tplab.mock.vast.faults import VastFaults
-from tplab.mock.vast.state import VastState
+from tplab.mock.vast import http_server as vast_server
+from tplab.mock.vast.fault_switches import VastFaults
+from tplab.mock.vast.rentals import VastState
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.mock.helpers import http
 from tplab.home import mock_clouds
-from tplab.mock.contract import SchemaViolation
+from tplab.mock.document import SchemaViolation
 from tplab.mock.handle import start_mock_vast
 from tplab.mock.vast import contract
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.mock.faults import Faults
-from tplab.mock.vast.faults import VastFaults
+from tplab.mock.vast.fault_switches import VastFaults
 
 PROVIDERS = ("runpod", "vast")
 #: per provider: (the variable of its base URL, of its API key, of the mock's own key)
@@ -88,7 +88,7 @@ class MockCloud:
         return self.state()["calls"]
 
     def set_faults(self, **changes: Any) -> dict[str, Any]:
-        """Merge fault switches into the running mock (faults.py; Vast: vast/faults.py)."""
+        """Merge fault switches into the running mock (faults.py; Vast: vast/fault_switches.py)."""
         (VastFaults() if self.provider == "vast" else Faults()).merged(changes)  # clear error
         return self._admin("/_mock/faults", changes)
 

@@ -5,7 +5,7 @@ routes in ``ROUTES`` with every component they reference, cut unchanged from Vas
 ``api-reference/openapi.yaml`` (public repository ``vast-ai/docs``, commit c624622, 2026-08-07;
 kept in this project as ``shared/reference/vast-openapi.json``) by ``extract_subset``.
 Every request the mock receives (body, query, path) and every answer it sends is checked
-against it (formats enforced, see ../contract.py).
+against it (formats enforced, see ../document.py).
 
 ``EXCEPTIONS`` below is the one place where the mock departs from the document: each entry
 replaces one schema of the document, in memory, with what Vast's service and its clients really
@@ -23,8 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tplab.mock import contract
-from tplab.mock.contract import SchemaViolation
+from tplab.mock import document
+from tplab.mock.document import SchemaViolation
 
 SUBSET_PATH = Path(__file__).with_name("vast_openapi.json")
 DOC_URI = "urn:vast:api:openapi"
@@ -82,7 +82,7 @@ EXCEPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any], str], ...] = (
 
 def extract_subset(doc: Mapping[str, Any],
                    routes: Mapping[str, Iterable[str]] = ROUTES) -> dict[str, Any]:
-    return contract.extract_subset(doc, routes, SOURCE)
+    return document.extract_subset(doc, routes, SOURCE)
 
 
 def apply_exceptions(doc: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def apply_exceptions(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class VastContract(contract.Contract):
+class VastContract(document.Contract):
     """The subset, with ``EXCEPTIONS`` applied, as the mock validates against it."""
 
     @cached_property

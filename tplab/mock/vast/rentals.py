@@ -43,7 +43,7 @@ from typing import Any
 from tplab.mock import container
 from tplab.mock.procs import CLOUD_MARKER_VAR, MARKER_VAR, kill_pod_processes, pod_pids
 from tplab.mock.sshpod import PodSshServer
-from tplab.mock.vast.faults import VastFaults
+from tplab.mock.vast.fault_switches import VastFaults
 from tplab.mock.vast.offers import Machine, storage_per_hr
 
 START_SH = Path(__file__).with_name("start.sh")

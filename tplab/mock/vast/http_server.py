@@ -5,7 +5,7 @@
 - Admin, as on the RunPod mock (so ``MockCloud`` in handle.py drives both alike):
   ``GET /_mock/state`` (credit, faults, ``calls`` per route as ``METHOD /route``,
   ``schemaViolations``), ``GET /_mock/pods`` (every instance ever created, with its live pids),
-  ``POST /_mock/faults`` (merge fault switches: faults.py). Account key only.
+  ``POST /_mock/faults`` (merge fault switches: fault_switches.py). Account key only.
 - Anything else — an unknown route, a method a route does not take, a crash of the mock's own —
   answers in Vast's JSON error shape (404 ``not_found``, 405 ``method_not_allowed``, 500
   ``server_error``), never a text page; a crash is also recorded in ``schemaViolations``, so
@@ -22,9 +22,9 @@ from aiohttp import web
 
 from tplab.mock.loopback import LoopbackServer
 from tplab.mock.vast import routes
-from tplab.mock.vast.faults import VastFaults
+from tplab.mock.vast.fault_switches import VastFaults
 from tplab.mock.vast.routes import STATE, bug, error_body, json_answer
-from tplab.mock.vast.state import VastState
+from tplab.mock.vast.rentals import VastState
 
 
 @web.middleware

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from tplab.mock.vast.offers import STORAGE_GB_MONTH
-from tplab.mock.vast.state import Instance, VastState
+from tplab.mock.vast.rentals import Instance, VastState
 
 
 def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:
