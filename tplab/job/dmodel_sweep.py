@@ -36,9 +36,10 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .dmodel_results import DModelPoint, SkippedSize
-from .stats import mode_order, round_order
-from .timing import DecodeRun, decode_timed
+from tplab.records.dmodel import DModelPoint, SkippedSize
+from tplab.records.stats import mode_order, round_order
+
+from .decode_timing import DecodeRun, decode_timed
 
 #: the weights' generator seed (the same on every rank: the shards are slices of one model)
 SEED = 1234

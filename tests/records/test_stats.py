@@ -1,4 +1,4 @@
-"""The harness statistics (tplab/job/stats.py, robust_fit.py, stability.py and the sweep records):
+"""The harness statistics (tplab/records/stats.py, robust_fit.py, stability.py and the sweep records):
 pure arithmetic on given samples, no clocks, so every assertion is exact or seeded."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from tplab.job.dmodel_results import DModelPoint, crossover_interval, sweep_section
-from tplab.job.fit import ring_allreduce_s
-from tplab.job.robust_fit import robust_alpha_beta
-from tplab.job.stability import per_pass_figures, stability_section
-from tplab.job.stats import (
+from tplab.records.dmodel import DModelPoint, crossover_interval, sweep_section
+from tplab.records.fit import ring_allreduce_s
+from tplab.records.robust_fit import robust_alpha_beta
+from tplab.records.stability import per_pass_figures, stability_section
+from tplab.records.stats import (
     SPREAD_LIMIT,
     bootstrap_ci,
     figure,
@@ -29,9 +29,9 @@ def test_a_figure_is_median_quartiles_spread_interval_and_count():
     f = figure([10.0, 11.0, 12.0, 13.0, 14.0])
     assert (f.median, f.q1, f.q3, f.n) == (12.0, 11.0, 13.0, 5)
     assert f.spread == pytest.approx(2.0 / 12.0)
-    assert f.unstable is (2.0 / 12.0 > SPREAD_LIMIT)
+    assert f.unstable is (SPREAD_LIMIT < 2.0 / 12.0)
     assert f.ci95[0] <= f.median <= f.ci95[1]
-    assert 10.0 <= f.ci95[0] and f.ci95[1] <= 14.0
+    assert f.ci95[0] >= 10.0 and f.ci95[1] <= 14.0
     assert f.mean == 12.0 and f.mean_ci95[0] < 12.0 < f.mean_ci95[1]
     d = f.to_dict()
     assert d["n"] == 5 and d["ci95"] == list(f.ci95) and d["spread_limit"] == SPREAD_LIMIT

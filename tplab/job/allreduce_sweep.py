@@ -18,7 +18,7 @@ the job passes the shm transport's in-place all-reduce for ``--comm shm``). The 
 ``torch.inference_mode`` for every transport alike.
 Bandwidths follow nccl-tests: ``algbw = bytes / time`` and ``busbw = algbw · 2(p-1)/p``, which
 is comparable across world sizes. The points are then fitted to the alpha-beta ring model with a
-Theil–Sen line and bootstrap intervals over the rounds (``tplab.job.robust_fit``).
+Theil–Sen line and bootstrap intervals over the rounds (``tplab.records.robust_fit``).
 
 Pod-side: torch and the standard library only.
 """
@@ -33,9 +33,9 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from .fit import AlphaBeta, bus_bandwidth, percentile
-from .robust_fit import robust_alpha_beta
-from .stats import figure, round_order
+from tplab.records.fit import AlphaBeta, bus_bandwidth, percentile
+from tplab.records.robust_fit import robust_alpha_beta
+from tplab.records.stats import figure, round_order
 
 #: untimed calls before every timed visit of a size (the first visit also gets ``warmup``)
 REVISIT_WARMUP = 2

@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from .fit import AlphaBeta, percentile
-from .stats import SEED, median, relative_iqr, theil_sen, SPREAD_LIMIT
+from tplab.records.fit import AlphaBeta, percentile
+from tplab.records.stats import SEED, median, relative_iqr, theil_sen, SPREAD_LIMIT
 
 RESAMPLES = 200
 

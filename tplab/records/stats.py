@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
-from .fit import percentile
+from tplab.records.fit import percentile
 
 T = TypeVar("T")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .fit import percentile
-from .stats import SPREAD_DEFINITION, SPREAD_LIMIT, figure
+from tplab.records.fit import percentile
+from tplab.records.stats import SPREAD_DEFINITION, SPREAD_LIMIT, figure
 
 
 def _pass_stat(steps: Sequence[float], q: float | None) -> float:
