@@ -2,7 +2,7 @@
 
 Measured as a harness does: every message size (powers of two from 256 B up to a few MB) gets
 ``warmup`` untimed all-reduces before it is first timed; then ``repeats`` rounds, each visiting
-every size in its own order (``stats.round_order``: a seeded permutation rotated and reversed per
+every size in its own order (``harness.round_order``: a seeded permutation rotated and reversed per
 round, the same on every rank), each visit a few untimed calls and then ``iters`` timed ones, so
 drift in the machine's load lands on every size alike instead of on whichever came first. On GPU
 a visit's per-rank time is the mean over its loop (CUDA events around it, as nccl-tests does); on
@@ -11,8 +11,8 @@ because on a shared CPU a few calls are hit by scheduler noise many times their 
 CPU point also keeps the 99th percentile of all its calls (``p99_ms``). Each round's time is the
 slowest rank's (a MAX all-reduce of the per-rank times over the process group, after the timed
 loops, outside them); the point's ``ms`` is the median of its rounds, ``figure`` their
-``stats.Figure`` (quartiles, 95 % interval, n) and ``spread`` its relative IQR, with
-``unstable`` set past ``stats.SPREAD_LIMIT``.
+``harness.Figure`` (quartiles, 95 % interval, n) and ``spread`` its relative IQR, with
+``unstable`` set past ``harness.SPREAD_LIMIT``.
 ``all_reduce`` chooses the transport being measured (default: ``dist.all_reduce`` on ``group``;
 the job passes the shm transport's in-place all-reduce for ``--comm shm``). The loop runs under
 ``torch.inference_mode`` for every transport alike.
@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from tplab.records.fit import AlphaBeta, bus_bandwidth, percentile
 from tplab.records.robust_fit import robust_alpha_beta
-from tplab.records.stats import figure, round_order
+from tplab.records.harness import figure, round_order
 
 #: untimed calls before every timed visit of a size (the first visit also gets ``warmup``)
 REVISIT_WARMUP = 2
@@ -52,7 +52,7 @@ class SweepPoint:
     repeats: int = 1             # rounds of ``iters`` timed calls
     spread: float = 0.0          # (q3 - q1) / median of the rounds' times
     repeat_ms: tuple[float, ...] = ()
-    unstable: bool = False       # spread past stats.SPREAD_LIMIT
+    unstable: bool = False       # spread past harness.SPREAD_LIMIT
 
     def to_dict(self) -> dict[str, object]:
         out = asdict(self)

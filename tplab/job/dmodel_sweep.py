@@ -11,7 +11,7 @@ Measured as a benchmark harness measures (docs/measurement.md): every size is bu
 warmed up in both modes (``warmup_tokens``), and its models stay in memory; then ``rounds``
 rounds, each with a block of single-device visits (rank 0 alone, the others at a barrier) and a
 block of TP visits, single first on even rounds and TP first on odd ones
-(``stats.mode_order``), the sizes in a different order every round (``stats.round_order``).
+(``harness.mode_order``), the sizes in a different order every round (``harness.round_order``).
 Every visit decodes ``visit_warmup_tokens`` untimed, then ``tokens / rounds`` timed tokens (TP:
 an uninstrumented pass, the latency, and an instrumented one, the collective time per token the
 decode loop really pays). A round gives one sample per figure (the median per-token ms of the
@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from tplab.records.dmodel import DModelPoint, SkippedSize
-from tplab.records.stats import mode_order, round_order
+from tplab.records.harness import mode_order, round_order
 
 from .decode_timing import DecodeRun, decode_timed
 

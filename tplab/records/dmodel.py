@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from tplab.records.fit import percentile
 from tplab.records.job_flags import parse_d_models
-from tplab.records.stats import SEED, figure
+from tplab.records.harness import SEED, figure
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,10 @@
 """The α-β fit of the all-reduce sweep, robust and with its uncertainty.
 
 Why: a weighted least-squares line goes wherever one descheduled round pulls it, and says nothing
-about how sure it is. Here the line ``t(n) = a + b·n`` is a Theil–Sen line (``stats.theil_sen``)
+about how sure it is. Here the line ``t(n) = a + b·n`` is a Theil–Sen line (``harness.theil_sen``)
 through each size's median, and its 95 % intervals come from a seeded bootstrap over the rounds:
 each resample takes, for every size, one of its measured rounds at random and refits. Sizes whose
-rounds are flagged unstable (``stats.SPREAD_LIMIT``) are left out of the line when at least two
+rounds are flagged unstable (``harness.SPREAD_LIMIT``) are left out of the line when at least two
 steady sizes remain, and the fit says which.
 
 Standard library only (the job and the client both use it).
@@ -16,7 +16,7 @@ import random
 from typing import Sequence
 
 from tplab.records.fit import AlphaBeta, percentile
-from tplab.records.stats import SEED, median, relative_iqr, theil_sen, SPREAD_LIMIT
+from tplab.records.harness import SEED, median, relative_iqr, theil_sen, SPREAD_LIMIT
 
 RESAMPLES = 200
 

@@ -2,8 +2,8 @@
 
 Why one place: the report, the sweep table and the dashboard must flag the same figures with the
 same sentence ("unstable: spread 37%; machine busy?"), and the calibration must know which points
-to leave out. A figure is unstable when the relative spread of its samples (``stats.figure``:
-IQR / median) exceeds ``stats.SPREAD_LIMIT``. The samples are:
+to leave out. A figure is unstable when the relative spread of its samples (``harness.figure``:
+IQR / median) exceeds ``harness.SPREAD_LIMIT``. The samples are:
 
 * the lab's per-token single and TP figures: one per prompt (the prompt's median per-token ms),
   per transport (``per_pass_figures``, stored as ``single.passes`` / ``tp.passes``);
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tplab.records.fit import percentile
-from tplab.records.stats import SPREAD_DEFINITION, SPREAD_LIMIT, figure
+from tplab.records.harness import SPREAD_DEFINITION, SPREAD_LIMIT, figure
 
 
 def _pass_stat(steps: Sequence[float], q: float | None) -> float:

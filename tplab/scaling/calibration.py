@@ -99,7 +99,7 @@ def sweep_points(results: dict[str, Any]) -> list[dict[str, Any]]:
 def steady_points(results: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     """(the sweep points the calibration fits, what was left out and why).
 
-    Points flagged unstable (``unstable``: their rounds spread past ``stats.SPREAD_LIMIT``) are
+    Points flagged unstable (``unstable``: their rounds spread past ``harness.SPREAD_LIMIT``) are
     left out when at least two steady points remain; otherwise all are fitted and the note says
     the fit goes through unstable points, so it is never silent."""
     pts = sweep_points(results)

@@ -1,4 +1,4 @@
-"""The harness statistics (tplab/records/stats.py, robust_fit.py, stability.py and the sweep records):
+"""The harness statistics (tplab/records/harness.py, robust_fit.py, stability.py and the sweep records):
 pure arithmetic on given samples, no clocks, so every assertion is exact or seeded."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tplab.records.dmodel import DModelPoint, crossover_interval, sweep_section
 from tplab.records.fit import ring_allreduce_s
 from tplab.records.robust_fit import robust_alpha_beta
 from tplab.records.stability import per_pass_figures, stability_section
-from tplab.records.stats import (
+from tplab.records.harness import (
     SPREAD_LIMIT,
     bootstrap_ci,
     figure,
