@@ -201,7 +201,7 @@ def _lab_config(w: Worker, name: str, **kw):
 
 
 async def _run_lab(w: Worker, cfg, timeout_s: float = 5.0, saboteur=None):
-    from tplab.cloud.runpod_provider import RunPodProvider
+    from tplab.cloud.runpod.provider import RunPodProvider
     from tplab.lab.orchestrator import Lab
     prov = RunPodProvider(CANARY, w.cloud.api_url, timeout_s=timeout_s,
                           retry_delays=(0.5, 1.0, 2.0), terminate_delays=(0.5, 1.0, 2.0))

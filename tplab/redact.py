@@ -6,7 +6,8 @@ that turns a provider error into text goes through ``redact`` / ``error_text``.
 
 Two layers:
 - values registered with ``register_secret`` (the API key in use, pod keys) and the current
-  ``RUNPOD_API_KEY`` are replaced wherever they appear;
+  value of every ``*_API_KEY`` environment variable (each cloud's key) are replaced wherever
+  they appear;
 - patterns catch what was never registered: private key blocks, RunPod-style ``rpa_…`` keys,
   ``Bearer …`` tokens and ``api_key=…`` pairs.
 Thread-safe (the registry is guarded by a lock). Standard library only.
@@ -46,8 +47,8 @@ def redact(text: object, extra: Iterable[str | None] = ()) -> str:
     out = str(text)
     with _lock:
         values = set(_secrets)
-    env_key = os.environ.get("RUNPOD_API_KEY")
-    values.update(v for v in (env_key, *extra) if v and len(v) >= _MIN_SECRET_LEN)
+    env_keys = [v for k, v in os.environ.items() if k.endswith("_API_KEY")]
+    values.update(v for v in (*env_keys, *extra) if v and len(v) >= _MIN_SECRET_LEN)
     for value in sorted(values, key=len, reverse=True):
         out = out.replace(value, MASK)
     for pattern, repl in _PATTERNS:

@@ -60,6 +60,13 @@ def _store_calibration(pred: LabPrediction, path: Path) -> None:
         write_json(path, data)
 
 
+def vendor_label(config: LabConfig) -> str:
+    """The manifest's ``vendor``: the cloud that ran the lab ("Vast.ai", "mock RunPod (local)")."""
+    from tplab.cloud.registry import label
+    name = label(config.provider_name())
+    return f"mock {name} (local)" if config.mock else name
+
+
 def lab_manifest(config: LabConfig, facts: LabFacts,
                  pred: LabPrediction | None) -> dict[str, Any]:
     """The seed's manifest fields (and the lab's own) from what the lab knows, built by
@@ -75,7 +82,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
     proof = next((n for n in (PROOF_SVG, PROOF) if (facts.out_dir / n).is_file()), None)
     return manifest.build_manifest(
         res, status=status, reason=reason,
-        vendor="mock RunPod (local)" if config.mock else "RunPod",
+        vendor=vendor_label(config),
         instance_type=config.instance_type(),
         nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
         instance_id=s.get("pod_id"), start_ts=s.get("start_ts"), end_ts=s.get("end_ts"),
@@ -87,6 +94,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         partial=s.get("partial"),
         extra={
             "mock": config.mock,
+            "provider": config.provider_name(),
             "verified_gone": s.get("verified_gone"),
             "usd_per_hr": s.get("usd_per_hr"),
             "price_kind": s.get("price_kind"),

@@ -28,6 +28,7 @@ STOPPED = "STOPPED"
 class LabConfig:
     """What one lab does; built by ``options.config_from_args`` or by hand (tests, dashboard)."""
     mock: bool = False
+    provider: str | None = None           # a registry name or auto; None: registry.resolve's pick
     gpu_type: str = DEFAULT_GPU_TYPE
     gpus: int = 2
     spot: bool = True
@@ -67,6 +68,11 @@ class LabConfig:
     boot_guard: bool = True               # start the pod's boot guard with its container
     guard_first_heartbeat_s: float | None = None  # None: boot + connect timeouts + 120 s
 
+    def provider_name(self) -> str:
+        """The cloud this lab runs on ("auto": the cheapest spot offer across clouds)."""
+        from tplab.cloud.registry import resolve
+        return resolve(self.provider, self.mock)
+
     def guard_bound_s(self) -> float:
         """How long after its container starts a pod waits for this client's first heartbeat
         before its boot guard ends it."""
@@ -94,6 +100,8 @@ class LabConfig:
     def terminate_command(self, pod_id: str | None) -> str:
         """The exact shell command that ends ``pod_id`` on this lab's cloud."""
         cmd = f"tplab terminate {pod_id or '<pod id>'}"
+        if self.provider and self.provider != "auto":
+            cmd += f" --provider {self.provider}"
         if self.mock:
             cmd += " --mock"
             if self.api_url:

@@ -12,7 +12,7 @@ The body is the phases in order, each in a module of its own (``preflight``, ``p
 ``ssh_session``, ``teardown``, ``artifacts``); this class holds only the order, the control
 (stop, detach) and the public API that the two faces (``tplab run``, ``tplab-tui``) use.
 
-Client side: no torch import. The Provider is synchronous (the runpod SDK is), so its calls run
+Client side: no torch import. The Provider is synchronous (cloud SDKs are), so its calls run
 in worker threads.
 """
 
@@ -226,8 +226,8 @@ class Lab:
                     self.ctx.provider = await mock_cm.__aenter__()
                     self._own_mock = not self.config.api_url
                 else:
-                    self.ctx.provider = await asyncio.to_thread(providers.real_provider,
-                                                                self.config.api_url)
+                    self.ctx.provider = await asyncio.to_thread(
+                        providers.real_provider, self.config.api_url, self.config.provider_name())
             return await self._run_with_provider()
         except Exception as exc:  # provider could not even be built (no key, mock failed)
             self.facts.status, self.facts.reason = FAILED, one_line(exc) or type(exc).__name__
