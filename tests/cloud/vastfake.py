@@ -78,7 +78,7 @@ class FakeVast:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> "FakeVast":
+    def __enter__(self) -> FakeVast:
         return self
 
     def __exit__(self, *exc: Any) -> None:

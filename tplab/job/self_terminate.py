@@ -25,6 +25,7 @@ runner are injectable.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -80,9 +81,9 @@ class SelfEnd:
     env_file_var: str = ""              # a variable naming another env file
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SelfEnd":
+    def from_dict(cls, data: Mapping[str, Any]) -> SelfEnd:
         try:
-            ways = tuple(Way(**{k: (tuple(v) if isinstance(v, list) else v)
+            ways = tuple(Way(**{str(k): (tuple(v) if isinstance(v, list) else v)  # type: ignore[arg-type]
                                 for k, v in w.items()}) for w in data["ways"])
             fields = {k: v for k, v in data.items() if k != "ways"}
             spec = cls(ways=ways, **fields)
@@ -93,7 +94,7 @@ class SelfEnd:
         return spec
 
     @classmethod
-    def from_arg(cls, text: str) -> "SelfEnd":
+    def from_arg(cls, text: str) -> SelfEnd:
         """From ``encode``'s form (base64 of the JSON), as the command line carries it."""
         try:
             data = json.loads(base64.urlsafe_b64decode(text.encode()).decode())
@@ -260,9 +261,9 @@ class SelfTerminator:
         for way in self.spec.ways:
             if way.kind == "command":
                 if way.argv and self._which(way.argv[0]):
-                    out.append((self.label(way), lambda w=way: self.command(w)))
+                    out.append((self.label(way), functools.partial(self.command, way)))
             else:
-                out.append((self.label(way), lambda w=way: self.http(w)))
+                out.append((self.label(way), functools.partial(self.http, way)))
         return out
 
     def terminate(self, log: Callable[[str], None] = lambda line: None) -> list[Attempt]:

@@ -127,6 +127,7 @@ def _label(ctx: LabContext) -> str:
 def self_end_arg(ctx: LabContext) -> str:
     """How the lab's pod ends itself (the provider's description, one shell-safe word)."""
     from tplab.job.self_terminate import encode
+    assert ctx.provider is not None
     return encode(ctx.provider.self_end())
 
 

@@ -64,8 +64,11 @@ def offer_price(offer: dict[str, Any], kind: str, disk_gb: float) -> float | Non
 
 def cheapest(offers: Iterable[Any], kind: str, disk_gb: float) -> tuple[dict, float] | None:
     """The cheapest offer and its hourly price, or None."""
-    priced = [(o, offer_price(o, kind, disk_gb)) for o in offers if isinstance(o, dict)]
-    priced = [(o, p) for o, p in priced if p is not None and o.get("id") is not None]
+    priced: list[tuple[dict, float]] = []
+    for offer in offers:
+        price = offer_price(offer, kind, disk_gb) if isinstance(offer, dict) else None
+        if price is not None and offer.get("id") is not None:
+            priced.append((offer, price))
     return min(priced, key=lambda op: op[1]) if priced else None
 
 
