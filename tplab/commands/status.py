@@ -33,7 +33,7 @@ def mock_providers() -> list[tuple[Any, Any]]:
     """(record, provider) for every mock cloud running on this machine."""
     from tplab import mock_clouds
     from tplab.lab.providers import provider_for
-    return [(rec, provider_for(rec.api_key, rec.api_url, getattr(rec, "provider", None)))
+    return [(rec, provider_for(rec.api_key, rec.api_url, rec.provider))
             for rec in mock_clouds.running()]
 
 

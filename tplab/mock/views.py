@@ -107,7 +107,10 @@ def _next(ts: dt.datetime, bucket: str) -> dt.datetime:
 
 
 def _iso(ts: dt.datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 (``date-time``): a four-digit year even before 1000 (strftime's ``%Y`` drops the
+    zeros on Linux: ``190-02-24`` for 0190, which the document's format refuses)."""
+    return (f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T"
+            f"{ts.hour:02d}:{ts.minute:02d}:{ts.second:02d}Z")
 
 
 def _parse(text: str) -> dt.datetime:
