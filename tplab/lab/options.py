@@ -126,7 +126,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="give up on a pod not ready after this long (default: 600)")
     g.add_argument("--boot-guard", type=_positive_float, default=None, metavar="S",
                    help="the pod ends itself when this client has not shown up S seconds after "
-                        "its container started (default: boot + connect timeouts + 120 s)")
+                        "its container started (default: the connect timeout + 120 s = 300 s)")
     g.add_argument("--yes", "-y", action="store_true",
                    help="do not ask before spending real money")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from tplab.cloud import registry
 from tplab.cloud.base import AuthError, Provider, ProviderError
@@ -58,6 +58,15 @@ def _mock_key(name: str | None) -> str:
     return key
 
 
+def mock_options(config: LabConfig, name: str) -> dict[str, Any]:
+    """The mock options for cloud ``name``: ``mock_options[name]`` when the options are given per
+    cloud (``{"runpod": {...}, "vast": {...}}``, as ``--provider auto`` tests do), else all."""
+    opts = config.mock_options or {}
+    if any(key in registry.PROVIDERS for key in opts):
+        return dict(opts.get(name) or {})
+    return dict(opts)
+
+
 @contextlib.asynccontextmanager
 async def mock_session(config: LabConfig) -> AsyncIterator[Provider]:
     """A provider on the mock of the lab's cloud: ``config.api_url`` if one runs already, else
@@ -68,7 +77,7 @@ async def mock_session(config: LabConfig) -> AsyncIterator[Provider]:
         yield provider_for(_mock_key(name), config.api_url, name)
         return
     pkg = registry.package(name)
-    cloud = await asyncio.to_thread(pkg.start_mock, **config.mock_options)
+    cloud = await asyncio.to_thread(pkg.start_mock, **mock_options(config, name))
     from tplab.redact import register_secret
     register_secret(cloud.api_key)
     try:

@@ -225,6 +225,9 @@ class PodSession:
             return False
         if info.state.upper() != "RUNNING":
             ctx.instance_event(info)
+            if info.note:  # the provider says why: an outbid, paused instance
+                raise LabStop(FAILED, f"spot interruption: the pod {pod.id} went {info.state} "
+                              f"({info.note}); what was measured before it is kept")
             raise LabStop(FAILED, f"the pod {pod.id} is {info.state} (spot interruption "
                           "or watchdog); the run is lost")
         return True
