@@ -64,7 +64,7 @@ class VastFaults:
     no_ssh_port: bool = False
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "VastFaults":
+    def from_dict(cls, data: dict[str, Any]) -> VastFaults:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -76,13 +76,13 @@ class VastFaults:
         return faults
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "VastFaults":
+    def from_file(cls, path: str | Path) -> VastFaults:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def merged(self, changes: dict[str, Any]) -> "VastFaults":
+    def merged(self, changes: dict[str, Any]) -> VastFaults:
         data = self.to_dict()
         data.update(changes)
         return VastFaults.from_dict(data)
