@@ -184,3 +184,11 @@ def test_onstart_keeps_the_instance_key_on_the_instance_and_starts_the_guard(tmp
     assert (tmp_path / ".tplab-guard" / "guard.zip").read_bytes() == b"ZIPDATA"
     assert (tmp_path / ".tplab-guard" / "ran").read_text().strip() == "started"
     assert "inst_secret_key" not in json.dumps(body)
+
+
+def test_on_demand_only_when_asked_by_name_and_then_without_a_bid(fake):
+    info = provider(fake).create(spec(spot=False))
+    body = fake.calls("PUT", "/api/v0/asks/")[0].body
+    assert "price" not in body and fake.calls("PUT", "/api/v0/asks/")[0].path == "/api/v0/asks/11"
+    assert [s.body["type"] for s in fake.calls("POST", "/api/v0/bundles")] == ["ondemand"]
+    assert info.spot is False

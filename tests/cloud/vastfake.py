@@ -110,7 +110,8 @@ class FakeVast:
             self.instances[str(iid)] = {
                 "id": iid, "label": body["label"], "actual_status": status,
                 "intended_status": "stopped" if status else "running", "num_gpus": 2,
-                "gpu_name": "RTX 4090", "dph_total": body["price"], "is_bid": True,
+                "gpu_name": "RTX 4090", "dph_total": body.get("price", 0.8),
+                "is_bid": "price" in body,
                 "public_ipaddr": "", "ports": {}}
             if self.create_mode == "failed_bid":
                 return 200, {"success": False, "error": "invalid_price",

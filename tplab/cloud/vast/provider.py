@@ -34,7 +34,8 @@ from typing import Any, Callable, Sequence
 
 from tplab.cloud import spend
 from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, AuthError,
-                              CostReport, GoneProof, NotReadyError, PodInfo, PodSpec,
+                              CostReport, GoneProof, NoCapacityError, NotReadyError, PodInfo,
+                              PodSpec,
                               ProviderError, Quote, SpotUnavailableError, SshEndpoint,
                               UnknownGpuError)
 from tplab.cloud.vast import self_end as pod_self_end
@@ -150,24 +151,23 @@ class VastProvider:
         if not spec.public_key.strip():
             raise ProviderError("The instance needs the lab's SSH public key (PodSpec."
                                 "public_key); without it nobody could log in.")
-        if not spec.spot:
-            raise SpotUnavailableError(
-                "tplab rents only interruptible instances on Vast.ai; nothing was created.")
-        best = shapes.cheapest(self.offers(spec.gpu_type, spec.gpu_count, "bid"), "bid",
+        kind = "bid" if spec.spot else "ondemand"   # on-demand only when asked by name
+        best = shapes.cheapest(self.offers(spec.gpu_type, spec.gpu_count, kind), kind,
                                spec.container_disk_gb)
+        what = "interruptible" if spec.spot else "on-demand"
         if best is None:
-            raise SpotUnavailableError(
-                f"Vast.ai has no interruptible offer for {spec.gpu_count}x "
-                f"{shapes.vast_gpu_name(spec.gpu_type)} right now; nothing was created.")
+            error = SpotUnavailableError if spec.spot else NoCapacityError
+            raise error(f"Vast.ai has no {what} offer for {spec.gpu_count}x "
+                        f"{shapes.vast_gpu_name(spec.gpu_type)} right now; nothing was created.")
         offer, price = best
-        bid = round(price * BID_MARGIN, 6)
+        bid = round(price * BID_MARGIN, 6) if spec.spot else price
         cap = (spec.bid_usd_per_gpu_hr * spec.gpu_count) if spec.bid_usd_per_gpu_hr else None
         if cap is not None and bid > cap + 1e-6:
             raise SpotUnavailableError(
                 f"the cheapest interruptible bid on Vast.ai rose to ${bid:.3f}/h, above the "
                 f"${cap:.3f}/h the lab authorized; nothing was created.")
         storage = price - (shapes._float(offer.get("min_bid")) or 0.0)
-        machine_bid = max(0.001, round(bid - storage, 6))
+        machine_bid = max(0.001, round(bid - storage, 6)) if spec.spot else None
         ans = self._api.call(f"renting offer {offer['id']}", "PUT", f"/api/v0/asks/{offer['id']}",
                              json=shapes.create_body(spec, machine_bid), create_label=spec.name)
         body = ans.body if isinstance(ans.body, dict) else {}
@@ -176,8 +176,9 @@ class VastProvider:
             why = shapes_detail(body) if ans.found else "the offer is gone (HTTP 404)"
             if contract:
                 self._destroy_leftover(str(contract), why)
-            raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']} at "
-                                       f"${machine_bid:.3f}/h ({why}); nothing is left running.")
+            at = f" at ${machine_bid:.3f}/h" if machine_bid is not None else ""
+            raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']}{at} ({why}); "
+                                       "nothing is left running.")
         pod_id = str(contract)
         try:
             self._api.call("attaching the lab's SSH key to the instance", "POST",
@@ -192,7 +193,7 @@ class VastProvider:
             info = self.status(pod_id)
         except ProviderError:
             info = PodInfo(id=pod_id, name=spec.name, state="PROVISIONING")
-        return dataclasses.replace(info, name=info.name or spec.name, spot=True,
+        return dataclasses.replace(info, name=info.name or spec.name, spot=spec.spot,
                                    gpu_type=info.gpu_type or spec.gpu_type,
                                    gpu_count=info.gpu_count or spec.gpu_count,
                                    usd_per_hr=info.usd_per_hr or bid)

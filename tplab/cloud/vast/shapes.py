@@ -88,15 +88,19 @@ def onstart(spec: PodSpec) -> str:
     return script
 
 
-def create_body(spec: PodSpec, price_per_machine: float) -> dict[str, Any]:
-    """The ``PUT /api/v0/asks/{offer}`` body: an interruptible instance at this bid."""
+def create_body(spec: PodSpec, price_per_machine: float | None) -> dict[str, Any]:
+    """The ``PUT /api/v0/asks/{offer}`` body: an interruptible instance at this bid (``None``:
+    on-demand, which only a user's explicit ``--on-demand`` asks for)."""
     env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
     if spec.boot is not None:
         env[PAYLOAD_VAR] = spec.boot.payload_b64
-    return {"image": spec.image or DEFAULT_IMAGE, "disk": float(spec.container_disk_gb),
-            "label": spec.name, "runtype": "ssh_direct", "target_state": "running",
-            "price": round(max(0.001, price_per_machine), 6), "cancel_unavail": True,
-            "onstart": onstart(spec), "env": env}
+    body: dict[str, Any] = {
+        "image": spec.image or DEFAULT_IMAGE, "disk": float(spec.container_disk_gb),
+        "label": spec.name, "runtype": "ssh_direct", "target_state": "running",
+        "cancel_unavail": True, "onstart": onstart(spec), "env": env}
+    if price_per_machine is not None:
+        body["price"] = round(max(0.001, price_per_machine), 6)
+    return body
 
 
 def ssh_endpoint(inst: dict[str, Any]) -> SshEndpoint | None:
