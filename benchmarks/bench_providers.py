@@ -33,7 +33,7 @@ SHOWED_UP = re.compile(r"the client showed up after (\d+) s")
 def one_lab(provider: str, root: Path, args: argparse.Namespace) -> dict:
     """One mock lab on ``provider``'s mock: wall time, calls per route, guard's first-heartbeat."""
     from tplab.cloud import registry
-    from tplab.lab.config import LabConfig
+    from tplab.lab.lab_config import LabConfig
     from tplab.lab.orchestrator import Lab
     from tplab.mock.handle import start_mock_cloud
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tplab.cloud.base import AmbiguousCreateError, ProviderError
-from tplab.cloud.runpod.provider import RunPodProvider
+from tplab.cloud.runpod.runpod_provider import RunPodProvider
 from tplab.commands.check import gather_check
 from tplab.job.self_terminate import encode
 from tplab.mock.handle import start_mock_cloud

@@ -144,7 +144,7 @@ def test_404_is_an_answer_not_an_error(serve):
 
 
 def test_list_pods_follows_pagination_when_present(serve):
-    from tplab.cloud.runpod.provider import RunPodProvider
+    from tplab.cloud.runpod.runpod_provider import RunPodProvider
 
     pod = {"id": "a", "name": "tplab-a", "status": "RUNNING", "cost": 1.0}
     s, api, _ = serve((200, {"pods": [pod], "nextCursor": "c2"}, None),

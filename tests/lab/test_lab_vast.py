@@ -10,8 +10,8 @@ import json
 import pytest
 
 from tests.e2e_fixtures import tiny_lab_config
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab.config import COMPLETE, FAILED, STUB
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import COMPLETE, FAILED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.mock.handle import start_mock_cloud
 

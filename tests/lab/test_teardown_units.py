@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from tplab.budget import BudgetGuard, default_ledger_path
+from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.cloud.base import CostReport, GoneProof, PodInfo, ProviderError, Quote
-from tplab.event_tail import MAX_LINE_BYTES, TailState, _accept
-from tplab.events import EventWriter
+from tplab.wire.event_tail import MAX_LINE_BYTES, TailState, _accept
+from tplab.records.events import EventWriter
 from tplab.lab import instances, leftovers
-from tplab.lab.config import LabConfig
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
 from tplab.lab.ending import verify_gone
@@ -253,8 +253,8 @@ def test_oversized_bad_and_foreign_lines_are_dropped_and_the_stream_goes_on():
 
 
 async def test_a_results_json_that_is_not_an_object_is_a_clear_error(tmp_path):
-    from tplab import remote
-    from tplab.lab.config import LabStop
+    from tplab.wire import remote
+    from tplab.lab.lab_config import LabStop
     from tplab.lab.ssh_session import PodSession
     from tests.lab.sshserver import SandboxServer
     key = remote.generate_client_key()
@@ -354,10 +354,10 @@ def test_holds_dead_clients_left_are_settled_once_nothing_can_bill(tmp_path):
     was sent): the next start releases it. A hold whose process still runs is left alone."""
     import subprocess
     import sys
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-dead', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=60).stdout.strip()
     alive = BudgetGuard.from_config(mock=True).authorize("lab02-alive", 1.0)  # this process
     notes = leftovers.reconcile_holds(FakeProvider(), mock=True)
     assert len(notes) == 1 and dead in notes[0]
@@ -409,10 +409,10 @@ def test_terminate_all_settles_a_killed_clients_hold_when_its_watchdog_ended_the
 
     from tplab.commands import terminate
 
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=60).stdout.strip()
     _record("killed1", auth_id=dead, created_at=time.time() - 600)
 
     class WatchdogEndedIt(FakeProvider):
@@ -438,10 +438,10 @@ def test_terminate_all_mock_with_no_mock_cloud_still_releases_a_dead_clients_hol
 
     from tplab.commands import terminate
 
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=60).stdout.strip()
     args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url=None, timeout=1.0)
     assert terminate.main(args) == 0
     out = capsys.readouterr().out
@@ -456,7 +456,7 @@ def test_a_killed_clients_unanswered_create_is_closed_after_the_short_grace():
     import subprocess
     import sys
     dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     for name, age in (("recent", 5.0), ("old", leftovers.DEAD_CLIENT_INTENT_GRACE_S + 1)):
         rec = _record(name, state=instances.INTENT, pid=int(dead_pid))
         rec.pod_id, rec.pod_name = None, f"tplab-{name}"

@@ -6,7 +6,7 @@ import pytest
 
 from tplab.mock.faults import Faults
 from tplab.mock.handle import start_mock_cloud, start_mock_vast
-from tplab.mock.vast.faults import VastFaults
+from tplab.mock.vast.fault_switches import VastFaults
 
 
 @pytest.fixture(scope="module")

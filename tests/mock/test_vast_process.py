@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.mock.helpers import http
-from tplab import mock_clouds
-from tplab.mock.contract import SchemaViolation
+from tplab.home import mock_clouds
+from tplab.mock.document import SchemaViolation
 from tplab.mock.handle import start_mock_vast
 from tplab.mock.vast import contract
 

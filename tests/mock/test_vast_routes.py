@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import asyncssh
 import pytest
 
 from tests.mock.helpers import new_key, ssh_run
@@ -144,8 +145,33 @@ def test_account_keys_go_into_later_instances_and_can_be_removed(vast):
                 time.sleep(0.1)
         status, answer = api(vast, "DELETE", f"/api/v0/ssh/{key_id}/")
         assert (status, answer["error"]) == (400, "no_such_ssh_key")
+        # detached from the instance: that key no longer opens it
+        status, answer = api(vast, "DELETE", f"/api/v0/instances/{inst_id}/ssh/{key_id}/")
+        assert status == 200 and answer["success"], answer
+        assert api(vast, "GET", f"/api/v0/instances/{inst_id}/ssh/")[1]["ssh_keys"] == ""
+        with pytest.raises(asyncssh.PermissionDenied):
+            ssh_run("127.0.0.1", ssh_port(inst), key, "true")
+        status, answer = api(vast, "DELETE", f"/api/v0/instances/{inst_id}/ssh/{key_id}/")
+        assert (status, answer["error"]) == (404, "no_such_ssh_key")
     finally:
         destroy(vast, inst_id)
+
+
+def test_an_account_key_can_be_replaced(vast):
+    old, new = new_key(), new_key()
+    _, made = api(vast, "POST", "/api/v0/ssh/", {"ssh_key": old.export_public_key().decode()})
+    key_id = made["key"]["id"]
+    try:
+        status, answer = api(vast, "PUT", f"/api/v0/ssh/{key_id}/",
+                             {"ssh_key": new.export_public_key().decode()})
+        assert status == 200 and answer["key"]["public_key"] == \
+            new.export_public_key().decode().strip()
+        _, listed = api(vast, "GET", "/api/v0/ssh/")
+        assert [k["key"] for k in listed] == [new.export_public_key().decode().strip()]
+        status, answer = api(vast, "PUT", f"/api/v0/ssh/{key_id}/", {"ssh_key": "not a key"})
+        assert (status, answer["error"]) == (400, "invalid_args")
+    finally:
+        api(vast, "DELETE", f"/api/v0/ssh/{key_id}/")
 
 
 def test_list_filters_by_label_and_pages_with_next_token(vast):

@@ -95,7 +95,7 @@ def test_a_failing_terminate_is_retried_and_never_kills_the_guard(tmp_path):
 
 def test_the_guard_travels_whole_in_the_create_args(tmp_path):
     from tplab.cloud.base import BootStep, PodSpec
-    from tplab.cloud.runpod.self_end import self_end
+    from tplab.cloud.runpod.pod_self_end import self_end
     from tplab.cloud.runpod.v2_pods import container_args
     from tplab.job.self_terminate import encode
     path, payload, command = boot_step(900, 7200, 600, encode(self_end()))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.watchdog.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
-from tplab.cloud.runpod.self_end import self_end as runpod_self_end
-from tplab.cloud.vast.self_end import self_end as vast_self_end
+from tplab.cloud.runpod.pod_self_end import self_end as runpod_self_end
+from tplab.cloud.vast.instance_self_end import self_end as vast_self_end
 from tplab.job.self_terminate import (PodCredentials, SelfEnd, SelfTerminator, encode,
                                       load_credentials)
 from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError
@@ -270,7 +270,7 @@ def test_cli_without_pod_environment_is_one_clear_error(tmp_path):
 def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
     """The bar: v2 DELETE refused (403) for the pod-scoped key; the watchdog terminates its pod
     through GraphQL podTerminate, and watchdog.log shows both attempts."""
-    from tplab.cloud.runpod.provider import RunPodProvider
+    from tplab.cloud.runpod.runpod_provider import RunPodProvider
     from tplab.mock.handle import start_mock_cloud
     from tests.mock.helpers import new_key, spec, ssh_run
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from tplab.cloud import registry
 from tplab.cloud.base import ProviderError, Quote
-from tplab.lab.config import STUB, LabConfig, LabStop
-from tplab.redact import one_line
+from tplab.lab.lab_config import STUB, LabConfig, LabStop
+from tplab.home.redact import one_line
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Answer:
 
 
 def lab_cap(config: LabConfig) -> float:
-    from tplab.budget import BudgetConfig
+    from tplab.money.budget import BudgetConfig
     return BudgetConfig.load(mock=config.mock).with_overrides(
         lab_cap_usd=config.lab_cap_usd).lab_cap_usd
 

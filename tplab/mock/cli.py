@@ -10,7 +10,7 @@ way out terminates every pod and destroys every instance (killing all their proc
 The account keys are ``$TPLAB_MOCK_API_KEY`` (RunPod) and ``$TPLAB_MOCK_VAST_API_KEY`` (Vast) if
 set (never a command-line flag: argv is visible to every local user), else fresh random ones.
 ``--faults FILE`` and the fault flags are the RunPod mock's (faults.py); ``--vast-faults FILE``
-the Vast mock's (vast/faults.py). Pods' sandboxes live under ``--state-dir`` (default
+the Vast mock's (vast/fault_switches.py). Pods' sandboxes live under ``--state-dir`` (default
 ``$TPLAB_HOME/mock/cloud``) in a new directory per run, removed at exit unless ``--keep-sandboxes``.
 """
 
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vast-port", type=int, default=0,
                         help="the Vast mock's port with --cloud both (0: any free port)")
     parser.add_argument("--vast-faults", metavar="FILE",
-                        help="JSON file of the Vast mock's fault switches (vast/faults.py)")
+                        help="JSON file of the Vast mock's fault switches (vast/fault_switches.py)")
     parser.add_argument("--balance", type=float, default=10.0, metavar="USD",
                         help="starting clientBalance in dollars (default 10)")
     parser.add_argument("--boot-delay", type=float, default=1.0, metavar="S",
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tplab.mock.faults import faults_from_args
-    from tplab.mock.vast.faults import VastFaults
+    from tplab.mock.vast.fault_switches import VastFaults
 
     try:
         faults = faults_from_args(args)
@@ -64,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"tplab mock-cloud: bad fault switches: {exc}", file=sys.stderr)
         return 2
     from tplab.mock.server import MockCloudServer  # aiohttp, asyncssh, graphql: after the checks
-    from tplab.mock.vast.server import VastMockServer
+    from tplab.mock.vast.http_server import VastMockServer
     if args.state_dir:
         base = Path(args.state_dir)
     else:
-        from tplab.paths import tplab_home
+        from tplab.home.paths import tplab_home
 
         base = tplab_home(mock=True) / "cloud"
     state_dir = base / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

@@ -15,7 +15,7 @@ says the same.
 
 Validation is JSON Schema 2020-12 (the dialect of OpenAPI 3.1) by ``jsonschema``, with the
 document's ``$ref``s resolved by ``referencing`` against the document itself and formats
-(``date-time``...) enforced: the machinery is shared with the Vast mock (contract.py).
+(``date-time``...) enforced: the machinery is shared with the Vast mock (document.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tplab.mock import contract
-from tplab.mock.contract import Parameter, SchemaViolation
+from tplab.mock import document as oas
+from tplab.mock.document import Parameter, SchemaViolation
 
 __all__ = ["Parameter", "SchemaViolation", "ROUTES", "extract_subset", "document",
            "check_request_body", "response_pointer", "check_response", "query_parameters",
@@ -42,13 +42,13 @@ ROUTES: dict[str, tuple[str, ...]] = {
 SOURCE = ("RunPod's REST API v2 OpenAPI document, api-reference-v2/openapi.json in the public "
           "repository runpod/docs (commit a900806e, 2026-08-20, 'Frontdoor v2.9.0'); only the "
           "routes tplab's mock serves and the components they reference; x-codeSamples left out")
-CONTRACT = contract.Contract(SUBSET_PATH, DOC_URI)
+CONTRACT = oas.Contract(SUBSET_PATH, DOC_URI)
 
 
 def extract_subset(doc: Mapping[str, Any],
                    routes: Mapping[str, Iterable[str]] = ROUTES) -> dict[str, Any]:
     """The document cut down to ``routes`` and the components they reference (transitively)."""
-    return contract.extract_subset(doc, routes, SOURCE)
+    return oas.extract_subset(doc, routes, SOURCE)
 
 
 def document() -> dict[str, Any]:

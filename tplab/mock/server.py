@@ -14,6 +14,10 @@ Routes:
   that broke RunPod's document (``schemaViolations``), every pod ever created (with its live
   pids), and fault switches changed at run time (a JSON object merged into the current faults).
 
+Errors outside GraphQL are RunPod's ``application/problem+json``: an unknown route (404), a
+method a route does not take (405, with ``Allow``), and a crash of the mock's own (500, also
+recorded in ``schemaViolations`` so the test that caused it fails).
+
 Auth: ``Authorization: Bearer <key>``. A wrong or missing key gets HTTP 401, as on RunPod. The
 account key may do everything; a pod-scoped key only what rest_v2.py and graphql_api.py allow.
 The key is never logged (no access log).
@@ -22,6 +26,7 @@ The key is never logged (no access log).
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -42,6 +47,34 @@ def _unauthorized() -> web.Response:
 
 def _server_error() -> web.Response:
     return web.Response(status=500, text="500 Internal Server Error")
+
+
+@web.middleware
+async def problem_errors(request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                         ) -> web.StreamResponse:
+    """aiohttp's own 404/405 and any crash of the mock's, as RunPod answers errors:
+    ``application/problem+json``, never a text page. A crash is a mock bug: also recorded in
+    ``schemaViolations``, so the test that caused it fails."""
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return rest_v2.problem(405, f"{request.method} is not allowed on {request.path}; "
+                               f"allowed: {allowed}", headers={"Allow": allowed})
+    except web.HTTPNotFound:
+        return rest_v2.problem(404, f"no route {request.path}")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return rest_v2.problem(exc.status, exc.reason)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        msg = f"mock cloud bug: {request.method} {request.path} crashed: {exc!r}"
+        request.app[_STATE].schema_violations.append(msg)
+        print(msg, file=sys.stderr)
+        return rest_v2.problem(500, msg[:2000])
 
 
 @web.middleware
@@ -143,7 +176,8 @@ async def admin_faults(request: web.Request) -> web.Response:
 
 
 def build_app(state: CloudState) -> web.Application:
-    app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[count_calls])
+    app = web.Application(client_max_size=4 * 1024 * 1024,
+                          middlewares=[problem_errors, count_calls])
     app[_STATE] = state
     app.router.add_post("/graphql", handle_graphql)
     rest_v2.add_routes(app)

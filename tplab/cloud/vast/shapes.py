@@ -26,7 +26,7 @@ import re
 from typing import Any, Iterable
 
 from tplab.cloud.base import INTERRUPTED, PodInfo, PodSpec, SshEndpoint
-from tplab.cloud.vast.self_end import ENV_FILE, ID_VAR, KEY_VAR
+from tplab.cloud.vast.instance_self_end import ENV_FILE, ID_VAR, KEY_VAR
 
 #: an image with python3 and torch; Vast adds its own sshd for runtype ssh_direct
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"

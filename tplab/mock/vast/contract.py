@@ -5,14 +5,15 @@ routes in ``ROUTES`` with every component they reference, cut unchanged from Vas
 ``api-reference/openapi.yaml`` (public repository ``vast-ai/docs``, commit c624622, 2026-08-07;
 kept in this project as ``shared/reference/vast-openapi.json``) by ``extract_subset``.
 Every request the mock receives (body, query, path) and every answer it sends is checked
-against it (formats enforced, see ../contract.py).
+against it (formats enforced, see ../document.py).
 
 ``EXCEPTIONS`` below is the one place where the mock departs from the document: each entry
 replaces one schema of the document, in memory, with what Vast's service and its clients really
 do, and says why (``shared/reference/VAST.md``, "Where the published document disagrees"). The
 contract tests (tests/mock/test_contract_vast.py) give schemathesis the published document
-with these same replacements, and nothing else is loosened. ``RULES`` lists what the mock
-refuses beyond the document's schemas (the document says it in prose, or says nothing).
+with these same replacements, and nothing else is loosened. What the mock refuses beyond the
+document's schemas (rules the document states in prose, loosely typed values, the mock's limits)
+is listed in ../rejections.py, with RunPod's.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tplab.mock import contract
-from tplab.mock.contract import SchemaViolation
+from tplab.mock import document
+from tplab.mock.document import SchemaViolation
 
 SUBSET_PATH = Path(__file__).with_name("vast_openapi.json")
 DOC_URI = "urn:vast:api:openapi"
@@ -79,26 +80,9 @@ EXCEPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any], str], ...] = (
      "refused; each pair has two items, the list any number (VAST.md's own example)"),
 )
 
-#: what the mock refuses beyond the document's schemas, each with the error it answers (the
-#: contract tests expect these rejections; see tests/mock/contract_rules.py)
-RULES: tuple[str, ...] = (
-    "a request body field the route's schema does not name -> 400 invalid_args (the document's "
-    "schemas leave additionalProperties open; Vast refuses unknown fields)",
-    "create: `onstart` longer than 4048 characters -> 400 invalid_args (document: info, "
-    "'Key Quirks')",
-    "create: a runtype other than ssh / ssh_direct / ssh_proxy -> 400 invalid_args (the mock "
-    "runs SSH instances only)",
-    "create with `price` below the offer's min_bid -> 400 invalid_price",
-    "change bid on an instance that is not interruptible -> 400 invalid_args",
-    "select_filters (list, charges) must be a JSON object -> 400 invalid_request / invalid_args",
-    "the per-instance key (CONTAINER_API_KEY) may only start, stop or destroy its own "
-    "instance -> 401 otherwise (docker-environment.mdx)",
-)
-
-
 def extract_subset(doc: Mapping[str, Any],
                    routes: Mapping[str, Iterable[str]] = ROUTES) -> dict[str, Any]:
-    return contract.extract_subset(doc, routes, SOURCE)
+    return document.extract_subset(doc, routes, SOURCE)
 
 
 def apply_exceptions(doc: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +98,7 @@ def apply_exceptions(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class VastContract(contract.Contract):
+class VastContract(document.Contract):
     """The subset, with ``EXCEPTIONS`` applied, as the mock validates against it."""
 
     @cached_property
@@ -157,7 +141,7 @@ RATE_LIMIT_SCHEMA = {"type": "object", "required": ["detail"],
 
 def check_request_body(route: str, method: str, body: Any) -> None:
     """SchemaViolation when ``body`` is not what ``method route`` accepts; unknown top-level
-    fields count (RULES), where the route may answer invalid_args for them."""
+    fields count (rejections.py), where the route may answer invalid_args for them."""
     errors: list[str] = []
     fields = CONTRACT.body_fields(route, method)
     if fields is not None and isinstance(body, dict) \

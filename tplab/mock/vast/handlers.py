@@ -11,9 +11,9 @@ import json
 import shlex
 from typing import Any
 
-from tplab.mock.vast import views
+from tplab.mock.vast import answers
 from tplab.mock.vast.offers import find_machine, matches, search
-from tplab.mock.vast.state import SshKey, VastError, VastState, iso_now
+from tplab.mock.vast.rentals import SshKey, VastError, VastState, iso_now
 
 SSH_RUNTYPES = ("ssh", "ssh_direct", "ssh_proxy")
 ONSTART_MAX = 4048
@@ -102,7 +102,7 @@ async def create_instance(state: VastState, p: dict[str, Any], body: Any,
 
 async def show_instance(state: VastState, p: dict[str, Any], body: Any, own: int | None) -> Result:
     found = await state.read(p["id"])
-    return 200, {"instances": views.instance_view(state, found[0]) if found else None}
+    return 200, {"instances": answers.instance_view(state, found[0]) if found else None}
 
 
 async def manage_instance(state: VastState, p: dict[str, Any], body: Any,
@@ -132,7 +132,7 @@ async def list_instances(state: VastState, p: dict[str, Any], body: Any,
     after = p.get("after_token")
     if after is not None and not after.isdigit():
         raise VastError(400, "invalid_token", "after_token is not one this API gave out")
-    shown = [views.instance_view(state, i) for i in await state.read()]
+    shown = [answers.instance_view(state, i) for i in await state.read()]
     found = [v for v in shown if all(matches(v, k, c) for k, c in filters.items())]
     found.sort(key=lambda v: v["id"])
     rest = [v for v in found if after is None or v["id"] > int(after)]
@@ -224,7 +224,7 @@ async def delete_ssh_key(state: VastState, p: dict[str, Any], body: Any,
 
 # ---- account ----------------------------------------------------------------------------------
 async def show_user(state: VastState, p: dict[str, Any], body: Any, own: int | None) -> Result:
-    return 200, views.user_view(state)
+    return 200, answers.user_view(state)
 
 
 async def show_charges(state: VastState, p: dict[str, Any], body: Any, own: int | None) -> Result:
@@ -236,7 +236,7 @@ async def show_charges(state: VastState, p: dict[str, Any], body: Any, own: int 
                                             for v in day.values()):
         raise VastError(400, "invalid_args", "select_filters.day wants {\"gte\": epoch, \"lte\": "
                         "epoch} in seconds")
-    rows = views.charge_rows(state, day.get("gte"), day.get("lte"))
+    rows = answers.charge_rows(state, day.get("gte"), day.get("lte"))
     if p.get("latest_first", True):
         rows.reverse()
     after = p.get("after_token")

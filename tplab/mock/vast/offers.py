@@ -115,6 +115,12 @@ def matches(offer: dict[str, Any], name: str, cond: Any) -> bool:
     return True
 
 
+def _sort_key(field_name: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:
+    def key(offer: dict[str, Any]) -> tuple[bool, Any]:
+        return offer.get(field_name) is None, offer.get(field_name)
+    return key
+
+
 def search(query: dict[str, Any], *, no_bid: bool, no_ondemand: bool) -> list[dict[str, Any]]:
     """The offers matching ``query`` (a search body that passed the document)."""
     kind = BID if query.get("type") == BID else ONDEMAND
@@ -129,7 +135,6 @@ def search(query: dict[str, Any], *, no_bid: bool, no_ondemand: bool) -> list[di
         key = field_name.rstrip("-")
         if key not in (found[0] if found else {}):
             continue
-        found.sort(key=lambda o, k=key: (o.get(k) is None, o.get(k)),
-                   reverse=direction == "desc" or field_name.endswith("-"))
+        found.sort(key=_sort_key(key), reverse=direction == "desc" or field_name.endswith("-"))
     limit = query.get("limit")
     return found[:limit] if isinstance(limit, int) and limit >= 0 else found

@@ -18,10 +18,10 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from tplab.mock.contract import SchemaViolation
+from tplab.mock.document import SchemaViolation
 from tplab.mock.vast import contract, handlers
-from tplab.mock.vast.faults import TOO_FREQUENT
-from tplab.mock.vast.state import VastError, VastState
+from tplab.mock.vast.fault_switches import TOO_FREQUENT
+from tplab.mock.vast.rentals import VastError, VastState
 
 STATE = web.AppKey("vast_state", VastState)
 Handler = Callable[[VastState, dict[str, Any], Any, int | None], Awaitable[tuple[int, Any]]]

@@ -1,0 +1,29 @@
+"""Where tplab keeps its state: ``TPLAB_HOME`` or the user data directory.
+
+Tests point ``TPLAB_HOME`` at a temporary directory. Mock-mode state lives in a subdirectory of
+its own so simulated spending never mixes with the real ledger.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ASSETS = REPO_ROOT / "assets"
+DEFAULT_CHECKPOINT = ASSETS / "minigpt-grammar.pt"
+DEFAULT_PROMPTS = ASSETS / "prompts.txt"
+
+
+def tplab_home(mock: bool = False) -> Path:
+    """The state directory (created if missing); ``mock=True`` gives its ``mock/`` subdirectory."""
+    env = os.environ.get("TPLAB_HOME")
+    if env:
+        home = Path(env).expanduser()
+    else:
+        from platformdirs import user_data_dir  # client side only
+        home = Path(user_data_dir("tplab", appauthor=False))
+    if mock:
+        home = home / "mock"
+    home.mkdir(parents=True, exist_ok=True)
+    return home

@@ -1,0 +1,377 @@
+"""Calibrating the scaling model from a run, and checking the calibrated model against the run.
+
+Why: a curve that does not pass through its own measurements teaches the wrong crossover. A run
+with a d_model sweep (``results["d_model_sweep"]``) calibrates every term of ``tplab.scaling.latency``'s
+model from the measured points, each in a least-squares fit with relative residuals (weights
+1/t², the points span orders of magnitude):
+
+    single(d)   = s1 · roof1(d) + K1 · launch            -> s1 (mem_bw, peak / s1), launch
+    comm(d)     = (2L+1)·allreduce(4d) + allgather(4V)   -> α, β from the collective ms per token
+                                                            the decode loop paid (instrumented
+                                                            pass), not the back-to-back sweep
+    tp(d)-comm  = sp · roofp(d) + Kp · launch'           -> sp (a TP rank's mem_bw, peak / sp),
+                                                            launch' (a TP rank's per-op cost)
+
+where roof is the roofline term at the profile's own bandwidth and peak, K the kernels per token.
+With fewer points than terms, or a term that would come out negative, the fit keeps that term at
+its prior (the profile's value, the back-to-back sweep's β) and says so in the term's note.
+A run without a sweep calibrates as before (``calibrate_from_single_point``): α, β from the
+all-reduce sweep, the launch overhead from the one measured single-device time.
+
+``check`` then predicts every measured point with the calibrated profile and reports the error of
+each (single, TP, and the comm term alone); ``annotate_results`` stores that in results.json as
+``calibration`` and as ``predicted_single_ms`` / ``predicted_tp_ms`` / ``predicted_comm_ms`` on
+each ``d_model_sweep`` point. A point more than ``TOLERANCE`` off is listed in ``off`` with which
+term is off and by how much, instead of a confident line.
+
+Client side: no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from tplab.scaling import latency
+from tplab.records.dmodel import measured_crossover
+from tplab.records.robust_fit import robust_alpha_beta
+from tplab.scaling.latency import HardwareProfile, ModelShape, Number, ScalingError
+
+#: the calibrated prediction must be within this relative error of every measured point
+TOLERANCE = 0.25
+
+
+def run_label(results: dict[str, Any]) -> str:
+    """e.g. "results.json (shm, world size 2, cpu)"."""
+    names = (results.get("env") or {}).get("device_names") or [results.get("device_type", "?")]
+    return (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
+            f"{results.get('world_size', '?')}, {names[0]})")
+
+
+#: GPU name fragments -> the profile of that device (checked in order, lower case)
+GPU_PROFILES = (("a100", "a100x2-nvlink"), ("h100", "h100x2-nvlink"), ("h200", "h100x2-nvlink"),
+                ("4090", "rtx4090x2-pcie"))
+
+
+def profile_for_run(results: dict[str, Any]) -> tuple[str | None, str]:
+    """(the profile that matches the run's device and transport, or None; what the run was).
+
+    A CPU run is ``cpu-gloo`` or ``cpu-shm`` by the transport that carried its collectives; a GPU
+    run is picked by its device name (an H200 starts from the H100 profile, both NVLink HBM parts).
+    """
+    device = results.get("device_type")
+    comm = results.get("comm") or results.get("backend")
+    names = (results.get("env") or {}).get("device_names") or []
+    what = f"a {device or 'unknown-device'} run over {comm or '?'}" + (
+        f" on {names[0]}" if names else "")
+    if device == "cpu":
+        return latency.cpu_profile_name(comm), what
+    low = " ".join(str(n) for n in names).lower()
+    for frag, name in GPU_PROFILES:
+        if frag in low:
+            return name, what
+    return None, what
+
+
+def check_profile_matches(asked: str, results: dict[str, Any]) -> None:
+    """ScalingError (one sentence) when ``asked`` is not the profile of the run's device and
+    transport: calibrating an RTX 4090 profile with CPU figures teaches a wrong crossover."""
+    want, what = profile_for_run(results)
+    if want is not None and asked != want:
+        raise ScalingError(f"results.json is {what}, which calibrates the {want} profile, not "
+                           f"{asked}; drop --profile or pass --profile {want}.")
+
+
+def sweep_points(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The d_model sweep's usable points (outputs matched, positive times), by d_model."""
+    out = []
+    for p in results.get("d_model_sweep") or []:
+        try:
+            ok = (p.get("outputs_match") is True and float(p["single_ms"]) > 0
+                  and float(p["tp_ms"]) > 0 and float(p["allreduce_ms"]) >= 0)
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if ok:
+            out.append(p)
+    return sorted(out, key=lambda p: p["d_model"])
+
+
+def steady_points(results: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """(the sweep points the calibration fits, what was left out and why).
+
+    Points flagged unstable (``unstable``: their rounds spread past ``harness.SPREAD_LIMIT``) are
+    left out when at least two steady points remain; otherwise all are fitted and the note says
+    the fit goes through unstable points, so it is never silent."""
+    pts = sweep_points(results)
+    bad = [p for p in pts if p.get("unstable")]
+    if not bad:
+        return pts, ""
+    which = ", ".join(f"d_model {p['d_model']} ({p.get('unstable_note') or 'unstable'})"
+                      for p in bad)
+    steady = [p for p in pts if not p.get("unstable")]
+    if len(steady) >= 2:
+        return steady, f"left out as unstable: {which}"
+    return pts, f"fitted through unstable points (fewer than two steady ones): {which}"
+
+
+def calibrate(profile: HardwareProfile, results: dict[str, Any],
+              shape: ModelShape | None = None) -> HardwareProfile:
+    """The profile calibrated from ``results``: from its d_model sweep when it has one, else
+    from its all-reduce sweep and its one measured point. ScalingError when nothing can be."""
+    if sweep_points(results):
+        return calibrate_from_sweep(profile, results, shape)
+    return calibrate_from_single_point(profile, results, shape)
+
+
+def _fit_pair(x1: Sequence[float], x2: Sequence[float], y: Sequence[float],
+              prior_a: float) -> tuple[float, float, str]:
+    """(a, b, note) for y ≈ a·x1 + b·x2, least squares in relative residuals, a > 0, b >= 0.
+
+    With one point, a singular system or a negative a, ``a`` stays at ``prior_a`` and only ``b``
+    is fitted (note says so); a negative b is clamped to 0 and ``a`` refitted alone.
+    """
+    w = [1.0 / (v * v) for v in y]
+    s11 = sum(wi * u * u for wi, u in zip(w, x1))
+    s22 = sum(wi * v * v for wi, v in zip(w, x2))
+    s12 = sum(wi * u * v for wi, u, v in zip(w, x1, x2))
+    s1y = sum(wi * u * t for wi, u, t in zip(w, x1, y))
+    s2y = sum(wi * v * t for wi, v, t in zip(w, x2, y))
+    det = s11 * s22 - s12 * s12
+    if len(y) >= 2 and det > 1e-12 * s11 * s22:
+        a = (s1y * s22 - s2y * s12) / det
+        b = (s2y * s11 - s1y * s12) / det
+        if a > 0 and b >= 0:
+            return a, b, ""
+        if a > 0:  # b < 0: the data need no constant term
+            return s1y / s11, 0.0, "constant term clamped to 0"
+    a = prior_a
+    b = (s2y - a * s12) / s22 if s22 > 0 else 0.0
+    note = ("slope kept at its prior (one point)" if len(y) < 2
+            else "slope kept at its prior (the fit gave a non-positive one)")
+    if b < 0:
+        b = 0.0
+    return a, b, note
+
+
+def _roof(shape: ModelShape, d: float, p: int, bw: float, peak: float) -> float:
+    return max(shape.weight_elems(d, p) * shape.bytes_per_elem / bw, shape.flops(d, p) / peak)
+
+
+def _comm_terms(shape: ModelShape, d: float, p: int) -> tuple[float, float]:
+    """(A, B) with comm seconds per token = A·α + B/β (ring all-reduces + the logits gather)."""
+    n_ar = shape.allreduces_per_token()
+    a = n_ar * 2 * (p - 1) + (p - 1)
+    b = (n_ar * 2 * (p - 1) / p * shape.message_bytes(d)
+         + (p - 1) / p * shape.logits_bytes())
+    return a, b
+
+
+def _prior_beta_bps(profile: HardwareProfile, results: dict[str, Any]) -> tuple[float, str]:
+    """β to fall back on: the run's back-to-back sweep fit, else the profile's."""
+    fit = (results.get("sweep") or {}).get("fit") or {}
+    if isinstance(fit.get("beta_gbps"), (int, float)) and fit["beta_gbps"] > 0:
+        return fit["beta_gbps"] * 1e9, "the back-to-back all-reduce sweep's fit"
+    return profile.beta_gbps.value * 1e9, f"{profile.name}'s value"
+
+
+def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
+                         shape: ModelShape | None = None) -> HardwareProfile:
+    """Every term of the model fitted to the run's d_model sweep (see the module docstring)."""
+    shape = latency.shape_from_results(results, shape)
+    pts, left_out = steady_points(results)
+    if not pts:
+        raise ScalingError("results.json has no usable d_model sweep point to calibrate from.")
+    p = int(results.get("world_size") or 0)
+    if p < 2:
+        raise ScalingError("results.json has no TP world size of at least 2.")
+    label = run_label(results)
+    ds = [float(q["d_model"]) for q in pts]
+    bw, peak = profile.mem_bw_gbps.value * 1e9, profile.peak_tflops.value * 1e12
+    k1, kp = shape.kernels(1), shape.kernels(p)
+    where = f"{len(pts)} d_model sweep point(s) {[int(d) for d in ds]} of {label}"
+
+    single = [q["single_ms"] / 1e3 for q in pts]
+    s1, l1, n1 = _fit_pair([_roof(shape, d, 1, bw, peak) for d in ds], [k1] * len(ds), single,
+                           prior_a=1.0)
+    comm = [max(q["allreduce_ms"], 1e-9) / 1e3 for q in pts]
+    ab = [_comm_terms(shape, d, p) for d in ds]
+    beta0, beta_from = _prior_beta_bps(profile, results)
+    inv_beta, alpha, nc = _fit_pair([b for _, b in ab], [a for a, _ in ab], comm,
+                                    prior_a=1.0 / beta0)
+    if nc:
+        nc = f"beta from {beta_from} ({nc})"
+    comm_fit = [a * alpha + b * inv_beta for a, b in ab]
+    rest = [max(q["tp_ms"] / 1e3 - c, 1e-9) for q, c in zip(pts, comm_fit)]
+    sp, lp, npp = _fit_pair([_roof(shape, d, p, bw, peak) for d in ds], [kp] * len(ds), rest,
+                            prior_a=s1)
+
+    def num(value: float, what: str, note: str = "") -> Number:
+        return Number(value, "measured", f"{what}, fitted to {where}" + (f"; {note}" if note else ""))
+
+    roof_note = "memory and compute roofline of one device scaled by 1/{:.3g} from {}"
+    return dataclasses.replace(
+        profile,
+        mem_bw_gbps=num(bw / s1 / 1e9, roof_note.format(s1, profile.name), n1),
+        peak_tflops=num(peak / s1 / 1e12, roof_note.format(s1, profile.name), n1),
+        launch_us=num(l1 * 1e6, f"single-device per-op overhead x {k1} ops per token", n1),
+        alpha_us=num(alpha * 1e6, "in-loop collective ms per token (instrumented pass), ring "
+                     "model over the all-reduces and the logits all-gather", nc),
+        beta_gbps=num(1e-9 / inv_beta, "same in-loop fit", nc),
+        tp_mem_bw_gbps=num(bw / sp / 1e9, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
+        tp_peak_tflops=num(peak / sp / 1e12, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
+        tp_launch_us=num(lp * 1e6, f"a TP rank's per-op overhead x {kp} ops per token (TP ms "
+                         "minus the fitted comm term)", npp),
+        calibrated_from=f"{label}, d_model sweep" + (f"; {left_out}" if left_out else ""))
+
+
+def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any],
+                                shape: ModelShape | None = None) -> HardwareProfile:
+    """The profile with α, β fitted to the run's all-reduce sweep and the launch overhead fitted
+    to its single-device per-token time, each marked measured. What cannot be fitted (e.g. a
+    noisy sweep whose times do not grow with size) stays as the profile has it, and
+    ``calibrated_from`` says so; ScalingError only when nothing can be calibrated.
+
+    The launch overhead is what is left of the measured single per-token time once the roofline
+    term at the run's d_model is taken out, divided by the kernels per token (``ModelShape``).
+    """
+    shape = latency.shape_from_results(results, shape)
+    world = int(results.get("world_size") or 0)
+    sweep = (results.get("sweep") or {}).get("points") or []
+    label = (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
+             f"{world}, {results.get('env', {}).get('device_names', ['?'])[0]})")
+    changes: dict[str, Any] = {"calibrated_from": label}
+    fit_error = ""
+    if sweep:
+        try:
+            fit = robust_alpha_beta(
+                [float(p["bytes"]) for p in sweep],
+                [[float(t) / 1e3 for t in (p.get("repeat_ms") or [p["ms"]])] for p in sweep],
+                world)
+        except (KeyError, TypeError, ValueError) as exc:
+            fit_error = f"sweep not fitted ({exc}); alpha and beta stay as the profile has them"
+        else:
+            note = (f"Theil-Sen fit to {fit.points} sweep points of {label} "
+                    f"(max relative residual {fit.max_rel_residual:.0%}"
+                    + (f"; unstable sizes left out: {list(fit.left_out_bytes)} B"
+                       if fit.left_out_bytes else "") + ")")
+            changes["alpha_us"] = Number(fit.alpha_s * 1e6, "measured", note)
+            changes["beta_gbps"] = Number(fit.beta_bps / 1e9, "measured", note)
+    single_ms = results.get("single_per_token_ms")
+    d0 = (results.get("model") or {}).get("d_model")
+    if isinstance(single_ms, (int, float)) and isinstance(d0, (int, float)) and single_ms > 0:
+        bw = profile.mem_bw_gbps.value * 1e9
+        peak = profile.peak_tflops.value * 1e12
+        roof_s = max(shape.weight_elems(d0, 1) * shape.bytes_per_elem / bw,
+                     shape.flops(d0, 1) / peak)
+        rest_s = single_ms / 1e3 - roof_s
+        if rest_s > 0:
+            changes["launch_us"] = Number(
+                rest_s / shape.kernels(1) * 1e6, "measured",
+                f"(single per-token {single_ms:.3f} ms - roofline {roof_s * 1e3:.3f} ms) / "
+                f"{shape.kernels(1)} kernels, from {label}")
+    if len(changes) == 1:
+        raise ScalingError("results.json has nothing to calibrate from: "
+                           + (fit_error or "no sweep") + ", and no usable single-device "
+                           "per-token time.")
+    if fit_error:
+        changes["calibrated_from"] += f"; {fit_error}"
+    return dataclasses.replace(profile, **changes)
+
+
+def measured_points(results: dict[str, Any]) -> dict[str, float] | None:
+    """(d_model, single ms, TP ms) of a run, for overlaying on the curve."""
+    try:
+        return {"d_model": float(results["model"]["d_model"]),
+                "single_ms": float(results["single_per_token_ms"]),
+                "tp_ms": float(results["tp_per_token_ms"]),
+                "world_size": int(results["world_size"])}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _err(pred: float, meas: float) -> float:
+    return (pred - meas) / meas if meas > 0 else 0.0
+
+
+def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape | None = None,
+          tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """The calibrated profile's prediction at each measured point of the run, with the errors.
+
+    The points are the d_model sweep's, or the run's one measured point without a sweep. ``off``
+    lists, for each point beyond ``tolerance``, which term is off and by how much.
+    """
+    shape = latency.shape_from_results(results, shape)
+    world = int(results.get("world_size") or 2)
+    pts = sweep_points(results)
+    source = "d_model_sweep"
+    if not pts:
+        m = measured_points(results)
+        pts = [] if m is None else [{
+            "d_model": m["d_model"], "single_ms": m["single_ms"], "tp_ms": m["tp_ms"],
+            "allreduce_ms": float(results.get("allreduce_ms_per_token") or 0.0)}]
+        source = "the run's one measured point (no d_model sweep)"
+    rows, off = [], []
+    for q in pts:
+        pr = latency.predict(profile, float(q["d_model"]), world, shape)
+        row = {"d_model": q["d_model"],
+               "measured_single_ms": q["single_ms"], "predicted_single_ms": pr.single_ms,
+               "single_error": _err(pr.single_ms, q["single_ms"]),
+               "measured_tp_ms": q["tp_ms"], "predicted_tp_ms": pr.tp_ms,
+               "tp_error": _err(pr.tp_ms, q["tp_ms"]),
+               "measured_comm_ms": q["allreduce_ms"], "predicted_comm_ms": pr.comm_ms,
+               "comm_error": _err(pr.comm_ms, q["allreduce_ms"]),
+               "unstable": bool(q.get("unstable"))}
+        rows.append(row)
+        d = int(q["d_model"])
+        flag = f" [{q.get('unstable_note')}]" if q.get("unstable") else ""
+        if abs(row["single_error"]) > tolerance:
+            off.append(f"single at d_model {d} is {row['single_error']:+.0%} off (predicted "
+                       f"{pr.single_ms:.3g} ms, measured {q['single_ms']:.3g}): the memory/compute "
+                       f"term gives {max(pr.single_memory_ms, pr.single_compute_ms):.3g} ms of "
+                       f"it, the launch term {pr.single_launch_ms:.3g} ms{flag}")
+        if abs(row["tp_error"]) > tolerance:
+            rest_meas = q["tp_ms"] - q["allreduce_ms"]
+            rest_pred = pr.tp_ms - pr.comm_ms
+            off.append(f"TP at d_model {d} is {row['tp_error']:+.0%} off (predicted "
+                       f"{pr.tp_ms:.3g} ms, measured {q['tp_ms']:.3g}): the comm term predicts "
+                       f"{pr.comm_ms:.3g} ms where the decode loop paid {q['allreduce_ms']:.3g} "
+                       f"({row['comm_error']:+.0%}); compute + launch predict {rest_pred:.3g} ms "
+                       f"where {rest_meas:.3g} remain ({_err(rest_pred, rest_meas):+.0%}){flag}")
+    errs = [abs(r[k]) for r in rows for k in ("single_error", "tp_error")]
+    worst = max(errs) if errs else None
+    return {"profile": profile.name, "calibrated_from": profile.calibrated_from,
+            "points_from": source, "tolerance": tolerance,
+            "terms": {k: n.to_json() for k, n in profile.numbers().items()},
+            "points": rows, "max_abs_error": worst,
+            "within_tolerance": worst is not None and worst <= tolerance, "off": off}
+
+
+def annotate_results(results: dict[str, Any], profile: HardwareProfile,
+                     shape: ModelShape | None = None) -> dict[str, Any]:
+    """Store ``check``'s answer in ``results`` (in place): ``calibration`` and, on each
+    ``d_model_sweep`` point, ``predicted_single_ms`` / ``predicted_tp_ms`` / ``predicted_comm_ms``
+    (points the fit could not use get none). Returns the calibration block."""
+    block = check(profile, results, shape)
+    by_d = {r["d_model"]: r for r in block["points"]}
+    for q in results.get("d_model_sweep") or []:
+        r = by_d.get(q.get("d_model"))
+        if r is not None and block["points_from"] == "d_model_sweep":
+            q.update(predicted_single_ms=r["predicted_single_ms"],
+                     predicted_tp_ms=r["predicted_tp_ms"],
+                     predicted_comm_ms=r["predicted_comm_ms"])
+    world = int(results.get("world_size") or 2)
+    block["predicted_crossover_d_model"] = latency.crossover_d_model(
+        profile, world, latency.shape_from_results(results, shape))
+    results["calibration"] = block
+    return block
+
+
+def crossovers(profile: HardwareProfile, results: dict[str, Any] | None, world: int,
+               shape: ModelShape | None = None) -> dict[str, Any]:
+    """Both crossovers: the model's (``predicted``) and the run's (``measured``, interpolated
+    between its sweep points; None with ``measured_reason``)."""
+    measured, why = (None, "no d_model sweep in this run")
+    if results and results.get("d_model_sweep") is not None:
+        measured, why = measured_crossover(results.get("d_model_sweep") or [])
+    return {"predicted": latency.crossover_d_model(profile, world, shape),
+            "measured": measured, "measured_reason": why}
