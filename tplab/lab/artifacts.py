@@ -61,6 +61,13 @@ def _store_calibration(pred: LabPrediction, path: Path) -> None:
         write_json(path, data)
 
 
+def vendor_label(config: LabConfig) -> str:
+    """The manifest's ``vendor``: the cloud that ran the lab ("Vast.ai", "mock RunPod (local)")."""
+    from tplab.cloud.registry import label
+    name = label(config.provider_name())
+    return f"mock {name} (local)" if config.mock else name
+
+
 def lab_manifest(config: LabConfig, facts: LabFacts,
                  pred: LabPrediction | None) -> dict[str, Any]:
     """The seed's manifest fields (and the lab's own) from what the lab knows (its typed facts:
@@ -79,7 +86,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
     money_fields = facts.money.manifest_fields()
     return manifest.build_manifest(
         res, status=status, reason=reason,
-        vendor="mock RunPod (local)" if config.mock else "RunPod",
+        vendor=vendor_label(config),
         instance_type=config.instance_type(),
         nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
         instance_id=pod.id, start_ts=pod.created_at, end_ts=pod.gone_at,
@@ -92,6 +99,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         partial=partial,
         extra={
             "mock": config.mock,
+            "provider": config.provider_name(),
             "verified_gone": pod.verified_gone,
             "usd_per_hr": pod.usd_per_hr,
             "price_kind": money_fields["price_kind"],
