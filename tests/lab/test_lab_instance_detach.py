@@ -58,7 +58,7 @@ async def test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_s
     assert inst_gone
     # add_artifact: the dashboard's svg, listed and named the terminated screenshot
     manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
-    assert manifest["terminated_screenshot"] == "proof-terminated.json"
+    assert manifest["terminated_screenshot"] == "proof-terminated.png"
     assert lab.add_artifact("proof-terminated.svg") is None  # not saved: nothing listed
     (cfg.out_dir / "proof-terminated.svg").write_text("<svg/>")
     assert lab.add_artifact("../manifest.json") is None
@@ -67,6 +67,7 @@ async def test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_s
     assert again["terminated_screenshot"] == "proof-terminated.svg"
     assert "proof-terminated.svg" in again["artifacts"]
     assert "proof-terminated.json" in again["artifacts"]
+    assert "proof-terminated.png" in again["artifacts"]
     assert again["status"] == COMPLETE and again["verified_gone"] is True
 
 
