@@ -95,7 +95,7 @@ def sweep(comm: Any, sizes: list[int], small_iters: int, blocks: int = 4) -> Rep
             for b in range(blocks):
                 for t in (TRANSPORTS if b % 2 == 0 else TRANSPORTS[::-1]):
                     dist.barrier()
-                    times[t] += time_calls(lambda t=t: reduce[t](buf), per_block)
+                    times[t] += time_calls(lambda t=t, buf=buf: reduce[t](buf), per_block)
         local = torch.tensor([v for t in TRANSPORTS
                               for v in (statistics.median(times[t]), percentile(times[t], 99))],
                              dtype=torch.float64)

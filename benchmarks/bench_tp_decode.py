@@ -198,7 +198,7 @@ def rank_main(rank: int, world_size: int, workload_path: str, init_file: str, ou
         for i, prompt in enumerate(work.prompts):
             order = VARIANTS[i % 3:] + VARIANTS[: i % 3]
             for v in order:
-                res = run(v, lambda m: decode_intervals(m, prompt, work.new_tokens))
+                res = run(v, lambda m, prompt=prompt: decode_intervals(m, prompt, work.new_tokens))
                 if res is not None:
                     report.tokens[v].append(res[0])
                     report.per_token_ms[v].extend(res[1])

@@ -264,7 +264,7 @@ async def key_latency(presses: int, rate: float, labs: int,
         return holder["lab"]
 
     app = floor_app(factory) if floor else TplabApp(factory, refresh_hz=10)
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=size):
         bar = app.action_bar
         log = FrameLog(app, lambda screen: (is_help(screen),
                                             str(bar.terminate_button.label),
@@ -377,7 +377,7 @@ def main() -> int:
               + ", ".join(f"{h['ready_s']:.2f}s" for h in bare))
         head = first_paint_headless()
         report["first_paint_headless"] = head
-        print(f"first paint, headless app: "
+        print("first paint, headless app: "
               + ", ".join(f"{h['ready_s']:.2f}s" for h in head)
               + f"  torch imported: {any(h['torch_imported'] for h in head)}  (bar < 1 s)")
         if not a.skip_tmux and shutil.which("tmux"):

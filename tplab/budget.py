@@ -248,7 +248,7 @@ class BudgetGuard:
 
     @classmethod
     def from_config(cls, config: BudgetConfig | None = None, mock: bool = False,
-                    ledger_path: str | os.PathLike[str] | None = None) -> "BudgetGuard":
+                    ledger_path: str | os.PathLike[str] | None = None) -> BudgetGuard:
         """The guard tplab uses: phase cap over the (mock or real) ledger, lab cap per authorization."""
         config = config or BudgetConfig.load(mock=mock)
         return cls(ledger_path or default_ledger_path(mock), config.phase_cap_usd,

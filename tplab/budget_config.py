@@ -76,7 +76,7 @@ class BudgetConfig:
                 f"(${self.phase_cap_usd:.2f}); lower lab_cap_usd or raise phase_cap_usd.")
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str] | None = None, mock: bool = False) -> "BudgetConfig":
+    def load(cls, path: str | os.PathLike[str] | None = None, mock: bool = False) -> BudgetConfig:
         """Read the config file if there is one (mock mode falls back to the real home's file)."""
         if path is None:
             candidates = [tplab_home(mock) / CONFIG_NAME]
@@ -99,7 +99,7 @@ class BudgetConfig:
                               f"known are {', '.join(sorted(known))}.")
         return cls(**data)
 
-    def with_overrides(self, **overrides: float | None) -> "BudgetConfig":
+    def with_overrides(self, **overrides: float | None) -> BudgetConfig:
         """A copy with the given settings replaced (``None`` leaves a setting as it is)."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 

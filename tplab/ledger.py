@@ -113,7 +113,7 @@ class Ledger:
         self.lock_path = self.path.with_name(self.path.name + ".lock")
 
     @contextmanager
-    def locked(self, exclusive: bool = True) -> Iterator["LockedLedger"]:
+    def locked(self, exclusive: bool = True) -> Iterator[LockedLedger]:
         """Hold the ledger's lock (exclusive for writers, shared for readers) for the block."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)

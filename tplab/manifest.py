@@ -60,9 +60,9 @@ def _iso(ts: Any) -> str | None:
     if ts is None or ts == "":
         return None
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-        return _dt.datetime.fromtimestamp(float(ts), tz=_dt.timezone.utc).isoformat()
+        return _dt.datetime.fromtimestamp(float(ts), tz=_dt.UTC).isoformat()
     if isinstance(ts, _dt.datetime):
-        return (ts if ts.tzinfo else ts.replace(tzinfo=_dt.timezone.utc)).isoformat()
+        return (ts if ts.tzinfo else ts.replace(tzinfo=_dt.UTC)).isoformat()
     if isinstance(ts, str):
         _parse(ts)
         return ts
@@ -74,7 +74,7 @@ def _parse(ts: str) -> _dt.datetime:
         d = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
     except ValueError:
         raise ManifestError(f"timestamp {ts!r} is not ISO 8601.") from None
-    return d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)
+    return d if d.tzinfo else d.replace(tzinfo=_dt.UTC)
 
 
 def _hours(start: str | None, end: str | None) -> float | None:

@@ -177,7 +177,7 @@ async def connect(opts: ConnectOptions, client_key: asyncssh.SSHKey,
         try:
             conn, _ = await asyncio.wait_for(
                 asyncssh.create_connection(
-                    lambda: client, opts.host, opts.port, username=opts.user,
+                    lambda client=client: client, opts.host, opts.port, username=opts.user,
                     client_keys=[client_key], known_hosts=pin.known_hosts(),
                     agent_path=None, config=None, password=None, kbdint_auth=False,
                     gss_host=None, preferred_auth="publickey",
@@ -193,7 +193,7 @@ async def connect(opts: ConnectOptions, client_key: asyncssh.SSHKey,
             last = "host key not verifiable"
         except asyncssh.PermissionDenied:
             last = "the pod refused the lab's SSH key"
-        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncssh.Error) as exc:
             last = type(exc).__name__
         else:
             pin.commit()

@@ -54,7 +54,7 @@ class Number:
     note: str = ""
 
     @classmethod
-    def from_json(cls, obj: Any, where: str) -> "Number":
+    def from_json(cls, obj: Any, where: str) -> Number:
         if not isinstance(obj, dict) or "value" not in obj or "source" not in obj:
             raise ScalingError(f"{where} must be an object with value and source.")
         value = obj["value"]

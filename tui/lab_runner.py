@@ -137,7 +137,7 @@ class LabRunner:
             error = f"{type(exc).__name__}: {exc}"
         try:
             await asyncio.wait_for(consumer, timeout=5.0)  # the last events (done, gone)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+        except (TimeoutError, Exception):  # noqa: BLE001
             consumer.cancel()
         self.post_message(LabFinished(outcome, error))
 

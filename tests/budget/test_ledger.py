@@ -57,9 +57,8 @@ def test_missing_ledger_reads_empty_and_append_creates_it(tmp_path):
 
 def test_append_needs_the_exclusive_lock(tmp_path):
     ledger = Ledger(tmp_path / "spend.jsonl")
-    with ledger.locked(exclusive=False) as held:
-        with pytest.raises(RuntimeError):
-            held.append({"n": 1})
+    with ledger.locked(exclusive=False) as held, pytest.raises(RuntimeError):
+        held.append({"n": 1})
     assert not ledger.path.exists()
 
 

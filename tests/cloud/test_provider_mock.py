@@ -137,7 +137,7 @@ def test_spot_not_offered_creates_nothing_and_never_switches(cloud):
         cloud.set_faults(**{fault: True})
         q = p.quote(GPU, 2)
         assert not q.spot_available and q.on_demand_available and needle in q.spot_note
-        assert q.spot_offered is (False if fault == "spot_removed" else True)
+        assert q.spot_offered is (fault != "spot_removed")
         with pytest.raises(SpotUnavailableError, match=needle + ".*nothing was created"):
             p.create(spec(new_key(), name="tplab-nospot"))
         cloud.set_faults(**{fault: False})

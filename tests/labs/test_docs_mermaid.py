@@ -4,7 +4,6 @@ well-formed nodes and edges, subgraph/end pairs, gantt task lines), plus the con
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -35,9 +34,8 @@ def _balanced(line: str) -> bool:
     for ch in _strip_quoted(line):
         if ch in PAIRS:
             stack.append(PAIRS[ch])
-        elif ch in PAIRS.values():
-            if not stack or stack.pop() != ch:
-                return False
+        elif ch in PAIRS.values() and (not stack or stack.pop() != ch):
+            return False
     return not stack
 
 

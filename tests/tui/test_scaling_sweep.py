@@ -36,8 +36,8 @@ def test_points_and_the_measured_crossover_are_drawn_as_they_arrive():
     plt = _Plt()
     ScalingPanel.draw(None, plt, (curve, None, None, both), 80, 20)
     scatters = [(a, kw["marker"]) for name, a, kw in plt.calls if name == "scatter"]
-    assert ([64.0, 1024.0], [1.0, 40.0]) == scatters[0][0] and scatters[0][1] == "o"
-    assert ([64.0, 1024.0], [3.0, 20.0]) == scatters[1][0] and scatters[1][1] == "x"
+    assert scatters[0][0] == ([64.0, 1024.0], [1.0, 40.0]) and scatters[0][1] == "o"
+    assert scatters[1][0] == ([64.0, 1024.0], [3.0, 20.0]) and scatters[1][1] == "x"
     assert scatters[2][0][0] == [cross] and scatters[2][1] == "*"
     assert any(name == "vline" and a[0] == 700.0 for name, a, _ in plt.calls)  # predicted
     text = ScalingPanel.numbers(None, (curve, None, None, both), 40, 5).plain

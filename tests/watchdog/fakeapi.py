@@ -67,7 +67,7 @@ class FakeGraphQL:
     def v2_deletes(self) -> list[Call]:
         return [c for c in self.calls if c.path.startswith("/v2/pods/")]
 
-    def __enter__(self) -> "FakeGraphQL":
+    def __enter__(self) -> FakeGraphQL:
         self._thread.start()
         return self
 

@@ -47,7 +47,7 @@ MAX_PAGES = 50
 
 
 def _utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 class RunPodProvider:
@@ -266,7 +266,7 @@ class RunPodProvider:
     # ---- cost ----------------------------------------------------------------------------
     def billing_usd(self, pod_id: str, since: float) -> float | None:
         """The pod's billed amount in RunPod's billing (None: no record of it yet)."""
-        day = dt.datetime.fromtimestamp(since, dt.timezone.utc).replace(
+        day = dt.datetime.fromtimestamp(since, dt.UTC).replace(
             hour=0, minute=0, second=0, microsecond=0)
         ans = self._rest.call("reading the pod's billing", "GET", "/billing/pods", params={
             "podId": pod_id, "bucketSize": "day",

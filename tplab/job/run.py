@@ -461,7 +461,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         if os.environ.get("RANK", "0") == "0":
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
-            events_fh = open(out / "events.jsonl", "w", encoding="utf-8")
+            events_fh = open(out / "events.jsonl", "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
             writer = EventWriter([stdout, events_fh], src="job")
         rt = runtime.init(args.device, args.threads, args.pg_timeout)
         job = Job(args, rt, writer)

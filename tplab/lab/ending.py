@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Callable
 
 from tplab.cloud.base import GoneProof, Provider
@@ -21,7 +21,7 @@ from tplab.redact import one_line
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 async def verify_gone(provider: Provider, pod_id: str, timeout_s: float = 60.0,

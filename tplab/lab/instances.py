@@ -51,7 +51,7 @@ class InstanceRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "InstanceRecord":
+    def from_dict(cls, data: dict[str, Any]) -> InstanceRecord:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -40,7 +40,7 @@ async def check_job_inputs(config: LabConfig) -> str | None:
         return f"the job's inputs could not be checked here ({exc}); the pod checks them"
     try:
         out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         return (f"checking the job's inputs took over {TIMEOUT_S:.0f} s; skipped (the pod "

@@ -134,9 +134,8 @@ class Lab:
         """Ask the lab to stop now (terminate + verify gone). Idempotent, safe from any thread.
         ``by_user``: the user asked (TERMINATE, Ctrl-C, a signal), so a lab without results ends
         STOPPED; the lab's own stops (a cap, a lost pod) pass False and end FAILED."""
-        if not self._in_loop(self._request, reason, by_user):
-            if self._stop_reason is None:
-                self._stop_reason, self._stopped_by_user = reason, by_user
+        if not self._in_loop(self._request, reason, by_user) and self._stop_reason is None:
+            self._stop_reason, self._stopped_by_user = reason, by_user
 
     def _request(self, reason: str, by_user: bool = True) -> None:
         if self._stop_reason is None:

@@ -38,7 +38,7 @@ class LabStream:
     # ---- the record on disk ------------------------------------------------------------
     def open_record(self, path: Path) -> None:
         """Start appending everything published to ``path`` (stream.jsonl)."""
-        self._fh = open(path, "w", encoding="utf-8", buffering=1 << 16)
+        self._fh = open(path, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115 - closed by close_record
 
     def _write(self, text: str) -> None:
         if self._fh is None:

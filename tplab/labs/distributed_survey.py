@@ -113,7 +113,7 @@ def _fsdp(m: ModelShapes) -> list[str]:
             "block, then on the model (or `FullyShardedDataParallel(model, auto_wrap_policy=...)`). Use it "
             "when the training state does not fit on one device but a layer does; not when the model fits "
             "(DDP moves less) or a single layer does not (TP).", "",
-            f"For MiniGPT-grammar (FULL_SHARD, a unit per block; embeddings, `ln_f`, `lm_head` in the root):",
+            "For MiniGPT-grammar (FULL_SHARD, a unit per block; embeddings, `ln_f`, `lm_head` in the root):",
             f"- Per layer per step: all-gather the block's {each} of weights before its forward and again "
             f"before its backward, reduce-scatter its {each} of gradients: {per_layer} of payload, "
             f"× {len(blocks)} blocks; the root's {byte_figure(f.root.bytes)} is gathered once (the root is not "
@@ -142,7 +142,7 @@ def _tp(m: ModelShapes, run: TPMeasured | None, th: dc.Thresholds) -> list[str]:
              "runs. Use it when one layer does not fit on a device, or to cut a large model's per-token "
              "latency over NVLink; not when the collectives are slow next to a layer's compute (small "
              "models, PCIe or network links).", "",
-             f"For MiniGPT-grammar (the layout of `tplab/model/gpt.py`, one decoded token at batch 1):",
+             "For MiniGPT-grammar (the layout of `tplab/model/gpt.py`, one decoded token at batch 1):",
              f"- {t.all_reduces} all-reduces per token, {len(outside)} after the vocabulary-sharded embedding "
              f"({_names(outside)}) and {len(in_block)} per block ({_names(in_block)}) × {m.config['n_layer']}, "
              f"{ar_each} each: {byte_figure(sum(t.all_reduce_bytes))}; plus {t.all_gathers} all-gather of the "

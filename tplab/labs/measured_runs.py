@@ -90,7 +90,7 @@ class DDPMeasured:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "DDPMeasured":
+    def from_json(cls, data: dict[str, Any]) -> DDPMeasured:
         return cls(**data)
 
 
@@ -125,7 +125,7 @@ class TPMeasured:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TPMeasured":
+    def from_json(cls, data: dict[str, Any]) -> TPMeasured:
         return cls(**data)
 
 

@@ -54,7 +54,7 @@ class ModelShapes:
                                    for c in self.tp_collectives]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ModelShapes":
+    def from_json(cls, data: dict[str, Any]) -> ModelShapes:
         return cls(checkpoint=str(data["checkpoint"]), config={k: int(v) for k, v in data["config"].items()},
                    dtype=str(data["dtype"]), bytes_per_elem=int(data["bytes_per_elem"]),
                    params={k: tuple(int(x) for x in v) for k, v in data["params"].items()},

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             while not stop.is_set():
                 try:
                     await asyncio.wait_for(stop.wait(), 0.5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if args.exit_with_parent and os.getppid() != parent:
                         break
         finally:

@@ -90,7 +90,7 @@ async def wait_for_sshd_request(sandbox: Path, proc: asyncio.subprocess.Process,
             return False
         try:
             await asyncio.wait_for(proc.wait(), poll_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 

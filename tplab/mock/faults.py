@@ -95,7 +95,7 @@ class Faults:
     delay_s: float = 5.0
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Faults":
+    def from_dict(cls, data: dict[str, Any]) -> Faults:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -108,13 +108,13 @@ class Faults:
         return faults
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "Faults":
+    def from_file(cls, path: str | Path) -> Faults:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def merged(self, changes: dict[str, Any]) -> "Faults":
+    def merged(self, changes: dict[str, Any]) -> Faults:
         """A copy with ``changes`` applied (unknown keys raise ValueError)."""
         data = self.to_dict()
         data.update(changes)

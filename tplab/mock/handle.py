@@ -106,7 +106,7 @@ class MockCloud:
                 stream.close()
         return self.process.returncode
 
-    def __enter__(self) -> "MockCloud":
+    def __enter__(self) -> MockCloud:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -30,7 +30,7 @@ _OUTPUT_GRACE_S = 2.0  # after bash exits, how long to wait for its output pipes
 
 
 class _PodServer(asyncssh.SSHServer):
-    def __init__(self, owner: "PodSshServer") -> None:
+    def __init__(self, owner: PodSshServer) -> None:
         self._owner = owner
         self._conn: asyncssh.SSHServerConnection | None = None
 
@@ -117,7 +117,7 @@ class PodSshServer:
             self._acceptor.close()
             try:
                 await asyncio.wait_for(self._acceptor.wait_closed(), 5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._acceptor = None
         if self._sock is not None:

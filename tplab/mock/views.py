@@ -111,14 +111,14 @@ def _iso(ts: dt.datetime) -> str:
 
 
 def _parse(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
 
 
 def billing_view(state: CloudState, query: dict[str, Any]) -> dict[str, Any]:
     """``/v2/billing/pods``: one record per pod per bucket with spend in the window. The mock's
     only charge is the GPU's (no CPU or disk amounts), billed per started second."""
     bucket = query.get("bucketSize", "day")
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if "lastN" in query:
         end = _next(_floor(now, bucket), bucket)
         start = end
@@ -134,7 +134,7 @@ def billing_view(state: CloudState, query: dict[str, Any]) -> dict[str, Any]:
     for pod in state.pods.values():
         if pod_id and pod.id != pod_id:
             continue
-        begin = dt.datetime.fromtimestamp(pod.created_epoch, dt.timezone.utc)
+        begin = dt.datetime.fromtimestamp(pod.created_epoch, dt.UTC)
         seconds = pod.billed_seconds()
         finish = begin + dt.timedelta(seconds=seconds)
         cursor = _floor(begin, bucket)

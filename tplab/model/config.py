@@ -39,7 +39,7 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "GPTConfig":
+    def from_dict(cls, data: dict[str, Any]) -> GPTConfig:
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
         missing = names - set(data)

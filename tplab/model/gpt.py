@@ -48,7 +48,7 @@ class KVCache:
 
     @classmethod
     def allocate(cls, n_layer: int, batch_size: int, n_heads: int, block_size: int, head_dim: int,
-                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> "KVCache":
+                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> KVCache:
         shape = (batch_size, n_heads, block_size, head_dim)
         return cls(k=[torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)],
                    v=[torch.zeros(shape, device=device, dtype=dtype) for _ in range(n_layer)])

@@ -76,7 +76,7 @@ class Tokenizer:
         self.n_slots = n
 
     @classmethod
-    def build(cls, words: Iterable[str], n_slots: int = 0) -> "Tokenizer":
+    def build(cls, words: Iterable[str], n_slots: int = 0) -> Tokenizer:
         """Deterministic vocabulary: the specials, then (with ``n_slots``) ``<+s>`` and the
         placeholders, then the distinct words sorted."""
         extra = [PLURAL_SUFFIX, *slot_tokens(n_slots)] if n_slots else []
@@ -205,7 +205,7 @@ class Tokenizer:
         return {"kind": "word", "vocab": list(self.vocab)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Tokenizer":
+    def from_dict(cls, data: dict[str, Any]) -> Tokenizer:
         if not isinstance(data, dict) or data.get("kind") != "word" or not isinstance(data.get("vocab"), list):
             raise ValueError("tokenizer data is not a tplab word tokenizer.")
         return cls(list(data["vocab"]))

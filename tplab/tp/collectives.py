@@ -55,7 +55,7 @@ __all__ = [
 ProcessGroup = Any  # torch.distributed.ProcessGroup, or None for the default group
 
 # the shm communicator carrying each group's collectives (key None: the default group)
-_SHM: dict[Any, "ShmComm"] = {}
+_SHM: dict[Any, ShmComm] = {}
 
 
 # --------------------------------------------------------------------------- transport selection
@@ -67,7 +67,7 @@ def _key(group: ProcessGroup) -> Any:
     return group
 
 
-def set_transport(comm: "ShmComm | None", group: ProcessGroup = None) -> None:
+def set_transport(comm: ShmComm | None, group: ProcessGroup = None) -> None:
     """Carry ``group``'s collectives over ``comm`` (a ``ShmComm``), or over the process group
     itself when ``comm`` is None."""
     if comm is None:
@@ -77,7 +77,7 @@ def set_transport(comm: "ShmComm | None", group: ProcessGroup = None) -> None:
 
 
 @contextmanager
-def use_transport(comm: "ShmComm | None", group: ProcessGroup = None) -> Iterator[None]:
+def use_transport(comm: ShmComm | None, group: ProcessGroup = None) -> Iterator[None]:
     """``set_transport`` for the block, then back to what it was."""
     key = _key(group)
     before = _SHM.get(key)
@@ -96,7 +96,7 @@ def transport_name(group: ProcessGroup = None) -> str:
     return str(dist.get_backend(group)) if _initialized() else "none"
 
 
-def _shm_for(x: torch.Tensor, group: ProcessGroup) -> "ShmComm | None":
+def _shm_for(x: torch.Tensor, group: ProcessGroup) -> ShmComm | None:
     if not _SHM:
         return None
     comm = _SHM.get(_key(group))

@@ -128,7 +128,7 @@ class ShmComm:
     # ------------------------------------------------------------------ set-up (collective)
     @classmethod
     def create(cls, group: Any = None, slot_bytes: int = DEFAULT_SLOT_BYTES,
-               timeout_s: float = 600.0) -> "ShmComm":
+               timeout_s: float = 600.0) -> ShmComm:
         """Set up the transport for ``group`` (default: the default group); every rank calls it.
 
         See ``shm_setup.join``: the segment and the doorbells, their names unlinked once every

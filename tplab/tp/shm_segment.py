@@ -125,7 +125,7 @@ class Segment:
 
     # ----------------------------------------------------------------- create / attach
     @classmethod
-    def create(cls, layout: Layout, directory: Path | None = None) -> "Segment":
+    def create(cls, layout: Layout, directory: Path | None = None) -> Segment:
         """A fresh, zeroed segment (the caller then shares ``name`` and ``nonce`` with its peers)."""
         directory = directory or segment_dir()
         remove_stale(directory)
@@ -152,7 +152,7 @@ class Segment:
         return seg
 
     @classmethod
-    def attach(cls, path: str | Path, layout: Layout, nonce: int) -> "Segment":
+    def attach(cls, path: str | Path, layout: Layout, nonce: int) -> Segment:
         """Map a segment another rank created; checks it is the one that rank meant."""
         path = Path(path)
         try:

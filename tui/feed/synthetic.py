@@ -78,41 +78,55 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
           seconds_left=round((cap - spent - accrued) / rate * 3600, 1))
 
     def finish(status: str, reason: str) -> list[Event]:
-        at(0.4); L("phase", name="terminate")
-        at(1.8); L("phase", name="verify")
+        at(0.4)
+        L("phase", name="terminate")
+        at(1.8)
+        L("phase", name="verify")
         if started[0]:
-            at(1.1); instance("GONE")
-        at(0.2); L("phase", name="record")
+            at(1.1)
+            instance("GONE")
+        at(0.2)
+        L("phase", name="record")
         accrued = rate * (clock.t - started[0]) / 3600 if started[0] else 0.0
         L("budget", cap_usd=cap, spent_usd=round(spent + accrued, 4), held_usd=0.0,
           remaining_usd=round(cap - spent - accrued, 4))
-        at(0.1); L("phase", name="manifest")
-        at(0.1); L("phase", name="done", status=status, reason=reason,
-                   out_dir="/tmp/tplab-synthetic/run-0001")
+        at(0.1)
+        L("phase", name="manifest")
+        at(0.1)
+        L("phase", name="done", status=status, reason=reason,
+          out_dir="/tmp/tplab-synthetic/run-0001")
         return out
 
     L("log", level="info", msg="synthetic lab (invented figures, for tests and benchmarks)")
     L("phase", name="preflight")
     L("budget", cap_usd=cap, spent_usd=spent, held_usd=0.0, remaining_usd=cap - spent)
-    at(0.6); L("phase", name="authorize")
+    at(0.6)
+    L("phase", name="authorize")
     L("budget", cap_usd=cap, spent_usd=spent, held_usd=0.75, remaining_usd=cap - spent - 0.75,
       authorized_usd=0.75)
-    at(0.3); L("phase", name="create")
+    at(0.3)
+    L("phase", name="create")
     instance("CREATED")
-    at(2.5); L("phase", name="boot")
+    at(2.5)
+    L("phase", name="boot")
     started[0] = clock.t
     instance("RUNNING")
-    at(9.0); L("phase", name="connect")
+    at(9.0)
+    L("phase", name="connect")
     L("ssh", state="connecting")
-    at(1.2); L("ssh", state="connected")
+    at(1.2)
+    L("ssh", state="connected")
     L("heartbeat", age_s=0.4)
-    at(0.5); L("phase", name="upload")
-    at(2.0); L("phase", name="run")
+    at(0.5)
+    L("phase", name="upload")
+    at(2.0)
+    L("phase", name="run")
     cost()
     J("phase", name="load", num_prompts=o.num_prompts, new_tokens=o.new_tokens, world_size=2)
     J("log", level="info", msg="rank 0: nccl backend, world_size=2")
     for mode, base, ar in (("single", 0.92, 0.0), ("tp", 1.55, 0.62)):
-        at(0.3); J("phase", name="baseline" if mode == "single" else "tp")
+        at(0.3)
+        J("phase", name="baseline" if mode == "single" else "tp")
         for p in range(o.num_prompts):
             for pos in range(o.new_tokens):
                 ms = base * (1 + 0.08 * rng.random()) + (0.9 if rng.random() < 0.02 else 0.0)
@@ -122,7 +136,8 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
                   token=rng.randrange(64))
                 if (mode == "tp" and o.until in ("running", "terminated", "error")
                         and p == o.num_prompts - 1 and pos == o.new_tokens // 2):
-                    at(0.7); L("heartbeat", age_s=0.7)
+                    at(0.7)
+                    L("heartbeat", age_s=0.7)
                     cost()
                     if o.until == "running":
                         return out
@@ -135,7 +150,8 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
                     return finish("FAILED", "job failed: CUDA error: an illegal memory access")
             text = OUTPUTS[p % len(OUTPUTS)]
             J("prompt_done", mode=mode, prompt=p, text=text, n_tokens=o.new_tokens)
-        at(0.5); L("heartbeat", age_s=0.5)
+        at(0.5)
+        L("heartbeat", age_s=0.5)
         cost()
     singles = [e["ms"] for e in out if e.type == "token" and e["mode"] == "single"]
     tps = [e["ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
@@ -157,7 +173,8 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
         "comm_compute_ratio": round(ar_mean / (tp["mean"] - ar_mean), 3),
         "single": {"per_token_ms": single}, "tp": {"per_token_ms": tp},
         "model": {"d_model": 128, "n_layer": 6, "n_head": 8, "vocab_size": 600}})
-    at(0.4); L("phase", name="fetch")
+    at(0.4)
+    L("phase", name="fetch")
     return finish("COMPLETE", "")
 
 

@@ -151,7 +151,7 @@ class ReplayLab:
                 return
             try:
                 await asyncio.wait_for(self._stop.wait(), timeout=min(wait, 0.1))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 

@@ -46,7 +46,7 @@ class ScalingSource:
         self.mock = mock
 
     @classmethod
-    def for_config(cls, config: Any) -> "ScalingSource":
+    def for_config(cls, config: Any) -> ScalingSource:
         return cls(str(getattr(config, "gpu_type", "") or ""),
                    int(getattr(config, "gpus", 2) or 2), bool(getattr(config, "mock", False)))
 

@@ -79,7 +79,7 @@ class TokenPlot(ThreadedPlot):
             return Text("no tokens yet: the job decodes once the pod is up and the bundle "
                         "uploaded", style="dim")
         out = Text(f"{'ms/token':<8}{'last':>8}{'median':>8}{'max':>8}", style="bold")
-        for mode, count, recent in spec:
+        for mode, _count, recent in spec:
             out.append("\n")
             out.append(f"{mode:<8}", style=f"bold {_COLORS[mode]}")
             out.append(f"{ms(recent[-1]):>8}{ms(statistics.median(recent)):>8}"

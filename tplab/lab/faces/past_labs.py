@@ -119,7 +119,7 @@ def _epoch(ts: Any) -> float | None:
             d = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return (d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)).timestamp()
+        return (d if d.tzinfo else d.replace(tzinfo=_dt.UTC)).timestamp()
     return None
 
 

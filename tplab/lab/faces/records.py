@@ -20,7 +20,7 @@ LOG_SOURCES: dict[str, tuple[str, ...]] = {
 }
 
 
-def log_line_matches(line: "LogLine", group: str) -> bool:
+def log_line_matches(line: LogLine, group: str) -> bool:
     """Whether ``line`` belongs to the log filter ``group`` (a key of ``LOG_SOURCES``)."""
     if group == "all":
         return True

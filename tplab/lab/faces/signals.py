@@ -32,7 +32,7 @@ class StopOnSignals:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._installed: list[int] = []
 
-    def install(self, loop: asyncio.AbstractEventLoop | None = None) -> "StopOnSignals":
+    def install(self, loop: asyncio.AbstractEventLoop | None = None) -> StopOnSignals:
         self._loop = loop or asyncio.get_running_loop()
         for sig, name in STOP_SIGNALS.items():
             try:
