@@ -377,7 +377,7 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         TPLAB_HOME/screenshots; never in the current directory."""
         out = Path(self.state.out_dir) if self.state.out_dir else self.screenshots_dir
         if out is None:
-            from tplab.paths import tplab_home
+            from tplab.home.paths import tplab_home
             out = tplab_home(self.mock) / "screenshots"
         try:
             out.mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 from tplab.lab.artifacts import lab_manifest
-from tplab.lab.config import COMPLETE, LabConfig
+from tplab.lab.lab_config import COMPLETE, LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.prediction import predict_lab
-from tplab.manifest import SEED_FIELDS
-from tplab.paths import REPO_ROOT
+from tplab.lab.manifest import SEED_FIELDS
+from tplab.home.paths import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "assets" / "examples"
 FILES = ("manifest.json", "results.json", "scaling-curve.png", "proof-terminated.png",

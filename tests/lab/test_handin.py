@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_fixtures import tiny_lab_config
-from tplab import cli
-from tplab.budget import BudgetGuard
-from tplab.budget_config import default_ledger_path, fmt_usd
+from tplab.commands import main as cli
+from tplab.money.budget import BudgetGuard
+from tplab.money.budget_config import default_ledger_path, fmt_usd
 from tplab.handin import spend_table
 
 SEED_TREE = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.lab.proof_png import final_frame, provider_lines, write_proof_png
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -35,7 +35,7 @@ def test_the_final_frame_has_the_phases_with_their_times_and_the_table() -> None
     evs = [Event(type="phase", seq=i, ts=100.0 + 2 * i, src="lab", fields={"name": n})
            for i, n in enumerate(["preflight", "create", "run", "terminate", "verify"])]
     frame = final_frame(evs, {"status": "COMPLETE", "reason": "the lab completed",
-                              "pod_id": "p1", "verified_gone": True, "actual_usd": 0.0123})
+                              "pod_id": "p1", "verified_gone": True, "actual_cost_usd": 0.0123})
     assert "[    6.0s] terminate" in frame and "[    0.0s] preflight" in frame
     assert "p1 (verified gone)" in frame and "$0.0123" in frame
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from tests.labs.test_docs_mermaid import check_block, mermaid_blocks
-from tplab.paths import REPO_ROOT
+from tplab.home.paths import REPO_ROOT
 
 NOTES = REPO_ROOT / "docs" / "reading-notes"
 CITE = re.compile(r"L\d+(?:-L\d+)?")

@@ -80,7 +80,7 @@ def test_every_reason_is_one_sentence() -> None:
 
 def test_minigpt_grammar_is_ddp_with_the_survey_figures() -> None:
     from tplab.labs.model_shapes import read_model_shapes
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
     shapes = read_model_shapes(DEFAULT_CHECKPOINT)
     ch = choose(dc.model_spec(shapes), dc.LAB_CLUSTER)
     assert ch.strategy == dc.choose(shapes) == "DDP"

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard, fmt_usd
+    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard, fmt_usd
 
     try:
         config = BudgetConfig.load(args.config, mock=args.mock).with_overrides(
@@ -86,9 +86,9 @@ def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
 
-def render(summary, preflight, mock: bool = False) -> str:  # noqa: ANN001 - tplab.budget types
+def render(summary, preflight, mock: bool = False) -> str:  # noqa: ANN001 - tplab.money.budget types
     """The human-readable report."""
-    from tplab.budget import fmt_usd
+    from tplab.money.budget import fmt_usd
 
     out = [f"Ledger     {summary.ledger_path}{'  (mock)' if mock else ''}",
            f"Cap        {fmt_usd(summary.cap_usd)}",

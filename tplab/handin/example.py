@@ -25,7 +25,7 @@ RUN = "tplab-run.txt"
 
 def terminal_plot(lab_dir: Path) -> str:
     """The lab's scaling curve as `tplab scaling` draws it in a terminal, without colour."""
-    from tplab import scaling_plot
+    from tplab.scaling import chart as scaling_plot
     from tplab.lab.prediction import predict_lab
     results = json.loads((lab_dir / "results.json").read_text(encoding="utf-8"))
     manifest = json.loads((lab_dir / "manifest.json").read_text(encoding="utf-8"))

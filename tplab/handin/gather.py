@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from tplab.handin import spend_table
 from tplab.lab.faces.past_labs import PastLab, default_roots, find_labs
-from tplab.paths import REPO_ROOT
+from tplab.home.paths import REPO_ROOT
 
 TP_DIR = "experiments/35-tp-inference"
 BUDGET_DIR = "experiments/35-cloud-budget"
@@ -101,7 +101,7 @@ def auth_id_of(lab_dir: Path) -> str | None:
 
 # ------------------------------------------------------------------ the ledger
 def _guard(mock: bool):  # noqa: ANN202 - a BudgetGuard
-    from tplab.budget import BudgetConfig, BudgetGuard
+    from tplab.money.budget import BudgetConfig, BudgetGuard
     return BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
 
 

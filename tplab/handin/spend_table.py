@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from tplab.budget_config import fmt_usd
+from tplab.money.budget_config import fmt_usd
 
 
 @dataclass

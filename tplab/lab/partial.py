@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from tplab.events import Event
+from tplab.records.events import Event
 
 
 @dataclass

@@ -23,7 +23,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tplab.events import Event, EventDecoder
+from tplab.records.events import Event, EventDecoder
 
 PROOF_PNG = "proof-terminated.png"
 #: what a mock lab's proof says above everything (its "provider" is the local mock cloud)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tplab.events import Event
+from tplab.records.events import Event
 
 #: ``apply`` looks a handler up here by the event's type; unknown types are counted, not fatal
 HANDLERS: dict[str, Callable[[Any, Event], None]] = {}

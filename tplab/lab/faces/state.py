@@ -1,7 +1,7 @@
 """Fold the lab's event stream into one snapshot that views can draw from.
 
 The dashboard and the headless runner both consume the orchestrator's merged event stream
-(``tplab/events.py``). Neither should re-derive lab facts on its own, and neither should keep
+(``tplab/records/events.py``). Neither should re-derive lab facts on its own, and neither should keep
 every raw event: a lab emits a token event per decoded token per mode, which at GPU speed is
 thousands per second. So this module keeps *one* mutable ``LabState`` that ``apply(event)``
 updates in O(1), with every per-sample store bounded:
@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.lab.faces.fold import HANDLERS
 from tplab.lab.faces.records import (LOG_SOURCES, Budget, Cost, Instance, LogLine,  # noqa: F401
                                      log_line_matches)
