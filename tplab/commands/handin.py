@@ -38,9 +38,9 @@ def main(args: argparse.Namespace) -> int:
     from tplab.handin.gather import HandinError, handin
     from tplab.lab.faces.past_labs import default_roots, find_labs
     if args.list:
-        labs = [lab for lab in find_labs(default_roots()) if lab.manifest]
-        for lab in labs:
-            print(f"{lab.lab_id}  {lab.status}{'  MOCK' if lab.mock else ''}  {lab.path}")
+        labs = [past for past in find_labs(default_roots()) if past.manifest]
+        for past in labs:
+            print(f"{past.lab_id}  {past.status}{'  MOCK' if past.mock else ''}  {past.path}")
         if not labs:
             print("no finished lab yet; `tplab run --mock` runs one on the local mock cloud.")
         return 0
@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
               "nothing after it was written.", file=sys.stderr)
         return 1
     lab = out.lab
-    assert lab is not None
+    assert lab is not None  # handin() always sets it
     print(f"Handed in lab {lab.lab_id} ({lab.status}{', MOCK' if lab.mock else ''}) into {dest}:")
     for rel in out.written:
         print(f"  wrote      {rel}")

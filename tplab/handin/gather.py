@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tplab.handin import spend_table
+from tplab.money.budget import BudgetGuard
 from tplab.lab.faces.past_labs import PastLab, default_roots, find_labs
 from tplab.home.paths import REPO_ROOT
 
@@ -100,8 +101,8 @@ def auth_id_of(lab_dir: Path) -> str | None:
 
 
 # ------------------------------------------------------------------ the ledger
-def _guard(mock: bool):  # noqa: ANN202 - a BudgetGuard
-    from tplab.money.budget import BudgetConfig, BudgetGuard
+def _guard(mock: bool) -> BudgetGuard:
+    from tplab.money.budget import BudgetConfig
     return BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
 
 
