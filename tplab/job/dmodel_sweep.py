@@ -268,7 +268,7 @@ class DModelSweep:
                 self.barrier()
             else:
                 if order:
-                    self._decode(self._models[order[0]][1], self.s.warmup_tokens)
+                    self._decode(self._models[order[0]][1], min(self.s.warmup_tokens, 8))
                 for d in order:
                     self._visit_tp(d)
                 self.barrier()
