@@ -30,6 +30,7 @@ def _sweep_rank(rank: int, world_size: int) -> dict:
             "events": events}
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_tp4_sweep_matches_single_at_every_size_and_skips_what_it_cannot_split():
     ranks = run_distributed(_sweep_rank, 4, timeout_s=120)
     r0 = ranks[0]
