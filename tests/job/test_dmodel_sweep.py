@@ -79,3 +79,12 @@ def test_parse_d_models_sorts_and_refuses_nonsense():
         parse_d_models("64,big")
     with pytest.raises(ValueError, match="at least one size"):
         parse_d_models(" , ")
+
+
+def test_the_timed_tokens_are_split_over_the_rounds():
+    from tplab.job.dmodel_sweep import SweepSettings, rounds_for
+
+    assert rounds_for(SweepSettings(d_models=[64], tokens=32)) == (4, 8)  # 32 timed per mode
+    assert rounds_for(SweepSettings(d_models=[64], tokens=4)) == (2, 2)
+    assert rounds_for(SweepSettings(d_models=[64], tokens=3)) == (1, 3)  # a visit needs 2
+    assert rounds_for(SweepSettings(d_models=[64], tokens=32, rounds=1)) == (1, 32)
