@@ -1,1 +1,3 @@
-"""Cloud providers: the Provider protocol and its RunPod implementation."""
+"""Cloud providers: the Provider protocol (``base``), the registry that finds a cloud by name
+(``registry``), and one package per cloud (``runpod/``, ``vast/``) holding everything that
+cloud needs on the client side, including the data its pods use to end themselves."""
