@@ -27,6 +27,8 @@ def test_the_provider_answer_reads_as_a_person_would_read_it() -> None:
                                       answer={"pod": {"id": "p1", "desiredStatus": "RUNNING"}})))
     assert kept["state reported"].startswith("RUNNING") and kept["still listed"] == "YES"
     assert kept["verified gone"].startswith("NO")
+    vast = dict(provider_lines(_proof(provider="vast")))
+    assert vast["API route"].startswith("GET /api/v0/instances/{pod_id}")
     failed = dict(provider_lines(_proof(verified_gone=False, answer={"error": "HTTP 500"})))
     assert failed["state reported"] == "no answer (HTTP 500)"
 

@@ -33,6 +33,8 @@ MOCK_BANNER = "MOCK lab: the local mock cloud's answer, not a real provider's"
 GONE_ROUTES: dict[str, tuple[str, ...]] = {
     "runpod": ("GET /v2/pods/{pod_id}  (the pod's own record: 404 or TERMINATED)",
                "GET /v2/pods  (tplab's pods: is it still listed?)"),
+    "vast": ("GET /api/v0/instances/{pod_id}  (the instance's own record: none, or its state)",
+             "GET /api/v1/instances  (tplab's instances: is it still listed?)"),
 }
 
 
