@@ -302,3 +302,44 @@ def test_the_name_rule_counts_packages_and_modules_but_not_subcommands(tmp_path)
         "helpers": ["tplab/commands/helpers.py", "tplab/lab/helpers.py"],
         "timings": ["tplab/lab/timings.py", "tui/timings"],
     }
+
+
+# ------------------------------------------------------------------------ tests mirror the source
+
+#: test folders whose source room is still on its way, each with the work that makes it; an
+#: entry whose room exists fails the test (remove it then)
+TEST_ROOMS_PENDING = {
+    "view": "tplab/view, the view-model package (today tplab/lab/faces): the view-model package",
+}
+
+
+def mirrored_rooms(root: Path) -> dict[str, Path | None]:
+    """Each folder of tests/ -> the source room it mirrors: ``tplab/<name>`` or the top-level
+    package ``<name>`` (``tui``), None when there is neither."""
+    rooms: dict[str, Path | None] = {}
+    for d in sorted((root / "tests").iterdir()):
+        if not d.is_dir() or d.name.startswith((".", "_")):
+            continue
+        room = next((r for r in (root / "tplab" / d.name, root / d.name)
+                     if d.name not in ("tests", "tplab") and (r / "__init__.py").is_file()), None)
+        rooms[d.name] = room
+    return rooms
+
+
+
+def test_each_test_folder_names_a_source_room():
+    rooms = mirrored_rooms(REPO)
+    orphans = sorted(n for n, r in rooms.items() if r is None and n not in TEST_ROOMS_PENDING)
+    assert not orphans, (f"tests/{orphans[0]} names no source room: a test folder mirrors "
+                         f"tplab/<room> or tui/ (see docs/testing.md); move its tests there")
+    arrived = sorted(n for n in TEST_ROOMS_PENDING if rooms.get(n) is not None)
+    assert not arrived, f"the room exists now, remove from TEST_ROOMS_PENDING: {arrived}"
+
+
+def test_the_mirror_rule_sees_a_folder_without_a_room(tmp_path):
+    for d in ("tplab/job", "tui", "tests/job", "tests/tui", "tests/watchdog", "tests/__pycache__"):
+        (tmp_path / d).mkdir(parents=True)
+    for d in ("tplab", "tplab/job", "tui"):
+        (tmp_path / d / "__init__.py").write_text("")
+    assert mirrored_rooms(tmp_path) == {"job": tmp_path / "tplab/job", "tui": tmp_path / "tui",
+                                    "watchdog": None}

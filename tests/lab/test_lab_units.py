@@ -1,4 +1,5 @@
-"""Fast tests of the lab's pieces that need no cloud: decoding, records, options, the view."""
+"""Fast tests of the lab's pieces that need no cloud: records, options, the view (the event tail's
+decoding is in tests/wire/test_event_tail.py)."""
 
 from __future__ import annotations
 
@@ -9,69 +10,11 @@ import json
 import pytest
 
 from tplab.lab import instances as instance_store
-from tplab.records.events import EventDecoder, EventWriter
+from tplab.records.events import EventWriter
 from tplab.lab.faces.headless import HeadlessView
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.options import add_lab_arguments, config_from_args
-from tplab.wire.event_tail import FastDecoder, TailState, _accept
-
-
-def _lines(n: int) -> bytes:
-    buf = io.StringIO()
-    w = EventWriter([buf], src="job")
-    for i in range(n):
-        w.emit("token", mode="tp", prompt=0, pos=i, ms=1.5, ar_ms=0.5, token=i)
-    w.emit("phase", name="finished", wall_s=1.0)
-    return buf.getvalue().encode()
-
-
-@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
-def test_fast_decoder_matches_reference_at_any_chunking(chunk):
-    data = _lines(50)
-    ref = EventDecoder().feed(data)
-    dec = FastDecoder()
-    got = []
-    for i in range(0, len(data), chunk):
-        got.extend(dec.feed(data[i:i + chunk]))
-    assert got == ref
-    assert dec.offset == len(data) and dec.pending == 0
-
-
-def test_fast_decoder_keeps_good_events_around_bad_and_blank_lines():
-    good = _lines(3).splitlines(keepends=True)
-    data = good[0] + b"\n" + b"{not json}\n" + good[1] + b'{"v": 9, "seq": 5}\n' + good[2]
-    dec = FastDecoder()
-    events = dec.feed(data)
-    assert [e.seq for e in events] == [0, 1, 2]
-    assert dec.bad_lines == 2
-    assert dec.last_raw == b""  # not stored raw: the bad lines must not travel on
-    assert dec.offset == len(data)
-
-
-def test_the_owned_fast_path_rejects_what_from_dict_rejects():
-    from tplab.records.events import EventError, from_dict
-    for bad in ({"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": "token"},
-                {"v": 1, "seq": True, "ts": 1.0, "src": "job", "type": "heartbeat"},
-                {"v": 1, "seq": 0, "ts": 1.0, "src": "x", "type": "heartbeat"},
-                {"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": "error", "msg": "m",
-                 "fatal": 1},
-                {"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": ["token"]},
-                {"v": 2, "seq": 0, "ts": 1.0, "src": "job", "type": "heartbeat"},
-                ["not", "an", "object"]):
-        with pytest.raises(EventError):
-            from_dict(bad, owned=True)
-
-
-def test_accept_drops_duplicates_and_counts_gaps():
-    evs = list(FastDecoder().feed(_lines(5)))
-    st = TailState()
-    assert [e.seq for e in _accept(st, evs[:3])] == [0, 1, 2]
-    assert [e.seq for e in _accept(st, evs[1:])] == [3, 4, 5]
-    assert st.duplicates == 2 and st.gaps == 0
-    assert st.finished_seen_at is not None  # the job's `finished` phase was seen
-    _accept(st, [evs[0].__class__(type="heartbeat", seq=9, ts=0.0)])
-    assert st.gaps == 1
 
 
 def test_instance_records_round_trip_and_close(tmp_path):

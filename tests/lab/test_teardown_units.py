@@ -256,7 +256,7 @@ async def test_a_results_json_that_is_not_an_object_is_a_clear_error(tmp_path):
     from tplab.wire import remote
     from tplab.lab.lab_config import LabStop
     from tplab.lab.ssh_session import PodSession
-    from tests.lab.sshserver import SandboxServer
+    from tests.wire.sshserver import SandboxServer
     key = remote.generate_client_key()
     root = tmp_path / "pod"
     (root / remote.REMOTE_DIR).mkdir(parents=True)

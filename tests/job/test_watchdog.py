@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.watchdog.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
+from tests.job.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
 from tplab.cloud.runpod.pod_self_end import self_end as runpod_self_end
 from tplab.cloud.vast.instance_self_end import self_end as vast_self_end
 from tplab.job.self_terminate import (PodCredentials, SelfEnd, SelfTerminator, encode,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.job.test_scaling_fit import _results
+from tests.scaling.test_scaling_fit import _results
 from tplab.commands.main import main
 
 
