@@ -20,9 +20,13 @@ canary), and says pass or fail against its bound:
 
     .venv/bin/python benchmarks/fault_suite.py              # everything, both clouds
     .venv/bin/python benchmarks/fault_suite.py --provider vast --quick   # a few Vast rows
-    .venv/bin/python benchmarks/fault_suite.py --quick      # the test suite's subset: SIGKILL
-                                                            # and SIGHUP in boot and run, a full
-                                                            # disk, the ledgers, the canary
+    .venv/bin/python benchmarks/fault_suite.py --quick      # one of each: SIGKILL and SIGHUP
+                                                            # in boot and run, a full disk, the
+                                                            # ledgers, the canary
+
+The test suite runs ``--quick --provider vast`` (tests/lab/test_fault_suite.py); the quick RunPod
+rows, Vast's outbid and failed bid are asserted in tests/lab's scenario labs (marked there
+"-- fault suite").
 """
 
 from __future__ import annotations

@@ -28,17 +28,14 @@ def vast_cases(quick: bool) -> list[tuple[str, str, dict, str, dict]]:
          {"num_prompts": 6, "new_tokens": 64, "status_poll_s": 0.5}),
         ("vast bid", "fails and leaves a stopped instance", {"failed_bid_n": 1},
          "EDUCATIONAL_STUB", {}),
+        ("vast 429", "every route the lab calls, 2 each", {"http_429": {
+            r: 2 for r in ROUTES}}, "COMPLETE", {}),
+        ("vast 5xx", "every route the lab calls, 2 each", {"http_500": {
+            r: 2 for r in ROUTES}}, "COMPLETE", {}),
+        ("vast destroy", "lingers 6 reads after it is accepted", {"destroy_lingers": 6},
+         "COMPLETE", {}),
     ]
-    if not quick:
-        cases += [
-            ("vast 429", "every route the lab calls, 2 each", {"http_429": {
-                r: 2 for r in ROUTES}}, "COMPLETE", {}),
-            ("vast 5xx", "every route the lab calls, 2 each", {"http_500": {
-                r: 2 for r in ROUTES}}, "COMPLETE", {}),
-            ("vast destroy", "lingers 6 reads after it is accepted", {"destroy_lingers": 6},
-             "COMPLETE", {}),
-        ]
-    return cases
+    return [] if quick else cases  # quick: outbid and the failed bid are in tests/lab/test_lab_vast.py
 
 
 def vast_rows(root: Path, quick: bool, reps: int, workers: int) -> list[Row]:

@@ -59,3 +59,71 @@ def tiny_lab_config(lab_assets: tuple[Path, Path], tmp_path: Path, **kw):
                 heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
     base.update(kw)
     return LabConfig(**base)
+
+
+def assert_ledgers_settled(home: Path, cap_usd: float = 5.0) -> None:
+    """Every ledger under ``home`` after a lab (and the `tplab terminate --all` a user runs after
+    a killed client): nothing over the cap, no damaged line, no hold left without a pod except
+    one kept for a create that went unanswered (a client killed mid-create: whether it made a
+    pod is unknowable until the provider's list can show it). From benchmarks/fault_suite.py's
+    ledger row."""
+    import os
+
+    from tplab.lab import instances
+    from tplab.money.budget import BudgetGuard
+    from tplab.money.ledger import Ledger
+    paths = list(home.rglob("spend.jsonl"))
+    assert paths, f"no ledger under {home}"
+    for path in paths:
+        guard = BudgetGuard(path, cap_usd)
+        assert guard.total_spent + guard.held <= cap_usd, (path, guard.total_spent, guard.held)
+        assert Ledger(path).read()[1] == [], f"damaged lines in {path}"
+        old = os.environ.get("TPLAB_HOME")
+        os.environ["TPLAB_HOME"] = str(path.parents[1])
+        try:
+            intents = {r.auth_id for r in instances.open_records(True)
+                       if r.state == instances.INTENT and not r.pod_id}
+        finally:
+            if old is None:
+                os.environ.pop("TPLAB_HOME", None)
+            else:
+                os.environ["TPLAB_HOME"] = old
+        stray = [a for a in guard.summary().open_authorizations if a.auth_id not in intents]
+        assert stray == [], f"a hold left without a pod in {path}: {stray}"
+
+
+def assert_key_unwritten(key: str, root: Path, printed: list[str]) -> None:
+    """The account key is in no file under ``root`` (the lab's folder, TPLAB_HOME, the mock's
+    state and the pod's sandbox) and in nothing the clients printed. From
+    benchmarks/fault_suite.py's canary row, whose mock clouds were started outside its folder:
+    a mock's own discovery record (``$TPLAB_HOME/mock/clouds/``, how other terminals find it)
+    carries the mock's key by design and is not searched."""
+    needle = key.encode()
+    hits = []
+    for path in root.rglob("*"):
+        if path.parent.name == "clouds" and path.parent.parent.name == "mock":
+            continue
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle in path.read_bytes():
+                    hits.append(str(path.relative_to(root)))
+            except OSError:
+                continue
+    hits += [f"client output #{i}" for i, text in enumerate(printed) if key in (text or "")]
+    assert not hits, f"the API key was written to: {hits[:5]}"
+
+
+def terminate_all(api_url: str, api_key: str) -> list[str]:
+    """What a user runs after a killed client: `tplab terminate --all --mock`, which ends any live
+    pod and settles what dead clients held. Returns what it printed (stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "tplab", "terminate", "--all", "--mock",
+                          "--api-url", api_url],
+                         cwd=repo, env={**os.environ, "PYTHONPATH": str(repo),
+                                        "RUNPOD_API_KEY": api_key},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return [out.stdout, out.stderr]

@@ -6,7 +6,9 @@ asserting everything its lab shows. A "+" line names a test whose own lab was dr
 repeated the lab above it; its assertions moved, unchanged, into that test (marked there with a
 "-- from <test>" comment). e2e = tests/lab/test_lab_e2e.py, stops = test_lab_stops_e2e.py,
 runpod = test_lab_runpod.py, comm = test_lab_comm.py, detach = test_lab_instance_detach.py,
-app = tests/tui/test_app_mock.py.
+vast = test_lab_vast.py, app = tests/tui/test_app_mock.py. A "+ fault suite" line names a row of
+benchmarks/fault_suite.py's quick table whose lab (once in test_fault_suite.py) was dropped for
+the same reason (marked "-- fault suite"; each such lab also asserts the ledger and canary rows).
 
   spot lab, complete (headless run)   e2e::test_full_lab_completes_with_every_artifact
     + detach::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
@@ -14,7 +16,9 @@ app = tests/tui/test_app_mock.py.
     + e2e::test_slow_runtime_and_refused_ssh_are_waited_out
     + e2e::test_api_errors_and_failing_terminates_still_end_verified_gone
     + stops::test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_..._gone[4]
-  Ctrl-C while booting                e2e::test_ctrl_c_while_booting_terminates_and_settles
+  Ctrl-C while booting                e2e::test_ctrl_c_while_booting_terminates_and_settles[ctrl-c]
+  SIGHUP while booting                e2e::test_ctrl_c_while_booting_terminates_and_settles[sighup]
+    + fault suite: client SIGHUP in boot
   no spot capacity (no pod)           e2e::test_no_spot_capacity_is_an_educational_stub
   price over the cap (no pod)         e2e::test_price_over_cap_refused_before_create
   a leftover pod refuses the lab      e2e::test_leftover_pod_refuses_new_lab_until_terminated
@@ -23,14 +27,23 @@ app = tests/tui/test_app_mock.py.
   create fails (no pod)               e2e::test_failed_create_keeps_the_intent_and_releases_the_hold
   wrong inputs (no pod), two          stops::test_wrong_inputs_are_refused_before_the_create_phase
   SIGHUP mid-run                      stops::test_sighup_while_the_job_runs_tears_down_at_once
+    + fault suite: client SIGHUP in run
   task cancelled again and again      stops::test_cancelling_the_lab_again_and_again_never_cuts_...
   client SIGKILLed while booting      stops::test_client_killed_while_the_pod_boots_the_guard_ends_it
+    + fault suite: client SIGKILL in boot
   watchdog killed, client SIGKILLed   stops::test_a_killed_watchdog_is_restarted_and_still_ends_the_pod
     + e2e::test_client_sigkill_watchdog_terminates_pod
+    + fault suite: client SIGKILL in run
   terminate never takes effect        stops::test_a_terminate_that_lingers_..._gone[-1]
   spot removed, then on-demand        runpod::test_spot_removed_is_a_stub_naming_on_demand_which_...
+    + fault suite: disk full under stream.jsonl (the on-demand lab)
   ambiguous create, unreadable list,  runpod::test_ambiguous_create_*, test_a_pod_that_ends_in_error_*,
   boot ERROR, rate limit (4 labs)       test_a_rate_limit_that_does_not_pass_*
+  Vast outbid mid-run                 vast::test_outbid_mid_run_is_a_spot_interruption_with_...
+    + fault suite: vast outbid mid-run
+  Vast failed bid                     vast::test_a_failed_bid_leaves_nothing_and_says_so
+    + fault suite: vast bid fails and leaves a stopped instance
+  Vast SIGKILL/SIGHUP in boot and run test_fault_suite.py::test_the_quick_vast_rows_pass (4 labs)
   over shm, d_model sweep, complete   comm::test_a_mock_lab_over_shm_completes_and_calibrates_...
   detached (pod left running)         detach::test_detach_leaves_the_pod_running_with_its_record_...
   the dashboard, complete             app::test_start_shows_timings_then_results_and_manifest
@@ -61,7 +74,7 @@ from tplab.records.events import read_events
 from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
 
 pytestmark = pytest.mark.slow
 
@@ -339,7 +352,10 @@ async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
     assert m["status"] == "COMPLETE" and m["verified_gone"] is True
 
 
-def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "sighup"])
+def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path, sig):
+    """Ctrl-C (SIGINT to the process group), or the terminal closed (SIGHUP: the fault suite's
+    "client SIGHUP in boot" row, with its bound, ledger and canary rows), while the pod boots."""
     from tplab.mock.handle import start_mock_cloud
     ckpt, prompts = lab_assets
     cloud = start_mock_cloud(boot_delay_s=60.0, state_dir=tmp_path / "mock-state")
@@ -348,8 +364,13 @@ def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path):
                      "--prompts", "2", "--new-tokens", "8", "--no-sweep",
                      "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
                      "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": cloud.api_key})
-        _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "boot", 60)
-        os.killpg(proc.pid, signal.SIGINT)
+        seen = _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "boot",
+                                  60)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)   # Ctrl-C reaches the process group
+        else:
+            os.kill(proc.pid, sig)
+        t_sig = time.monotonic()
         rest = _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "done",
                                   60)
         proc.wait(30)
@@ -357,14 +378,19 @@ def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path):
         proc.stdout.close()
         proc.stderr.close()
         done = rest[-1]
+        said = "Ctrl-C" if sig == signal.SIGINT else "SIGHUP"
         assert proc.returncode == 4  # stopped by the user, the pod verified gone
-        assert done["status"] == STOPPED and "Ctrl-C" in done["reason"]
+        assert done["status"] == STOPPED and said in done["reason"]
         assert done["verified_gone"] is True
-        assert "Ctrl-C" in err
+        assert said in err
         pods = cloud.pods()
         assert len(pods) == 1 and pods[0]["desiredStatus"] == "TERMINATED"
         _assert_settled("lab02-tp-spinup-rtx4090x2")
         assert [e["kind"] for e in _ledger_lines()] == ["authorize", "actual"]
+        if sig == signal.SIGHUP:  # -- fault suite: "client SIGHUP in boot", pod gone <= 15 s
+            assert time.monotonic() - t_sig <= 15.0
+            assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+            assert_key_unwritten(cloud.api_key, tmp_path, [json.dumps(seen + rest), err])
     finally:
         cloud.stop()
 

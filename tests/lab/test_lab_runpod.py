@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,7 @@ from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import COMPLETE, FAILED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
 
 pytestmark = pytest.mark.slow
 
@@ -58,9 +60,33 @@ async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
     before = mock_cloud.calls()
     cfg = tiny_lab_config(lab_assets, tmp_path / "ondemand", api_url=mock_cloud.api_url,
                           spot=False)
-    code = await run_lab(cfg, out=io.StringIO())
+    # -- fault suite: "disk full under stream.jsonl": every write of it fails (ENOSPC); the lab
+    # says so and goes on to COMPLETE, its pod verified gone (below). (The suite makes the file
+    # /dev/full; read back, that never ends, so here the disk is full under the open file.)
+    from tplab.lab.stream import LabStream
+    real_open = LabStream.open_record
+
+    class FullDisk:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+        def close(self):
+            pass
+
+    def open_on_a_full_disk(self, path):
+        real_open(self, path)
+        self._fh.close()
+        self._fh = FullDisk()
+    monkeypatch.setattr(LabStream, "open_record", open_on_a_full_disk)
+    out = io.StringIO()
+    code = await run_lab(cfg, out=out)
     manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
     assert code == 0 and manifest["status"] == COMPLETE, manifest["reason"]
+    assert "WARNING: stream.jsonl could not be written" in out.getvalue()
+    assert manifest["verified_gone"] is True
     calls = _diff(before, mock_cloud.calls())
     # every pod call on REST v2: no /v1, no GraphQL pod create/get/list/terminate
     assert not [k for k in calls if "/v1" in k or k in GRAPHQL_POD_CALLS], calls
@@ -75,6 +101,9 @@ async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
                                                            abs=1e-6)
     assert manifest["authorized_usd"] == 3.0
     _no_live_pod(mock_cloud)
+    # -- fault suite: the ledger and canary rows
+    assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+    assert_key_unwritten(mock_cloud.api_key, tmp_path, [out.getvalue()])
 
 
 async def test_ambiguous_create_finds_the_pod_by_name_and_terminates_it(lab_assets, tmp_path,

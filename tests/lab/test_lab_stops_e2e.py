@@ -1,6 +1,15 @@
 """Every way a user ends a lab, on the real mock cloud: refused before anything is spent when the
 inputs are wrong; stopped mid-run with what was measured kept; the terminal closed (SIGHUP);
-the lab's task cancelled again and again during its teardown. Each ends with no live pod."""
+the lab's task cancelled again and again during its teardown. Each ends with no live pod.
+
+The RunPod rows of benchmarks/fault_suite.py's quick table (once tests/lab/test_fault_suite.py's
+own labs) are asserted here, each in the lab that already ran its scenario, marked
+"-- fault suite": SIGHUP in run (bound 15 s), SIGKILL in boot (boot + guard + 7 s), SIGKILL in
+run (heartbeat + 8 s), and after each lab the ledger row (nothing over the cap, nothing
+damaged, no hold without a pod) and the canary row (the API key in no file and no client
+output). SIGHUP in boot: tests/lab/test_lab_e2e.py::test_ctrl_c_while_booting_*[sighup]; a full
+disk: tests/lab/test_lab_runpod.py::test_spot_removed_is_a_stub_naming_on_demand_*.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +27,8 @@ from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import STOPPED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import (assert_key_unwritten, assert_ledgers_settled, terminate_all,
+                                tiny_lab_config)
 from tests.lab.test_lab_e2e import _cli, _json_events_until
 
 pytestmark = pytest.mark.slow
@@ -58,7 +68,7 @@ def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock
                  "--prompts-file", str(prompts), "--heartbeat-timeout", "60",
                  "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": mock_cloud.api_key})
     try:
-        _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
+        seen = _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
         os.kill(proc.pid, signal.SIGHUP)
         hup = time.monotonic()
         while time.monotonic() - hup < 15:
@@ -68,6 +78,9 @@ def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock
         took = time.monotonic() - hup
         assert all(p["desiredStatus"] == "TERMINATED" for p in mock_cloud.pods()), took
         proc.wait(60)
+        seen += _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "done",
+                                   30)
+        err = proc.stderr.read()
     finally:
         proc.kill()
         proc.wait(10)
@@ -76,6 +89,11 @@ def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock
     assert proc.returncode == 4  # STOPPED, pod verified gone
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert m["status"] == STOPPED and "SIGHUP" in m["reason"] and m["verified_gone"] is True
+    # -- fault suite: "client SIGHUP in run" (the lab reached run; pod gone <= 15 s, above),
+    # then its ledger and canary rows
+    assert any(e["type"] == "phase" and e["src"] == "lab" and e["name"] == "run" for e in seen)
+    assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+    assert_key_unwritten(mock_cloud.api_key, tmp_path, [json.dumps(seen), err])
 
 
 async def test_cancelling_the_lab_again_and_again_never_cuts_the_teardown(lab_assets, tmp_path,
@@ -110,13 +128,13 @@ def _wait_all_terminated(cloud, bound_s: float) -> float:
 
 
 def test_client_killed_while_the_pod_boots_the_guard_ends_it(lab_assets, tmp_path):
-    """SIGKILL during boot (boot 15 s, heartbeat timeout 10 s): nothing on the client side can
+    """SIGKILL during boot (boot 6 s, heartbeat timeout 10 s): nothing on the client side can
     act, the watchdog never started; the guard the create call put in the container ends the
     pod within boot + its bound."""
     from tplab.mock.handle import start_mock_cloud
     ckpt, prompts = lab_assets
-    cloud = start_mock_cloud(boot_delay_s=15.0, state_dir=tmp_path / "mock-state")
-    guard_s = 20.0
+    boot_s, guard_s = 6.0, 10.0
+    cloud = start_mock_cloud(boot_delay_s=boot_s, state_dir=tmp_path / "mock-state")
     try:
         proc = _cli(["run", "--mock", "--api-url", cloud.api_url, "--json", "--prompts", "2",
                      "--new-tokens", "8", "--no-sweep", "--checkpoint", str(ckpt),
@@ -124,20 +142,30 @@ def test_client_killed_while_the_pod_boots_the_guard_ends_it(lab_assets, tmp_pat
                      "--boot-guard", str(guard_s), "--out", str(tmp_path / "out")],
                     {"RUNPOD_API_KEY": cloud.api_key})
         try:
-            _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "boot", 120)
+            seen = _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "boot",
+                                      120)
             created = time.monotonic()
             os.kill(proc.pid, signal.SIGKILL)
         finally:
             proc.kill()
             proc.wait(10)
+            err = proc.stderr.read()
             proc.stdout.close()
             proc.stderr.close()
         pod = cloud.pods()[0]
         assert "tplab-guard" in pod["args"]  # the create call carried the guard
-        took = _wait_all_terminated(cloud, 15.0 + guard_s + 10.0)
-        assert time.monotonic() - created <= 15.0 + guard_s + 10.0, took
+        took = _wait_all_terminated(cloud, boot_s + guard_s + 10.0)
+        assert time.monotonic() - created <= boot_s + guard_s + 10.0, took
+        # -- fault suite: "client SIGKILL in boot": gone within boot + the guard's bound + its
+        # poll + the API call (7 s) of the kill
+        assert time.monotonic() - created <= boot_s + guard_s + 7.0, took
         log = Path(pod["sandbox"], "tplab-run", "guard.log").read_text()
         assert "the client never showed up" in log
+        # -- fault suite: the ledger row (after the `tplab terminate --all` a user runs) and
+        # the canary row
+        printed = terminate_all(cloud.api_url, cloud.api_key)
+        assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+        assert_key_unwritten(cloud.api_key, tmp_path, [json.dumps(seen), err, *printed])
     finally:
         cloud.stop()
 
@@ -155,7 +183,7 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
                  "--prompts-file", str(prompts), "--heartbeat-timeout", str(hb),
                  "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": mock_cloud.api_key})
     try:
-        _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
+        seen = _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
         pods = [p for p in mock_cloud.pods() if p["desiredStatus"] == "RUNNING"]
         assert len(pods) == 1
         pod = mock_cloud.pods()[0]
@@ -186,12 +214,17 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
     finally:
         proc.kill()
         proc.wait(10)
+        err = proc.stderr.read()
         proc.stdout.close()
         proc.stderr.close()
     _wait_all_terminated(mock_cloud, hb + 15.0)
     took = time.monotonic() - killed
     assert took < hb + 15.0
     assert took < hb + 12.0  # test_client_sigkill_watchdog_terminates_pod's bound
+    # -- fault suite: "client SIGKILL in run" (the lab reached run): gone within the stale
+    # heartbeat + the watchdog's poll + the API call (8 s)
+    assert any(e["type"] == "phase" and e["src"] == "lab" and e["name"] == "run" for e in seen)
+    assert took <= hb + 8.0, took
     log = Path(pod["sandbox"], "tplab-run", "watchdog.log").read_text()
     assert "supervisor: the watchdog exited" in log and "client heartbeat stale" in log
     # and the next tplab finds no live pod left (status reads the provider and instance.json)
@@ -201,6 +234,10 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
         assert gather(True, mock_cloud.api_url) == []
     finally:
         del os.environ["RUNPOD_API_KEY"]
+    # -- fault suite: the ledger row (after `tplab terminate --all`) and the canary row
+    printed = terminate_all(mock_cloud.api_url, mock_cloud.api_key)
+    assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+    assert_key_unwritten(mock_cloud.api_key, tmp_path, [json.dumps(seen), err, *printed])
 
 
 @pytest.mark.parametrize("lingers", [-1])

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
 from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import COMPLETE, FAILED, STUB
 from tplab.lab.orchestrator import Lab
@@ -76,6 +76,10 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
     assert partial and partial["single_tokens"] > 0, \
         "the figures measured before the interruption were dropped"
     assert _settled()[-1] == "actual"
+    # -- fault suite: "vast outbid mid-run" (FAILED, no pod, no hold: above), its ledger and
+    # canary rows
+    assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
+    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
 
 
 def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_cloud):
@@ -85,6 +89,10 @@ def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_clou
     assert outcome.status == STUB and "nothing is left running" in outcome.reason
     assert _alive(vast_cloud) == [] and len(vast_cloud.pods()) == 1   # made, then destroyed
     assert _settled()[-1] == "release"
+    # -- fault suite: "vast bid fails and leaves a stopped instance" (a stub, nothing left,
+    # nothing held: above), its ledger and canary rows
+    assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
+    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
 
 
 def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):

@@ -25,6 +25,18 @@ from tplab.lab.facts import LabFacts
 from tplab.lab.stream import LabStream
 
 
+@pytest.fixture
+def short_waits(monkeypatch):
+    """The lab's backoffs (verify's growing poll delay up to 3 s, terminate's retries 1..4 s)
+    shortened to 50 ms at most, so a test of how many polls and retries happen takes no
+    seconds; the deadlines (``timeout_s``) are untouched."""
+    real = asyncio.sleep
+
+    async def short(delay: float, *args, **kwargs):
+        return await real(min(delay, 0.05), *args, **kwargs)
+    monkeypatch.setattr(asyncio, "sleep", short)
+
+
 class FakeProvider:
     """A provider whose answers a test scripts: ``status_error`` / ``verify_errors`` raise,
     ``gone_after`` verify polls (counted from the first terminate) the pod is gone."""
@@ -74,7 +86,7 @@ class FakeProvider:
         return None
 
 
-async def test_verify_polls_through_errors_and_resends_terminate():
+async def test_verify_polls_through_errors_and_resends_terminate(short_waits):
     prov = FakeProvider(gone_after=9, verify_errors=3)
     prov.terminates = 1  # the teardown's own terminate went out
     proof = await verify_gone(prov, "p1", timeout_s=30, resend_every=2)
@@ -366,7 +378,8 @@ def test_holds_dead_clients_left_are_settled_once_nothing_can_bill(tmp_path):
     assert guard.total_spent == 0.0
 
 
-def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypatch, capsys):
+def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypatch, capsys,
+                                                              short_waits):
     import argparse
 
     from tplab.commands import terminate

@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections import Counter
+from collections.abc import Iterator
+
+import pytest
 
 from tplab.model import corpus
 from tplab.model.lexicon import NOUNS, PL_NPS, THINGS_COMPARED_PL, all_verbs, lexicon, participle, past, third_sg
 from tplab.model.tokenizer import normalize
 
 LEXICON = set(lexicon())
+SLOW = pytest.mark.slow
 
 
-@functools.lru_cache(maxsize=4)
-def _stream(n: int, seed: int) -> tuple[corpus.Example, ...]:
-    return tuple(itertools.islice(corpus.train_stream(seed), n))
+#: seed -> (the examples generated so far, the stream they came from): each is generated once
+#: per test session and the tests share them; a test asking for more extends the same stream
+_STREAMS: dict[int, tuple[list[corpus.Example], Iterator[corpus.Example]]] = {}
 
 
 def _train(n: int, seed: int = 0) -> list[corpus.Example]:
-    """The first ``n`` training examples (generated once per test session: the tests share them)."""
-    return list(_stream(40000, seed)[:n]) if n <= 40000 else list(_stream(n, seed))
+    """The first ``n`` training examples of ``seed``'s stream (only as many as asked are made)."""
+    got, stream = _STREAMS.setdefault(seed, ([], corpus.train_stream(seed)))
+    if n > len(got):
+        got.extend(itertools.islice(stream, n - len(got)))
+    return got[:n]
 
 
 def test_streams_and_split_are_deterministic():
@@ -30,6 +36,7 @@ def test_streams_and_split_are_deterministic():
     assert corpus.held_out(200) == corpus.held_out(200)
 
 
+@SLOW  # tens of thousands of generated examples
 def test_held_out_is_disjoint_from_training():
     held = corpus.held_out(600)
     assert len({(e.bad, e.good) for e in held}) == 600
@@ -52,6 +59,7 @@ def test_all_error_classes_and_copies_are_present():
             assert e.bad != e.good, e
 
 
+@SLOW  # tens of thousands of generated examples
 def test_seed_cases_are_in_the_grammar():
     rng_examples = _train(40000)
     pairs = {(e.bad, e.good) for e in rng_examples}
@@ -62,6 +70,7 @@ def test_seed_cases_are_in_the_grammar():
     assert any(" dont like" in b and " doesn't like" in g for b, g in pairs)
 
 
+@SLOW  # tens of thousands of generated examples
 def test_every_word_is_in_the_vocabulary_or_carried_by_a_placeholder_and_corrections_are_a_function():
     tok = corpus.build_tokenizer()
     assert len(tok) <= 640 and tok.n_slots == corpus.N_SLOTS
@@ -85,6 +94,7 @@ def _plural_subject(sentence: str) -> bool:
             or second in heads or (second not in LEXICON and second.endswith("s")))
 
 
+@SLOW  # tens of thousands of generated examples
 def test_plural_subjects_appear_with_every_error_class_and_only_the_verb_is_fixed():
     examples = _train(20000)
     for kind in corpus.KINDS:
@@ -104,6 +114,7 @@ def test_plural_subjects_appear_with_every_error_class_and_only_the_verb_is_fixe
                 assert third_sg(b) == g or third_sg(g) == b, e
 
 
+@SLOW  # tens of thousands of generated examples
 def test_swapped_words_keep_what_the_grammar_needs():
     """Invented words keep a/an and number: the corrections of swapped pairs are still right."""
     tok = corpus.build_tokenizer()

@@ -3,6 +3,7 @@ stops at the end of the sentence, meets the accuracy bars."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tplab.model.checkpoint import build_single, load_checkpoint
@@ -40,6 +41,7 @@ def test_shipped_checkpoint_corrects_the_seed_prompts_and_carries_unknown_words(
         assert _correct(model, tok, bad) == good
 
 
+@pytest.mark.slow  # 100 tokens for each shipped prompt
 def test_every_shipped_prompt_ends_and_the_lab_decode_keeps_emitting_eos():
     """The lab decodes 100 tokens per prompt without stopping: after the sentence, only <eos>."""
     torch.set_num_threads(1)
