@@ -161,7 +161,7 @@ def floor_app(factory):
     from textual.screen import Screen
     from textual.widgets import Button, Static
 
-    from tplab.lab.faces.state import LabState
+    from tplab.view.state import LabState
 
     class FloorHelp(Screen):
         BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
@@ -247,7 +247,7 @@ async def key_latency(presses: int, rate: float, labs: int,
     from textual import events
 
     from tui.app import TplabApp
-    from tui.feed.synthetic import SyntheticLab
+    from tests.synthetic_lab import SyntheticLab
 
     def is_help(screen) -> bool:
         return type(screen).__name__ in ("HelpScreen", "FloorHelp")
@@ -315,8 +315,8 @@ async def key_latency(presses: int, rate: float, labs: int,
 
 # ---------------------------------------------------------------------- 3. memory
 def memory_labstate(n: int) -> dict:
-    from tplab.lab.faces.state import LabState
-    from tui.feed.synthetic import token_flood
+    from tplab.view.state import LabState
+    from tests.synthetic_lab import token_flood
 
     s = LabState()
     samples = []
@@ -332,7 +332,7 @@ def memory_labstate(n: int) -> dict:
 
 async def memory_app(n: int, rate: float) -> dict:
     from tui.app import TplabApp
-    from tui.feed.synthetic import SyntheticLab
+    from tests.synthetic_lab import SyntheticLab
 
     lab = SyntheticLab(flood_rate=rate)
     app = TplabApp(lambda: lab, start=True, refresh_hz=10)

@@ -19,7 +19,7 @@ BIN = Path(sys.executable).parent
 #: each tool must finish within this on the 2-core machine (issue 26's bar is 60 s)
 TOOL_TIMEOUT_S = 120
 #: mypy's error count may only go down, to 0 (issue 26); lower it as errors are fixed
-MYPY_ERRORS_AT_MOST = 248
+MYPY_ERRORS_AT_MOST = 242
 
 
 def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:

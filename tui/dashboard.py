@@ -30,8 +30,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header
 
-from tplab.lab.faces.records import Budget
-from tplab.lab.faces.state import LabState
+from tplab.view.records import Budget
+from tplab.view.state import LabState
 from tui.budget.panel import BudgetPanel
 from tui.commands import LabCommands
 from tui.instance.panel import InstancePanel

@@ -72,7 +72,7 @@ def real_lab_factory(config: Any) -> LabFactory:
     def refusal() -> str | None:
         """Why this lab cannot start (no key, a missing file, the budget), before anything
         is created; None when it may."""
-        from tplab.lab.faces.startcheck import refusal as check
+        from tplab.view.startcheck import refusal as check
 
         return check(resolve())
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from textual import work
 
-from tplab.lab.faces.past_labs import read_lab, remote_stderr
+from tplab.view.past_labs import read_lab, remote_stderr
 from tui.messages import LabFinished, PrecheckDone
 from tui.precheck import no_precheck, report_rows
 from tui.replay.lab import ReplayLab, speed_name

@@ -16,7 +16,7 @@ from typing import Iterable
 from rich.text import Text
 from textual.widgets import Static
 
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 
 Cell = str | Text
 

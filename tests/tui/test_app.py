@@ -13,7 +13,7 @@ from textual.command import CommandPalette
 from textual.widgets import Button
 
 from tui.app import TplabApp
-from tui.feed.synthetic import ScriptOptions, SyntheticLab
+from tests.synthetic_lab import ScriptOptions, SyntheticLab
 from tui.screens.help import HelpScreen
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
 from tui.timings.plot import TokenPlot

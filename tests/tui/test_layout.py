@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from tplab.lab.faces.records import Budget
+from tplab.view.records import Budget
 from tui.app import TplabApp
 from tui.budget.panel import budget_bar
-from tui.feed.synthetic import ScriptOptions, lab_script
+from tests.synthetic_lab import ScriptOptions, lab_script
 from tui.layout.sizes import MEDIUM, NARROW, WIDE, layout_for
 from tui.plot import ThreadedPlot
 

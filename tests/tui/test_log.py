@@ -4,8 +4,8 @@ errors marked so they read without colour, and the pod's job.log as the stderr s
 from __future__ import annotations
 
 from tplab.events import EventWriter
-from tplab.lab.faces.past_labs import remote_stderr
-from tplab.lab.faces.state import LabState
+from tplab.view.past_labs import remote_stderr
+from tplab.view.state import LabState
 from tui.app import TplabApp
 
 from .helpers import wait_for
@@ -89,7 +89,7 @@ def test_job_log_lines_without_the_event_lines(tmp_path):
 
 
 async def test_the_pod_stderr_joins_the_log_when_a_lab_ends(tmp_path):
-    from tui.feed.synthetic import ScriptOptions, SyntheticLab
+    from tests.synthetic_lab import ScriptOptions, SyntheticLab
     (tmp_path / "job.log").write_text("RuntimeError: the job's own words\n")
     lab = SyntheticLab(ScriptOptions(num_prompts=1, new_tokens=4), out_dir=str(tmp_path))
     app = TplabApp(lambda: lab, save_proof=False)

@@ -4,7 +4,7 @@ crossover beside the predicted one."""
 from __future__ import annotations
 
 from tplab.events import Event
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 from tui.scaling.panel import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tplab.events import Event
-from tplab.lab.faces.records import Budget
+from tplab.view.records import Budget
 from tui.app import TplabApp
-from tui.feed.synthetic import ScriptOptions, lab_script
+from tests.synthetic_lab import ScriptOptions, lab_script
 from tui.plot import ThreadedPlot
 from tui.scaling.panel import ScalingSource
 

@@ -49,7 +49,7 @@ def quiet_third_party_logs(verbose: bool = False) -> None:
 
 def main(args: argparse.Namespace) -> int:
     import asyncio
-    from tplab.lab.faces.startcheck import refusal
+    from tplab.view.startcheck import refusal
     from tplab.lab.options import config_from_args
     quiet_third_party_logs(args.verbose)
     config = config_from_args(args)
@@ -132,8 +132,8 @@ def _say(text: str) -> None:
 
 
 async def run_lab(config, as_json: bool = False, out=None) -> int:
-    from tplab.lab.faces.headless import HeadlessView
-    from tplab.lab.faces.signals import StopOnSignals
+    from tplab.view.headless import HeadlessView
+    from tplab.view.signals import StopOnSignals
     from tplab.lab.orchestrator import Lab
     lab = Lab(config)
     output = _Output(out or sys.stdout,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 from tui.format import DASH, duration, usd
 from tui.panel import StatePanel, rows
 

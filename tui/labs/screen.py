@@ -17,7 +17,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tplab.lab.faces.past_labs import PastLab, default_roots, find_labs
+from tplab.view.past_labs import PastLab, default_roots, find_labs
 from tui.labs.detail import COLUMNS, detail, row_cells
 
 OPEN, REPLAY = "open", "replay"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 from tui.budget.panel import budget_bar
 from tui.format import DASH, duration, ms, usd
 from tui.instance.panel import STATE_STYLE, mock_tag

@@ -12,7 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from tplab.lab.faces.state import LOG_SOURCES, LabState, log_line_matches
+from tplab.view.records import LOG_SOURCES, log_line_matches
+from tplab.view.state import LabState
 from tui.log.view import LogView
 
 GROUPS: tuple[str, ...] = tuple(LOG_SOURCES)

@@ -18,7 +18,7 @@ from textual import work
 from textual_plotext.plot import Plot
 
 from tplab.job.dmodel_results import measured_crossover
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 from tui.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60

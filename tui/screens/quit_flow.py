@@ -21,7 +21,7 @@ class QuitFlow:
         is a key here, not a signal: it opens the quit dialog.)"""
         import signal
 
-        from tplab.lab.faces.signals import STOP_SIGNALS
+        from tplab.view.signals import STOP_SIGNALS
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             try:

@@ -17,7 +17,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 
 LABELS = {
     "idle": "TERMINATE",

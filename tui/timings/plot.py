@@ -15,7 +15,7 @@ import time
 from rich.text import Text
 from textual_plotext.plot import Plot
 
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 from tui.format import ms
 from tui.plot import ThreadedPlot
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 from tui.format import DASH, ms, ratio
 from tui.panel import StatePanel, rows
 

@@ -6,7 +6,8 @@ reproducible to the byte and fast to produce, which a real lab on the mock cloud
 events are built with the real ``EventWriter`` so they satisfy the wire contract; the figures
 (prices, timings) are invented and the log says so ("synthetic").
 
-Nothing here is used by ``tplab-tui`` on a real or ``--mock`` lab.
+A test and benchmark helper (the tests of the dashboard and ``benchmarks/bench_tui.py``): not part
+of the product, which never plays invented figures.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def refusal(config: Any) -> str | None:
         from tplab.cloud.keys import NO_KEY, load_api_key
         if not load_api_key():
             return NO_KEY + " Or use --mock to run against the local mock cloud."
-    from tplab.lab.faces.ledger_view import (dead_clients_held_usd, preflight_sentence,
+    from tplab.view.ledger_view import (dead_clients_held_usd, preflight_sentence,
                                              read_ledger_budget)
     budget = read_ledger_budget(config.mock, config.lab_cap_usd, config.phase_cap_usd)
     sentence = preflight_sentence(budget)

@@ -1,8 +1,9 @@
 """The headless view of a lab: phase lines, a progress bar over tokens, a final table.
 
 Why separate from the Lab: the orchestrator holds all lab logic and emits events; this module is
-one consumer of that stream (the dashboard is the other). Figures come from
-``tplab.lab.faces.state.LabState`` so both views fold events the same way. ``--json`` mode prints the
+one consumer of that stream (the dashboard is the other). Every figure it prints, the token
+counts and last per-token times of the progress line included, comes from the one fold
+(``tplab.view.state.LabState``), so both views agree. ``--json`` mode prints the
 stream itself, one event per line, for scripts.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import IO, Any
 
 from tplab.events import Event
-from tplab.lab.faces.state import LabState
+from tplab.view.state import LabState
 
 _QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
 
@@ -31,18 +33,24 @@ class HeadlessView:
         self.tty = out.isatty() if tty is None else tty
         self.state = LabState()
         self.total_tokens = total_tokens
-        self.tokens = 0
-        self.last_ms: dict[str, float] = {}
         self.start = start or time.time()
         self._bar_shown = False
         self._last_draw = 0.0
         self._last_pct_line = -1
-        self._last_instance: tuple | None = None
+        self._last_instance: tuple[Any, Any] | None = None
         self._done_said = False    # the ``done`` line (status and reason) was printed
 
     def set_plan(self, num_prompts: int, new_tokens: int, world_size: int) -> None:
         self.state.set_plan(num_prompts=num_prompts, new_tokens=new_tokens, world_size=world_size)
         self.total_tokens = 2 * num_prompts * new_tokens
+
+    @property
+    def tokens(self) -> int:
+        """Token events seen so far, both modes (the progress bar's count)."""
+        return self.state.tokens.tokens
+
+    def _last(self, mode: str) -> str:
+        return _ms(self.state.timings[mode].last_ms)
 
     # ------------------------------------------------------------------ output
     def _line(self, text: str) -> None:
@@ -64,7 +72,7 @@ class HeadlessView:
             bar = "#" * int(frac * width) + "." * (width - int(frac * width))
             cost = self.state.cost.accrued_usd
             text = (f"[{bar}] {self.tokens}/{total or '?'} tokens  "
-                    f"single {_ms(self.last_ms.get('single'))}  tp {_ms(self.last_ms.get('tp'))}"
+                    f"single {self._last('single')}  tp {self._last('tp')}"
                     + (f"  ${cost:.4f}" if cost is not None else ""))
             self.out.write("\r\x1b[2K" + text)
             self.out.flush()
@@ -74,15 +82,13 @@ class HeadlessView:
             if pct > self._last_pct_line:
                 self._last_pct_line = pct
                 self._line(f"tokens {self.tokens}/{total} ({pct}%)  single "
-                           f"{_ms(self.last_ms.get('single'))}  tp {_ms(self.last_ms.get('tp'))}")
+                           f"{self._last('single')}  tp {self._last('tp')}")
 
     # ------------------------------------------------------------------ events
     def handle(self, ev: Event) -> None:
         self.state.apply(ev)
         t = ev.type
         if t == "token":
-            self.tokens += 1
-            self.last_ms[ev["mode"]] = float(ev["ms"])
             self._bar()
             return
         if t in _QUIET_TYPES:
@@ -127,7 +133,7 @@ class HeadlessView:
             self.handle(ev)
 
     # ------------------------------------------------------------------ final table
-    def table(self, summary: dict) -> str:
+    def table(self, summary: dict[str, Any]) -> str:
         res = summary.get("results") or {}
         s = self.state
         single = res.get("single_per_token_ms", s.timings["single"].mean_ms)

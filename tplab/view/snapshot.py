@@ -1,16 +1,10 @@
-"""Fold the lab's event stream into one snapshot that views can draw from.
+"""What a view reads about one lab: the snapshot the event fold (``state.py``) keeps up to date.
 
-The dashboard and the headless runner both consume the orchestrator's merged event stream
-(``tplab/events.py``). Neither should re-derive lab facts on its own, and neither should keep
-every raw event: a lab emits a token event per decoded token per mode, which at GPU speed is
-thousands per second. So this module keeps *one* mutable ``LabState`` that ``apply(event)``
-updates in O(1), with every per-sample store bounded:
-
-* recent per-token timings live in fixed-length deques (what a live plot needs);
-* running p50 / p99 come from a log-spaced histogram (fixed number of bins, ~1 % relative error),
-  so percentiles cover the whole run without keeping the samples;
-* the log is a bounded deque with a running sequence number, so a view can append only what it
-  has not written yet.
+Why apart from the fold: the views (the dashboard's panels, ``tplab run``'s lines, a replay)
+read these fields and derived figures; how each event changes them is ``state.py``'s. Every
+store is bounded: recent per-token timings in fixed-length deques, running p50 / p99 from a
+log-spaced histogram (``tokens.py``), the log a bounded deque with a running sequence number,
+so a view can append only what it has not written yet.
 
 A view redraws from this snapshot on its own timer and compares ``rev`` to skip work when
 nothing changed. Time-derived figures (time in state, uptime, heartbeat age, seconds left) are
@@ -23,14 +17,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import replace
-from typing import Any, Callable, Iterable
+from collections.abc import Callable
+from typing import Any
 
-from tplab.events import Event
-from tplab.lab.faces.fold import HANDLERS
-from tplab.lab.faces.records import (LOG_SOURCES, Budget, Cost, Instance, LogLine,  # noqa: F401
-                                     log_line_matches)
-from tplab.lab.faces.timings import LogHistogram, ModeTimings  # noqa: F401 - LogHistogram re-exported
+from tplab.view.records import Budget, Cost, Instance, LogLine
+from tplab.view.tokens import MODES, ModeTimings, TokenFold
 
 #: the orchestrator's phases, in order (``done`` ends a lab)
 LAB_PHASES: tuple[str, ...] = (
@@ -41,17 +32,10 @@ LAB_PHASES: tuple[str, ...] = (
 _POD_PHASES = frozenset({"create", "boot", "connect", "upload", "run", "fetch", "terminate",
                          "verify"})
 
-MODES: tuple[str, ...] = ("single", "tp")
-#: at most this many lines of the pod's job.log are added to the log (its tail)
-REMOTE_LINES = 400
 
-
-class LabState:
-    """Everything a view shows about one lab, updated one event at a time.
-
-    ``apply`` never raises on an event it does not understand (a newer orchestrator may add
-    types); unknown types are counted and otherwise ignored.
-    """
+class LabSnapshot:
+    """Everything a view shows about one lab: its fields and the figures derived from them.
+    Views read it; ``LabState`` (its subclass) writes it, one event at a time."""
 
     def __init__(self, *, recent_tokens: int = 600, log_lines: int = 2000,
                  clock: Callable[[], float] = time.time) -> None:
@@ -83,9 +67,9 @@ class LabState:
         self.heartbeat_age_s: float | None = None
         self.heartbeat_ts: float | None = None
         self.job_heartbeat_ts: float | None = None
-        # timings
-        self.timings: dict[str, ModeTimings] = {m: ModeTimings(recent_len=recent_tokens)
-                                                for m in MODES}
+        # timings: the one per-token fold
+        self.tokens = TokenFold(recent_len=recent_tokens)
+        self.timings: dict[str, ModeTimings] = self.tokens.modes
         self.num_prompts: int | None = None
         self.new_tokens: int | None = None
         self.d_model: int | None = None
@@ -104,92 +88,6 @@ class LabState:
         # the log
         self.log: deque[LogLine] = deque(maxlen=log_lines)
         self.log_seq = 0
-
-    # ------------------------------------------------------------------ inputs
-    def set_plan(self, *, num_prompts: int | None = None, new_tokens: int | None = None,
-                 world_size: int | None = None, mock: bool | None = None) -> None:
-        """What the lab was configured to do (for "prompt i of N, token j of M")."""
-        if mock is not None:
-            self.mock = mock
-        if num_prompts is not None:
-            self.num_prompts = num_prompts
-        if new_tokens is not None:
-            self.new_tokens = new_tokens
-        if world_size is not None:
-            self.world_size = world_size
-        self.rev += 1
-
-    def note_terminate_requested(self) -> bool:
-        """Record that the user asked to terminate; True only the first time."""
-        if self.terminate_requested_at is not None:
-            return False
-        self.terminate_requested_at = self.clock()
-        self._log(self.terminate_requested_at, "lab", "warning", "TERMINATE requested by the user")
-        self.rev += 1
-        return True
-
-    def note_starting(self, text: str) -> None:
-        """The user pressed Start and the lab is being built: say so at once (the lab's first
-        event can be seconds away: imports, the mock cloud starting)."""
-        if self.events == 0:
-            self.starting = text
-            self._log(self.clock(), "ui", "info", text)
-            self.rev += 1
-
-    def set_ledger_budget(self, budget: Budget) -> None:
-        """The ledger's figures read directly (before a lab, or after one ended); a running
-        lab's own ``budget`` events replace them."""
-        if self.budget.source == "lab" and not self.done:
-            return
-        authorized = self.budget.authorized_usd
-        self.budget = replace(budget)  # a copy: the lab's events update it in place
-        if self.done:
-            self.budget.authorized_usd = authorized
-        self.rev += 1
-
-    def add_remote_lines(self, lines: Iterable[str], ts: float | None = None) -> int:
-        """Lines of the pod's job.log (torchrun's stdout and stderr), as the log's ``stderr``
-        source; a traceback's lines and lines that say error or warning are marked as such.
-        At most the last ``REMOTE_LINES``; returns how many were added."""
-        tail = list(lines)[-REMOTE_LINES:]
-        when = self.clock() if ts is None else ts
-        in_traceback = False
-        for text in tail:
-            low = text.lower()
-            if text.startswith("Traceback ("):
-                in_traceback, level = True, "error"
-            elif in_traceback:
-                level = "error"
-                if text and not text[0].isspace():  # the exception's own line ends it
-                    in_traceback = False
-            elif "error" in low or "exception" in low:
-                level = "error"
-            elif "warn" in low:
-                level = "warning"
-            else:
-                level = "info"
-            self._log(when, "stderr", level, text)
-        if tail:
-            self.rev += 1
-        return len(tail)
-
-    def note(self, text: str, level: str = "info") -> None:
-        """A line from the view itself (e.g. "left the pod running"), kept in the same log."""
-        self._log(self.clock(), "ui", level, text)
-        self.rev += 1
-
-    def apply_many(self, events: Iterable[Event]) -> None:
-        for ev in events:
-            self.apply(ev)
-
-    def apply(self, ev: Event) -> None:
-        self.events += 1
-        self.rev += 1
-        handler = HANDLERS.get(ev.type)
-        if handler is None:
-            self.unknown_events += 1
-            return
-        handler(self, ev)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -285,7 +183,8 @@ class LabState:
         v = self.results.get("outputs_match")
         return bool(v) if v is not None else None
 
-    # ------------------------------------------------------------------ helpers
-    def _log(self, ts: float, src: str, level: str, text: str) -> None:
+    # ------------------------------------------------------------------ the log
+    def add_line(self, ts: float, src: str, level: str, text: str) -> None:
+        """Add a line to the bounded log (``log_seq`` numbers every line the lab had)."""
         self.log_seq += 1
         self.log.append(LogLine(self.log_seq, ts, src, level, text))

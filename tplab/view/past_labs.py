@@ -135,7 +135,7 @@ def read_lab(path: Path) -> PastLab:
     res, _ = _read_json(path / "results.json", RESULTS_LIMIT)
     model = (res or {}).get("model")
     d_model = model.get("d_model") if isinstance(model, dict) else None
-    status = m.get("status") if isinstance(m.get("status"), str) else "?"
+    status = m["status"] if isinstance(m.get("status"), str) else "?"
     if problem and (path / "stream.jsonl").is_file():
         problem += " (its stream can still be replayed)"
     return PastLab(
