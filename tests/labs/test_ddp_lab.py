@@ -30,7 +30,8 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     assert saved["loss_first"] == r["loss_first"]
     report = (tmp_path / "DDP_REPORT.md").read_text()
     assert "(falls)" in report and "of the step time" in report
-    assert not list(tmp_path.glob(".rendezvous-*"))
+    assert not list(tmp_path.glob(".rendezvous-*")) and not list(tmp_path.glob(".ddp-ranks*"))
+    assert r["teardown"] == "clean"  # every rank left on its own, none stuck destroying its group
 
     # tplab compile --ddp-run quotes this run in DISTRIBUTED.md, for a checkpoint of this shape only
     from tplab.labs import distributed_survey as survey

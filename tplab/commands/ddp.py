@@ -43,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
         if not ok:
             print(f"tplab ddp: {msg}", file=sys.stderr)
             return 2
-    from tplab.labs.ddp_lab import DDPSettings, run
+    from tplab.labs.ddp_lab import DDPLabError, DDPSettings, run
     from tplab.labs.model_shapes import read_config
     from tplab.model.checkpoint import CheckpointError
 
@@ -56,7 +56,13 @@ def main(args: argparse.Namespace) -> int:
                     seed=args.seed, bucket_cap_mb=args.bucket_cap_mb, threads_per_rank=args.threads_per_rank,
                     model=model, shape_from=str(args.checkpoint))
     print(f"tplab ddp: {s.nproc} gloo ranks, {s.steps} steps ...")
-    r = run(args.out, s)
+    try:
+        r = run(args.out, s)
+    except DDPLabError as exc:
+        print(f"tplab ddp: {exc}", file=sys.stderr)
+        return 1
+    if r["teardown"] != "clean":
+        print(f"tplab ddp: the results are kept, but {r['teardown']}.", file=sys.stderr)
     print(f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}; step {r['step_ms_median']:.1f} ms, "
           f"all-reduce {r['allreduce_ms_median']:.2f} ms ({r['allreduce_share']:.1%} of the step); "
           f"report: {args.out / 'DDP_REPORT.md'}")

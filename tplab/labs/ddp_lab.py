@@ -10,13 +10,25 @@ share of the step (forward + backward + optimizer) is the figure the seed asks f
 
 Each rank draws its own examples (``corpus.train_stream(seed + rank)``): that is data parallelism.
 Rank 0 gathers every rank's records and writes them; ``ddp_report`` renders the report.
+
+Teardown is ordered so that it cannot deadlock. ``ProcessGroupGloo``'s destructor runs with the GIL
+held and joins gloo's worker threads; a worker that still holds a finished collective's tensor needs
+the GIL to free it, so freeing the last reference there hangs both forever. So every collective is
+synchronous (DDP waits on its comm-hook futures inside ``backward``), the tensors each collective
+used are kept alive by the rank until the group is gone, a barrier makes sure no peer is still in a
+collective, the DDP wrapper (whose reducer holds the group) is dropped, and only then is the group
+destroyed. The parent bounds its ranks too (``run``): a rank that makes no progress, fails, or
+lingers after the results are written is killed, so no rank outlives the lab.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
 import random
+import signal
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -48,7 +60,12 @@ class DDPSettings:
     threads_per_rank: int = 1
     model: dict[str, int] = field(default_factory=lambda: GPTConfig().to_dict())
     shape_from: str = ""  # the checkpoint whose config gave ``model`` (its weights are not used)
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # a collective waits this long for its peers; a rank silent longer is killed
+    teardown_s: float = 30.0  # how long ranks may take to exit once the results are written
+
+
+class DDPLabError(RuntimeError):
+    """The DDP lab ended without results (a rank failed or stopped making progress); its ranks are gone."""
 
 
 @dataclass
@@ -113,46 +130,94 @@ def _batch(tok: Any, stream: Any, batch_size: int, block_size: int, rng: random.
     return make_batch(tok, examples, min(length, block_size))
 
 
-def _rank_main(rank: int, s: DDPSettings, rdzv: str, out_file: str) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this rank if the process that spawned it dies (Linux), so a rank never outlives the lab.
+
+    torch's spawn wrapper asks for SIGINT, which a rank stuck in C++ while holding the GIL never
+    handles; SIGKILL needs no handler."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _gather(obj: Any, world_size: int, held: list[torch.Tensor]) -> list[Any]:
+    """Every rank's JSON-able ``obj``, on every rank, over two synchronous gloo all-gathers.
+
+    Unlike ``all_gather_object`` (whose tensors die inside it), every tensor given to gloo is
+    appended to ``held``, so the rank keeps it alive until the process group is destroyed: a gloo
+    worker never frees the last reference to a tensor (see the module docstring)."""
+    payload = torch.frombuffer(bytearray(json.dumps(obj).encode()), dtype=torch.uint8)
+    size = torch.tensor([payload.numel()], dtype=torch.int64)
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(world_size)]
+    held += [payload, size, *sizes]
+    dist.all_gather(sizes, size)
+    longest = int(max(int(x) for x in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded[: payload.numel()] = payload
+    outs = [torch.empty(longest, dtype=torch.uint8) for _ in range(world_size)]
+    held += [padded, *outs]
+    dist.all_gather(outs, padded)
+    return [json.loads(bytes(o[: int(n)].tolist())) for o, n in zip(outs, sizes)]
+
+
+def _rank_main(rank: int, s: DDPSettings, rdzv: str, out_file: str, parent_pid: int,
+               progress: Any) -> None:
+    _die_with_parent(parent_pid)
     torch.set_num_threads(s.threads_per_rank)
     dist.init_process_group("gloo", init_method=rdzv, rank=rank, world_size=s.nproc,
                             timeout=__import__("datetime").timedelta(seconds=s.timeout_s))
+    held: list[Any] = []  # what gloo has touched: released only after the group is destroyed
+    ddp: DDP | None = None
+    finished = False
     try:
         torch.manual_seed(s.seed)  # same initial weights on every rank (DDP also broadcasts rank 0's)
         config = GPTConfig.from_dict(s.model)
         tok = corpus.build_tokenizer()
         if len(tok) > config.vocab_size:
             raise ValueError(f"the corpus has {len(tok)} words but vocab_size is {config.vocab_size}.")
-        model = DDP(MiniGPT(config), bucket_cap_mb=s.bucket_cap_mb)
+        net = MiniGPT(config)
+        held.append(net)  # DDP broadcasts its parameters at construction
+        ddp = DDP(net, bucket_cap_mb=s.bucket_cap_mb)
         timer = AllReduceTimer(world_size=s.nproc)
-        model.register_comm_hook(timer, timed_allreduce_hook)
-        opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98), weight_decay=0.01)
+        ddp.register_comm_hook(timer, timed_allreduce_hook)
+        opt = torch.optim.AdamW(ddp.parameters(), lr=s.lr, betas=(0.9, 0.98), weight_decay=0.01)
         stream = corpus.train_stream(s.seed + 1000 * rank)  # each rank its own data
         rng = random.Random(s.seed + rank)
         records: list[StepRecord] = []
-        model.train()
+        ddp.train()
         for step in range(s.steps):
             for g in opt.param_groups:
                 g["lr"] = lr_at(step / s.steps, s.lr)
             x, y = _batch(tok, stream, s.batch_size, config.block_size, rng)
             t0 = time.perf_counter()
-            logits = model(x)
+            logits = ddp(x)
             loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
             opt.zero_grad(set_to_none=True)
-            loss.backward()  # DDP's all-reduces run (through the hook) inside this call
+            loss.backward()  # DDP's all-reduces run (through the hook) inside this call, and are waited on
             opt.step()
             step_ms = (time.perf_counter() - t0) * 1e3
             ar_ms, buckets, nbytes = timer.take()
             records.append(StepRecord(step, float(loss.item()), step_ms, ar_ms, buckets, nbytes))
-        checksum = float(sum(p.detach().double().sum() for p in model.module.parameters()))
-        gathered: list[Any] = [None] * s.nproc
-        dist.all_gather_object(gathered, {"rank": rank, "records": [asdict(r) for r in records],
-                                          "param_checksum": checksum,
-                                          "params": sum(p.numel() for p in model.parameters())})
+            progress[rank] = time.time()
+        checksum = float(sum(p.detach().double().sum() for p in net.parameters()))
+        gathered = _gather({"rank": rank, "records": [asdict(r) for r in records],
+                            "param_checksum": checksum, "params": sum(p.numel() for p in net.parameters())},
+                           s.nproc, held)
         if rank == 0:
-            Path(out_file).write_text(json.dumps(gathered))
+            tmp = Path(out_file + ".tmp")
+            tmp.write_text(json.dumps(gathered))
+            os.replace(tmp, out_file)  # the parent sees the whole file or none
+        finished = True
     finally:
+        if finished:
+            dist.barrier()  # no peer is still inside a collective with this rank
+        ddp = None  # its reducer holds the group and its buckets: gone before the group
+        gc.collect()
         dist.destroy_process_group()
+        held.clear()
 
 
 def _summary(s: DDPSettings, ranks: list[dict[str, Any]], wall_s: float, started_at: float) -> dict[str, Any]:
@@ -189,21 +254,68 @@ def _summary(s: DDPSettings, ranks: list[dict[str, Any]], wall_s: float, started
     }
 
 
+def _first_line_of_failure(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def _supervise(ctx: Any, s: DDPSettings, raw: Path, progress: Any) -> str:
+    """Wait for the ranks, within bounds; return how they ended ("clean" or what was killed).
+
+    Raises DDPLabError (ranks killed) when a rank fails or stops making progress for longer than
+    its collective timeout plus a margin; a rank that lingers ``s.teardown_s`` after the results
+    are written is killed and the run kept."""
+    from torch.multiprocessing.spawn import ProcessException
+
+    silent_s = s.timeout_s + 30.0
+    written_at: float | None = None
+    while True:
+        try:
+            if ctx.join(timeout=0.5, grace_period=2.0):
+                return "clean"
+        except ProcessException as exc:
+            if raw.exists():  # the results are whole: a rank that fails on its way out loses nothing
+                return f"rank {exc.error_index} failed after the results were written ({_first_line_of_failure(exc)})"
+            raise DDPLabError(f"rank {exc.error_index} of the DDP lab failed ({_first_line_of_failure(exc)}); "
+                              "every rank was stopped.") from None
+        now = time.time()
+        if written_at is None and raw.exists():
+            written_at = now
+        alive = [p.pid for p in ctx.processes if p.is_alive()]
+        if written_at is not None and now - written_at > s.teardown_s:
+            return (f"ranks {alive} were killed {s.teardown_s:g} s after the results were written "
+                    "(stuck tearing down the process group)")
+        if written_at is None and now - min(progress) > silent_s:
+            raise DDPLabError(f"the DDP lab's ranks made no progress for {silent_s:g} s (a collective hung); "
+                              "every rank was killed.")
+
+
 def run(out: Path, s: DDPSettings) -> dict[str, Any]:
-    """Spawn ``s.nproc`` gloo ranks, train, and write DIR/ddp-results.json and DIR/DDP_REPORT.md."""
+    """Spawn ``s.nproc`` gloo ranks, train, and write DIR/ddp-results.json and DIR/DDP_REPORT.md.
+
+    Raises DDPLabError (one sentence, every rank already gone) when the ranks fail or hang."""
     from tplab.labs import ddp_report
 
     out.mkdir(parents=True, exist_ok=True)
     rdzv_file = out / f".rendezvous-{os.getpid()}-{time.time_ns()}"
     raw = out / ".ddp-ranks.json"
     started_at, t0 = time.time(), time.perf_counter()
+    progress = mp.get_context("spawn").Array("d", [started_at] * s.nproc, lock=False)
+    ctx = None
     try:
-        mp.spawn(_rank_main, args=(s, f"file://{rdzv_file}", str(raw)), nprocs=s.nproc, join=True)
+        ctx = mp.start_processes(_rank_main, args=(s, f"file://{rdzv_file}", str(raw), os.getpid(), progress),
+                                 nprocs=s.nproc, join=False, start_method="spawn")
+        teardown = _supervise(ctx, s, raw, progress)
         ranks = json.loads(raw.read_text())
     finally:
-        for p in (rdzv_file, raw):
+        for p in ctx.processes if ctx is not None else []:
+            if p.is_alive():
+                p.kill()
+            p.join(10)
+        for p in (rdzv_file, raw, raw.with_name(raw.name + ".tmp")):
             p.unlink(missing_ok=True)
     summary = _summary(s, ranks, time.perf_counter() - t0, started_at)
+    summary["teardown"] = teardown
     (out / "ddp-results.json").write_text(json.dumps(summary, indent=1))
     (out / "DDP_REPORT.md").write_text(ddp_report.render(summary))
     return summary
