@@ -299,7 +299,7 @@ async def key_latency(presses: int, rate: float, labs: int,
             app._driver.send_message(events.Key("ctrl+t", None))
             done = await log.until(n0, lambda v: v[:2] == (False, "TERMINATING…"))
             terminate.append((done - t_press) * 1000)
-            while app.lab_active:
+            while app.runner.lab_active:
                 await asyncio.sleep(0.01)
             dropped += holder["lab"].dropped
             while app.action_bar.start_button.disabled:  # the end drawn: ready for s again
@@ -346,7 +346,7 @@ async def memory_app(n: int, rate: float) -> dict:
                 samples.append((app.state.events, round(rss_mb(), 1)))
                 nxt += step
         await pilot.press("ctrl+t")
-        while app.outcome is None:
+        while app.runner.outcome is None:
             await asyncio.sleep(0.01)
     return {"events": n, "rate": rate, "rss_mb": samples,
             "growth_after_first_20pct_mb": round(samples[-1][1] - samples[0][1], 1)}

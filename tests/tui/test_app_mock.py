@@ -13,7 +13,7 @@ from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
-from tui.scaling.panel import ScalingSource
+from tui.widgets.scaling import ScalingSource
 
 from .helpers import svg_text, wait_for
 
@@ -45,18 +45,18 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     token_seen_while_running = False
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("s")
-        while app.outcome is None and app.lab_error is None:
+        while app.runner.outcome is None and app.runner.lab_error is None:
             await pilot.pause(0.05)
-            if app.lab_active and app.state.timings["tp"].count + \
+            if app.runner.lab_active and app.state.timings["tp"].count + \
                     app.state.timings["single"].count > 0:
                 token_seen_while_running = True
             assert pilot.app.is_running
-        await wait_for(pilot, lambda: app.proof_path is not None, what="proof screenshot")
-    assert app.lab_error is None, app.lab_error
+        await wait_for(pilot, lambda: app.runner.proof_path is not None, what="proof screenshot")
+    assert app.runner.lab_error is None, app.runner.lab_error
     assert token_seen_while_running, "timings never appeared while the lab ran"
-    out = app.outcome
+    out = app.runner.outcome
     assert out.status == "COMPLETE", out.reason
-    assert out.verified_gone and out.exit_code == 0 and app.exit_code() == 0
+    assert out.verified_gone and out.exit_code == 0 and app.runner.exit_code() == 0
     s = app.state
     assert s.timings["single"].count == 2 * 8 and s.timings["tp"].count == 2 * 8
     assert s.outputs_match() is True and s.terminate_status == "gone"
@@ -64,7 +64,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert manifest["status"] == "COMPLETE" and manifest["verified_gone"] is True
     assert manifest["instance_id"] == s.instance.pod_id
     proof = cfg.out_dir / "proof-terminated.svg"
-    assert app.proof_path == proof
+    assert app.runner.proof_path == proof
     text = svg_text(proof)
     assert "POD GONE ✓" in text and "COMPLETE" in text and s.instance.pod_id in text
     assert "MOCK" in text and "MOCK" in app.title and s.mock  # unmistakable, in the proof too
@@ -97,14 +97,14 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
         app.action_bar.show = recording_show
         await pilot.press("ctrl+t")
         await pilot.click("#terminate")  # a second press: nothing extra
-        while app.outcome is None and app.lab_error is None:
+        while app.runner.outcome is None and app.runner.lab_error is None:
             await pilot.pause(0.02)
         await pilot.pause(0.3)
         final = str(app.query_one("#terminate", Button).label)
-    assert app.lab_error is None, app.lab_error
+    assert app.runner.lab_error is None, app.runner.lab_error
     progress = [label for label in labels if label != "TERMINATE"]
     assert progress[0] == "TERMINATING…" and progress[-1] == final == "POD GONE ✓", labels
-    assert app.outcome.verified_gone and app.outcome.pod_id == pod_id
+    assert app.runner.outcome.verified_gone and app.runner.outcome.pod_id == pod_id
     assert app.state.timings["tp"].count < LONG["num_prompts"] * LONG["new_tokens"]  # mid-run
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
     assert pod["desiredStatus"] == "TERMINATED"
@@ -123,12 +123,12 @@ async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cl
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
         await pilot.press("escape")
         await pilot.pause(0.3)
-        assert app.is_running and app.lab_active
+        assert app.is_running and app.runner.lab_active
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
         await pilot.press("t")  # terminate and quit: the app closes once the pod is gone
         await wait_for(pilot, lambda: not app.is_running, timeout=120, what="the app to exit")
-    assert app.outcome is not None and app.outcome.verified_gone
+    assert app.runner.outcome is not None and app.runner.outcome.verified_gone
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
     assert pod["desiredStatus"] == "TERMINATED"
     assert (cfg.out_dir / "proof-terminated.svg").is_file()
@@ -149,7 +149,7 @@ async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_
         await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
         await wait_for(pilot, lambda: labs[0].detached, timeout=30, what="the lab to detach")
     lab = labs[0]
-    assert app._left_running and app.return_code == 0
+    assert app.runner.left_running and app.return_code == 0
     assert lab.detached and not lab.verified_gone and lab.pod_id == pod_id
     # the mock API (still up: the test's own mock cloud) shows the pod running
     assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]
@@ -166,8 +166,8 @@ async def test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod(
     cfg = _cfg(lab_assets, tmp_path)
     app, labs = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.outcome is not None, timeout=240, what="the lab")
-    assert app.outcome.status == "COMPLETE", app.outcome.reason
+        await wait_for(pilot, lambda: app.runner.outcome is not None, timeout=240, what="the lab")
+    assert app.runner.outcome.status == "COMPLETE", app.runner.outcome.reason
     lived = app.state
     pods_before = mock_cloud.pods()
     assert len(pods_before) == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tplab.events import Event
 from tplab.view.state import LabState
-from tui.scaling.panel import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
+from tui.widgets.scaling import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
 
 
 class _Plt:

@@ -1,7 +1,7 @@
 """The live per-token plot: single-device and TP ms per token over the most recent tokens.
 
 Drawn with plotext through textual-plotext (plotext pinned below 6: plotext 6 removed the
-internals textual-plotext imports), built off the UI loop (``tui.plot.ThreadedPlot``). It
+internals textual-plotext imports), built off the UI loop (``tui.widgets.plot.ThreadedPlot``). It
 plots the last ``2 × width`` tokens of each mode (a braille cell is two dots wide, so more
 would not show) and asks for a new build at most ``max_hz`` times a second. The latest figure
 of each mode is in the border's subtitle; too small to draw, it shows them as numbers.
@@ -17,7 +17,7 @@ from textual_plotext.plot import Plot
 
 from tplab.view.state import LabState
 from tui.format import ms
-from tui.plot import ThreadedPlot
+from tui.widgets.plot import ThreadedPlot
 
 _COLORS = {"single": "cyan", "tp": "magenta"}
 TITLE = "Live timings · ms per token (recent)"

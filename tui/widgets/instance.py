@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tplab.view.state import LabState
 from tui.format import DASH, duration, usd
-from tui.panel import StatePanel, rows
+from tui.widgets.panel import StatePanel, rows
 
 STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
                 "TERMINATED": "bold cyan", "EXITED": "yellow"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from tui.layout.sizes import VIEWS
+from tui.layout import VIEWS
 
 
 def viewbar_markup(offered: tuple[str, ...], current: str, extra: str = "") -> str:

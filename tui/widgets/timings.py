@@ -13,7 +13,7 @@ from rich.text import Text
 
 from tplab.view.state import LabState
 from tui.format import DASH, ms, ratio
-from tui.panel import StatePanel, rows
+from tui.widgets.panel import StatePanel, rows
 
 
 def _res(results: dict[str, Any] | None, mode: str, key: str) -> float | None:

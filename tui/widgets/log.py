@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from tplab.view.records import LOG_SOURCES, log_line_matches
 from tplab.view.state import LabState
-from tui.log.view import LogView
+from tui.widgets.log_view import LogView
 
 GROUPS: tuple[str, ...] = tuple(LOG_SOURCES)
 TITLE = "Log · UTC · whole lines, scroll back"

@@ -14,11 +14,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tplab.view.past_labs import PastLab, default_roots, find_labs
-from tui.labs.detail import COLUMNS, detail, row_cells
+from tui.screens.past_lab_detail import COLUMNS, detail, row_cells
 
 OPEN, REPLAY = "open", "replay"
 
@@ -90,7 +91,7 @@ class LabsScreen(Screen[tuple[str, Path] | None]):
         table = self.query_one(DataTable)
         if not self.labs or table.cursor_row is None or table.row_count == 0:
             return None
-        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         return self.labs.get(str(key))
 
     def _detail(self, key: str) -> None:

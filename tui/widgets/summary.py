@@ -10,10 +10,10 @@ from __future__ import annotations
 from rich.text import Text
 
 from tplab.view.state import LabState
-from tui.budget.panel import budget_bar
+from tui.widgets.budget import budget_bar
 from tui.format import DASH, duration, ms, usd
-from tui.instance.panel import STATE_STYLE, mock_tag
-from tui.panel import StatePanel
+from tui.widgets.instance import STATE_STYLE, mock_tag
+from tui.widgets.panel import StatePanel
 
 
 def _pod_line(state: LabState, plan: str) -> Text:

@@ -78,8 +78,8 @@ def detail(lab: PastLab) -> Text:
                       f"speedup {_num(m, 'speedup', '{:.2f}×')}"),
         ("all-reduce", f"{_num(m, 'allreduce_ms_per_token', '{:.3f}')} ms/token · "
                        f"comm/compute {_num(m, 'comm_compute_ratio', '{:.2f}')}"),
-        ("outputs", {True: "TP == single ✓", False: "TP ≠ single ✗"}.get(
-            m.get("outputs_match"), DASH)),
+        ("outputs", "TP == single ✓" if m.get("outputs_match") is True
+         else "TP ≠ single ✗" if m.get("outputs_match") is False else DASH),
         ("crossover", _crossover(lab)),
         ("pod", f"{lab.pod_id or 'none created'}" + (
             "" if lab.pod_id is None else " · verified gone ✓" if lab.verified_gone

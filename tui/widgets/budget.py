@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tplab.view.state import LabState
 from tui.format import DASH, usd
-from tui.panel import StatePanel, rows
+from tui.widgets.panel import StatePanel, rows
 
 SPENT, HELD, FREE = "█", "▓", "░"
 

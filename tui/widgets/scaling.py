@@ -19,7 +19,7 @@ from textual_plotext.plot import Plot
 
 from tplab.job.dmodel_results import measured_crossover
 from tplab.view.state import LabState
-from tui.plot import ThreadedPlot
+from tui.widgets.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60
 #: d_model values the numbers view lists when the panel is too small to plot
