@@ -18,7 +18,7 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, cast
 
 import asyncssh
 
@@ -223,6 +223,7 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
     fh = None
 
     async def drain() -> AsyncIterator[list[Event]]:
+        assert fh is not None  # opened before the first drain
         while True:
             data = await fh.read(chunk, state.read_pos)
             if not data:
@@ -275,7 +276,7 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
 async def _read_exit_code(sftp: asyncssh.SFTPClient, path: str) -> int | None:
     try:
         async with sftp.open(path, "rb") as fh:
-            text = (await fh.read()).decode(errors="replace").strip()
+            text = cast(bytes, await fh.read()).decode(errors="replace").strip()  # "rb": bytes
     except asyncssh.SFTPNoSuchFile:
         return None
     try:

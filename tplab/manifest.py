@@ -281,13 +281,13 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
     fits = {name: (t.get("sweep") or {}).get("fit") for name, t in
             (r.get("transports") or {}).items()}
     fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
-    fits = {k: v for k, v in fits.items() if v}
-    if here not in fits or here not in ("shm", "gloo"):
+    found: dict[str, dict[str, Any]] = {k: v for k, v in fits.items() if v}
+    if here not in found or here not in ("shm", "gloo"):
         return ""
     other = "gloo" if here == "shm" else "shm"
-    a_here = fits[here]["alpha_us"]
-    if other in fits:
-        a_other, source = fits[other]["alpha_us"], "in the same run"
+    a_here = found[here]["alpha_us"]
+    if other in found:
+        a_other, source = found[other]["alpha_us"], "in the same run"
         t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
         t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
     else:

@@ -18,6 +18,7 @@ Pod-side: torch and the standard library only.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import threading
@@ -30,7 +31,9 @@ import torch
 import torch.distributed as dist
 
 from tplab.events import EventWriter
+from tplab.model.gpt import MiniGPT
 from tplab.tp import ShmError
+from tplab.tp.shm import ShmComm
 
 from . import comm as comm_
 from . import runtime
@@ -43,7 +46,7 @@ from .results import (
     write_json,
 )
 from .runtime import JobError, Runtime
-from .sweep import fit_points, run_sweep, sweep_sizes
+from .sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
 from .timing import DecodeRun, decode_timed, decode_timed_static
 
 
@@ -101,6 +104,11 @@ def read_prompts(path: str, count: int) -> list[str]:
     if len(prompts) < count:
         raise JobError(f"{path} has {len(prompts)} prompts, fewer than --num-prompts {count}.")
     return prompts[:count]
+
+
+def _shm_in_place(shm: ShmComm, t: torch.Tensor) -> torch.Tensor:
+    """The shm transport's all-reduce, in place (what the sweep times)."""
+    return shm.all_reduce(t, out=t)
 
 
 class _Heartbeat:
@@ -161,7 +169,7 @@ class Job:
         dist.barrier(device_ids=[self.rt.device.index] if self.rt.is_cuda else None)
 
     # ------------------------------------------------------------------ steps
-    def _prepare(self, model: torch.nn.Module) -> Any:
+    def _prepare(self, model: MiniGPT) -> Any:
         """The model itself, or with --compile its static-cache compiled decoder."""
         model.eval()
         if self.args.compile:
@@ -330,6 +338,10 @@ class Job:
                                   f"token {_first_diff(rec)}).")
         return records
 
+    def _sweep_point(self, label: str, p: SweepPoint) -> None:
+        self.emit("sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
+                  busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread, comm=label)
+
     def _sweep(self) -> dict[str, tuple[list[dict[str, Any]], Any, str]]:
         """Per transport: all-reduce sizes on this run's ranks, and their alpha-beta fit."""
         a, rt = self.args, self.rt
@@ -346,10 +358,8 @@ class Job:
             iters = a.sweep_iters or (20 if rt.is_cuda else 200 if shm else 30)
             points = run_sweep(
                 rt.device, sizes, iters,
-                all_reduce=(lambda t, shm=shm: shm.all_reduce(t, out=t)) if shm else None,
-                on_point=lambda p, label=label: self.emit(
-                    "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                    busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread, comm=label))
+                all_reduce=functools.partial(_shm_in_place, shm) if shm else None,
+                on_point=functools.partial(self._sweep_point, label))
             try:
                 out[name] = ([p.to_dict() for p in points], fit_points(points, rt.world_size), "")
             except ValueError as exc:

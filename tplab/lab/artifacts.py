@@ -69,7 +69,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
     status, reason = s["status"], s["reason"]
     if status == COMPLETE and not res:
         status, reason = FAILED, "the lab finished without the job's results"
-    elif status == COMPLETE and res.get("outputs_match") is not True:
+    elif status == COMPLETE and (res or {}).get("outputs_match") is not True:
         status, reason = FAILED, "the TP output differs from the single-device output"
     # the dashboard's screenshot when it saved one, else the provider's answer (json)
     proof = next((n for n in (PROOF_SVG, PROOF) if (facts.out_dir / n).is_file()), None)

@@ -17,7 +17,7 @@ from tplab.cloud.base import (GONE_STATES, POD_NAME_PREFIX, AmbiguousCreateError
                               NoCapacityError, PodInfo, PodSpec, ProviderError,
                               SpotUnavailableError)
 from tplab.lab import instances
-from tplab.lab.config import FAILED, STUB, LabStop
+from tplab.lab.config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
 from tplab.redact import one_line
 
@@ -41,7 +41,7 @@ async def authorize(ctx: LabContext, lab_cap: float) -> None:
     money.authorized_usd = lab_cap
     ctx.budget_event()
     try:
-        money.balance_before = await asyncio.to_thread(ctx.provider.balance)
+        money.balance_before = await asyncio.to_thread(ctx.cloud.balance)
     except ProviderError:
         money.balance_before = None
 
@@ -95,7 +95,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
                    public_key=public_key, spot=cfg.spot,
                    bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
                    args=_guard_args(cfg))
-    creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.provider.create, spec))
+    creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.cloud.create, spec))
     try:
         info = await asyncio.shield(creation.future)
     except SpotUnavailableError as exc:
@@ -120,7 +120,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     return info
 
 
-def _guard_args(cfg) -> str:
+def _guard_args(cfg: LabConfig) -> str:
     """The container command that starts the pod's boot guard from its first second, then
     hands over to the image's start script (``tplab.job.boot_guard``); "" without a guard."""
     if not cfg.boot_guard:
@@ -144,7 +144,7 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
     last_error = ""
     while True:
         try:
-            pods = await asyncio.to_thread(ctx.provider.list_pods)
+            pods = await asyncio.to_thread(ctx.cloud.list_pods)
             listed_once = True
             match = next((p for p in pods if p.name == name and
                           p.state.upper() not in GONE_STATES), None)

@@ -108,10 +108,10 @@ def document() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _registry() -> Any:
-    from referencing import Registry, Resource
+    from referencing import Registry
     from referencing.jsonschema import DRAFT202012
 
-    return Registry().with_resource(DOC_URI, Resource(document(), DRAFT202012))
+    return Registry().with_resource(DOC_URI, DRAFT202012.create_resource(document()))
 
 
 def _pointer(*parts: str) -> str:

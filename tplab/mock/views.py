@@ -28,7 +28,7 @@ def pod_view(state: CloudState, pod: MockPod) -> dict[str, Any]:
     runtime = None
     if running:
         runtime = {
-            "uptime": int(time.monotonic() - pod.runtime_since),
+            "uptime": int(time.monotonic() - (pod.runtime_since or 0.0)),
             "gpus": [{"util": 0, "memoryUtil": 0} for _ in range(pod.gpu_count)],
             "cpu": {"util": 0}, "memory": {"util": 0},
             "ports": ([{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}]

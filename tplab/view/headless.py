@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import Any, Protocol
 
 from tplab.events import Event
 from tplab.view.state import LabState
@@ -24,10 +24,20 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f} ms"
 
 
+class TextOut(Protocol):
+    """Where the view writes: a text stream (``sys.stdout``, or ``tplab run``'s guarded one)."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
+
+
 class HeadlessView:
     """Prints a lab's events for a human (TTY: one redrawn progress line; else plain lines)."""
 
-    def __init__(self, out: IO[str] = sys.stdout, tty: bool | None = None,
+    def __init__(self, out: TextOut = sys.stdout, tty: bool | None = None,
                  total_tokens: int | None = None, start: float | None = None) -> None:
         self.out = out
         self.tty = out.isatty() if tty is None else tty
