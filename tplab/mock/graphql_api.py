@@ -159,12 +159,11 @@ async def execute(state: CloudState, query: str, scope: str | None,
     root = Root(state, scope)
     result = graphql.execute(gql_schema, document, root_value=root,
                              variable_values=variables, operation_name=operation_name)
-    if graphql.pyutils.is_awaitable(result):
-        result = await result
+    done = await result if graphql.pyutils.is_awaitable(result) else result
+    assert isinstance(done, graphql.ExecutionResult)
     if root.answer_500:  # the pod exists; the answer is a server error page (body None)
         return 500, None
-    body: dict[str, Any] = {"data": result.data}  # type: ignore[union-attr]
-    if result.errors:  # type: ignore[union-attr]
-        body["errors"] = [{"message": e.message, "path": e.path}
-                          for e in result.errors]  # type: ignore[union-attr]
+    body: dict[str, Any] = {"data": done.data}
+    if done.errors:
+        body["errors"] = [{"message": e.message, "path": e.path} for e in done.errors]
     return 200, body

@@ -371,7 +371,7 @@ class ShmComm:
             self._w[Layout.state_word(self.rank)] = STATE_CLOSED
         self._views.clear()
         self._slots = []
-        self._w = None  # type: ignore[assignment]
+        self._w = None  # type: ignore[assignment]  # closed: any later use must fail loudly
         self._bells.close()
         self.segment.close()
         atexit.unregister(self.close)

@@ -43,11 +43,13 @@ class StopOnSignals:
         return self
 
     def uninstall(self) -> None:
-        for sig in self._installed:
-            try:
-                self._loop.remove_signal_handler(sig)  # type: ignore[union-attr]
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        loop = self._loop
+        if loop is not None:
+            for sig in self._installed:
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
         self._installed.clear()
 
     def on_signal(self, name: str) -> None:

@@ -169,8 +169,11 @@ class ScalingPanel(ThreadedPlot):
     @work(thread=True, group="scaling", exit_on_error=False)
     def _compute_worker(self, results: dict[str, Any] | None, gen: int) -> None:
         """Runs in a thread; the newest request wins (an older, slower one is ignored)."""
+        source = self.source
+        if source is None:  # the source went away before this worker ran
+            return
         try:
-            curve, problem = self.source.compute(results), None  # type: ignore[union-attr]
+            curve, problem = source.compute(results), None
         except ImportError:
             curve, problem = None, "the scaling model (tplab.scaling) is not installed"
         except Exception as exc:  # noqa: BLE001 - shown in the panel

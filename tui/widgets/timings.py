@@ -19,7 +19,7 @@ from tui.widgets.panel import StatePanel, rows
 def _res(results: dict[str, Any] | None, mode: str, key: str) -> float | None:
     """``results[mode]["per_token_ms"][key]`` of the job's results.json, if it is a number."""
     try:
-        v = results[mode]["per_token_ms"][key]  # type: ignore[index]
+        v = (results or {})[mode]["per_token_ms"][key]
     except (KeyError, TypeError):
         return None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
