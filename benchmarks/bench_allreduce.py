@@ -10,7 +10,7 @@ average beside them and asserts nothing:
      gloo and over shm, and gloo/shm at p50; the two transports alternate in blocks of calls, so
      drift in the machine's load hits both alike; a rank's percentile is over its per-call
      ``perf_counter`` times, and the figure is the slowest rank's;
-  2. the alpha-beta ring fit of each transport's p50s (``tplab.job.fit``: t = 2(p-1)α + 2(p-1)/p·n/β);
+  2. the alpha-beta ring fit of each transport's p50s (``tplab.records.fit``: t = 2(p-1)α + 2(p-1)/p·n/β);
   3. greedy decode per token (prefill excluded) of the shipped checkpoint: single device (rank 0
      alone, the others at a barrier), TP over gloo and TP over shm, the three alternating prompt
      by prompt; p50 and mean, TP/single ratios, and whether TP's tokens equal single's.
@@ -41,8 +41,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tplab.job.fit import fit_alpha_beta, percentile
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.records.fit import fit_alpha_beta, percentile
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 TRANSPORTS = ("gloo", "shm")
 MODES = ("single", "gloo", "shm")
@@ -106,7 +106,7 @@ def sweep(comm: Any, sizes: list[int], small_iters: int, blocks: int = 4) -> Rep
 
 
 def decode(comm: Any, rep: Report, rank: int, prompts: list[str], new_tokens: int) -> None:
-    from tplab.job.timing import decode_timed
+    from tplab.job.decode_timing import decode_timed
     from tplab.model.checkpoint import build_single, build_tp, load_checkpoint
     from tplab.tp import use_transport
 
@@ -141,7 +141,7 @@ def decode(comm: Any, rep: Report, rank: int, prompts: list[str], new_tokens: in
 
 def rank_main(rank: int, world: int, init_file: str, out_path: str, args: argparse.Namespace
               ) -> None:
-    from tplab.job.sweep import sweep_sizes
+    from tplab.job.allreduce_sweep import sweep_sizes
     from tplab.tp import ShmComm
 
     torch.set_num_threads(1)

@@ -44,11 +44,11 @@ def main() -> int:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="bench-compile-inductor-"))
     import torch
 
-    from tplab.job.compiled import build_decoder, warm_up
+    from tplab.model.compiled import build_decoder, warm_up
     from tplab.model.config import GPTConfig
     from tplab.model.decode import greedy_decode
     from tplab.model.gpt import MiniGPT
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
 
     if args.threads:
         torch.set_num_threads(args.threads)

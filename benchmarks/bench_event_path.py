@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tplab.events import EventWriter  # noqa: E402
-from tplab.lab.config import LabConfig
+from tplab.records.events import EventWriter  # noqa: E402
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab  # noqa: E402
-from tplab.event_tail import TailState, _accept  # noqa: E402
+from tplab.wire.event_tail import TailState, _accept  # noqa: E402
 
 
 def make_stream(n: int) -> bytes:

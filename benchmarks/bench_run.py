@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 
 def _checkpoint(tmp: Path) -> tuple[Path, Path, str]:
-    from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+    from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
     if DEFAULT_CHECKPOINT.is_file() and DEFAULT_PROMPTS.is_file():
         return DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, "shipped checkpoint"
     import torch

@@ -47,7 +47,7 @@ from tplab.model.checkpoint import CheckpointError, load_checkpoint
 from tplab.model.config import GPTConfig
 from tplab.model.decode import greedy_decode
 from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_state_dict, shard_tensor
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 from tplab.tp import comm_timing
 
 VARIANTS = ("single", "tp", "dtensor")

@@ -191,7 +191,7 @@ def _terminate_all(w: Worker) -> None:
 # ------------------------------------------------------------------ in-process labs
 
 def _lab_config(w: Worker, name: str, **kw):
-    from tplab.lab.config import LabConfig
+    from tplab.lab.lab_config import LabConfig
     base = dict(mock=True, api_url=w.cloud.api_url, num_prompts=2, new_tokens=16, warmup=1,
                 sweep=False, out_dir=w.root / name, heartbeat_interval_s=1.0,
                 heartbeat_timeout_s=HEARTBEAT_S, guard_first_heartbeat_s=GUARD_S,
@@ -224,7 +224,7 @@ def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
         lab, outcome = asyncio.run(_run_lab(w, _lab_config(w, "out", **cfg_kw), timeout_s))
         took = time.monotonic() - t0
         left = w.live()
-        from tplab.budget import BudgetGuard, default_ledger_path
+        from tplab.money.budget import BudgetGuard, default_ledger_path
         held = BudgetGuard(default_ledger_path(mock=True), 100.0).held
         ok = outcome.status == expect and not left and held == 0.0
         note = outcome.reason[:90] if outcome.status != "COMPLETE" else ""
@@ -237,7 +237,7 @@ def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
 
 
 def ssh_drops(root: Path, drops: int = 10) -> Row:
-    from tplab.events import read_events
+    from tplab.records.events import read_events
     w = Worker(root / "ssh-drops")
     w.start()
     try:
@@ -304,9 +304,9 @@ def ledgers(root: Path) -> Row:
     except one kept for a create that went unanswered (a client killed mid-create: whether that
     create made a pod is unknowable until the provider's list has had time to show it, so the
     hold stays until then, by design)."""
-    from tplab.budget import BudgetGuard
+    from tplab.money.budget import BudgetGuard
     from tplab.lab import instances
-    from tplab.ledger import Ledger
+    from tplab.money.ledger import Ledger
     worst, stray, kept, damaged, n = 0.0, 0.0, 0, 0, 0
     for path in root.rglob("spend.jsonl"):
         n += 1

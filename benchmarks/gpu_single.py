@@ -2,7 +2,7 @@
 
 Why: the lab's rented GPUs can't be reached from tests, and a lent GPU machine has one GPU (so no
 NCCL TP there). This runs what the job's rank-0 baseline runs — the shipped checkpoint, the job's
-prompts, ``tplab.job.timing`` with CUDA-event clocks, warm-up excluded — in three ways in one
+prompts, ``tplab.job.decode_timing`` with CUDA-event clocks, warm-up excluded — in three ways in one
 process: the eager KV-cache loop (the job's default), the static-cache step uneager (same math,
 no compile), and that step under ``torch.compile(mode="reduce-overhead")`` (CUDA graphs; the job's
 ``--compile``). It prints per-token mean/p50/p99 and the ratios, and checks that all three decode
@@ -40,10 +40,10 @@ def main() -> int:
 
     import torch
 
-    from tplab.job.compiled import build_decoder, warm_up
-    from tplab.job.timing import decode_timed, decode_timed_static
+    from tplab.model.compiled import build_decoder, warm_up
+    from tplab.job.decode_timing import decode_timed, decode_timed_static
     from tplab.model.checkpoint import build_single, load_checkpoint
-    from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+    from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
     device = torch.device(args.device)
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)

@@ -54,7 +54,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "                self.conn = None\n                self.tail.decoder = "
            "event_tail.FastDecoder()\n                ctx.stream.emit(\"ssh\", state=\"dropped\"",
            (f"{E2E}::test_ssh_dropped_twice_every_event_exactly_once",)),
-    Mutant("the tail restarts at byte 0 on every call", "tplab/event_tail.py",
+    Mutant("the tail restarts at byte 0 on every call", "tplab/wire/event_tail.py",
            "    fh = None\n", "    fh = None\n    state.decoder.offset = 0\n",
            ("tests/lab/test_remote.py::test_tail_resumes_after_drops_exactly_once",)),
     Mutant("the client-side lab-cap stop is dead code", "tplab/lab/cost.py",
@@ -66,7 +66,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("manifest end_ts is the start", "tplab/lab/artifacts.py",
            'end_ts=s.get("end_ts")', 'end_ts=s.get("start_ts")',
            (f"{E2E}::test_full_lab_completes_with_every_artifact",)),
-    Mutant("the ledger lock removed", "tplab/ledger.py",
+    Mutant("the ledger lock removed", "tplab/money/ledger.py",
            "fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)", "pass",
            ("tests/budget/test_concurrency.py",)),
     Mutant("a stop during authorize forgets the hold", "tplab/lab/teardown.py",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 
 def lab_assets_for(tmp_path_factory, prompts: list[str], dirname: str) -> tuple[Path, Path]:
@@ -52,7 +52,7 @@ def mock_cloud(tmp_path):
 
 def tiny_lab_config(lab_assets: tuple[Path, Path], tmp_path: Path, **kw):
     """A LabConfig for a small, fast mock lab; keyword arguments override its fields."""
-    from tplab.lab.config import LabConfig
+    from tplab.lab.lab_config import LabConfig
     ckpt, prompts = lab_assets
     base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
                 checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Iterator
 
-from tplab.events import Event, EventWriter
+from tplab.records.events import Event, EventWriter
 
 T0 = 1_764_450_000.0  # a fixed epoch for deterministic timestamps
 
@@ -165,7 +165,7 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
 
     single, tp = summary(singles), summary(tps)
     ar_mean = sum(ars) / len(ars)
-    # shaped like the job's results.json (tplab/job/results.py), the fields the views read
+    # shaped like the job's results.json (tplab/records/results.py), the fields the views read
     J("result", results={
         "outputs_match": True, "world_size": 2, "device_type": "cuda", "backend": "nccl",
         "single_per_token_ms": single["mean"], "tp_per_token_ms": tp["mean"],

@@ -7,7 +7,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from tplab.cli import build_parser
+from tplab.commands.main import build_parser
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:

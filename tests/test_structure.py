@@ -1,4 +1,5 @@
-"""The code's shape: no import circle among tplab's and the dashboard's modules, no oversized file.
+"""The code's shape: no import circle among tplab's and the dashboard's modules, no oversized file,
+the pod/records/client line held, and each room's name meaning one thing.
 
 An import circle is found from the source itself: every ``import`` and ``from … import`` is read
 with ``ast``, at module level and inside functions alike (a deferred import still ties the two
@@ -10,9 +11,11 @@ the importing module itself lives in.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import tplab
+from tplab.commands.main import COMMANDS
 
 REPO = Path(tplab.__file__).resolve().parent.parent
 PACKAGES = ("tplab", "tui")
@@ -147,3 +150,153 @@ def test_no_python_file_is_over_500_lines():
     long = {str(p.relative_to(REPO)): n for p in module_files(REPO).values()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}, f"split these into modules with one job each: {long}"
+
+
+# ------------------------------------------------------------------ the pod / records / client line
+
+#: what travels to the pod (tplab.lab.bundle): the job and what it runs, and the records
+POD_SIDE = ("tplab.job", "tplab.tp", "tplab.model")
+RECORDS = "tplab.records"
+#: client modules that still reach into the job, each with the engineer's task that removes it;
+#: an entry no longer needed fails the test (remove it then)
+CLIENT_JOB_IMPORTS_PENDING = {
+    "tplab.lab.provision":
+        "tplab.job.boot_guard.guard_args: the boot guard's container command is packed from pod-side modules; the per-provider "
+        "seam (issue 22) owns boot_guard.py and moves guard_args out of the job",
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def client_job_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(client module, job module) for every import of ``tplab.job`` from outside the pod side
+    and the records."""
+    return {(m, d) for m, deps in graph.items()
+            if not any(_within(m, p) for p in (*POD_SIDE, RECORDS))
+            for d in deps if _within(d, "tplab.job")}
+
+
+def test_client_code_never_imports_the_job():
+    found = client_job_imports(import_graph(REPO))
+    new = {(m, d) for m, d in found if m not in CLIENT_JOB_IMPORTS_PENDING}
+    assert not new, ("client modules import tplab.job; read what the job writes through "
+                     f"tplab.records instead: {sorted(new)}")
+    gone = set(CLIENT_JOB_IMPORTS_PENDING) - {m for m, _ in found}
+    assert not gone, f"no longer imported, remove from CLIENT_JOB_IMPORTS_PENDING: {sorted(gone)}"
+
+
+def test_the_client_job_rule_sees_a_deferred_import(tmp_path):
+    pkg = tmp_path / "tplab"
+    for d in ("job", "lab", "records"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job" / "results.py").write_text("X = 1\n")
+    (pkg / "records" / "results.py").write_text("from tplab.job import results\n")
+    (pkg / "lab" / "artifacts.py").write_text("def f():\n    from tplab.job.results import X\n")
+    graph = import_graph(tmp_path, ("tplab",))
+    assert client_job_imports(graph) == {("tplab.lab.artifacts", "tplab.job"),
+                                         ("tplab.lab.artifacts", "tplab.job.results")}
+
+
+def test_pod_side_and_records_import_only_what_travels_to_the_pod():
+    """The job, tp and model import only torch, the standard library, each other and the
+    records; the records import only the standard library and themselves."""
+    graph, files = import_graph(REPO), module_files(REPO)
+    bad = {}
+    for m, deps in graph.items():
+        if _within(m, RECORDS):
+            allowed, libraries = (RECORDS,), set()
+        elif any(_within(m, p) for p in POD_SIDE):
+            allowed, libraries = (*POD_SIDE, RECORDS), {"torch"}
+        else:
+            continue
+        out = [d for d in deps if d != "tplab" and not any(_within(d, a) for a in allowed)]
+        out += _third_party(files[m]) - libraries
+        if out:
+            bad[m] = sorted(out)
+    assert bad == {}, f"pod-side / records modules importing what does not travel: {bad}"
+
+
+def _third_party(path: Path) -> set[str]:
+    """Top-level names of the non-stdlib, non-tplab modules a file imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "tplab"}
+
+
+# ------------------------------------------------------------------------ one name, one room
+
+#: names that still mean two rooms, each with the work that renames it; an entry no longer
+#: shared fails the test (remove it then)
+SHARED_NAMES_PENDING = {
+    "budget": "tui/budget (the dashboard's budget panel) vs tplab/money/budget.py: tui's layout",
+    "commands": "tui/commands.py (the palette) vs tplab/commands/: tui's layout",
+    "lab": "tui/replay/lab.py vs tplab/lab/: tui's layout",
+    "labs": "tui/labs (the Labs screen) vs tplab/labs (the neighbouring labs): tui's layout",
+    "panel": "five tui/*/panel.py: tui's widgets",
+    "plot": "tui/plot.py vs tui/timings/plot.py: tui's widgets",
+    "records": "tplab/lab/faces/records.py vs tplab/records/: the view-model package",
+    "scaling": "tui/scaling vs tplab/scaling/: tui's layout",
+    "state": "tplab/mock/state.py vs tplab/lab/faces/state.py: the view-model package",
+    "timings": "tui/timings vs tplab/lab/faces/timings.py: the view-model package",
+}
+
+
+def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES,
+                 commands: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """Basename -> the paths of the modules and packages (``__init__``/``__main__`` aside) that
+    use it, for every basename used more than once under the given top-level packages. A
+    ``tplab/commands/<module>.py`` named in ``commands`` (``tplab <name>``'s module) is named
+    after its subcommand, which is the room it implements, and does not count."""
+    command_modules = set((commands if commands is not None else COMMANDS).values())
+    uses: dict[str, list[str]] = {}
+    for pkg in packages:
+        for path in sorted((root / pkg).rglob("*")):
+            if "__pycache__" in path.parts or path.name.startswith("."):
+                continue
+            rel = path.relative_to(root)
+            if path.is_dir():
+                if not (path / "__init__.py").exists():
+                    continue
+                name = path.name
+            elif path.suffix == ".py" and path.stem not in ("__init__", "__main__"):
+                name = path.stem
+                if rel.parts[:2] == ("tplab", "commands") and len(rel.parts) == 3 \
+                        and name in command_modules:
+                    continue
+            else:
+                continue
+            uses.setdefault(name, []).append(rel.as_posix())
+    return {n: p for n, p in sorted(uses.items()) if len(p) > 1}
+
+
+def test_each_name_means_one_room():
+    found = shared_names(REPO)
+    new = {n: p for n, p in found.items() if n not in SHARED_NAMES_PENDING}
+    assert not new, f"one name for two rooms: rename one of each {new}"
+    gone = sorted(set(SHARED_NAMES_PENDING) - set(found))
+    assert not gone, f"no longer shared, remove from SHARED_NAMES_PENDING: {gone}"
+
+
+def test_the_name_rule_counts_packages_and_modules_but_not_subcommands(tmp_path):
+    for d in ("tplab/job", "tplab/lab", "tplab/commands", "tui/timings"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "__init__.py").write_text("")
+    for f in ("tplab/job/run.py", "tplab/commands/run.py", "tplab/lab/config.py",
+              "tplab/job/config.py", "tplab/lab/timings.py", "tplab/commands/helpers.py",
+              "tplab/lab/helpers.py", "tplab/job/__main__.py", "tui/__main__.py"):
+        (tmp_path / f).write_text("")
+    (tmp_path / "tui" / "__init__.py").write_text("")
+    assert shared_names(tmp_path, ("tplab", "tui"), {"run": "run"}) == {
+        "config": ["tplab/job/config.py", "tplab/lab/config.py"],
+        "helpers": ["tplab/commands/helpers.py", "tplab/lab/helpers.py"],
+        "timings": ["tplab/lab/timings.py", "tui/timings"],
+    }

@@ -2,6 +2,6 @@
 
 import sys
 
-from tplab.cli import main
+from tplab.commands.main import main
 
 sys.exit(main())

@@ -363,7 +363,7 @@ class TplabApp(App[int]):
         out = (Path(path) if path else Path(self.state.out_dir) if self.state.out_dir
                else self.screenshots_dir)
         if out is None:
-            from tplab.paths import tplab_home
+            from tplab.home.paths import tplab_home
             out = tplab_home(self.runner.mock) / "screenshots"
         try:
             out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Callable, Protocol, runtime_checkable
 
-from tplab.events import Event
+from tplab.records.events import Event
 
 
 @runtime_checkable

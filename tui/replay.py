@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.view.past_labs import read_stream
 
 #: speeds offered by the keys (+ / -): ×1, ×10, ×100 and as fast as it draws (0)

@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 from textual.message import Message
 from textual.screen import Screen
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.view.past_labs import PastLab, read_lab, remote_stderr
 from tplab.view.records import Budget
 from tplab.view.signals import STOP_SIGNALS

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tplab.budget import BudgetGuard, default_ledger_path
+from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.commands import budget as cmd
 
 
@@ -75,6 +75,40 @@ def test_damaged_line_is_shown_with_its_number_and_exit_is_nonzero(capsys):
     assert "line 2: not valid JSON" in captured.out
     assert "Spent      $0.75" in captured.out
     assert "1 damaged line" in captured.err
+
+
+@pytest.mark.parametrize("amount", ["1e309", "NaN", "Infinity", "-Infinity", "-1", "-0.5",
+                                    "1" + "0" * 40, "\"2.00\"", "true"])
+def test_an_amount_that_is_not_dollars_is_a_damaged_line_and_the_rest_is_kept(capsys, amount):
+    """A hand-edited ledger: `tplab budget` reports the line, counts the others, no traceback."""
+    guard = BudgetGuard(default_ledger_path(False))
+    guard.record_actual("a", 0.5)
+    with guard.ledger_path.open("a") as f:
+        f.write('{"v": 1, "ts": 1, "kind": "actual", "label": "edited", "amount_usd": '
+                + amount + ', "auth_id": null}\n')
+    guard.record_actual("b", 0.25)
+    assert run([]) == 1
+    captured = capsys.readouterr()
+    assert "line 2: " in captured.out
+    assert "Spent      $0.75" in captured.out
+    assert "1 damaged line" in captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert guard.summary().spent_usd == 0.75
+    assert guard.check_preflight(1.0, 0.0).ok   # a lab's pre-flight reads the same ledger
+
+
+@pytest.mark.parametrize("ts", ["1e309", "-1e309", "1" + "0" * 400])
+def test_a_time_that_is_not_a_finite_number_is_a_damaged_line(capsys, ts):
+    guard = BudgetGuard(default_ledger_path(False))
+    guard.authorize("kept", 1.0)
+    with guard.ledger_path.open("a") as f:
+        f.write('{"v": 1, "ts": ' + ts + ', "kind": "authorize", "label": "edited", '
+                '"amount_usd": 1, "auth_id": "a-edited"}\n')
+    assert run([]) == 1
+    captured = capsys.readouterr()
+    assert "line 2: " in captured.out and "'ts'" in captured.out
+    assert "Held       $1.00" in captured.out
+    assert "Traceback" not in captured.err + captured.out
 
 
 @pytest.mark.parametrize("argv, match", [

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from tplab.budget import BudgetError, BudgetGuard, BudgetGuardExceeded
-from tplab.ledger import Ledger
+from tplab.money.budget import BudgetError, BudgetGuard, BudgetGuardExceeded
+from tplab.money.ledger import Ledger
 
 N_PROCS = 8
 PARK_S = 1.5

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tplab.budget import (BudgetConfig, BudgetError, BudgetGuard, BudgetGuardExceeded,
+from tplab.money.budget import (BudgetConfig, BudgetError, BudgetGuard, BudgetGuardExceeded,
                           default_ledger_path, fmt_usd)
 
 
@@ -115,7 +115,7 @@ def test_spending_without_an_authorization_is_still_recorded(tmp_path):
 
 def test_open_authorization_survives_a_crash(tmp_path):
     path = tmp_path / "spend.jsonl"
-    code = ("import os, sys; from tplab.budget import BudgetGuard; "
+    code = ("import os, sys; from tplab.money.budget import BudgetGuard; "
             f"BudgetGuard({str(path)!r}).authorize('lab02-crashed', 3.0); os._exit(9)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 9, proc.stderr

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from tplab.ledger import Ledger, encode_line, parse_lines
+from tplab.money.ledger import Ledger, encode_line, parse_lines
 
 
 def test_parse_reports_each_damaged_line_and_keeps_the_rest():

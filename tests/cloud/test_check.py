@@ -88,7 +88,7 @@ def test_check_report_is_importable_without_torch_or_the_sdk():
 
 async def test_real_key_goes_only_to_https(monkeypatch, tmp_path):
     from tplab.cloud.base import ProviderError
-    from tplab.lab.config import FAILED
+    from tplab.lab.lab_config import FAILED
     from tplab.lab.options import add_lab_arguments, api_url_problem, config_from_args
     from tplab.lab.orchestrator import Lab
     from tplab.lab.providers import real_provider

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncssh
 
 from tplab.cloud.keys import find_api_key, load_api_key
-from tplab.redact import MASK, error_text, redact, register_secret
+from tplab.home.redact import MASK, error_text, redact, register_secret
 
 
 def test_registered_and_env_secrets_are_masked(monkeypatch):

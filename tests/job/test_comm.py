@@ -8,7 +8,7 @@ import torch
 
 from tests.distributed import run_distributed
 from tplab.job import comm
-from tplab.job.results import TRANSPORT_KEYS, combine_transports
+from tplab.records.results import TRANSPORT_KEYS, combine_transports
 from tplab.job.runtime import JobError, Runtime
 
 
@@ -62,7 +62,7 @@ def test_results_of_several_transports_keep_each_ones_figures():
 
 
 def _sweeps(rank: int, ws: int) -> dict:
-    from tplab.job.sweep import run_sweep
+    from tplab.job.allreduce_sweep import run_sweep
     from tplab.tp import ShmComm
 
     shm = ShmComm.create(timeout_s=20)

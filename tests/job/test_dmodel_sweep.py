@@ -9,7 +9,8 @@ import math
 import pytest
 
 from tests.distributed import run_distributed
-from tplab.job.dmodel_results import measured_crossover, parse_d_models
+from tplab.records.dmodel import measured_crossover
+from tplab.records.job_flags import parse_d_models
 
 
 def _sweep_rank(rank: int, world_size: int) -> dict:

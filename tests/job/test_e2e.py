@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tplab.events import read_events
+from tplab.records.events import read_events
 from tplab.tp.shm_segment import segment_dir
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The event wire contract (tplab/events.py) as the job uses it: round trip, split lines, resume."""
+"""The event wire contract (tplab/records/events.py) as the job uses it: round trip, split lines, resume."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tplab.events import EventDecoder, EventError, EventWriter, decode_line, read_events
+from tplab.records.events import EventDecoder, EventError, EventWriter, decode_line, read_events
 
 
 def _writer(buf: io.StringIO) -> EventWriter:

@@ -1,4 +1,4 @@
-"""Statistics and the alpha-beta fit (tplab/job/fit.py), and calibration that uses it."""
+"""Statistics and the alpha-beta fit (tplab/records/fit.py), and calibration that uses it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from tplab import scaling, scaling_fit
-from tplab.job.fit import fit_alpha_beta, percentile, ring_allreduce_s, summarize
+from tplab.scaling import calibration, latency
+from tplab.records.fit import fit_alpha_beta, percentile, ring_allreduce_s, summarize
 
 SIZES = [256 * 2 ** i for i in range(15)]  # 256 B .. 4 MiB, as the job sweeps
 
@@ -55,13 +55,13 @@ def _synthetic_results(alpha_us: float, beta_gbps: float, single_ms: float) -> d
 
 
 def test_calibration_recovers_known_alpha_beta_and_launch_overhead():
-    base = scaling.load_profile("cpu-gloo")
-    shape = scaling.load_shape()
+    base = latency.load_profile("cpu-gloo")
+    shape = latency.load_shape()
     true_launch_us = 30.0
-    roof_ms = scaling.predict(base, 64, 2, shape)
+    roof_ms = latency.predict(base, 64, 2, shape)
     roof = max(roof_ms.single_memory_ms, roof_ms.single_compute_ms)
     single_ms = roof + shape.kernels(1) * true_launch_us / 1e3
-    cal = scaling_fit.calibrate(base, _synthetic_results(320.0, 4.5, single_ms), shape)
+    cal = calibration.calibrate(base, _synthetic_results(320.0, 4.5, single_ms), shape)
     assert cal.alpha_us.value == pytest.approx(320.0, rel=0.05)
     assert cal.beta_gbps.value == pytest.approx(4.5, rel=0.05)
     assert cal.launch_us.value == pytest.approx(true_launch_us, rel=1e-6)
@@ -71,13 +71,13 @@ def test_calibration_recovers_known_alpha_beta_and_launch_overhead():
 
 
 def test_a_sweep_that_cannot_be_fitted_keeps_the_profiles_alpha_beta():
-    base = scaling.load_profile("cpu-gloo")
+    base = latency.load_profile("cpu-gloo")
     res = _synthetic_results(320.0, 4.5, 3.0)
     res["sweep"]["points"] = [{"bytes": 256, "ms": 2.0}, {"bytes": 512, "ms": 1.0}]
-    cal = scaling_fit.calibrate(base, res)
+    cal = calibration.calibrate(base, res)
     assert cal.alpha_us == base.alpha_us and cal.beta_gbps == base.beta_gbps
     assert cal.launch_us.source == "measured"
     assert "sweep not fitted" in cal.calibrated_from
     res["single_per_token_ms"] = None
-    with pytest.raises(scaling.ScalingError, match="nothing to calibrate from"):
-        scaling_fit.calibrate(base, res)
+    with pytest.raises(latency.ScalingError, match="nothing to calibrate from"):
+        calibration.calibrate(base, res)

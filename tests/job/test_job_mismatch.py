@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 import tplab.model.checkpoint as checkpoint
-from tplab.events import EventWriter, decode_line
+from tplab.records.events import EventWriter, decode_line
 from tplab.job.run import Job, build_parser
 from tplab.job.runtime import Runtime
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from tplab.job import runtime
-from tplab.job.results import ModeRun, PromptRecord, build_results, timing_notes
+from tplab.records.results import ModeRun, PromptRecord, build_results, timing_notes
 from tplab.job.run import read_prompts
 from tplab.job.runtime import JobError
-from tplab.job.timing import decode_timed
+from tplab.job.decode_timing import decode_timed
 
 
 def test_read_prompts_skips_blanks_and_comments(tiny_assets):
@@ -100,7 +100,7 @@ def test_results_numbers_and_a_mismatch_fails_the_run():
 def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkeypatch, capsys):
     import io
 
-    from tplab.events import read_events
+    from tplab.records.events import read_events
     from tplab.job.run import main
 
     monkeypatch.setenv("RANK", "0")
@@ -123,8 +123,8 @@ def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkey
 
 def test_static_step_loop_decodes_like_greedy_decode(tiny_assets):
     """The --compile path's timed loop, with the static-cache step left eager (compiling is slow)."""
-    from tplab.job.compiled import build_decoder
-    from tplab.job.timing import decode_timed_static
+    from tplab.model.compiled import build_decoder
+    from tplab.job.decode_timing import decode_timed_static
     from tplab.model.checkpoint import build_single, load_checkpoint
     from tplab.model.decode import greedy_decode
 

@@ -1,4 +1,4 @@
-"""manifest.json (tplab/manifest.py): the seed's fields, statuses, measured lesson notes, no secrets."""
+"""manifest.json (tplab/lab/manifest.py): the seed's fields, statuses, measured lesson notes, no secrets."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from tplab import manifest, scaling
-from tplab.manifest import ManifestError, build_manifest, write_manifest
+from tplab.lab import manifest
+from tplab.scaling import latency
+from tplab.lab.manifest import ManifestError, build_manifest, write_manifest
 
 SEED_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id",
                 "start_ts", "end_ts", "duration_hours", "estimated_cost_usd", "actual_cost_usd",
@@ -67,7 +68,7 @@ def test_statuses_need_reasons_and_honest_outputs():
                             reason="TP output differs for prompt 3")
     assert failed["outputs_match"] is False and failed["reason"].startswith("TP output")
     stub = build_manifest(None, status="EDUCATIONAL_STUB", reason="no spot capacity under the cap",
-                          prediction=scaling.predict(scaling.load_profile("rtx4090x2-pcie"), 64),
+                          prediction=latency.predict(latency.load_profile("rtx4090x2-pcie"), 64),
                           crossover_d_model=1953.0)
     assert stub["single_gpu_per_token_ms"] is None
     assert "prediction" in stub["lesson_notes"] and "1953" in stub["lesson_notes"]
@@ -155,7 +156,7 @@ def test_a_manifest_without_results_says_why_in_its_lesson_notes():
     m = build_manifest(None, status="FAILED", reason="the pod never became ready")
     assert m["lesson_notes"] == ("No job results, so nothing measured to reflect on: the pod "
                                  "never became ready.")
-    pred = scaling.predict(scaling.load_profile("cpu-gloo"), 64)
+    pred = latency.predict(latency.load_profile("cpu-gloo"), 64)
     m = build_manifest(None, status="EDUCATIONAL_STUB", reason="no spot capacity under the cap",
                        prediction=pred)
     assert m["lesson_notes"].startswith("No job results (no spot capacity under the cap), so no "
@@ -193,7 +194,7 @@ def test_lesson_notes_compare_a_single_transport_with_the_other_profile():
     r = _cpu_results(comm="gloo", sweep={"points": [], "fit": {"alpha_us": 400.0,
                                                              "beta_gbps": 0.4}})
     del r["transports"]
-    shm_alpha = scaling.load_profile("cpu-shm").alpha_us.value
+    shm_alpha = latency.load_profile("cpu-shm").alpha_us.value
     notes = manifest.lesson_notes(r)
     assert (f"over gloo α = 400.0 µs, over shm α = {shm_alpha:.1f} µs in the cpu-shm profile "
             "(measured, not this run)") in notes

@@ -1,4 +1,4 @@
-"""The scaling model (tplab/scaling.py): crossover against a hand-computed case, profiles, plots."""
+"""The scaling model (tplab/scaling/latency.py): crossover against a hand-computed case, profiles, plots."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tplab import scaling, scaling_fit, scaling_plot
-from tplab.scaling import HardwareProfile, ModelShape, Number
+from tplab.scaling import calibration, chart, latency
+from tplab.scaling.latency import HardwareProfile, ModelShape, Number
 
 
 def _profile(**kw: float) -> HardwareProfile:
@@ -37,16 +37,16 @@ def test_crossover_matches_the_hand_computed_root():
     c = (2 * L + 1) * 2 * (p - 1) * alpha + (p - 1) * alpha
     root = (-b + math.sqrt(b * b + 4 * a * c)) / (2 * a)
     assert root == pytest.approx(1422.3, abs=0.1)  # worked by hand: a=9.6e-11, b=-2.944e-9, c=1.9e-4
-    got = scaling.crossover_d_model(_profile(), 2, SHAPE)
+    got = latency.crossover_d_model(_profile(), 2, SHAPE)
     assert got == pytest.approx(root, rel=1e-6)
-    below = scaling.predict(_profile(), root * 0.9, 2, SHAPE)
-    above = scaling.predict(_profile(), root * 1.1, 2, SHAPE)
+    below = latency.predict(_profile(), root * 0.9, 2, SHAPE)
+    above = latency.predict(_profile(), root * 1.1, 2, SHAPE)
     assert below.tp_ms > below.single_ms and above.tp_ms < above.single_ms
 
 
 def test_prediction_parts_at_a_hand_computed_point():
     d = 1024
-    pr = scaling.predict(_profile(launch_us=5.0), d, 2, SHAPE)
+    pr = latency.predict(_profile(launch_us=5.0), d, 2, SHAPE)
     single_bytes = (4 * (12 * d * d + 13 * d) + 4 * d) * 4
     assert pr.single_memory_ms == pytest.approx(single_bytes / 1000e9 * 1e3)
     assert pr.single_launch_ms == pytest.approx((4 * 12 + 7) * 5e-3)
@@ -58,50 +58,50 @@ def test_prediction_parts_at_a_hand_computed_point():
 
 
 def test_crossover_edges():
-    assert scaling.crossover_d_model(_profile(alpha_us=1e6), 2, SHAPE) is None  # never pays
+    assert latency.crossover_d_model(_profile(alpha_us=1e6), 2, SHAPE) is None  # never pays
     free = _profile(alpha_us=0.0, beta_gbps=1e12)
-    assert scaling.crossover_d_model(free, 2, SHAPE) == scaling.D_MIN  # always pays
+    assert latency.crossover_d_model(free, 2, SHAPE) == latency.D_MIN  # always pays
 
 
 def test_shipped_profiles_mark_every_number_and_4090_meets_the_seed():
-    names = scaling.list_profiles()
+    names = latency.list_profiles()
     assert {"rtx4090x2-pcie", "a100x2-nvlink", "h100x2-nvlink", "cpu-gloo"} <= set(names)
     for name in names:
-        prof = scaling.load_profile(name)
+        prof = latency.load_profile(name)
         for key, num in prof.numbers().items():
             assert num.source in ("assumed", "measured"), (name, key)
             assert num.note, (name, key)
-    assert not scaling.load_profile("rtx4090x2-pcie").nvlink
-    assert scaling.load_profile("h100x2-nvlink").nvlink
-    cross = scaling.crossover_d_model(scaling.load_profile("rtx4090x2-pcie"), 2)
+    assert not latency.load_profile("rtx4090x2-pcie").nvlink
+    assert latency.load_profile("h100x2-nvlink").nvlink
+    cross = latency.crossover_d_model(latency.load_profile("rtx4090x2-pcie"), 2)
     assert 1024 <= cross <= 2048  # the seed's expectation on 2x RTX 4090
     # the lab's own model is launch-bound: TP is slower at d_model 64 on every profile
     for name in names:
-        pr = scaling.predict(scaling.load_profile(name), 64, 2)
+        pr = latency.predict(latency.load_profile(name), 64, 2)
         assert pr.speedup < 1, name
 
 
 def test_unknown_profile_is_one_clear_error():
-    with pytest.raises(scaling.ScalingError, match="unknown hardware profile 'nope'; choose one of"):
-        scaling.load_profile("nope")
+    with pytest.raises(latency.ScalingError, match="unknown hardware profile 'nope'; choose one of"):
+        latency.load_profile("nope")
 
 
 def test_calibrate_needs_something_to_fit():
-    with pytest.raises(scaling.ScalingError, match="model section"):
-        scaling_fit.calibrate(_profile(), {"world_size": 2})
+    with pytest.raises(latency.ScalingError, match="model section"):
+        calibration.calibrate(_profile(), {"world_size": 2})
 
 
 def test_plots(tmp_path):
-    prof = scaling.load_profile("rtx4090x2-pcie")
+    prof = latency.load_profile("rtx4090x2-pcie")
     measured = {"d_model": 64.0, "single_ms": 0.5, "tp_ms": 1.2, "world_size": 2}
-    png = scaling_plot.save_png(tmp_path / "c.png", prof, 2, measured=measured)
+    png = chart.save_png(tmp_path / "c.png", prof, 2, measured=measured)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    text = scaling_plot.render_plotext(prof, 2, measured=measured, width=80, height=20, color=False)
+    text = chart.render_plotext(prof, 2, measured=measured, width=80, height=20, color=False)
     assert "predicted crossover" in text and "\x1b[" not in text
 
 
 def test_client_modules_do_not_import_torch_or_plot_libraries():
-    code = ("import sys, tplab.scaling, tplab.scaling_fit, tplab.scaling_plot, tplab.manifest, tplab.commands.local, "
+    code = ("import sys, tplab.scaling.latency, tplab.scaling.calibration, tplab.scaling.chart, tplab.lab.manifest, tplab.commands.local, "
             "tplab.commands.scaling\n"
             "bad = [m for m in ('torch', 'matplotlib', 'plotext') if m in sys.modules]\n"
             "assert not bad, bad")
@@ -109,16 +109,16 @@ def test_client_modules_do_not_import_torch_or_plot_libraries():
 
 
 def test_shape_from_results_takes_the_runs_model():
-    shape = scaling.shape_from_results({"model": {"n_layer": 2, "vocab_size": 32, "d_model": 32,
+    shape = latency.shape_from_results({"model": {"n_layer": 2, "vocab_size": 32, "d_model": 32,
                                                   "n_head": 4}})
     assert (shape.n_layer, shape.vocab_size, shape.head_dim) == (2, 32, 8)
     assert dataclasses.replace(shape, n_layer=6).allreduces_per_token() == 13
 
 
 def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
-    assert scaling.cpu_profile_name("shm") == scaling.cpu_profile_name("both") == "cpu-shm"
-    assert scaling.cpu_profile_name("gloo") == scaling.cpu_profile_name(None) == "cpu-gloo"
-    gloo, shm = scaling.load_profile("cpu-gloo"), scaling.load_profile("cpu-shm")
+    assert latency.cpu_profile_name("shm") == latency.cpu_profile_name("both") == "cpu-shm"
+    assert latency.cpu_profile_name("gloo") == latency.cpu_profile_name(None) == "cpu-gloo"
+    gloo, shm = latency.load_profile("cpu-gloo"), latency.load_profile("cpu-shm")
     for key, num in shm.numbers().items():
         assert num.source == "measured", key  # every number from a run, as for cpu-gloo
     # the same machine: only the transport's alpha and beta (and this run's launch) differ
@@ -129,7 +129,7 @@ def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
     assert shm.alpha_us.value * 3 <= gloo.alpha_us.value
     assert "shm" in shm.alpha_us.note and "gloo" in gloo.alpha_us.note
     # a lower alpha moves the point where TP starts to pay down to smaller models
-    assert scaling.crossover_d_model(shm, 2) < scaling.crossover_d_model(gloo, 2)
+    assert latency.crossover_d_model(shm, 2) < latency.crossover_d_model(gloo, 2)
 
 
 def test_calibration_says_which_transport_it_came_from():
@@ -138,6 +138,6 @@ def test_calibration_says_which_transport_it_came_from():
                "model": {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4},
                "single_per_token_ms": 1.0,
                "sweep": {"points": [{"bytes": 256, "ms": 0.012}, {"bytes": 1 << 20, "ms": 0.5}]}}
-    cal = scaling_fit.calibrate(scaling.load_profile("cpu-shm"), results)
+    cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
     assert cal.calibrated_from.startswith("results.json (shm, world size 2")
     assert cal.alpha_us.source == "measured" and cal.alpha_us.value < 10

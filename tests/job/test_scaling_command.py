@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.job.test_scaling_fit import _results
-from tplab.cli import main
+from tplab.commands.main import main
 
 
 def _write(tmp_path, results: dict) -> str:

@@ -1,4 +1,4 @@
-"""Calibrating the scaling model from a d_model sweep (tplab/scaling_fit.py): synthetic points made
+"""Calibrating the scaling model from a d_model sweep (tplab/scaling/calibration.py): synthetic points made
 from known alpha, beta, launch overheads and bandwidths are recovered, the crossover is found within
 one grid step, and a point the model cannot explain is reported with the term that is off."""
 
@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from tplab import scaling, scaling_fit
-from tplab.job.dmodel_results import measured_crossover
-from tplab.scaling import Number
+from tplab.scaling import calibration, latency
+from tplab.records.dmodel import measured_crossover
+from tplab.scaling.latency import Number
 
 GRID = [64 * 2 ** i for i in range(8)]  # 64 .. 8192
 MODEL = {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4, "d_ff": 256}
@@ -20,8 +20,8 @@ TRUE = {"alpha_us": 50.0, "beta_gbps": 1.5, "launch_us": 20.0, "tp_launch_us": 3
         "mem_bw_gbps": 9.0, "tp_mem_bw_gbps": 6.0}
 
 
-def _true_profile() -> scaling.HardwareProfile:
-    base = scaling.load_profile("cpu-shm")
+def _true_profile() -> latency.HardwareProfile:
+    base = latency.load_profile("cpu-shm")
     return dataclasses.replace(base, **{k: Number(v, "measured") for k, v in TRUE.items()},
                                peak_tflops=Number(1.0, "measured"),
                                tp_peak_tflops=Number(1.0, "measured"))
@@ -29,11 +29,11 @@ def _true_profile() -> scaling.HardwareProfile:
 
 def _results(noise: float = 0.0, grid=GRID) -> dict:
     rng = random.Random(3)
-    shape = scaling.shape_from_results({"model": MODEL})
+    shape = latency.shape_from_results({"model": MODEL})
     true = _true_profile()
     pts = []
     for d in grid:
-        pr = scaling.predict(true, d, 2, shape)
+        pr = latency.predict(true, d, 2, shape)
         jitter = lambda: 1 + rng.uniform(-noise, noise)  # noqa: E731
         pts.append({"d_model": d, "single_ms": pr.single_ms * jitter(),
                     "tp_ms": pr.tp_ms * jitter(), "allreduce_ms": pr.comm_ms * jitter(),
@@ -47,23 +47,23 @@ def test_sweep_calibration_recovers_the_terms_that_made_the_points(noise):
     results = _results(noise)
     # start from a profile whose every term is wrong by a lot
     start = dataclasses.replace(
-        scaling.load_profile("cpu-shm"), alpha_us=Number(500.0, "assumed"),
+        latency.load_profile("cpu-shm"), alpha_us=Number(500.0, "assumed"),
         beta_gbps=Number(0.1, "assumed"), launch_us=Number(1.0, "assumed"),
         mem_bw_gbps=Number(100.0, "assumed"), peak_tflops=Number(1.0, "assumed"))
-    cal = scaling_fit.calibrate(start, results)
+    cal = calibration.calibrate(start, results)
     got = {k: n.value for k, n in cal.numbers().items()}
     for key, want in TRUE.items():
         assert got[key] == pytest.approx(want, rel=0.05), key
         assert cal.numbers()[key].source == "measured"
     assert "d_model sweep" in cal.calibrated_from
     # the crossover within one grid step (a factor 2) of the true one, predicted and measured
-    true_cross = scaling.crossover_d_model(_true_profile(), 2, scaling.shape_from_results(results))
+    true_cross = latency.crossover_d_model(_true_profile(), 2, latency.shape_from_results(results))
     assert true_cross is not None and GRID[0] < true_cross < GRID[-1]
-    cross = scaling_fit.crossovers(cal, results, 2, scaling.shape_from_results(results))
+    cross = calibration.crossovers(cal, results, 2, latency.shape_from_results(results))
     assert abs(math.log2(cross["predicted"] / true_cross)) <= 1
     assert abs(math.log2(cross["measured"] / true_cross)) <= 1
     assert cross["measured"] == measured_crossover(results["d_model_sweep"])[0]
-    block = scaling_fit.annotate_results(results, cal)
+    block = calibration.annotate_results(results, cal)
     assert block["within_tolerance"] is True and block["max_abs_error"] < 0.05 + 2 * noise
     assert block["points_from"] == "d_model_sweep" and block["off"] == []
     for p in results["d_model_sweep"]:
@@ -74,8 +74,8 @@ def test_sweep_calibration_recovers_the_terms_that_made_the_points(noise):
 def test_a_point_the_model_cannot_explain_is_reported_with_the_term_that_is_off():
     results = _results(grid=[64, 128, 256])
     results["d_model_sweep"][1]["tp_ms"] *= 3  # TP at 128 three times slower than any model says
-    cal = scaling_fit.calibrate(scaling.load_profile("cpu-shm"), results)
-    block = scaling_fit.check(cal, results)
+    cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
+    block = calibration.check(cal, results)
     assert block["within_tolerance"] is False
     tp_off = [s for s in block["off"] if s.startswith("TP at d_model 128")]
     assert tp_off and "the comm term predicts" in tp_off[0] and "compute + launch" in tp_off[0]
@@ -83,9 +83,9 @@ def test_a_point_the_model_cannot_explain_is_reported_with_the_term_that_is_off(
 
 def test_one_point_keeps_the_slopes_at_their_priors_and_says_so():
     results = _results(grid=[256])
-    cal = scaling_fit.calibrate(scaling.load_profile("cpu-shm"), results)
+    cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
     assert "kept at its prior (one point)" in cal.launch_us.note
-    block = scaling_fit.check(cal, results)
+    block = calibration.check(cal, results)
     # one point, two terms each: the fit passes through it
     assert block["points"][0]["single_error"] == pytest.approx(0.0, abs=1e-6)
     assert block["points"][0]["tp_error"] == pytest.approx(0.0, abs=0.05)
@@ -97,8 +97,8 @@ def test_without_a_sweep_the_single_point_calibration_is_used_and_checked():
     results.update(single_per_token_ms=p["single_ms"], tp_per_token_ms=p["tp_ms"],
                    allreduce_ms_per_token=p["allreduce_ms"],
                    sweep={"points": [{"bytes": 256, "ms": 0.02}, {"bytes": 1 << 20, "ms": 0.6}]})
-    cal = scaling_fit.calibrate(scaling.load_profile("cpu-shm"), results)
+    cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
     assert "d_model sweep" not in cal.calibrated_from
-    block = scaling_fit.check(cal, results)
+    block = calibration.check(cal, results)
     assert block["points_from"].startswith("the run's one measured point")
-    assert scaling_fit.crossovers(cal, results, 2)["measured"] is None
+    assert calibration.crossovers(cal, results, 2)["measured"] is None

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tplab.lab.config import COMPLETE, FAILED
+from tplab.lab.lab_config import COMPLETE, FAILED
 from tplab.lab.options import add_lab_arguments, config_from_args
 from tests.e2e_fixtures import tiny_lab_config
 

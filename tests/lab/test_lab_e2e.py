@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.events import read_events
-from tplab.lab.config import COMPLETE, FAILED, STOPPED, STUB
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.records.events import read_events
+from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
@@ -170,7 +170,7 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
     assert len(drops_seen) == 2
     key = mock_cloud.api_key.encode()
     # the one place a running mock's own key is kept, by design: its discovery record (0600,
-    # tplab.mock_clouds), removed when the mock stops; nowhere else
+    # tplab.home.mock_clouds), removed when the mock stops; nowhere else
     clouds = Path(os.environ["TPLAB_HOME"]) / "mock" / "clouds"
     for path in list(outcome.out_dir.iterdir()) + list(
             (Path(os.environ["TPLAB_HOME"]) / "mock").rglob("*")):
@@ -282,7 +282,7 @@ def test_price_over_cap_refused_before_create(lab_assets, tmp_path, mock_cloud):
 
 
 def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, mock_cloud):
-    from tplab import remote
+    from tplab.wire import remote
     from tplab.cloud.base import PodSpec
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
     key = remote.generate_client_key()

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from tplab.lab import instances as instance_store
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab.config import COMPLETE, FAILED
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import COMPLETE, FAILED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config

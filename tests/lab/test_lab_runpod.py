@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab.config import COMPLETE, FAILED, STUB
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import COMPLETE, FAILED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for
 from tests.e2e_fixtures import tiny_lab_config

@@ -14,8 +14,8 @@ import time
 import pytest
 from pathlib import Path
 
-from tplab.budget import BudgetGuard, default_ledger_path
-from tplab.lab.config import STOPPED
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import STOPPED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for
 from tests.e2e_fixtures import tiny_lab_config

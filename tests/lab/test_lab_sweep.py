@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tplab.lab import preflight
-from tplab.lab.config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
+from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
 from tplab.lab.options import add_lab_arguments, config_from_args
 from tplab.lab.ssh_session import PodSession
 
@@ -59,7 +59,7 @@ def test_a_bad_size_list_is_refused_by_the_parser(capsys):
 
 
 def test_the_ui_state_keeps_the_sweep_points_as_they_arrive():
-    from tplab.events import Event
+    from tplab.records.events import Event
     from tplab.view.state import LabState
 
     s = LabState()

@@ -9,12 +9,12 @@ import json
 import pytest
 
 from tplab.lab import instances as instance_store
-from tplab.events import EventDecoder, EventWriter
+from tplab.records.events import EventDecoder, EventWriter
 from tplab.view.headless import HeadlessView
-from tplab.lab.config import LabConfig
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.options import add_lab_arguments, config_from_args
-from tplab.event_tail import FastDecoder, TailState, _accept, fast_from_dict
+from tplab.wire.event_tail import FastDecoder, TailState, _accept
 
 
 def _lines(n: int) -> bytes:
@@ -49,8 +49,8 @@ def test_fast_decoder_keeps_good_events_around_bad_and_blank_lines():
     assert dec.offset == len(data)
 
 
-def test_fast_from_dict_rejects_what_from_dict_rejects():
-    from tplab.events import EventError
+def test_the_owned_fast_path_rejects_what_from_dict_rejects():
+    from tplab.records.events import EventError, from_dict
     for bad in ({"v": 1, "seq": 0, "ts": 1.0, "src": "job", "type": "token"},
                 {"v": 1, "seq": True, "ts": 1.0, "src": "job", "type": "heartbeat"},
                 {"v": 1, "seq": 0, "ts": 1.0, "src": "x", "type": "heartbeat"},
@@ -60,7 +60,7 @@ def test_fast_from_dict_rejects_what_from_dict_rejects():
                 {"v": 2, "seq": 0, "ts": 1.0, "src": "job", "type": "heartbeat"},
                 ["not", "an", "object"]):
         with pytest.raises(EventError):
-            fast_from_dict(bad)
+            from_dict(bad, owned=True)
 
 
 def test_accept_drops_duplicates_and_counts_gaps():
@@ -108,7 +108,7 @@ def test_options_build_the_config(tmp_path):
 def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     from tplab.lab.artifacts import write_lab_manifest
     from tplab.lab.prediction import predict_lab
-    from tplab.manifest import SEED_FIELDS
+    from tplab.lab.manifest import SEED_FIELDS
     lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
     cfg, facts = lab.config, lab.facts
     pred = predict_lab(None, gpu_type=cfg.gpu_type, gpus=cfg.gpus, mock=True,
@@ -165,7 +165,7 @@ def test_headless_view_prints_phases_progress_and_table():
     table = view.table({"status": "COMPLETE", "reason": "ok", "results": {
         "single_per_token_ms": 1.1, "tp_per_token_ms": 3.25, "speedup": 0.338,
         "allreduce_ms_per_token": 2.0, "comm_compute_ratio": 1.6, "outputs_match": True},
-        "pod_id": "p", "verified_gone": True, "actual_usd": 0.01, "job_events": 4,
+        "pod_id": "p", "verified_gone": True, "actual_cost_usd": 0.01, "job_events": 4,
         "ssh_drops": 0, "duplicates": 0, "gaps": 0, "artifacts": {"manifest.json": "/x"}})
     assert "0.338x" in table and "p (verified gone)" in table and "$0.0100" in table
 
@@ -186,10 +186,10 @@ def test_bundle_is_only_what_the_pod_needs(lab_assets):
     from tplab.lab.bundle import bundle_items
     ckpt, prompts = lab_assets
     remote_paths = {i.remote for i in bundle_items(ckpt, prompts)}
-    assert {"checkpoint.pt", "prompts.txt", "tplab/__init__.py", "tplab/events.py",
+    assert {"checkpoint.pt", "prompts.txt", "tplab/__init__.py", "tplab/records/events.py",
             "tplab/job/__main__.py", "tplab/job/watchdog.py", "tplab/tp/layers.py",
             "tplab/model/gpt.py"} <= remote_paths
     tops = {p.split("/")[1] for p in remote_paths if p.startswith("tplab/") and p.count("/") > 1}
-    assert tops == {"tp", "model", "job"}
+    assert tops == {"records", "tp", "model", "job"}
     assert not any(p.startswith(("tplab/cloud", "tplab/mock")) or "remote" in p or
                    "__pycache__" in p for p in remote_paths)

@@ -13,10 +13,10 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from tplab import remote
-from tplab import event_tail
-from tplab.event_tail import TailState
-from tplab.remote import ConnectOptions, HostKeyMismatch, UploadItem
+from tplab.wire import remote
+from tplab.wire import event_tail
+from tplab.wire.event_tail import TailState
+from tplab.wire.remote import ConnectOptions, HostKeyMismatch, UploadItem
 
 from .openssh import LoginUser, OpenSSHServer, kill_processes_in
 from .sshserver import SandboxServer
@@ -149,15 +149,15 @@ async def test_upload_only_the_bundle(server, tmp_path):
     ckpt = tmp_path / "ck.pt"
     ckpt.write_bytes(b"x" * 1000)
     pkg = Path(remote.__file__).parent
-    items = remote.bundle_items(pkg, ["cloud"], [UploadItem(ckpt, "ck.pt")])
+    items = remote.bundle_items(pkg.parent, ["records", "cloud"], [UploadItem(ckpt, "ck.pt")])
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     sent = await remote.upload(conn, items)
     conn.close()
     run = server.root / remote.REMOTE_DIR
     assert (run / "ck.pt").read_bytes() == b"x" * 1000
-    assert (run / "tplab" / "events.py").is_file()
+    assert (run / "tplab" / "records" / "events.py").is_file()
     assert (run / "tplab" / "cloud" / "base.py").is_file()
-    assert not (run / "tplab" / "remote.py").exists()
+    assert not (run / "tplab" / "wire").exists()
     assert not list(run.rglob("__pycache__"))
     assert sent >= 1000
 
@@ -165,7 +165,7 @@ async def test_upload_only_the_bundle(server, tmp_path):
 WRITER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, '.')
-    from tplab.events import EventWriter
+    from tplab.records.events import EventWriter
     n = int(sys.argv[1])
     with open('events.jsonl', 'a') as fh:
         w = EventWriter([fh])
@@ -177,10 +177,11 @@ WRITER = textwrap.dedent("""
 
 async def _start_writer(server, tmp_path, n: int) -> None:
     run = server.root / remote.REMOTE_DIR
-    (run / "tplab").mkdir(parents=True, exist_ok=True)
+    (run / "tplab" / "records").mkdir(parents=True, exist_ok=True)
     (run / "tplab" / "__init__.py").write_text("")
-    (run / "tplab" / "events.py").write_text(
-        (Path(remote.__file__).parent / "events.py").read_text())
+    (run / "tplab" / "records" / "__init__.py").write_text("")
+    (run / "tplab" / "records" / "events.py").write_text(
+        (Path(remote.__file__).parent.parent / "records" / "events.py").read_text())
     (run / "writer.py").write_text(WRITER)
     server.own(run)
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
@@ -218,7 +219,7 @@ async def test_tail_resumes_after_drops_exactly_once(server, tmp_path):
 async def test_tail_holds_a_partial_line(server, tmp_path):
     run = server.root / remote.REMOTE_DIR
     run.mkdir(parents=True)
-    from tplab.events import EventWriter
+    from tplab.records.events import EventWriter
     line = EventWriter(src="job").make("heartbeat").to_json()
     (run / "events.jsonl").write_text(line[:10])
     server.own(run)
@@ -279,7 +280,7 @@ def test_launch_command_is_detached_and_sources_env():
 
 
 def test_finished_is_seen_even_when_a_heartbeat_follows_it_in_the_same_read() -> None:
-    from tplab.events import EventWriter
+    from tplab.records.events import EventWriter
     w = EventWriter(src="job")
     evs = [w.make("phase", name="results"), w.make("phase", name="finished"),
            w.make("heartbeat", phase="finished")]
@@ -297,7 +298,7 @@ FAKE_TORCHRUN = textwrap.dedent("""
     # server's python): writes job events the way the job does, then results.json, then exits
     import json, sys, time
     sys.path.insert(0, '.')
-    from tplab.events import EventWriter
+    from tplab.records.events import EventWriter
     print('fake job starting', ' '.join(sys.argv[1:]), flush=True)
     with open('events.jsonl', 'a') as fh:
         w = EventWriter([fh])
@@ -366,7 +367,7 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
 
 async def test_a_big_event_file_is_read_whole_in_capped_reads(server, tmp_path):
     """OpenSSH answers at most 261,120 bytes a read; 3 MB of events must all come through."""
-    from tplab.events import EventWriter
+    from tplab.records.events import EventWriter
     run = server.root / remote.REMOTE_DIR
     run.mkdir(parents=True)
     w = EventWriter(src="job")

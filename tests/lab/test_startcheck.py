@@ -7,15 +7,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tplab.budget import BudgetGuard
-from tplab.lab.config import LabConfig
+from tplab.money.budget import BudgetGuard
+from tplab.lab.lab_config import LabConfig
 from tplab.view.startcheck import refusal
 
 LABEL = "lab02-tp-spinup-rtx4090x2"
 
 
 def test_a_killed_clients_hold_does_not_refuse_the_next_start():
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             f"print(BudgetGuard.from_config(mock=True).authorize({LABEL!r}, 3.0))")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     assert refusal(LabConfig(mock=True)) is None  # $2 remaining, but the $3 hold is a dead one's

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from tplab.budget import BudgetGuard, default_ledger_path
+from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.cloud.base import CostReport, GoneProof, PodInfo, ProviderError, Quote
-from tplab.event_tail import MAX_LINE_BYTES, TailState, _accept
-from tplab.events import EventWriter
+from tplab.wire.event_tail import MAX_LINE_BYTES, TailState, _accept
+from tplab.records.events import EventWriter
 from tplab.lab import instances, leftovers
-from tplab.lab.config import LabConfig
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
 from tplab.lab.ending import verify_gone
@@ -253,8 +253,8 @@ def test_oversized_bad_and_foreign_lines_are_dropped_and_the_stream_goes_on():
 
 
 async def test_a_results_json_that_is_not_an_object_is_a_clear_error(tmp_path):
-    from tplab import remote
-    from tplab.lab.config import LabStop
+    from tplab.wire import remote
+    from tplab.lab.lab_config import LabStop
     from tplab.lab.ssh_session import PodSession
     from tests.lab.sshserver import SandboxServer
     key = remote.generate_client_key()
@@ -354,7 +354,7 @@ def test_holds_dead_clients_left_are_settled_once_nothing_can_bill(tmp_path):
     was sent): the next start releases it. A hold whose process still runs is left alone."""
     import subprocess
     import sys
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-dead', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -409,7 +409,7 @@ def test_terminate_all_settles_a_killed_clients_hold_when_its_watchdog_ended_the
 
     from tplab.commands import terminate
 
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -438,7 +438,7 @@ def test_terminate_all_mock_with_no_mock_cloud_still_releases_a_dead_clients_hol
 
     from tplab.commands import terminate
 
-    code = ("from tplab.budget import BudgetGuard; "
+    code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip()

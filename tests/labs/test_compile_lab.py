@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tplab.labs import inductor_dump
-from tplab.paths import REPO_ROOT
+from tplab.home.paths import REPO_ROOT
 
 
 def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_lab_refuses_without_inductor_env(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_compile_command_refuses_nonempty_out_and_missing_checkpoint(tmp_path: Path) -> None:
-    from tplab.cli import main
+    from tplab.commands.main import main
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "f").write_text("x")
     assert main(["compile", "--out", str(tmp_path / "full"), "--substitute-only"]) == 2

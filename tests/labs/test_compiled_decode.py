@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tplab.job.compiled import build_decoder, default_mode
+from tplab.model.compiled import build_decoder, default_mode
 from tplab.model.config import GPTConfig
 from tplab.model.decode import greedy_decode
 from tplab.model.gpt import MiniGPT

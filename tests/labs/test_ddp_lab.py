@@ -39,7 +39,7 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     from tplab.model.checkpoint import save_checkpoint
     from tplab.model.corpus import build_tokenizer
     from tplab.model.gpt import MiniGPT
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
 
     ckpt = save_checkpoint(tmp_path / "tiny.pt", MiniGPT(tiny), build_tokenizer())
     page = survey.render(survey.collect(ckpt, ddp_run=tmp_path))
@@ -60,6 +60,6 @@ def test_timer_counts_overlapping_buckets_once() -> None:
 
 
 def test_ddp_command_rejects_one_rank(tmp_path: Path, capsys) -> None:
-    from tplab.cli import main
+    from tplab.commands.main import main
     assert main(["ddp", "--nproc", "1", "--out", str(tmp_path)]) == 2
     assert "at least 2" in capsys.readouterr().err

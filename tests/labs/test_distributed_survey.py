@@ -17,7 +17,7 @@ from tplab.labs.measured_runs import MeasuredRunError
 from tplab.model.checkpoint import load_checkpoint, save_checkpoint
 from tplab.model.config import GPTConfig
 from tplab.model.gpt import MiniGPT
-from tplab.paths import DEFAULT_CHECKPOINT
+from tplab.home.paths import DEFAULT_CHECKPOINT
 
 BYTE_FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*) B\b")
 
@@ -158,7 +158,7 @@ def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: P
 
 
 def test_compile_refuses_a_run_of_another_model_before_compiling(tmp_path: Path, capsys) -> None:
-    from tplab.cli import main
+    from tplab.commands.main import main
 
     other = GPTConfig(vocab_size=640, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64).to_dict()
     (tmp_path / "local").mkdir()

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tplab.paths import REPO_ROOT
+from tplab.home.paths import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
 OWN_DOCS = ["tp-block.md", "fsdp-prefetch.md", "megatron-notes.md"]

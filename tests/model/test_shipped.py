@@ -9,7 +9,7 @@ from tplab.model.checkpoint import build_single, load_checkpoint
 from tplab.model.corpus import held_out
 from tplab.model.decode import greedy_decode
 from tplab.model.evaluate import evaluate
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 SEED_CASES = {
     "he goed to school": "he went to school",

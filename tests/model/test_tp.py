@@ -14,7 +14,7 @@ from tests.distributed import run_distributed
 from tplab.commands import generate
 from tplab.model.checkpoint import build_single, build_tp, load_checkpoint
 from tplab.model.decode import greedy_decode, greedy_decode_batch
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, REPO_ROOT
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, REPO_ROOT
 
 NEW_TOKENS = 100
 
@@ -76,7 +76,7 @@ def test_generate_cli_with_tp_2_prints_the_same_as_without(capsys):
     assert generate.main(parser.parse_args([text])) == 0
     single_out = capsys.readouterr().out
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    tp = subprocess.run([sys.executable, "-m", "tplab.cli", "generate", "--tp", "2", text],
+    tp = subprocess.run([sys.executable, "-m", "tplab.commands.main", "generate", "--tp", "2", text],
                         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=240)
     assert tp.returncode == 0, tp.stderr
     assert tp.stdout == single_out == "she doesn't like apples\n"

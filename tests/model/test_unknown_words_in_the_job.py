@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tplab.events import read_events
-from tplab.paths import DEFAULT_CHECKPOINT
+from tplab.records.events import read_events
+from tplab.home.paths import DEFAULT_CHECKPOINT
 
 pytestmark = pytest.mark.slow
 

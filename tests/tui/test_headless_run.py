@@ -7,8 +7,8 @@ import io
 import subprocess
 import sys
 
-from tplab.cli import main
-from tplab.events import EventWriter
+from tplab.commands.main import main
+from tplab.records.events import EventWriter
 from tplab.view.headless import HeadlessView
 
 _LOGS = r"""
@@ -62,5 +62,5 @@ def test_the_failure_reason_is_printed_once():
     view.handle(EventWriter(src="lab").make("phase", name="done", status="FAILED",
                                             reason=reason))
     out.write(view.table({"status": "FAILED", "reason": reason, "pod_id": None,
-                          "actual_usd": None, "job_events": 0}))
+                          "actual_cost_usd": None, "job_events": 0}))
     assert out.getvalue().count(reason) == 1

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tplab.events import EventWriter
+from tplab.records.events import EventWriter
 from tplab.view.state import LabState
 from tplab.view.tokens import LogHistogram
 from tests.synthetic_lab import ScriptOptions, lab_script, token_flood
@@ -121,7 +121,7 @@ def test_time_figures_tick_from_the_clock_and_freeze_when_done():
 
 
 def test_unknown_types_and_modes_are_counted_not_fatal():
-    from tplab.events import Event
+    from tplab.records.events import Event
 
     s = LabState()
     s.apply(Event(type="future_thing", seq=0, ts=1.0, src="lab", fields={}))

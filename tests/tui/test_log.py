@@ -3,7 +3,7 @@ errors marked so they read without colour, and the pod's job.log as the stderr s
 
 from __future__ import annotations
 
-from tplab.events import EventWriter
+from tplab.records.events import EventWriter
 from tplab.view.past_labs import remote_stderr
 from tplab.view.state import LabState
 from tui.app import TplabApp

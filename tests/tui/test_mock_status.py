@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tplab import mock_clouds
-from tplab.cli import main
+from tplab.home import mock_clouds
+from tplab.commands.main import main
 
 
 def test_records_are_private_and_stale_ones_are_dropped(tmp_path):
@@ -27,7 +27,7 @@ def test_records_are_private_and_stale_ones_are_dropped(tmp_path):
 
 @pytest.mark.slow
 def test_status_and_terminate_reach_a_running_mock_cloud(mock_cloud, capsys):
-    from tplab import remote
+    from tplab.wire import remote
     from tplab.cloud.base import PodSpec
     from tplab.lab.providers import provider_for
     record = mock_clouds.clouds_dir() / f"{mock_cloud.process.pid}.json"
@@ -58,10 +58,10 @@ def test_status_and_terminate_reach_a_running_mock_cloud(mock_cloud, capsys):
 def test_a_mock_labs_curve_and_proof_say_mock(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from tplab import scaling_plot
     from tplab.lab import artifacts, teardown
+    from tplab.scaling import chart
     seen = {}
-    monkeypatch.setattr(scaling_plot, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
+    monkeypatch.setattr(chart, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
     pred = SimpleNamespace(profile=None, world_size=2, shape=None, measured=None, sweep=[],
                            measured_crossover=None, measured_reason="")
     artifacts.write_curve(pred, tmp_path, mock=True)

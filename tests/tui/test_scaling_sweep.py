@@ -3,7 +3,7 @@ crossover beside the predicted one."""
 
 from __future__ import annotations
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.view.state import LabState
 from tui.widgets.scaling import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
 

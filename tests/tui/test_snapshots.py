@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.view.records import Budget
 from tui.app import TplabApp
 from tests.synthetic_lab import ScriptOptions, lab_script

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Button
 
-from tplab import remote
+from tplab.wire import remote
 from tplab.cloud.base import PodSpec
-from tplab.lab.config import LabConfig
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for
 from tplab.mock.handle import start_mock_cloud

@@ -117,7 +117,7 @@ def _accepted(report: CheckReport) -> str:
 def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
          wall_cap_s: float) -> None:
     from tplab.cloud.base import AuthError, ProviderError
-    from tplab.redact import one_line
+    from tplab.home.redact import one_line
     gpus, gpu = report.gpus, report.gpu_type
     try:
         quote = provider.quote(gpu, gpus)
@@ -173,7 +173,7 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
 
 def _budget(report: CheckReport, price: float | None, hours: float,
             lab_cap_usd: float | None) -> None:
-    from tplab.budget import BudgetConfig, BudgetGuard
+    from tplab.money.budget import BudgetConfig, BudgetGuard
     try:
         conf = BudgetConfig.load(mock=report.mock).with_overrides(lab_cap_usd=lab_cap_usd)
         guard = BudgetGuard.from_config(conf, mock=report.mock)

@@ -41,7 +41,7 @@ from tplab.cloud.http_api import DEFAULT_API_BASE_URL, RestV2
 from tplab.cloud.keys import NO_KEY, load_api_key
 from tplab.cloud.sdk import RunPodApi
 from tplab.cloud.spot import Spot
-from tplab.redact import error_text
+from tplab.home.redact import error_text
 
 MAX_PAGES = 50
 

@@ -13,7 +13,7 @@ flight may briefly see this provider's URL.
 import also runs ``logging.basicConfig(level=INFO)`` (runpod/serverless/utils/rp_upload.py), which
 would flood stderr (and the dashboard) with every library's INFO lines; ``import_runpod`` undoes it.
 
-Error mapping (messages never contain the key; everything passes through tplab.redact):
+Error mapping (messages never contain the key; everything passes through tplab.home.redact):
 - HTTP 401 (``runpod.error.AuthenticationError``) -> ``AuthError``
 - a GraphQL error (``runpod.error.QueryError``) -> ``ApiError`` with ``api_message``
 - a non-JSON answer (an HTTP 5xx page), a timeout or no connection -> ``TransientError``
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
 from tplab.cloud.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
-from tplab.redact import error_text, redact, register_secret
+from tplab.home.redact import error_text, redact, register_secret
 
 _LOCK = threading.RLock()
 _RUNPOD: Any = None  # the runpod module, once imported

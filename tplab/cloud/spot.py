@@ -25,7 +25,7 @@ from tplab.cloud import graphql_ops as ops
 from tplab.cloud.base import (AmbiguousCreateError, AuthError, PodSpec, ProviderError,
                               SpotUnavailableError, TransientError, UnknownGpuError)
 from tplab.cloud.sdk import ApiError, RunPodApi, with_retries
-from tplab.redact import error_text
+from tplab.home.redact import error_text
 
 _UNKNOWN_FIELD = ("cannot query field", "unknown field", "unknown argument")
 _NO_CAPACITY = ("no longer any instances", "no instances", "not enough", "no available",

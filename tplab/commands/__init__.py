@@ -1,1 +1,1 @@
-"""One module per `tplab` subcommand (see tplab/cli.py for the contract)."""
+"""One module per `tplab` subcommand (see tplab/commands/main.py for the contract)."""

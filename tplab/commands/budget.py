@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard, fmt_usd
+    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard, fmt_usd
 
     try:
         config = BudgetConfig.load(args.config, mock=args.mock).with_overrides(
@@ -88,9 +88,9 @@ def _when(ts: float) -> str:
 
 
 def render(summary: Any, preflight: Any, mock: bool = False) -> str:
-    # summary, preflight: tplab.budget's BudgetSummary and PreflightResult (imported lazily)
+    # summary, preflight: tplab.money.budget's BudgetSummary and PreflightResult (imported lazily)
     """The human-readable report."""
-    from tplab.budget import fmt_usd
+    from tplab.money.budget import fmt_usd
 
     out = [f"Ledger     {summary.ledger_path}{'  (mock)' if mock else ''}",
            f"Cap        {fmt_usd(summary.cap_usd)}",

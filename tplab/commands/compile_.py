@@ -21,7 +21,7 @@ DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/DIST
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+    from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (created; must be empty or new)")
     p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
                    help="MiniGPT-grammar checkpoint (default: the shipped one)")

@@ -18,7 +18,7 @@ DESCRIPTION = HELP + " Writes DIR/ddp-results.json and DIR/DDP_REPORT.md."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
     p.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
                    help="train a model of this checkpoint's shape, from a fresh init (default: the shipped one)")
     p.add_argument("--out", type=Path, default=Path("ddp-lab"), metavar="DIR", help="output directory (default ./ddp-lab)")

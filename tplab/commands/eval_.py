@@ -50,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     from tplab.model.corpus import held_out
     from tplab.model.evaluate import evaluate
     from tplab.model.outside_set import OUTSIDE_SET
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
 
     torch.set_num_threads(max(1, args.threads))
     path = args.checkpoint or DEFAULT_CHECKPOINT

@@ -32,7 +32,7 @@ def _fail(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.paths import DEFAULT_CHECKPOINT
+    from tplab.home.paths import DEFAULT_CHECKPOINT
 
     if args.tp < 1:
         return _fail("--tp must be at least 1.")

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from tplab.job.dmodel_results import sweep_d_model_arg  # stdlib only
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.records.job_flags import add_job_flags, positive_int  # stdlib only
 
 HELP = "run the lab on this CPU (torchrun; gloo or shared memory): results, events, curve, manifest"
 DESCRIPTION = (
@@ -40,41 +40,17 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tp", type=int, default=2, metavar="N", help="TP ranks (default 2)")
+    parser.add_argument("--tp", type=positive_int, default=2, metavar="N",
+                        help="TP ranks (default 2)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), metavar="PATH",
                         help="full MiniGPT checkpoint (default: the shipped one)")
     parser.add_argument("--prompts-file", default=str(DEFAULT_PROMPTS), metavar="PATH",
                         dest="prompts", help="prompts file, one a line (default: the shipped one)")
-    parser.add_argument("--prompts", "--num-prompts", type=int, default=10, metavar="N",
-                        dest="num_prompts",
-                        help="how many prompts to decode, the first N of --prompts-file "
-                             "(default 10)")
-    parser.add_argument("--new-tokens", type=int, default=100, metavar="N",
-                        help="new tokens per prompt (default 100)")
-    parser.add_argument("--warmup", type=int, default=2, metavar="N",
-                        help="untimed warm-up decodes per mode (default 2)")
-    parser.add_argument("--instrumented-prompts", type=int, default=3, metavar="K",
-                        help="run the instrumented TP pass (all-reduce timing) on the first K "
-                             "prompts (default 3: on this CPU a gloo all-reduce costs ~1 ms and a "
-                             "token does 14, so a second pass over every prompt would double the "
-                             "TP phase; results.json says which prompts were instrumented)")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
-    parser.add_argument("--sweep-max-bytes", type=int, default=4 << 20, metavar="BYTES",
-                        help="largest all-reduce message of the sweep (default 4 MiB)")
-    parser.add_argument("--comm", default="gloo", choices=("gloo", "shm", "both"),
-                        help="transport of the TP collectives: gloo (default), shm (shared "
-                             "memory) or both (shm's figures, with gloo's from the same run "
-                             "alongside)")
-    parser.add_argument("--sweep-d-model", type=sweep_d_model_arg, default="", metavar="D,D,...",
-                        help="also decode MiniGPT-grammar's architecture with random weights at "
-                             "these d_model values, single and TP (e.g. 64,256,512): the measured "
-                             "scaling curve and crossover; the model is calibrated to its points")
-    parser.add_argument("--sweep-tokens", type=int, default=32, metavar="N",
-                        help="timed new tokens per mode at each sweep size (default 32)")
-    parser.add_argument("--sweep-budget-s", type=float, default=150.0, metavar="S",
-                        help="time budget of the d_model sweep; larger sizes that would overrun "
-                             "it are skipped with the reason (default 150)")
+    add_job_flags(parser, ("num_prompts", "new_tokens", "warmup", "instrumented_prompts",
+                           "no_sweep", "sweep_max_bytes", "comm", "sweep_d_model", "sweep_tokens",
+                           "sweep_budget_s"),
+                  defaults={"instrumented_prompts": 3, "sweep_budget_s": 150.0})
     parser.add_argument("--profile", default=None,
                         help="hardware profile the curve is calibrated from (default cpu-gloo, "
                              "or cpu-shm with --comm shm or both)")
@@ -140,7 +116,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     """Run torchrun, stream its events; return (exit status, error messages from the job)."""
-    from tplab.events import EventDecoder, EventError
+    from tplab.records.events import EventDecoder, EventError
 
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     log_path = out_dir / "torchrun.log"
@@ -229,16 +205,16 @@ def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
     """Calibrate the profile from the run (its d_model sweep when it has one), store the
     calibrated prediction per measured point in results.json (``calibration``), and draw
     scaling-curve.png; (the PNG, the predicted crossover)."""
-    from tplab import scaling, scaling_fit, scaling_plot
-    from tplab.job.results import write_json
+    from tplab.scaling import calibration, chart, latency
+    from tplab.records.jsonfile import write_json
 
-    shape = scaling.shape_from_results(results)
-    cal = scaling_fit.calibrate(profile, results, shape)
-    scaling_fit.annotate_results(results, cal, shape)
+    shape = latency.shape_from_results(results)
+    cal = calibration.calibrate(profile, results, shape)
+    calibration.annotate_results(results, cal, shape)
     write_json(results_path, results)
-    cross = scaling_fit.crossovers(cal, results, results["world_size"], shape)
-    png = scaling_plot.save_png(out_dir / "scaling-curve.png", cal, results["world_size"], shape,
-                                scaling_fit.measured_points(results),
+    cross = calibration.crossovers(cal, results, results["world_size"], shape)
+    png = chart.save_png(out_dir / "scaling-curve.png", cal, results["world_size"], shape,
+                                calibration.measured_points(results),
                                 sweep=results.get("d_model_sweep"),
                                 measured_crossover=cross["measured"],
                                 measured_reason=cross["measured_reason"])
@@ -254,7 +230,7 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.sweep_d_model:
-        from tplab.job.dmodel_results import parse_d_models
+        from tplab.records.job_flags import parse_d_models
         try:
             parse_d_models(args.sweep_d_model)
         except ValueError as exc:
@@ -264,12 +240,13 @@ def main(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
             return 2
-    from tplab import manifest, scaling
-    from tplab.job.results import load_results
+    from tplab.lab import manifest
+    from tplab.scaling import latency
+    from tplab.records.results import load_results
 
     try:
-        profile = scaling.load_profile(args.profile or scaling.cpu_profile_name(args.comm))
-    except scaling.ScalingError as exc:
+        profile = latency.load_profile(args.profile or latency.cpu_profile_name(args.comm))
+    except latency.ScalingError as exc:
         print(f"tplab local: {exc}", file=sys.stderr)
         return 2
     out_dir = Path(args.out)
@@ -292,7 +269,7 @@ def main(args: argparse.Namespace) -> int:
     if results is not None:
         try:
             curve_path, crossover = _curve(profile, results, out_dir, results_path)
-        except scaling.ScalingError as exc:
+        except latency.ScalingError as exc:
             errors.append(f"scaling curve: {exc}")
 
     ok = rc == 0 and results is not None and results.get("outputs_match") is True

@@ -71,59 +71,59 @@ def explain(summary: dict, profile_name: str) -> str:
 
 def _load_run(args: argparse.Namespace) -> tuple[dict | None, str]:
     """The run to calibrate from (or None) and the profile name to start from."""
-    from tplab import scaling_fit
-    from tplab.job.results import load_results
+    from tplab.scaling import calibration
+    from tplab.records.results import load_results
 
     if not args.calibrate:
         return None, args.profile or "rtx4090x2-pcie"
     try:
         results = load_results(args.calibrate)
     except ValueError as exc:
-        raise scaling_fit.ScalingError(str(exc)) from None
+        raise calibration.ScalingError(str(exc)) from None
     if args.profile:
-        scaling_fit.check_profile_matches(args.profile, results)
+        calibration.check_profile_matches(args.profile, results)
         return results, args.profile
-    name, what = scaling_fit.profile_for_run(results)
+    name, what = calibration.profile_for_run(results)
     if name is None:
-        raise scaling_fit.ScalingError(f"results.json is {what}, for which there is no hardware "
+        raise calibration.ScalingError(f"results.json is {what}, for which there is no hardware "
                                        "profile; pass --profile NAME (see --list).")
     return results, name
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab import scaling, scaling_fit, scaling_plot
+    from tplab.scaling import calibration, chart, latency
 
     try:
         if args.list:
-            for name in scaling.list_profiles():
-                p = scaling.load_profile(name)
+            for name in latency.list_profiles():
+                p = latency.load_profile(name)
                 print(f"{name:<16} {p.description}")
             return 0
         if args.tp is not None and args.tp < 2:
             print("tplab scaling: --tp must be at least 2.", file=sys.stderr)
             return 2
         results, name = _load_run(args)
-        profile = scaling.load_profile(name)
-        shape = scaling.load_shape()
+        profile = latency.load_profile(name)
+        shape = latency.load_shape()
         measured = None
         tp = args.tp or int((results or {}).get("world_size") or 2)
         cross: dict[str, Any] = {"measured": None,
                                  "measured_reason": "no run given (--calibrate)"}
         if results is not None:
-            shape = scaling.shape_from_results(results, shape)
-            profile = scaling_fit.calibrate(profile, results, shape)
-            measured = scaling_fit.measured_points(results)
+            shape = latency.shape_from_results(results, shape)
+            profile = calibration.calibrate(profile, results, shape)
+            measured = calibration.measured_points(results)
             if int(results.get("world_size") or 0) != tp:
                 # a run at another world size is not a point on this curve
                 measured, results = None, {**results, "d_model_sweep": None}
             else:
-                scaling_fit.annotate_results(results, profile, shape)
-            cross = scaling_fit.crossovers(profile, results, tp, shape)
-    except scaling.ScalingError as exc:
+                calibration.annotate_results(results, profile, shape)
+            cross = calibration.crossovers(profile, results, tp, shape)
+    except latency.ScalingError as exc:
         print(f"tplab scaling: {exc}", file=sys.stderr)
         return 2
 
-    summary = scaling.summary(profile, tp, shape)
+    summary = latency.summary(profile, tp, shape)
     summary["measured"] = measured
     summary["measured_crossover_d_model"] = cross["measured"]
     summary["measured_crossover_reason"] = cross["measured_reason"]
@@ -132,7 +132,7 @@ def main(args: argparse.Namespace) -> int:
         summary["d_model_sweep"] = sweep
         summary["calibration"] = (results or {}).get("calibration")
     if not args.no_terminal:
-        print(scaling_plot.render_plotext(profile, tp, shape, measured, sweep=sweep,
+        print(chart.render_plotext(profile, tp, shape, measured, sweep=sweep,
                                           measured_crossover=cross["measured"],
                                           color=sys.stdout.isatty()))
     print(f"profile {profile.name}: {profile.description}"
@@ -155,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
     if args.out is not None:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        png = scaling_plot.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
+        png = chart.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
                                     sweep=sweep, measured_crossover=cross["measured"],
                                     measured_reason=cross["measured_reason"])
         (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

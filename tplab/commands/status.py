@@ -2,7 +2,7 @@
 cost so far, so a pod left by a crashed client is found and can be terminated.
 
 With ``--mock`` (and no ``--api-url``) it asks every mock cloud running on this machine (found
-through ``tplab.mock_clouds``), so a mock lab running in another terminal shows its pod here.
+through ``tplab.home.mock_clouds``), so a mock lab running in another terminal shows its pod here.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def mock_providers() -> list[tuple[Any, Any]]:
     """(record, provider) for every mock cloud running on this machine."""
-    from tplab import mock_clouds
+    from tplab.home import mock_clouds
     from tplab.lab.providers import provider_for
     return [(rec, provider_for(rec.api_key, rec.api_url)) for rec in mock_clouds.running()]
 

@@ -1,7 +1,7 @@
 """The d_model sweep as a table for the terminal: measured and calibrated-predicted ms per point.
 
 Why apart from `tplab local`: the same report reads any results.json that holds a sweep and its
-``calibration`` block (``tplab.scaling_fit.annotate_results``), so `tplab local` and `tplab scaling
+``calibration`` block (``tplab.scaling.calibration.annotate_results``), so `tplab local` and `tplab scaling
 --calibrate` print the same thing. Every figure says whether it was measured or predicted.
 
 Standard library only.
@@ -44,7 +44,7 @@ def sweep_report(results: dict[str, Any], stored: str | None = STORED_IN_RESULTS
         lines.append(f"  d_model {s['d_model']}: skipped, {s['reason']}")
     m, why = results.get("measured_crossover_d_model"), results.get("measured_crossover_reason")
     if "measured_crossover_d_model" not in results:  # a results.json from before the field
-        from tplab.job.dmodel_results import measured_crossover
+        from tplab.records.dmodel import measured_crossover
         m, why = measured_crossover(pts)
     lines.append("  crossover, measured:  " + (f"d_model ≈ {m:.0f} (interpolated between the "
                                                 "sweep's points)" if m is not None

@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else None
     if out is None:
-        from tplab.paths import tplab_home
+        from tplab.home.paths import tplab_home
         out = tplab_home() / "minigpt-grammar.pt"
     try:
         config = GPTConfig() if args.n_layer is None else replace(GPTConfig(), n_layer=args.n_layer)

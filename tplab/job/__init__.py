@@ -5,7 +5,7 @@ prompts on every rank, times each token (and the all-reduce time inside it), swe
 message sizes on the run's own process group, checks TP output equals the baseline token for
 token, and writes ``events.jsonl`` and ``results.json``.
 
-Pod-side: the job's modules import only torch and the standard library. This package's
-``__init__`` imports nothing, so the torch-free helpers (``tplab.job.fit``) can be used by the
-client side (the scaling model) without pulling torch in.
+Pod-side: the job's modules import only torch, the standard library and ``tplab.records`` (the
+stdlib-only records both sides exchange, which travel to the pod with the job). The client never
+imports this package: it reads what the job wrote through ``tplab.records``.
 """

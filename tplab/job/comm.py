@@ -20,11 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from tplab.records.job_flags import COMM_CHOICES
 from tplab.tp import ShmComm, ShmError, use_transport
 
 from .runtime import JobError, Runtime
 
-CHOICES = ("gloo", "shm", "both")
+CHOICES = COMM_CHOICES
 
 
 def transports_for(choice: str) -> list[str]:

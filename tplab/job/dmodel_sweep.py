@@ -28,8 +28,8 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .dmodel_results import DModelPoint, SkippedSize
-from .timing import DecodeRun, decode_timed
+from tplab.records.dmodel import DModelPoint, SkippedSize
+from .decode_timing import DecodeRun, decode_timed
 
 #: the weights' generator seed (the same on every rank: the shards are slices of one model)
 SEED = 1234

@@ -30,24 +30,25 @@ from typing import IO, Any, Sequence
 import torch
 import torch.distributed as dist
 
-from tplab.events import EventWriter
 from tplab.model.gpt import MiniGPT
-from tplab.tp import ShmError
-from tplab.tp.shm import ShmComm
-
-from . import comm as comm_
-from . import runtime
-from .results import (
+from tplab.records.events import EventWriter
+from tplab.records.job_flags import add_job_flags, positive_int
+from tplab.records.jsonfile import write_json
+from tplab.records.results import (
     ModeRun,
     PromptRecord,
     build_results,
     combine_transports,
     timing_notes,
-    write_json,
 )
+from tplab.tp import ShmError
+from tplab.tp.shm import ShmComm
+
+from . import comm as comm_
+from . import runtime
+from .allreduce_sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
+from .decode_timing import DecodeRun, decode_timed, decode_timed_static
 from .runtime import JobError, Runtime
-from .sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
-from .timing import DecodeRun, decode_timed, decode_timed_static
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,37 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, help="full (unsharded) MiniGPT checkpoint")
     p.add_argument("--prompts", required=True, help="text file, one prompt a line")
     p.add_argument("--out", required=True, help="directory for events.jsonl and results.json")
-    p.add_argument("--num-prompts", type=int, default=10)
-    p.add_argument("--new-tokens", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=2, help="untimed warm-up decodes per mode")
-    p.add_argument("--warmup-tokens", type=int, default=20,
+    add_job_flags(p, ("num_prompts", "new_tokens", "warmup", "instrumented_prompts", "no_sweep",
+                      "sweep_max_bytes", "sweep_d_model", "sweep_tokens", "sweep_budget_s",
+                      "compile", "comm"), client=False)
+    p.add_argument("--warmup-tokens", type=positive_int, default=20,
                    help="new tokens per warm-up decode (default 20)")
-    p.add_argument("--instrumented-prompts", type=int, default=None, metavar="K",
-                   help="run the instrumented TP pass (all-reduce timing) on the first K prompts "
-                        "only (default: every prompt)")
-    p.add_argument("--no-sweep", action="store_true", help="skip the all-reduce sweep")
-    p.add_argument("--sweep-min-bytes", type=int, default=256)
-    p.add_argument("--sweep-max-bytes", type=int, default=4 << 20)
-    p.add_argument("--sweep-iters", type=int, default=None,
+    p.add_argument("--sweep-min-bytes", type=positive_int, default=256)
+    p.add_argument("--sweep-iters", type=positive_int, default=None,
                    help="timed all-reduces per size and round, 3 rounds (default 20 on GPU, 30 "
                         "over gloo on the CPU, 200 over shm, whose calls take microseconds)")
-    p.add_argument("--sweep-d-model", default="", metavar="D,D,...",
-                   help="also decode MiniGPT-grammar's architecture with random weights at these "
-                        "d_model values, single and TP (tplab.job.dmodel_sweep); default: none")
-    p.add_argument("--sweep-tokens", type=int, default=32,
-                   help="timed new tokens per mode at each d_model of the sweep (default 32)")
-    p.add_argument("--sweep-budget-s", type=float, default=180.0,
-                   help="wall-time budget of the d_model sweep; larger sizes that would overrun "
-                        "it are skipped with the reason (default 180)")
-    p.add_argument("--compile", action="store_true",
-                   help="decode through tplab.job.compiled's static-cache step, torch.compile'd "
-                        "(both models; compilation happens in the warm-up)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    p.add_argument("--comm", default="gloo", choices=comm_.CHOICES,
-                   help="transport of the TP collectives on the CPU: gloo (the process group, "
-                        "default), shm (shared memory between the ranks on this host) or both "
-                        "(shm carries the figures; the TP pass and the sweep are repeated over "
-                        "gloo alongside)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
     p.add_argument("--pg-timeout", type=float, default=600.0, help="process-group timeout, s")
     p.add_argument("--heartbeat-s", type=float, default=5.0, help="heartbeat event period, s")
@@ -173,7 +153,7 @@ class Job:
         """The model itself, or with --compile its static-cache compiled decoder."""
         model.eval()
         if self.args.compile:
-            from .compiled import build_decoder
+            from tplab.model.compiled import build_decoder
             return build_decoder(model, compile=True)
         return model
 
@@ -248,7 +228,7 @@ class Job:
             a.warmup = 1
             self.log("--compile: one warm-up decode per mode so compilation is not timed")
         self.n_instr = min(a.num_prompts, a.instrumented_prompts or a.num_prompts)
-        from .dmodel_results import sweep_sizes_from_args
+        from tplab.records.dmodel import sweep_sizes_from_args
         try:
             self.d_models = sweep_sizes_from_args(a.sweep_d_model, a.sweep_tokens)
         except ValueError as exc:
@@ -370,7 +350,7 @@ class Job:
     def _dmodel_sweep(self, ckpt: Any, prompt_ids: list[list[int]]) -> dict[str, Any]:
         """The d_model sweep (--sweep-d-model) over the transport carrying the figures; its
         results.json keys (``dmodel_results.sweep_section``), empty without the flag."""
-        from .dmodel_results import sweep_section
+        from tplab.records.dmodel import sweep_section
         from .dmodel_sweep import DModelSweep, SweepSettings, method_note
         a, rt = self.args, self.rt
         if not a.sweep_d_model:

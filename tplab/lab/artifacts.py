@@ -3,7 +3,7 @@
 Why apart from the orchestrator: these are pure functions of plain records (the config, the
 lab's facts, its prediction); the state machine only decides *when* they are written (always,
 after terminate + verify + record, whatever the outcome). The manifest itself is built by
-``tplab.manifest`` (the same builder `tplab local` uses); this module only says what the lab knows.
+``tplab.lab.manifest`` (the same builder `tplab local` uses); this module only says what the lab knows.
 Money: ``estimated_cost_usd`` is the quote's expected cost of the planned run
 (``estimated_cost_formula``), ``worst_case_usd`` the quote's price for the whole wall cap,
 ``authorized_usd`` what the ledger held, ``actual_cost_usd`` what was recorded (from
@@ -15,9 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tplab import manifest, scaling_plot
-from tplab.job.results import write_json
-from tplab.lab.config import COMPLETE, FAILED, LabConfig
+from tplab.lab import manifest
+from tplab.scaling import chart
+from tplab.records.jsonfile import write_json
+from tplab.lab.lab_config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.preflight import ESTIMATE_FORMULA
 from tplab.lab.prediction import LabPrediction
@@ -35,7 +36,7 @@ MOCK_BANNER = "MOCK lab: local mock cloud, measured on this machine's CPU (gloo)
 def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
     """scaling-curve.png: the prediction's curves, the measured points (the d_model sweep's and
     the lab's own), both crossovers (and, for a mock lab, MOCK above them)."""
-    return scaling_plot.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
+    return chart.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
                                  measured=pred.measured, sweep=pred.sweep,
                                  measured_crossover=pred.measured_crossover,
                                  measured_reason=pred.measured_reason,
@@ -62,53 +63,57 @@ def _store_calibration(pred: LabPrediction, path: Path) -> None:
 
 def lab_manifest(config: LabConfig, facts: LabFacts,
                  pred: LabPrediction | None) -> dict[str, Any]:
-    """The seed's manifest fields (and the lab's own) from what the lab knows, built by
-    tplab.manifest.build_manifest: lesson notes from this run's numbers, no secrets."""
-    s = facts.summary()
-    res = s.get("results") or None
-    status, reason = s["status"], s["reason"]
+    """The seed's manifest fields (and the lab's own) from what the lab knows (its typed facts:
+    the pod, the money record, the transport, the results), built by
+    tplab.lab.manifest.build_manifest: lesson notes from this run's numbers, no secrets."""
+    res = facts.results or None
+    pod, transport = facts.pod, facts.transport
+    status, reason = facts.status, facts.reason
     if status == COMPLETE and not res:
         status, reason = FAILED, "the lab finished without the job's results"
     elif status == COMPLETE and (res or {}).get("outputs_match") is not True:
         status, reason = FAILED, "the TP output differs from the single-device output"
     # the dashboard's screenshot when it saved one, else the provider's answer (json)
     proof = next((n for n in (PROOF_SVG, PROOF) if (facts.out_dir / n).is_file()), None)
+    partial = None if res or not facts.partial.measured else facts.partial.to_dict()
+    money_fields = facts.money.manifest_fields()
     return manifest.build_manifest(
         res, status=status, reason=reason,
         vendor="mock RunPod (local)" if config.mock else "RunPod",
         instance_type=config.instance_type(),
         nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
-        instance_id=s.get("pod_id"), start_ts=s.get("start_ts"), end_ts=s.get("end_ts"),
-        estimated_cost_usd=s.get("expected_usd"), actual_cost_usd=s.get("actual_usd"),
+        instance_id=pod.id, start_ts=pod.created_at, end_ts=pod.gone_at,
+        estimated_cost_usd=money_fields["estimated_cost_usd"],
+        actual_cost_usd=money_fields["actual_cost_usd"],
         terminated_screenshot=proof,
         crossover_d_model=pred.crossover_d_model if pred else None,
         prediction=pred.at_lab_d_model if pred else None,
         profile_name=pred.profile_name if pred else "",
-        partial=s.get("partial"),
+        partial=partial,
         extra={
             "mock": config.mock,
-            "verified_gone": s.get("verified_gone"),
-            "usd_per_hr": s.get("usd_per_hr"),
-            "price_kind": s.get("price_kind"),
+            "verified_gone": pod.verified_gone,
+            "usd_per_hr": pod.usd_per_hr,
+            "price_kind": money_fields["price_kind"],
             "estimated_cost_formula": ESTIMATE_FORMULA,
-            "worst_case_usd": s.get("worst_case_usd"),
-            "authorized_usd": s.get("authorized_usd"),
-            "actual_cost_source": s.get("cost_source"),
-            "actual_cost_note": s.get("cost_note"),
+            "worst_case_usd": money_fields["worst_case_usd"],
+            "authorized_usd": money_fields["authorized_usd"],
+            "actual_cost_source": money_fields["actual_cost_source"],
+            "actual_cost_note": money_fields["actual_cost_note"],
             "budget_label": config.ledger_label(),
             "device_type": (res or {}).get("device_type"),
             "timing_method": (res or {}).get("timing"),
             "num_prompts": config.num_prompts,
             "new_tokens": config.new_tokens,
-            "events": {"job_events": s["job_events"], "ssh_drops": s["ssh_drops"],
-                       "duplicates_dropped": s["duplicates"], "gaps": s["gaps"]},
-            "artifacts": sorted(set(s["artifacts"]) | {"manifest.json", "stream.jsonl",
+            "events": {"job_events": transport.job_events, "ssh_drops": transport.ssh_drops,
+                       "duplicates_dropped": transport.duplicates, "gaps": transport.gaps},
+            "artifacts": sorted(set(facts.artifacts) | {"manifest.json", "stream.jsonl",
                                                         "instance.json"}),
         })
 
 
 def write_lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None) -> Path:
-    """manifest.json in the lab's out dir (atomically, redacted: tplab.manifest.write_manifest);
+    """manifest.json in the lab's out dir (atomically, redacted: tplab.lab.manifest.write_manifest);
     the prediction's per-point check goes into results.json first."""
     if pred is not None:
         _store_calibration(pred, facts.out_dir / "results.json")

@@ -2,17 +2,18 @@
 
 Why a list of its own: the upload is the slowest step a user waits through on a real pod, and
 the pod must never receive client-side code or state (no cloud/, mock/, no TPLAB_HOME, no keys).
-Only ``tplab/__init__.py``, ``tplab/events.py`` and the ``tp``, ``model`` and ``job`` packages go,
-with the checkpoint as ``checkpoint.pt`` and the prompts as ``prompts.txt``.
+Only ``tplab/__init__.py`` and the ``records`` (events, results: stdlib only), ``tp``, ``model``
+and ``job`` packages go, with the checkpoint as ``checkpoint.pt`` and the prompts as
+``prompts.txt``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tplab.remote import UploadItem, bundle_items as _items
+from tplab.wire.remote import UploadItem, bundle_items as _items
 
-POD_PACKAGES = ("tp", "model", "job")
+POD_PACKAGES = ("records", "tp", "model", "job")
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # tplab/
 
 

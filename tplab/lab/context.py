@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from tplab.cloud.base import PodInfo, Provider
 from tplab.lab import instances
-from tplab.lab.config import LabConfig
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.stream import LabStream
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tplab.budget_config import fmt_usd
+from tplab.money.budget_config import fmt_usd
 from tplab.lab.context import LabContext
-from tplab.redact import one_line
+from tplab.home.redact import one_line
 
 
 async def cost_ticker(ctx: LabContext) -> None:

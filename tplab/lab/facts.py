@@ -2,8 +2,8 @@
 
 Why records and not the ``Lab``: the phases, the teardown and the closing artifacts each read
 and fill in part of these facts; handing them this record (never the orchestrator) keeps every
-lower layer free of the ``Lab`` class, and ``summary()`` is the one place the figures for the
-final table and the manifest are read from.
+lower layer free of the ``Lab`` class. The money is one typed record (``tplab.money.lab_money``)
+under the manifest's names; ``summary()`` flattens the facts for the final table.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tplab.cloud.base import GoneProof, PodInfo
-from tplab.lab.config import FAILED
+from tplab.lab.lab_config import FAILED
 from tplab.lab.instances import InstanceRecord
+from tplab.money.lab_money import LabMoney
 from tplab.view.tokens import TokenFold
 
 
@@ -34,27 +35,6 @@ class PodFacts:
 
 
 @dataclass
-class MoneyFacts:
-    """The ledger side: the authorization held for this lab and what it really cost."""
-    guard: Any = None                   # tplab.budget.BudgetGuard once preflight opened it
-    auth_id: str | None = None
-    pending_auth: Any = None            # the authorize call in flight (an asyncio future)
-    pending_amount: float = 0.0
-    authorized_usd: float = 0.0
-    balance_before: float | None = None
-    warned_80: bool = False
-    accrued_usd: float | None = None    # price x seconds so far (the cost ticker)
-    seconds_left: float | None = None
-    actual_usd: float | None = None     # recorded when the lab was settled
-    cost_note: str | None = None
-    cost_source: str | None = None      # where actual_usd came from ("billing", ...)
-    quote: Any = None                   # the provider's Quote, from preflight
-    price_kind: str | None = None       # "spot" | "on-demand"
-    expected_usd: float | None = None   # the quote's expected cost of the planned run
-    worst_case_usd: float | None = None  # the quote's price for the whole wall cap
-
-
-@dataclass
 class TransportFacts:
     """The event stream from the pod: how much came, how often SSH dropped."""
     job_events: int = 0
@@ -70,7 +50,7 @@ class LabFacts:
     status: str = FAILED
     reason: str = "the lab did not finish"
     pod: PodFacts = field(default_factory=PodFacts)
-    money: MoneyFacts = field(default_factory=MoneyFacts)
+    money: LabMoney = field(default_factory=LabMoney)
     transport: TransportFacts = field(default_factory=TransportFacts)
     results: dict[str, Any] | None = None
     #: the live stream's figures, for a lab that ends without results.json
@@ -84,14 +64,11 @@ class LabFacts:
         return path
 
     def summary(self) -> dict[str, Any]:
-        """Figures for the final table and the manifest (from the job's results when present)."""
+        """Figures for the final table (the manifest reads the typed facts themselves)."""
         return {
             "lab_id": self.lab_id, "status": self.status, "reason": self.reason,
             "pod_id": self.pod.id, "verified_gone": self.pod.verified_gone,
-            "usd_per_hr": self.pod.usd_per_hr, "authorized_usd": self.money.authorized_usd,
-            "actual_usd": self.money.actual_usd, "cost_note": self.money.cost_note,
-            "cost_source": self.money.cost_source, "expected_usd": self.money.expected_usd,
-            "worst_case_usd": self.money.worst_case_usd, "price_kind": self.money.price_kind,
+            "usd_per_hr": self.pod.usd_per_hr, **self.money.manifest_fields(),
             "start_ts": self.pod.created_at, "end_ts": self.pod.gone_at,
             "job_events": self.transport.job_events, "ssh_drops": self.transport.ssh_drops,
             "duplicates": self.transport.duplicates, "gaps": self.transport.gaps,

@@ -17,7 +17,8 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
-from tplab.paths import tplab_home
+from tplab.home.paths import tplab_home
+from tplab.records.jsonfile import write_json
 
 #: states a record moves through
 INTENT, CREATED, GONE, NOT_CREATED = "intent", "created", "gone", "not-created"
@@ -67,24 +68,13 @@ def store_dir(mock: bool) -> Path:
     return d
 
 
-def _atomic_write(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
-
-
 def save(record: InstanceRecord, copies: Sequence[Path] = ()) -> Path:
     """Write the record to the store (and to each extra path, e.g. the lab's out dir)."""
     path = store_dir(record.mock) / f"{record.lab_id}.json"
     data = record.to_dict()
-    _atomic_write(path, data)
+    write_json(path, data, sort_keys=True, allow_nan=True, fsync=True)
     for extra in copies:
-        _atomic_write(Path(extra), data)
+        write_json(Path(extra), data, sort_keys=True, allow_nan=True, fsync=True)
     return path
 
 

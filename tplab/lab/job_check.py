@@ -1,6 +1,6 @@
 """Refuse before spending what is knowable before spending: the job's inputs, checked here.
 
-Why a subprocess: the checks are the job's own (``tplab.job.preflight``: the checkpoint's
+Why a subprocess: the checks are the job's own (``tplab.job.input_check``: the checkpoint's
 format and shapes, every sharded size divisible by the TP degree, the prompts, the block size),
 so the refusal is the sentence the job would have written on the pod after a billed boot. They
 need torch, which the client side never imports (the dashboard's first paint); a subprocess
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from tplab.lab.config import FAILED, LabConfig, LabStop
+from tplab.lab.lab_config import FAILED, LabConfig, LabStop
 
 TIMEOUT_S = 180.0
 _SRC_ROOT = str(Path(__file__).resolve().parents[2])
@@ -25,7 +25,7 @@ async def check_job_inputs(config: LabConfig) -> str | None:
     """None when the job's inputs pass its own checks; raises LabStop with the job's sentence
     when they do not. When the check itself cannot run (no torch here, a crash, a timeout) the
     answer is a warning to show, and the pod's job checks again."""
-    cmd = [sys.executable, "-m", "tplab.job.preflight", "--checkpoint", str(config.checkpoint),
+    cmd = [sys.executable, "-m", "tplab.job.input_check", "--checkpoint", str(config.checkpoint),
            "--prompts", str(config.prompts), "--num-prompts", str(config.num_prompts),
            "--new-tokens", str(config.new_tokens), "--world-size", str(config.gpus)]
     env = dict(os.environ)

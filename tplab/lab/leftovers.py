@@ -22,7 +22,7 @@ from tplab.cloud.base import GONE_STATES, GoneProof, PodInfo, Provider, Provider
 from tplab.lab import instances
 from tplab.lab.instances import InstanceRecord
 from tplab.lab.ending import terminate_with_retries, verify_gone
-from tplab.redact import one_line
+from tplab.home.redact import one_line
 
 UNKNOWN = "UNKNOWN"
 #: how long after an unanswered create a pod of its name may still appear in the provider's list
@@ -90,8 +90,8 @@ def _intent_grace(rec: InstanceRecord) -> float:
     """How long an unanswered create's pod may take to show in the provider's list."""
     import socket
 
-    from tplab.budget import _pid_alive
-    if rec.host == socket.gethostname() and rec.pid and not _pid_alive(rec.pid):
+    from tplab.records.pids import pid_alive
+    if rec.host == socket.gethostname() and rec.pid and not pid_alive(rec.pid):
         return DEAD_CLIENT_INTENT_GRACE_S
     return INTENT_GRACE_S
 
@@ -111,7 +111,7 @@ def describe(pods: list[LivePod]) -> str:
 
 def _close_never_created(rec: InstanceRecord, mock: bool) -> None:
     """An intent whose pod never appeared: not created; release the hold its lab left."""
-    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
     rec.state, rec.ended_at = instances.NOT_CREATED, time.time()
     rec.note = (f"no pod named {rec.pod_name} in the provider's list "
                 f"{time.time() - rec.intent_at:.0f} s after its create was sent")
@@ -133,13 +133,14 @@ def reconcile_holds(provider: Provider | None, mock: bool) -> list[str]:
     whose pod may live, or from another machine is left alone. One sentence per settled hold."""
     import socket
 
-    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard, _pid_alive
+    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.records.pids import pid_alive
     guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
     host = socket.gethostname()
     by_auth = {r.auth_id: r for r in instances.load_all(mock) if r.auth_id}
     notes: list[str] = []
     for auth in guard.summary().open_authorizations:
-        if auth.host != host or auth.pid is None or _pid_alive(auth.pid):
+        if auth.host != host or auth.pid is None or pid_alive(auth.pid):
             continue
         rec = by_auth.get(auth.auth_id)
         try:
@@ -196,8 +197,8 @@ def _close_records(provider: Provider, pod_id: str, mock: bool) -> list[str]:
 
 def settle_record(provider: Provider, rec: InstanceRecord, mock: bool) -> str:
     """Record what a crashed (or detached) lab's pod cost against the hold its record names."""
-    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard
-    from tplab.budget_config import fmt_usd
+    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.money.budget_config import fmt_usd
     start = rec.created_at or rec.intent_at
     end = rec.ended_at or time.time()
     rate = rec.usd_per_hr or 0.0

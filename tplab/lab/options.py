@@ -10,37 +10,9 @@ import argparse
 from pathlib import Path
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
-from tplab.job.dmodel_results import sweep_d_model_arg
-from tplab.lab.config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
-
-
-def _int_at_least(text: str, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"{value} must be {least} or more")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    return _int_at_least(text, 1)
-
-
-def _non_negative_int(text: str) -> int:
-    return _int_at_least(text, 0)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be more than 0")
-    return value
+from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.records.job_flags import add_job_flags, positive_float, positive_int
 
 
 def api_url_problem(mock: bool, api_url: str | None) -> str | None:
@@ -65,53 +37,42 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="use an already running (mock) cloud API at URL instead of starting one; "
                         "its key comes from RUNPOD_API_KEY (without --mock it must be https)")
     g.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
-    g.add_argument("--gpus", type=_positive_int, default=2, help="GPUs = TP degree (default: 2)")
+    g.add_argument("--gpus", type=positive_int, default=2, help="GPUs = TP degree (default: 2)")
     g.add_argument("--on-demand", action="store_true",
                    help="rent an on-demand pod (REST v2) instead of spot; the lab is spot-first "
                         "and never switches by itself")
-    g.add_argument("--lab-cap", type=_positive_float, default=None, metavar="USD",
+    g.add_argument("--lab-cap", type=positive_float, default=None, metavar="USD",
                    help="dollars this lab may authorize (default: the budget config, $3)")
-    g.add_argument("--phase-cap", type=_positive_float, default=None, metavar="USD",
+    g.add_argument("--phase-cap", type=positive_float, default=None, metavar="USD",
                    help="the ledger's total cap (default: the budget config)")
-    g.add_argument("--prompts", "--num-prompts", type=_positive_int, default=10, metavar="N",
-                   dest="num_prompts",
-                   help="how many prompts to decode, the first N of --prompts-file (default: 10)")
-    g.add_argument("--new-tokens", type=_positive_int, default=100, metavar="N",
-                   help="new tokens per prompt (default: 100)")
-    g.add_argument("--warmup", type=_non_negative_int, default=2, metavar="N",
-                   help="untimed warm-up decodes per mode before timing (default: 2)")
-    g.add_argument("--instrumented-prompts", type=_positive_int, default=3, metavar="K",
-                   help="time the all-reduces (a second, instrumented TP pass) on the first K "
-                        "prompts (default: 3, as `tplab local`); latency always comes from the "
-                        "uninstrumented pass over every prompt")
-    g.add_argument("--no-sweep", action="store_true", help="skip the all-reduce size sweep")
-    g.add_argument("--sweep-d-model", type=sweep_d_model_arg, default=None, metavar="D,D,...",
-                   help="the d_model sweep (MiniGPT-grammar's architecture with random weights, "
-                        "single vs TP at each size: the measured crossover); default "
-                        f"{GPU_SWEEP_D_MODELS} on a GPU pod, within --sweep-budget-s and "
-                        "included in the cost estimate, none in the mock lab; 'none' for none")
-    g.add_argument("--sweep-budget-s", type=_positive_float, default=DEFAULT_SWEEP_BUDGET_S,
-                   metavar="S", help="pod seconds the d_model sweep may take; larger sizes that "
-                                     f"would overrun it are skipped (default {DEFAULT_SWEEP_BUDGET_S:.0f})")
-    g.add_argument("--compile", action="store_true", help="torch.compile the models on the pod")
-    g.add_argument("--comm", default="gloo", choices=("gloo", "shm", "both"),
-                   help="transport of the TP collectives, mock lab only (its pods are this CPU): "
-                        "gloo (default), shm (shared memory between the ranks) or both (shm "
-                        "carries the figures, gloo is measured alongside); GPU pods use NCCL")
+    add_job_flags(g, ("num_prompts", "new_tokens", "warmup", "instrumented_prompts", "no_sweep",
+                      "sweep_d_model", "sweep_budget_s", "compile", "comm"),
+                  defaults={"instrumented_prompts": 3, "sweep_d_model": None,
+                            "sweep_budget_s": DEFAULT_SWEEP_BUDGET_S},
+                  helps={"sweep_d_model": "the d_model sweep (MiniGPT-grammar's architecture "
+                         "with random weights, single vs TP at each size: the measured "
+                         f"crossover); default {GPU_SWEEP_D_MODELS} on a GPU pod, within "
+                         "--sweep-budget-s and included in the cost estimate, none in the mock "
+                         "lab; 'none' for none",
+                         "comm": "transport of the TP collectives, mock lab only (its pods are "
+                         "this CPU): gloo (default), shm (shared memory between the ranks) or "
+                         "both (shm carries the figures, gloo is measured alongside); GPU pods "
+                         "use NCCL",
+                         "compile": "torch.compile the models on the pod"})
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="where the artifacts go (default: TPLAB_HOME/labs/<lab id>)")
     g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
                    help="checkpoint to upload (default: the shipped MiniGPT-grammar)")
     g.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
                    help="prompts to upload, one a line (default: the shipped prompts)")
-    g.add_argument("--heartbeat-timeout", type=_positive_float, default=600.0, metavar="S",
+    g.add_argument("--heartbeat-timeout", type=positive_float, default=600.0, metavar="S",
                    help="the pod's watchdog terminates it after this long without a heartbeat "
                         "from the client (default: 600, the seed's 10 min)")
-    g.add_argument("--wall-cap", type=_positive_float, default=7200.0, metavar="S",
+    g.add_argument("--wall-cap", type=positive_float, default=7200.0, metavar="S",
                    help="hard wall-clock cap for the pod in seconds (default: 7200, the seed's 2 h)")
-    g.add_argument("--boot-timeout", type=_positive_float, default=600.0, metavar="S",
+    g.add_argument("--boot-timeout", type=positive_float, default=600.0, metavar="S",
                    help="give up on a pod not ready after this long (default: 600)")
-    g.add_argument("--boot-guard", type=_positive_float, default=None, metavar="S",
+    g.add_argument("--boot-guard", type=positive_float, default=None, metavar="S",
                    help="the pod ends itself when this client has not shown up S seconds after "
                         "its container started (default: boot + connect timeouts + 120 s)")
     g.add_argument("--yes", "-y", action="store_true",

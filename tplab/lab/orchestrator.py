@@ -25,11 +25,11 @@ import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from tplab.budget_config import BudgetError
+from tplab.money.budget_config import BudgetError
 from tplab.cloud.base import GoneProof, PodInfo, Provider, ProviderError
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.lab import artifacts, leftovers, preflight, provision, teardown
-from tplab.lab.config import (COMPLETE, FAILED, STOPPED, LabConfig, LabOutcome, LabStop,
+from tplab.lab.lab_config import (COMPLETE, FAILED, STOPPED, LabConfig, LabOutcome, LabStop,
                               exit_code)
 from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
@@ -38,9 +38,9 @@ from tplab.lab.job_check import check_job_inputs
 from tplab.lab.prediction import LabPrediction, predict_lab
 from tplab.lab.ssh_session import PodSession
 from tplab.lab.stream import LabStream
-from tplab.paths import tplab_home
-from tplab.redact import one_line
-from tplab.remote import RemoteError, quiet_lost_connections
+from tplab.home.paths import tplab_home
+from tplab.home.redact import one_line
+from tplab.wire.remote import RemoteError, quiet_lost_connections
 
 def failure_sentence(exc: BaseException, out_dir: Path) -> str:
     """The reason shown for an error that ended a lab: the error's own sentence when it is one

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from tplab.cloud.base import Quote
 from tplab.lab import leftovers
-from tplab.lab.config import FAILED, STUB, LabConfig, LabStop
+from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
+from tplab.records.job_flags import COMM_CHOICES
 
 
 def check_inputs(ctx: LabContext) -> None:
@@ -44,7 +45,7 @@ async def settle_dead_holds(ctx: LabContext) -> None:
 
 def open_budget(ctx: LabContext) -> float:
     """Open the ledger (``facts.money.guard``) and apply its pre-flight rule; returns the lab cap."""
-    from tplab.budget import BudgetConfig, BudgetGuard
+    from tplab.money.budget import BudgetConfig, BudgetGuard
     cfg = ctx.config
     bconf = BudgetConfig.load(mock=cfg.mock).with_overrides(
         lab_cap_usd=cfg.lab_cap_usd, phase_cap_usd=cfg.phase_cap_usd)
@@ -87,8 +88,6 @@ ESTIMATE_FORMULA = (f"price_usd_per_hr x min(wall cap, {PLANNED_OVERHEAD_S:.0f} 
                     "d_model sweep's budget when it runs) / 3600")
 
 
-#: the job's ``--comm`` choices (``tplab.job.comm.CHOICES``; the client does not import the job)
-COMM_CHOICES = ("gloo", "shm", "both")
 
 
 def planned_seconds(cfg: LabConfig) -> float:
@@ -179,9 +178,9 @@ async def choose_price(ctx: LabContext, lab_cap: float) -> float:
                       f"${worst:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
     money.price_kind = kind
     money.worst_case_usd = round(worst, 6)
-    money.expected_usd = round(price * planned_seconds(cfg) / 3600.0, 6)
+    money.estimated_cost_usd = round(price * planned_seconds(cfg) / 3600.0, 6)
     stock = f", stock {quote.availability}" if quote.availability else ""
-    ctx.stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.expected_usd:.4f} for "
+    ctx.stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.estimated_cost_usd:.4f} for "
                    f"the planned run, worst case ${worst:.2f} at the wall cap, within the lab "
                    f"cap ${lab_cap:.2f}")
     return price

@@ -14,7 +14,7 @@ import os
 from typing import AsyncIterator
 
 from tplab.cloud.base import AuthError, Provider, ProviderError
-from tplab.lab.config import LabConfig
+from tplab.lab.lab_config import LabConfig
 from tplab.lab.options import api_url_problem
 
 
@@ -45,7 +45,7 @@ def real_provider(api_url: str | None = None) -> Provider:
 
 
 def _mock_key() -> str:
-    from tplab.redact import register_secret
+    from tplab.home.redact import register_secret
     key = os.environ.get("RUNPOD_API_KEY", "").strip()
     if not key:
         raise AuthError("--api-url needs that cloud's API key in RUNPOD_API_KEY.")
@@ -66,7 +66,7 @@ async def mock_session(config: LabConfig) -> AsyncIterator[Provider]:
     cloud = await asyncio.to_thread(start_mock_cloud, **config.mock_options)
     with contextlib.suppress(Exception):
         await sdk
-    from tplab.redact import register_secret
+    from tplab.home.redact import register_secret
     register_secret(cloud.api_key)
     try:
         yield provider_for(cloud.api_key, cloud.api_url)

@@ -17,9 +17,9 @@ from tplab.cloud.base import (GONE_STATES, POD_NAME_PREFIX, AmbiguousCreateError
                               NoCapacityError, PodInfo, PodSpec, ProviderError,
                               SpotUnavailableError)
 from tplab.lab import instances
-from tplab.lab.config import FAILED, STUB, LabConfig, LabStop
+from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
-from tplab.redact import one_line
+from tplab.home.redact import one_line
 
 
 async def authorize(ctx: LabContext, lab_cap: float) -> None:
@@ -28,12 +28,16 @@ async def authorize(ctx: LabContext, lab_cap: float) -> None:
     The ledger write runs in a thread that a stop cannot interrupt; the call is kept as a future
     (``money.pending_auth``) so that teardown learns the id of a hold written while the lab was
     being stopped, and releases it, instead of leaving it open."""
-    from tplab.budget import BudgetGuardExceeded
+    from tplab.money.budget import BudgetGuardExceeded
     cfg, money = ctx.config, ctx.facts.money
+    guard = money.guard
+    if guard is None:  # the pre-flight opens the ledger first; never authorize without it
+        raise LabStop(FAILED, "the budget ledger was not opened before authorizing; nothing was "
+                              "created")
     ctx.stream.phase("authorize", amount_usd=lab_cap, label=cfg.ledger_label())
     money.pending_amount = lab_cap
     money.pending_auth = asyncio.ensure_future(
-        asyncio.to_thread(money.guard.authorize, cfg.ledger_label(), lab_cap))
+        asyncio.to_thread(guard.authorize, cfg.ledger_label(), lab_cap))
     try:
         money.auth_id = await asyncio.shield(money.pending_auth)
     except BudgetGuardExceeded as exc:

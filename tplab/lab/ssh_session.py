@@ -17,12 +17,12 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from tplab import event_tail, remote
+from tplab.wire import event_tail, remote
 from tplab.cloud.base import PodInfo, ProviderError
-from tplab.lab.config import FAILED, LabStop
+from tplab.lab.lab_config import FAILED, LabStop
 from tplab.lab.context import LabContext
-from tplab.paths import tplab_home
-from tplab.redact import one_line
+from tplab.home.paths import tplab_home
+from tplab.home.redact import one_line
 
 #: the job's files that come back (``exit_code`` only tells the tail the job ended)
 EXIT_CODE = "exit_code"

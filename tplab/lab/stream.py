@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, AsyncIterator, Sequence
 
-from tplab.events import Event, EventWriter
-from tplab.redact import one_line
+from tplab.records.events import Event, EventWriter
+from tplab.home.redact import one_line
 
 
 class LabStream:

@@ -14,14 +14,14 @@ import json
 import time
 from typing import Callable
 
-from tplab.budget_config import fmt_usd
+from tplab.money.budget_config import fmt_usd
 from tplab.lab import instances
-from tplab.lab.config import COMPLETE, FAILED
+from tplab.lab.lab_config import COMPLETE, FAILED
 from tplab.lab.context import LabContext
 from tplab.lab.ending import iso, terminate_with_retries, verify_gone
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
-from tplab.redact import one_line
+from tplab.home.redact import one_line
 
 PROOF = "proof-terminated.json"
 
@@ -181,9 +181,9 @@ async def settle(ctx: LabContext) -> None:
             report = await asyncio.to_thread(
                 ctx.cloud.actual_cost, pod.id, money.balance_before, start, end,
                 pod.usd_per_hr or 0.0)
-            money.actual_usd = report.actual_usd
-            money.cost_note = report.note
-            money.cost_source = report.source
+            money.actual_cost_usd = report.actual_usd
+            money.actual_cost_note = report.note
+            money.actual_cost_source = report.source
             await asyncio.to_thread(money.guard.record_actual, label,
                                     max(0.0, report.actual_usd), money.auth_id)
             ctx.stream.log(f"actual spend ${report.actual_usd:.4f} recorded from "

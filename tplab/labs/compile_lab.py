@@ -26,7 +26,7 @@ from torch import nn
 
 from tplab.labs import compile_report, distributed_survey, inductor_dump
 from tplab.labs.inductor_env import DEBUG_SUBDIR, missing_env
-from tplab.labs.timing import time_pair
+from tplab.labs.pair_timing import time_pair
 
 SEED = 42
 
@@ -147,7 +147,7 @@ def _decode_ms_per_token(decode: Callable[..., list[int]], prompt: list[int], to
 def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Path | None,
                new_tokens: int, rounds: int, calls: int, device: str) -> dict[str, Any]:
     """The stretch goal: the full MiniGPT-grammar forward, and its decode step with a static KV cache."""
-    from tplab.job.compiled import build_decoder, warm_up
+    from tplab.model.compiled import build_decoder, warm_up
     from tplab.model.checkpoint import build_single, load_checkpoint
     from tplab.model.decode import greedy_decode
 

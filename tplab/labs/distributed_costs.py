@@ -16,7 +16,7 @@ or a reduce-scatter.
 - PP: per micro-batch, each stage boundary sends the residual stream forward and receives its
   gradient back, [micro-batch, tokens, d_model] each way.
 
-Standard library and ``tplab.scaling`` only (no torch).
+Standard library and ``tplab.scaling.latency`` only (no torch).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tplab import scaling, scaling_fit
+from tplab.scaling import latency
+from tplab.scaling.calibration import calibrate
 from tplab.labs.model_shapes import ModelShapes, numel
 
 WORLD_SIZE = 2                  # the lab's world size: 2 ranks (2 GPUs, or 2 gloo processes here)
@@ -157,7 +158,7 @@ def pp_cost(m: ModelShapes, stages: int = WORLD_SIZE, sequences: int = TRAIN_SEQ
 
 def pattern_params(m: ModelShapes, d: float) -> float:
     """Parameters of this model's pattern at width ``d`` (n_layer, vocab, block_size fixed,
-    d_ff = 4·d, as in ``tplab.scaling``): per block 12d² + 13d, plus both embeddings, ln_f, head."""
+    d_ff = 4·d, as in ``tplab.scaling.latency``): per block 12d² + 13d, plus both embeddings, ln_f, head."""
     c = m.config
     return c["n_layer"] * (12 * d * d + 13 * d) + (2 * c["vocab_size"] + c["block_size"] + 2) * d
 
@@ -182,7 +183,7 @@ class Thresholds:
 
 
 def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thresholds:
-    """FSDP's and TP's memory thresholds and TP's latency crossover (``scaling.crossover_d_model``).
+    """FSDP's and TP's memory thresholds and TP's latency crossover (``latency.crossover_d_model``).
 
     ``calibration`` (a TP run's results, as ``TPMeasured.calibration``) calibrates the cpu-gloo
     profile the way ``tplab local`` does; the GPU profiles are used as the assets file has them.
@@ -192,23 +193,23 @@ def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thr
     lin = 13 * c["n_layer"] + 2 * c["vocab_size"] + c["block_size"] + 2
     fsdp_d = _solve_d(12 * c["n_layer"], lin, DEVICE_MEMORY_BYTES / per_param)
     tp_d = _solve_d(12, 13, DEVICE_MEMORY_BYTES / per_param)
-    shape = dataclasses.replace(scaling.load_shape(), n_layer=c["n_layer"], vocab_size=c["vocab_size"],
+    shape = dataclasses.replace(latency.load_shape(), n_layer=c["n_layer"], vocab_size=c["vocab_size"],
                                 head_dim=c["d_model"] // c["n_head"], bytes_per_elem=bpe)
     cross: dict[str, float | None] = {}
     sources: dict[str, str] = {}
     for name in CROSSOVER_PROFILES:
         try:
-            prof = scaling.load_profile(name)
-        except scaling.ScalingError:
+            prof = latency.load_profile(name)
+        except latency.ScalingError:
             continue
         src = "profile as stored in assets/hardware_profiles.json"
         if name == "cpu-gloo" and calibration:
             try:
-                prof = scaling_fit.calibrate(prof, calibration, shape)
+                prof = calibrate(prof, calibration, shape)
                 src = "calibrated from the TP run quoted above"
-            except scaling.ScalingError:
+            except latency.ScalingError:
                 pass
-        cross[name] = scaling.crossover_d_model(prof, WORLD_SIZE, shape)
+        cross[name] = latency.crossover_d_model(prof, WORLD_SIZE, shape)
         sources[name] = src
     matches = c["d_ff"] == 4 * c["d_model"] and round(pattern_params(m, c["d_model"])) == m.n_params
     return Thresholds(DEVICE_MEMORY_BYTES, TRAIN_STATE_COPIES, fsdp_d, pattern_params(m, fsdp_d), tp_d,

@@ -169,7 +169,7 @@ def _tp(m: ModelShapes, run: TPMeasured | None, th: dc.Thresholds) -> list[str]:
                      "device's speed.")
     named = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo"}
     if named:
-        lines.append("- When it pays (`tplab/scaling.py`, this pattern grown in d_model): TP=2 decodes "
+        lines.append("- When it pays (`tplab/scaling/latency.py`, this pattern grown in d_model): TP=2 decodes "
                      "faster than one device from d_model "
                      + ", ".join(f"{_d(v)} on `{k}`" for k, v in named.items()) + " (assumed hardware)"
                      + (f", {_d(th.tp_crossover['cpu-gloo'])} on this CPU over gloo "

@@ -7,7 +7,7 @@ is accepted only if it is a run of the same model shape as the checkpoint the su
 if it did not fail, so a figure is never borrowed from another model or from a broken run; a run
 that is not given is reported as "not measured here". Nothing here searches for runs.
 
-Standard library only (``tplab.job.results`` is torch-free).
+Standard library only (``tplab.records.results`` is torch-free).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class DDPMeasured:
 class TPMeasured:
     """What a ``tplab local`` (or cloud lab) run measured, as the survey quotes it.
 
-    ``calibration`` keeps the part of results.json that ``tplab.scaling_fit.calibrate`` reads.
+    ``calibration`` keeps the part of results.json that ``tplab.scaling.calibration.calibrate`` reads.
     """
 
     path: str
@@ -155,7 +155,7 @@ def load_ddp_run(path: Path, flag: str = "--ddp-run") -> DDPMeasured:
 
 def load_tp_run(path: Path, flag: str = "--tp-run") -> TPMeasured:
     """The figures of a ``tplab local --out DIR`` run (DIR or its results.json)."""
-    from tplab.job.results import load_results
+    from tplab.records.results import load_results
 
     p = _resolve(path, TP_FILE, flag, "tplab local")
     try:

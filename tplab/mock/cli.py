@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.state_dir:
         base = Path(args.state_dir)
     else:
-        from tplab.paths import tplab_home
+        from tplab.home.paths import tplab_home
 
         base = tplab_home(mock=True) / "cloud"
     state_dir = base / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"

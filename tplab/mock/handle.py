@@ -39,7 +39,7 @@ class MockCloud:
     process: subprocess.Popen[bytes]
     _stderr_tail: list[str] = field(default_factory=list, repr=False)
     _threads: list[threading.Thread] = field(default_factory=list, repr=False)
-    _record: Path | None = field(default=None, repr=False)  # tplab.mock_clouds discovery file
+    _record: Path | None = field(default=None, repr=False)  # tplab.home.mock_clouds discovery file
 
     def __repr__(self) -> str:  # never the key
         return f"MockCloud(api_url={self.api_url!r}, pid={self.process.pid})"
@@ -97,7 +97,7 @@ class MockCloud:
                 self.process.kill()
                 self.process.wait(5)
         kill_marked(CLOUD_MARKER_VAR, self.state_dir.name)
-        from tplab import mock_clouds
+        from tplab.home import mock_clouds
         mock_clouds.unregister(self._record)
         for thread in self._threads:
             thread.join(5)
@@ -175,13 +175,13 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
         proc.wait(5)
         for t in threads:
             t.join(2)
-        from tplab.redact import redact
+        from tplab.home.redact import redact
 
         detail = redact(tail[-1], [api_key]) if tail else "no output"
         raise MockCloudError(f"The mock cloud did not start within {start_timeout_s:.0f} s "
                              f"({detail}); see `tplab mock-cloud --help`.")
     info = json.loads(ready[0])
-    from tplab import mock_clouds  # so `tplab status --mock` elsewhere finds this mock's pods
+    from tplab.home import mock_clouds  # so `tplab status --mock` elsewhere finds this mock's pods
     record = mock_clouds.register(info["api_url"], info["api_key"], proc.pid)
     return MockCloud(api_url=info["api_url"], api_key=info["api_key"],
                      state_dir=Path(info["state_dir"]), process=proc, _stderr_tail=tail,

@@ -67,7 +67,9 @@ import torch
 import torch.distributed as dist
 
 from .shm_doorbell import Doorbells, fence
-from .shm_segment import STATE_ALIVE, STATE_CLOSED, STATE_FAILED, Layout, Segment, pid_alive
+from tplab.records.pids import pid_alive
+
+from .shm_segment import STATE_ALIVE, STATE_CLOSED, STATE_FAILED, Layout, Segment
 from .shm_setup import ShmError, join, unsupported_reason
 
 __all__ = ["DEFAULT_SLOT_BYTES", "ShmComm", "ShmError", "ShmPeerError", "ShmTimeoutError",

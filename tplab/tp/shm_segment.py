@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tplab.records.pids import pid_alive
+
 PREFIX = "tplab-tp-"
 MAGIC = 0x7470_6C61_6273_686D  # "tplabshm"
 VERSION = 1
@@ -221,26 +223,6 @@ def _reserve(fd: int, size: int, path: Path) -> None:
                                f"shared-memory segment ({exc.strerror}); free space there or "
                                "use --comm gloo.") from None
     os.ftruncate(fd, size)  # cannot preallocate here: size it, pages come on first touch
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a killed, not yet reaped process)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return True  # no /proc (macOS): existence is all we can tell
-    # "pid (comm) S ...": the state follows the last ')' (comm may contain spaces or parens)
-    state = stat[stat.rfind(b")") + 2: stat.rfind(b")") + 3]
-    return state not in (b"Z", b"X", b"x")
 
 
 def remove_stale(directory: Path | None = None) -> list[str]:

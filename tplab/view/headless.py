@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.view.state import LabState
 
 _QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
@@ -161,7 +161,7 @@ class HeadlessView:
             ("outputs_match", str(res.get("outputs_match", "-"))),
             ("pod", f"{summary.get('pod_id') or 'none created'}"
              + (" (verified gone)" if summary.get("verified_gone") else "")),
-            ("actual $", f"${summary['actual_usd']:.4f}" if summary.get("actual_usd")
+            ("actual $", f"${summary['actual_cost_usd']:.4f}" if summary.get("actual_cost_usd")
              is not None else "-"),
             ("job events", f"{summary.get('job_events')} (ssh drops {summary.get('ssh_drops')}, "
                            f"duplicates dropped {summary.get('duplicates')}, gaps "

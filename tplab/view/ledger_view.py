@@ -2,7 +2,7 @@
 
 Why: the one figure a user must know before pressing Start is what remains under the cap. The
 lab's own ``budget`` events only come once a lab runs; this reads the same ledger and config the
-lab's pre-flight will (``tplab.budget``, standard library only: the dashboard's first paint
+lab's pre-flight will (``tplab.money.budget``, standard library only: the dashboard's first paint
 reads it without importing torch or the provider) and says whether a lab would pass pre-flight.
 """
 
@@ -15,7 +15,7 @@ def read_ledger_budget(mock: bool = False, lab_cap_usd: float | None = None,
                        phase_cap_usd: float | None = None) -> Budget:
     """cap, spent, held, remaining, the lab cap and what pre-flight needs; ``problem`` set (one
     sentence) instead when the config or the ledger cannot be read."""
-    from tplab.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
     try:
         conf = BudgetConfig.load(mock=mock).with_overrides(lab_cap_usd=lab_cap_usd,
                                                            phase_cap_usd=phase_cap_usd)
@@ -54,11 +54,12 @@ def dead_clients_held_usd(mock: bool = False) -> float:
     the budget, so a start is not refused for them. 0.0 when the ledger cannot be read."""
     import socket
 
-    from tplab.budget import BudgetError, BudgetGuard, _pid_alive
+    from tplab.money.budget import BudgetError, BudgetGuard
+    from tplab.records.pids import pid_alive
     try:
         auths = BudgetGuard.from_config(mock=mock).summary().open_authorizations
     except (BudgetError, OSError):
         return 0.0
     host = socket.gethostname()
     return sum(a.amount_usd for a in auths
-               if a.host == host and a.pid is not None and not _pid_alive(a.pid))
+               if a.host == host and a.pid is not None and not pid_alive(a.pid))

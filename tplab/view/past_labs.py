@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from tplab.events import EventDecoder, Event
+from tplab.records.events import EventDecoder, Event
 
 MANIFEST_LIMIT = 4 << 20        # bytes: a manifest is a few kB
 RESULTS_LIMIT = 8 << 20
@@ -61,7 +61,7 @@ class PastLab:
 
 def default_roots() -> list[Path]:
     """TPLAB_HOME/labs and TPLAB_HOME/mock/labs (where labs go without --out)."""
-    from tplab.paths import tplab_home
+    from tplab.home.paths import tplab_home
     return [tplab_home(False) / "labs", tplab_home(True) / "labs"]
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from tplab.events import Event
+from tplab.records.events import Event
 from tplab.view.records import Budget
 from tplab.view.snapshot import LabSnapshot
 

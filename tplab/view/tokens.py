@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tplab.events import Event
+from tplab.records.events import Event
 
 MODES: tuple[str, ...] = ("single", "tp")
 

@@ -1,6 +1,6 @@
 """Scaling curve: the latency model's single-device vs TP per-token time over d_model.
 
-The model lives in ``tplab/scaling.py`` (torch-free); this panel only asks it for a curve and
+The model lives in ``tplab/scaling/latency.py`` (torch-free); this panel only asks it for a curve and
 its crossover and plots them, with this run's measured point once the job's result exists
 (and the curve recalibrated on that result, when the model can). The d_model sweep's measured
 points are added as each ``sweep_point`` event arrives (single ``o``, TP ``x``), and the measured
@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import work
 from textual_plotext.plot import Plot
 
-from tplab.job.dmodel_results import measured_crossover
+from tplab.records.dmodel import measured_crossover
 from tplab.view.state import LabState
 from tui.widgets.plot import ThreadedPlot
 
@@ -36,7 +36,7 @@ class ScalingCurve:
 
 
 class ScalingSource:
-    """Where the curve comes from: ``tplab.scaling`` with the hardware profile the lab's own
+    """Where the curve comes from: ``tplab.scaling.latency`` with the hardware profile the lab's own
     artifacts use for this GPU type (the CPU profile for ``--mock``, whose pods decode on the
     CPU), at the lab's TP degree."""
 
@@ -175,7 +175,7 @@ class ScalingPanel(ThreadedPlot):
         try:
             curve, problem = source.compute(results), None
         except ImportError:
-            curve, problem = None, "the scaling model (tplab.scaling) is not installed"
+            curve, problem = None, "the scaling model (tplab.scaling.latency) is not installed"
         except Exception as exc:  # noqa: BLE001 - shown in the panel
             curve, problem = None, f"scaling model failed: {exc}"
         self.app.call_from_thread(self._set_curve, curve, problem, gen)

@@ -19,8 +19,8 @@ eager kernel and is *not* divided by TP (every rank launches every kernel, plus 
 ones: ``Kp > K1``), communication does not overlap compute, replicated parts (LayerNorms, position
 embedding, row-parallel biases) are read by every rank. Kernel counts and the model's shape are
 data in ``assets/hardware_profiles.json``; so are the hardware profiles, each number marked
-assumed or measured. ``tplab.scaling_fit`` calibrates a profile from a run (fitted to its d_model
-sweep when it has one); ``tplab.scaling_plot`` draws the curves.
+assumed or measured. ``tplab.scaling.calibration`` calibrates a profile from a run (fitted to its d_model
+sweep when it has one); ``tplab.scaling.chart`` draws the curves.
 
 Client side: no torch.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tplab.paths import ASSETS
+from tplab.home.paths import ASSETS
 
 PROFILES_PATH = ASSETS / "hardware_profiles.json"
 SEED_D_MODELS = (64, 256, 1024, 4096)

@@ -2,7 +2,7 @@
 
 Why: a checkpoint that is not one, a prompts file with too few prompts, or a GPU count the model
 cannot be split over (``n_head`` 4 over 3 ranks) used to be found on the pod, after a billed
-boot. The client runs this module in a subprocess (``python -m tplab.job.preflight``), so it
+boot. The client runs this module in a subprocess (``python -m tplab.job.input_check``), so it
 never imports torch itself (the dashboard's first paint stays torch-free) and the refusal is
 the job's own sentence, word for word.
 
@@ -38,7 +38,7 @@ def check(checkpoint: str, prompts: str, num_prompts: int, new_tokens: int,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tplab.job.preflight",
+    p = argparse.ArgumentParser(prog="python -m tplab.job.input_check",
                                 description="Check a lab's job inputs without running it.")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--prompts", required=True)

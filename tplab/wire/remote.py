@@ -1,6 +1,6 @@
 """SSH transport to a pod: connect, upload, launch detached, tail events with resume, heartbeat, fetch.
 
-The event file itself is tailed by ``tplab.event_tail``.
+The event file itself is tailed by ``tplab.wire.event_tail``.
 
 Why this shape: the job must survive a dropped connection and the client must neither lose nor
 repeat an event, so the job is launched detached (``setsid nohup``) and writes everything to
@@ -226,10 +226,9 @@ class UploadItem:
 
 def bundle_items(package_root: Path, packages: Sequence[str], extra: Iterable[UploadItem]
                  ) -> list[UploadItem]:
-    """The pod-side files: ``tplab/__init__.py``, ``tplab/events.py`` and whole sub-packages."""
+    """The pod-side files: ``tplab/__init__.py`` and whole sub-packages."""
     items: list[UploadItem] = []
-    for name in ("__init__.py", "events.py"):
-        items.append(UploadItem(package_root / name, f"tplab/{name}"))
+    items.append(UploadItem(package_root / "__init__.py", "tplab/__init__.py"))
     for pkg in packages:
         base = package_root / pkg
         if not base.is_dir():

@@ -1,9 +1,9 @@
 """The budget's settings (``budget.toml``) and dollar amounts: the caps, and money as Decimal.
 
-Why apart from ``tplab.budget``: the caps are read by commands that never touch the ledger
+Why apart from ``tplab.money.budget``: the caps are read by commands that never touch the ledger
 (``tplab run --help`` defaults, the dashboard's first paint), and money formatting is used
-everywhere a dollar figure is shown. ``tplab.budget`` (BudgetGuard) builds on these.
-Standard library only (``tplab.paths`` imports platformdirs lazily).
+everywhere a dollar figure is shown. ``tplab.money.budget`` (BudgetGuard) builds on these.
+Standard library only (``tplab.home.paths`` imports platformdirs lazily).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from tplab.paths import tplab_home
+from tplab.home.paths import tplab_home
 
 LEDGER_NAME = "spend.jsonl"
 CONFIG_NAME = "budget.toml"
 _QUANTUM = Decimal("0.000001")
+#: the largest dollar figure kept to the micro-dollar (Decimal's default 28 digits)
+_LARGEST = "$10^22"
 
 
 class BudgetError(ValueError):
@@ -39,7 +41,11 @@ def to_money(value: Any, what: str = "amount") -> Decimal:
         raise BudgetError(f"The {what} must be a number of dollars, not {value!r}.") from None
     if not dec.is_finite():
         raise BudgetError(f"The {what} must be a finite number of dollars, not {value!r}.")
-    return dec.quantize(_QUANTUM, rounding=ROUND_HALF_UP)
+    try:
+        return dec.quantize(_QUANTUM, rounding=ROUND_HALF_UP)
+    except InvalidOperation:  # too many digits for a micro-dollar (1e309, 10**40)
+        raise BudgetError(f"The {what} must be a number of dollars this side of "
+                          f"{_LARGEST}, not {value!r}.") from None
 
 
 def fmt_usd(value: float | Decimal) -> str:

@@ -1,11 +1,11 @@
 """Tailing the job's event file on the pod: every event exactly once, across reconnects.
 
-Why apart from the SSH transport (``tplab.remote``): this is the client's hot path and its
+Why apart from the SSH transport (``tplab.wire.remote``): this is the client's hot path and its
 correctness core. The job appends JSON lines to ``events.jsonl`` on the pod; the client reads
 that file over SFTP from the byte offset it keeps in ``TailState`` (which survives a dropped
-connection), decodes every complete line (``FastDecoder``: one ``json.loads`` per chunk, the
-same acceptance rules as ``tplab.events``), and drops any event at or below the last ``seq``
-already delivered. The tail ends when the job's exit code appears on the pod (or shortly after
+connection), decodes every complete line (``FastDecoder``: one ``json.loads`` per chunk, each
+object through the one decoder, ``tplab.records.events.from_dict``), and drops any event at or
+below the last ``seq`` already delivered. The tail ends when the job's exit code appears on the pod (or shortly after
 its ``finished`` phase).
 
 Client side only; no torch import.
@@ -15,74 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, cast
+from typing import AsyncIterator, cast
 
 import asyncssh
 
-from tplab.events import (EVENT_FIELDS, SCHEMA_VERSION, SOURCES, Event, EventDecoder,
-                          EventError, decode_line, from_dict)
-from tplab.remote import REMOTE_DIR
+from tplab.records.events import (Event, EventDecoder, EventError, decode_line, from_dict,
+                                  loads_strict)
+from tplab.wire.remote import REMOTE_DIR
 
 
 # --------------------------------------------------------------------------------------------
-# fast decoding (the client's hot path)
-
-_SPECS = {t: tuple((name, types, bool in types) for name, types in spec.items())
-          for t, spec in EVENT_FIELDS.items()}
-_new_event = object.__new__
-_set = object.__setattr__
-_MISSING = object()
-
-
-def fast_from_dict(obj: Any) -> Event:
-    """``events.from_dict`` for the common, valid case at a fraction of the cost; anything unusual
-    goes through ``from_dict`` itself, so errors (and what counts as valid) are the same.
-
-    Takes ownership of ``obj`` (a dict fresh from ``json.loads``): its header keys are popped
-    and what is left becomes the event's ``fields``.
-    """
-    get = obj.get if obj.__class__ is dict else None
-    if get is None:
-        return from_dict(obj)
-    seq = get("seq")
-    ts = get("ts")
-    src = get("src")
-    type_ = get("type")
-    spec = _SPECS.get(type_) if type_.__class__ is str else None
-    if (spec is None or get("v") != SCHEMA_VERSION or seq.__class__ is not int or seq < 0
-            or not (ts.__class__ is float or ts.__class__ is int) or src not in SOURCES):
-        return from_dict(obj)
-    for name, types, bool_ok in spec:
-        val = get(name, _MISSING)
-        if not isinstance(val, types) or (val.__class__ is bool and not bool_ok):
-            return from_dict(obj)  # _MISSING is no instance of any field type
-    pop = obj.pop
-    pop("v")
-    pop("seq")
-    pop("ts")
-    pop("src")
-    ev = _new_event(Event)
-    _set(ev, "type", pop("type"))
-    _set(ev, "seq", seq)
-    _set(ev, "ts", float(ts))
-    _set(ev, "src", src)
-    _set(ev, "fields", obj)
-    _set(ev, "v", SCHEMA_VERSION)
-    return ev
-
+# decoding whole chunks (the client's hot path)
 
 #: bytes asked for per SFTP read: 255 KiB, because OpenSSH's sftp-server answers at most 261,120
 #: bytes a read (asking for 256 KiB gets a short read, which the tail takes for "caught up")
 READ_CHUNK = 255 * 1024
 #: the longest event line the client accepts; a longer one (no newline in sight) is skipped
 MAX_LINE_BYTES = 1 << 20
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
 
 
 class FastDecoder(EventDecoder):
@@ -129,9 +80,8 @@ class FastDecoder(EventDecoder):
         try:
             if len(raw) > MAX_LINE_BYTES:
                 raise ValueError("check each line's length")
-            objs = json.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]",
-                              parse_constant=_no_constant)
-            events = [fast_from_dict(o) for o in objs]
+            objs = loads_strict(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+            events = [from_dict(o, owned=True) for o in objs]
         except (ValueError, EventError, RecursionError):
             # a blank or bad line somewhere: line by line, keeping every good event
             events = []

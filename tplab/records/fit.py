@@ -1,7 +1,7 @@
 """Small numeric helpers shared by the job (pod) and the scaling model (client): summary
 statistics and the alpha-beta fit of all-reduce timings.
 
-Standard library only and no torch, so ``tplab.scaling`` can import it without importing torch,
+Standard library only and no torch, so ``tplab.scaling.latency`` can import it without importing torch,
 and it travels to the pod with the rest of ``tplab/job``.
 
 The alpha-beta model of a ring all-reduce over ``p`` ranks of an ``n``-byte message is::

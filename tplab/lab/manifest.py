@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tplab import __version__
-from tplab.job.results import write_json
+from tplab.home.redact import redact_tree
+from tplab.records.jsonfile import write_json
 
 SEED = 35200
 LAB = "02-tp-inference-cloud"
@@ -48,8 +49,6 @@ SEED_FIELDS = (
 EXTRA_FIELDS = ("allreduce_ms_per_token", "comm_compute_ratio", "outputs_match", "tplab_version",
                 "status", "reason", "crossover_source")
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
-_PEM = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S)
 
 
 class ManifestError(ValueError):
@@ -185,7 +184,7 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     """The "why is TP slower here" paragraph, written from this run's numbers.
 
     ``results`` is a results.json dict (or None when there was no run: then the paragraph is
-    written from ``prediction``, a ``tplab.scaling.Prediction`` at the lab's d_model, and opens
+    written from ``prediction``, a ``tplab.scaling.latency.Prediction`` at the lab's d_model, and opens
     with ``why_no_run``, e.g. the manifest's reason).
     """
     cross = _crossover_notes(results, crossover_d_model, profile_name)
@@ -291,10 +290,10 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
         t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
         t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
     else:
-        from tplab import scaling
+        from tplab.scaling import latency
         try:
-            prof = scaling.load_profile(scaling.cpu_profile_name(other))
-        except scaling.ScalingError:
+            prof = latency.load_profile(latency.cpu_profile_name(other))
+        except latency.ScalingError:
             return ""
         a_other, t_here, t_other = prof.alpha_us.value, None, None
         source = f"in the {prof.name} profile ({prof.alpha_us.source}, not this run)"
@@ -313,25 +312,6 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
     return sentence + (". Shared memory is how ranks on one host talk without a network stack; "
                        "its α is of the order of an NVLink all-reduce's, gloo's TCP loopback "
                        "is tens of times that.")
-
-
-def _secret_values() -> list[str]:
-    return [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8]
-
-
-def redact(value: Any, secrets: list[str] | None = None) -> Any:
-    """``value`` with every secret-looking string replaced by [REDACTED] (recursively)."""
-    secrets = _secret_values() if secrets is None else secrets
-    if isinstance(value, str):
-        out = _PEM.sub("[REDACTED]", value)
-        for s in secrets:
-            out = out.replace(s, "[REDACTED]")
-        return out
-    if isinstance(value, dict):
-        return {k: redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, secrets) for v in value]
-    return value
 
 
 def _json_safe(value: Any) -> Any:
@@ -423,7 +403,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         if k in m:
             raise ManifestError(f"extra field {k!r} would overwrite a manifest field.")
         m[k] = v
-    return redact(_json_safe(m))
+    return redact_tree(_json_safe(m))
 
 
 def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> Path:
@@ -431,5 +411,5 @@ def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> Pa
     missing = [k for k in SEED_FIELDS + EXTRA_FIELDS if k not in manifest]
     if missing:
         raise ManifestError(f"manifest is missing {', '.join(missing)}.")
-    write_json(path, redact(_json_safe(manifest)))
+    write_json(path, redact_tree(_json_safe(manifest)))
     return Path(path)

@@ -12,16 +12,13 @@ Standard library only (no torch), so the client can import it to read results.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .fit import AlphaBeta, summarize
+from tplab.records.fit import AlphaBeta, summarize
 
 RESULTS_SCHEMA = 1
 
@@ -96,7 +93,7 @@ def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
                       else f"torch.set_num_threads({threads}) as on every TP rank, so the "
                            "comparison is apples to apples")),
         "tp_latency": "from the uninstrumented TP pass (no timer inside the collectives)",
-        "compile": ("with --compile both models decode through tplab.job.compiled's fixed-shape "
+        "compile": ("with --compile both models decode through tplab.model.compiled's fixed-shape "
                     "static-cache step under torch.compile; the prompt is fed token by token "
                     "through that step and timed as step 0"),
         "allreduce": ("from a second, instrumented TP pass over "
@@ -214,22 +211,6 @@ def combine_transports(per_transport: dict[str, dict[str, Any]], primary: str) -
     match = all(r.get("outputs_match") is True for r in per_transport.values())
     out["outputs_match"] = out["ok"] = match
     return out
-
-
-def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
-    """Write JSON atomically (temp file + rename), so a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:

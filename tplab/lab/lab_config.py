@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
-from tplab.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
 #: the d_model sweep a real GPU pod runs by default (tplab.job.dmodel_sweep), within

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSETS = REPO_ROOT / "assets"
 DEFAULT_CHECKPOINT = ASSETS / "minigpt-grammar.pt"
 DEFAULT_PROMPTS = ASSETS / "prompts.txt"

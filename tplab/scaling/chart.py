@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from tplab.scaling import (
+from tplab.scaling.latency import (
     HardwareProfile,
     ModelShape,
     crossover_d_model,

@@ -1,7 +1,7 @@
 """Calibrating the scaling model from a run, and checking the calibrated model against the run.
 
 Why: a curve that does not pass through its own measurements teaches the wrong crossover. A run
-with a d_model sweep (``results["d_model_sweep"]``) calibrates every term of ``tplab.scaling``'s
+with a d_model sweep (``results["d_model_sweep"]``) calibrates every term of ``tplab.scaling.latency``'s
 model from the measured points, each in a least-squares fit with relative residuals (weights
 1/t², the points span orders of magnitude):
 
@@ -32,10 +32,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from tplab import scaling
-from tplab.job.dmodel_results import measured_crossover
-from tplab.job.fit import fit_alpha_beta
-from tplab.scaling import HardwareProfile, ModelShape, Number, ScalingError
+from tplab.scaling import latency
+from tplab.records.dmodel import measured_crossover
+from tplab.records.fit import fit_alpha_beta
+from tplab.scaling.latency import HardwareProfile, ModelShape, Number, ScalingError
 
 #: the calibrated prediction must be within this relative error of every measured point
 TOLERANCE = 0.25
@@ -65,7 +65,7 @@ def profile_for_run(results: dict[str, Any]) -> tuple[str | None, str]:
     what = f"a {device or 'unknown-device'} run over {comm or '?'}" + (
         f" on {names[0]}" if names else "")
     if device == "cpu":
-        return scaling.cpu_profile_name(comm), what
+        return latency.cpu_profile_name(comm), what
     low = " ".join(str(n) for n in names).lower()
     for frag, name in GPU_PROFILES:
         if frag in low:
@@ -159,7 +159,7 @@ def _prior_beta_bps(profile: HardwareProfile, results: dict[str, Any]) -> tuple[
 def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
                          shape: ModelShape | None = None) -> HardwareProfile:
     """Every term of the model fitted to the run's d_model sweep (see the module docstring)."""
-    shape = scaling.shape_from_results(results, shape)
+    shape = latency.shape_from_results(results, shape)
     pts = sweep_points(results)
     if not pts:
         raise ScalingError("results.json has no usable d_model sweep point to calibrate from.")
@@ -216,7 +216,7 @@ def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any
     The launch overhead is what is left of the measured single per-token time once the roofline
     term at the run's d_model is taken out, divided by the kernels per token (``ModelShape``).
     """
-    shape = scaling.shape_from_results(results, shape)
+    shape = latency.shape_from_results(results, shape)
     world = int(results.get("world_size") or 0)
     sweep = (results.get("sweep") or {}).get("points") or []
     label = (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
@@ -278,7 +278,7 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
     The points are the d_model sweep's, or the run's one measured point without a sweep. ``off``
     lists, for each point beyond ``tolerance``, which term is off and by how much.
     """
-    shape = scaling.shape_from_results(results, shape)
+    shape = latency.shape_from_results(results, shape)
     world = int(results.get("world_size") or 2)
     pts = sweep_points(results)
     source = "d_model_sweep"
@@ -290,7 +290,7 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
         source = "the run's one measured point (no d_model sweep)"
     rows, off = [], []
     for q in pts:
-        pr = scaling.predict(profile, float(q["d_model"]), world, shape)
+        pr = latency.predict(profile, float(q["d_model"]), world, shape)
         row = {"d_model": q["d_model"],
                "measured_single_ms": q["single_ms"], "predicted_single_ms": pr.single_ms,
                "single_error": _err(pr.single_ms, q["single_ms"]),
@@ -336,8 +336,8 @@ def annotate_results(results: dict[str, Any], profile: HardwareProfile,
                      predicted_tp_ms=r["predicted_tp_ms"],
                      predicted_comm_ms=r["predicted_comm_ms"])
     world = int(results.get("world_size") or 2)
-    block["predicted_crossover_d_model"] = scaling.crossover_d_model(
-        profile, world, scaling.shape_from_results(results, shape))
+    block["predicted_crossover_d_model"] = latency.crossover_d_model(
+        profile, world, latency.shape_from_results(results, shape))
     results["calibration"] = block
     return block
 
@@ -349,5 +349,5 @@ def crossovers(profile: HardwareProfile, results: dict[str, Any] | None, world: 
     measured, why = (None, "no d_model sweep in this run")
     if results and results.get("d_model_sweep") is not None:
         measured, why = measured_crossover(results.get("d_model_sweep") or [])
-    return {"predicted": scaling.crossover_d_model(profile, world, shape),
+    return {"predicted": latency.crossover_d_model(profile, world, shape),
             "measured": measured, "measured_reason": why}

@@ -16,6 +16,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from tplab.records.job_flags import parse_d_models
+
 
 @dataclass(frozen=True, slots=True)
 class DModelPoint:
@@ -50,38 +52,6 @@ class SkippedSize:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def parse_d_models(text: str) -> list[int]:
-    """``"64,128,256"`` -> [64, 128, 256] (sorted, unique); ValueError with one sentence."""
-    out: set[int] = set()
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            d = int(part)
-        except ValueError:
-            raise ValueError(f"--sweep-d-model takes integers separated by commas, got {part!r}."
-                             ) from None
-        if d < 8:
-            raise ValueError(f"--sweep-d-model sizes must be at least 8, got {d}.")
-        out.add(d)
-    if not out:
-        raise ValueError("--sweep-d-model needs at least one size, e.g. 64,256,512.")
-    return sorted(out)
-
-
-def sweep_d_model_arg(text: str) -> str:
-    """argparse type of --sweep-d-model (tplab run, tplab local, tplab-tui): "" for none/off,
-    else the sizes sorted, a typo refused by the parser in one sentence."""
-    import argparse
-    if text.strip().lower() in ("", "none", "off"):
-        return ""
-    try:
-        return ",".join(str(d) for d in parse_d_models(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def sweep_sizes_from_args(text: str, tokens: int) -> list[int]:

@@ -148,7 +148,7 @@ def decode_timed(model: Decoder, prompt_ids: list[int], new_tokens: int, device:
 def decode_timed_static(decoder: Any, prompt_ids: list[int], new_tokens: int,
                         device: torch.device, instrument: bool = False,
                         sync: Callable[[], None] | None = None) -> DecodeRun:
-    """``decode_timed`` for a ``tplab.job.compiled.CompiledDecoder`` (``--compile``).
+    """``decode_timed`` for a ``tplab.model.compiled.CompiledDecoder`` (``--compile``).
 
     Its one fixed-shape step takes one token at a time, so step 0 (the "prefill") is the prompt
     fed token by token through that step, timed as one; every later step is one token.

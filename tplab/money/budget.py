@@ -35,11 +35,12 @@ Decisions:
 * A damaged line (not JSON, wrong types, unknown kind, a release of something not open) is reported
   with its line number and reason and left out of the figures; every other line still counts.
 
-The caps and money helpers are in ``tplab.budget_config``. Standard library only.
+The caps and money helpers are in ``tplab.money.budget_config``. Standard library only.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -49,9 +50,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-from tplab.budget_config import (BudgetConfig, BudgetError, default_ledger_path,  # noqa: F401
-                                 fmt_usd, to_money)
-from tplab.ledger import DamagedLine, Ledger, LedgerLine
+from tplab.money.budget_config import (BudgetConfig, BudgetError, default_ledger_path,  # noqa: F401
+                                       fmt_usd, to_money)
+from tplab.money.ledger import DamagedLine, Ledger, LedgerLine
+from tplab.records.pids import pid_alive
 
 LEDGER_VERSION = 1
 KINDS = ("authorize", "actual", "release")
@@ -145,6 +147,27 @@ class _State:
         return sum((amount for _, amount in self.open.values()), Decimal(0))
 
 
+def _is_finite(value: Any) -> bool:
+    """Whether a ledger number is one a float can hold (not 1e309, not a bool or a string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int past a float's range
+        return False
+
+
+def _is_dollars(amount: Any) -> bool:
+    """Whether a ledger amount is a finite, non-negative number of dollars ``to_money`` keeps
+    (not ``1e309``, ``NaN``, ``Infinity``, a negative number, a bool or a string)."""
+    if isinstance(amount, bool) or not isinstance(amount, (int, Decimal)):
+        return False
+    try:
+        return to_money(amount) >= 0
+    except BudgetError:
+        return False
+
+
 def _field_error(data: dict[str, Any]) -> str | None:
     """Why this object is not a valid entry, or None."""
     kind = data.get("kind")
@@ -156,14 +179,14 @@ def _field_error(data: dict[str, Any]) -> str | None:
         if name not in data:
             return f"{kind} entry is missing field {name!r}"
     ts = data["ts"]
-    if isinstance(ts, bool) or not isinstance(ts, (int, Decimal)):
-        return f"'ts' must be a number, not {ts!r}"
+    if not _is_finite(ts):
+        return f"'ts' must be a finite number, not {ts!r}"
     label = data["label"]
     if not isinstance(label, str) or not label:
         return f"'label' must be a non-empty string, not {label!r}"
     amount = data["amount_usd"]
-    if isinstance(amount, bool) or not isinstance(amount, (int, Decimal)) or amount < 0:
-        return f"'amount_usd' must be a number >= 0, not {amount!r}"
+    if not _is_dollars(amount):
+        return f"'amount_usd' must be a finite number of dollars >= 0, not {amount!r}"
     auth_id = data.get("auth_id")
     if kind == "actual":
         if auth_id is not None and not isinstance(auth_id, str):
@@ -207,16 +230,6 @@ def _fold(lines: list[LedgerLine], damaged: list[DamagedLine]) -> _State:
             state.open.pop(key)
     state.damaged.sort(key=lambda d: d.line_no)
     return state
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:   # e.g. PermissionError: it exists, owned by someone else
-        return True
-    return True
 
 
 # ------------------------------------------------------------------------------------ the guard
@@ -294,7 +307,7 @@ class BudgetGuard:
             reason = None
             if now - auth.ts > self.stale_after_s:
                 reason = f"open for {_fmt_age(now - auth.ts)}"
-            elif auth.pid is not None and auth.host == host and not _pid_alive(auth.pid):
+            elif auth.pid is not None and auth.host == host and not pid_alive(auth.pid):
                 reason = f"its process {auth.pid} has ended without recording or releasing it"
             open_auths.append(replace(auth, stale=reason is not None, stale_reason=reason))
         return BudgetSummary(str(self.ledger.path), float(self._cap), float(state.spent),

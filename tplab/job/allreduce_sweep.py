@@ -14,7 +14,7 @@ the job passes the shm transport's in-place all-reduce for ``--comm shm``). The 
 ``torch.inference_mode`` for every transport alike.
 Bandwidths follow nccl-tests: ``algbw = bytes / time`` and ``busbw = algbw · 2(p-1)/p``, which
 is comparable across world sizes. The points are then fitted to the alpha-beta ring model
-(``tplab.job.fit``).
+(``tplab.records.fit``).
 
 Pod-side: torch and the standard library only.
 """
@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from .fit import AlphaBeta, bus_bandwidth, fit_alpha_beta, percentile
+from tplab.records.fit import AlphaBeta, bus_bandwidth, fit_alpha_beta, percentile
 
 
 @dataclass(frozen=True, slots=True)

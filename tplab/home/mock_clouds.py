@@ -11,17 +11,19 @@ process, another terminal could only say "no mock cloud running" while one was. 
      "started_at": 1764450000.0}
 
 The key is the mock's own account key (never a real one), but it is still a key: it is
-registered with ``tplab.redact`` when read and never printed. A record whose process has gone
+registered with ``tplab.home.redact`` when read and never printed. A record whose process has gone
 (a mock killed hard) is stale: ``running()`` skips it and removes it. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tplab.records.jsonfile import write_json
+from tplab.records.pids import pid_alive
 
 DIR_NAME = "clouds"
 
@@ -36,7 +38,7 @@ class MockCloudRecord:
 
 
 def clouds_dir() -> Path:
-    from tplab.paths import tplab_home
+    from tplab.home.paths import tplab_home
     return tplab_home(mock=True) / DIR_NAME
 
 
@@ -45,15 +47,9 @@ def register(api_url: str, api_key: str, pid: int) -> Path | None:
     not be written (the mock still works; only other terminals will not find it)."""
     try:
         folder = clouds_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{pid}.json"
-        tmp = folder / f".{pid}.json.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"api_url": api_url, "api_key": api_key, "pid": pid,
-                       "started_at": time.time()}, fh)
-        os.replace(tmp, path)
-        return path
+        return write_json(folder / f"{pid}.json", {"api_url": api_url, "api_key": api_key,
+                                                     "pid": pid, "started_at": time.time()},
+                          indent=None)
     except OSError:
         return None
 
@@ -68,12 +64,8 @@ def unregister(path: Path | None) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
     cmdline = Path(f"/proc/{pid}/cmdline")
     try:  # a reused pid is not our mock
         return b"tplab.mock" in cmdline.read_bytes()
@@ -100,7 +92,7 @@ def running() -> list[MockCloudRecord]:
             unregister(path)
             continue
         if rec.api_key:
-            from tplab.redact import register_secret
+            from tplab.home.redact import register_secret
             register_secret(rec.api_key)
         found.append(rec)
     found.sort(key=lambda r: r.started_at)

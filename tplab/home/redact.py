@@ -5,11 +5,14 @@ request that echoes headers), and one careless f-string is enough to print an AP
 that turns a provider error into text goes through ``redact`` / ``error_text``.
 
 Two layers:
-- values registered with ``register_secret`` (the API key in use, pod keys) and the current
-  ``RUNPOD_API_KEY`` are replaced wherever they appear;
+- values registered with ``register_secret`` (the API key in use, pod keys) and those of
+  environment variables named like secrets (``RUNPOD_API_KEY``, ``*TOKEN*``, ``*PASSWORD*``...)
+  are replaced wherever they appear;
 - patterns catch what was never registered: private key blocks, RunPod-style ``rpa_…`` keys,
   ``Bearer …`` tokens and ``api_key=…`` pairs.
-Thread-safe (the registry is guarded by a lock). Standard library only.
+``redact_tree`` does the same to every string of a JSON-like value (the manifest). This is the
+client's one redaction; the pod's guard and watchdog carry their own, since only the job's
+packages travel there. Thread-safe (the registry is guarded by a lock). Standard library only.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Iterable
+from typing import Any, Iterable
 
 MASK = "[REDACTED]"
 _MIN_SECRET_LEN = 8
+
+#: environment variables whose values are secrets by their name (RUNPOD_API_KEY among them)
+_SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -41,13 +47,17 @@ def register_secret(value: str | None) -> None:
             _secrets.add(value)
 
 
+def _env_secrets() -> list[str]:
+    """The values of environment variables whose names say they are secrets."""
+    return [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k)]
+
+
 def redact(text: object, extra: Iterable[str | None] = ()) -> str:
     """``text`` as a string with every known secret and secret-looking token masked."""
     out = str(text)
     with _lock:
         values = set(_secrets)
-    env_key = os.environ.get("RUNPOD_API_KEY")
-    values.update(v for v in (env_key, *extra) if v and len(v) >= _MIN_SECRET_LEN)
+    values.update(v for v in (*_env_secrets(), *extra) if v and len(v) >= _MIN_SECRET_LEN)
     for value in sorted(values, key=len, reverse=True):
         out = out.replace(value, MASK)
     for pattern, repl in _PATTERNS:
@@ -64,3 +74,16 @@ def error_text(exc: BaseException, extra: Iterable[str | None] = ()) -> str:
 def one_line(text: object, limit: int = 500) -> str:
     """``text`` redacted, on one line, at most ``limit`` characters: for reasons shown to users."""
     return redact(" ".join(str(text).split()))[:limit]
+
+
+def redact_tree(value: Any, extra: Iterable[str | None] = ()) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings, numbers) with ``redact`` applied to every
+    string in it, keys kept: for what is written whole, like the manifest."""
+    extra = tuple(extra)
+    if isinstance(value, str):
+        return redact(value, extra)
+    if isinstance(value, dict):
+        return {k: redact_tree(v, extra) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_tree(v, extra) for v in value]
+    return value

@@ -1,0 +1,16 @@
+"""What the pod and the client exchange, and the few helpers both sides share.
+
+- ``events``: the event stream's one wire contract and its one decoder (JSON lines);
+- ``results``: results.json (the job writes it, the lab, scaling and the manifest read it);
+- ``dmodel``: the d_model sweep's points and its measured crossover;
+- ``fit``: the all-reduce α-β fit and the sweep's summary;
+- ``job_flags``: the job's command line, declared once (the job, `tplab run`, `tplab local`);
+- ``jsonfile``: the one atomic JSON writer; ``pids``: the one "is that process alive" check.
+
+Why a package of its own: the job writes these and the client reads them, so they are the seam
+between the two sides. Everything here is standard library only (no torch, nothing from tplab
+but ``tplab.records``): it travels to the pod with the job (``tplab.lab.bundle``), and the
+client (lab, scaling, manifest, dashboard) imports it without pulling torch in. The client
+never imports ``tplab.job``; ``tests/test_structure.py`` holds both rules. This ``__init__``
+imports nothing.
+"""
