@@ -61,7 +61,7 @@ def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
     from tplab.view.ledger_view import read_ledger_budget
     from tui.lab_port import LazyConfig, real_lab_factory, real_sweep_factory
     from tui.precheck import default_precheck
-    from tui.widgets.scaling import ScalingSource
+    from tui.widgets.scaling_panel import ScalingSource
 
     # what the panels need comes from the parsed options; the LabConfig itself (which imports
     # tplab.lab) is built in a worker when the lab starts

@@ -31,9 +31,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header
 
-from tplab.view.records import Budget
-from tplab.view.state import LabState
-from tui.commands import LabCommands
+from tplab.view.parts import Budget
+from tplab.view.fold import LabState
+from tui.palette import LabCommands
 from tui.lab_port import LabFactory
 from tui.layout import VIEWS, WIDE, effective_view, layout_for, switchable
 from tui.messages import LabFinished, PrecheckDone, SweepProgress
@@ -42,10 +42,10 @@ from tui.replay import SPEEDS, speed_name
 from tui.runner import LIVE, PAST, REPLAY, LabRunner
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
 from tui.widgets.action_bar import ActionBar, StartPressed, TerminatePressed
-from tui.widgets.budget import BudgetPanel
+from tui.widgets.budget_panel import BudgetPanel
 from tui.widgets.instance import InstancePanel
 from tui.widgets.log import LogPanel
-from tui.widgets.scaling import ScalingPanel, ScalingSource
+from tui.widgets.scaling_panel import ScalingPanel, ScalingSource
 from tui.widgets.summary import SummaryStrip
 from tui.widgets.timings import TimingsStats
 from tui.widgets.token_plot import TokenPlot
@@ -344,7 +344,7 @@ class TplabApp(App[int]):
             self.push_screen("help")
 
     def action_labs(self) -> None:
-        from tui.screens.past_labs import LabsScreen  # not needed for the first paint
+        from tui.screens.labs_screen import LabsScreen  # not needed for the first paint
 
         if isinstance(self.screen, LabsScreen):
             return

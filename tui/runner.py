@@ -34,15 +34,15 @@ from textual.screen import Screen
 
 from tplab.records.events import Event
 from tplab.view.past_labs import PastLab, read_lab, remote_stderr
-from tplab.view.records import Budget
+from tplab.view.parts import Budget
 from tplab.view.signals import STOP_SIGNALS
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 from tui.lab_port import LabFactory, LabPort
 from tui.messages import LabFinished, SweepProgress
 from tui.replay import ReplayLab, speed_name
 from tui.screens.quit import (CANCEL, LEAVE_RUNNING, TERMINATE_AND_QUIT, ConfirmLeaveScreen,
                               QuitScreen)
-from tui.widgets.scaling import ScalingSource
+from tui.widgets.scaling_panel import ScalingSource
 
 PROOF_NAME = "proof-terminated.svg"
 LIVE, REPLAY, PAST = "live", "replay", "past"

@@ -13,7 +13,7 @@ from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
-from tui.widgets.scaling import ScalingSource
+from tui.widgets.scaling_panel import ScalingSource
 
 from .helpers import svg_text, wait_for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tplab.view.past_labs import find_labs
 from tui.app import TplabApp, app_from_args
 from tests.synthetic_lab import ScriptOptions, lab_script
-from tui.screens.past_labs import LabsScreen
+from tui.screens.labs_screen import LabsScreen
 from tui.replay import ReplayLab, parse_speed
 
 from .helpers import wait_for

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tplab.records.events import EventWriter
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 from tplab.view.tokens import LogHistogram
 from tests.synthetic_lab import ScriptOptions, lab_script, token_flood
 

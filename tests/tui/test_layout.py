@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from tplab.view.records import Budget
+from tplab.view.parts import Budget
 from tui.app import TplabApp
-from tui.widgets.budget import budget_bar
+from tui.widgets.budget_panel import budget_bar
 from tests.synthetic_lab import ScriptOptions, lab_script
 from tui.layout import MEDIUM, NARROW, WIDE, layout_for
 from tui.widgets.plot import ThreadedPlot

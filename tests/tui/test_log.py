@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tplab.records.events import EventWriter
 from tplab.view.past_labs import remote_stderr
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 from tui.app import TplabApp
 
 from .helpers import wait_for

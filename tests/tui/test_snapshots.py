@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from tplab.records.events import Event
-from tplab.view.records import Budget
+from tplab.view.parts import Budget
 from tui.app import TplabApp
 from tests.synthetic_lab import ScriptOptions, lab_script
 from tui.widgets.plot import ThreadedPlot
-from tui.widgets.scaling import ScalingSource
+from tui.widgets.scaling_panel import ScalingSource
 
 NARROW, MEDIUM, WIDE = (80, 24), (120, 40), (200, 60)
 PLAN = {"num_prompts": 3, "new_tokens": 24, "world_size": 2,

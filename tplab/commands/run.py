@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-X
+from tplab.lab.lab_config import LabConfig  # a dataclass; tplab.lab's heavy modules are not imported
 
 HELP = "run the TP lab headless (add --mock for the local mock cloud)"
 DESCRIPTION = ("Run lab 02 end to end: authorize, create a spot pod, upload, run single vs TP "

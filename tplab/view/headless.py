@@ -3,7 +3,7 @@
 Why separate from the Lab: the orchestrator holds all lab logic and emits events; this module is
 one consumer of that stream (the dashboard is the other). Every figure it prints, the token
 counts and last per-token times of the progress line included, comes from the one fold
-(``tplab.view.state.LabState``), so both views agree. ``--json`` mode prints the
+(``tplab.view.fold.LabState``), so both views agree. ``--json`` mode prints the
 stream itself, one event per line, for scripts.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from tplab.records.events import Event
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 
 _QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
 

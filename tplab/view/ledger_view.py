@@ -8,7 +8,7 @@ reads it without importing torch or the provider) and says whether a lab would p
 
 from __future__ import annotations
 
-from tplab.view.records import Budget
+from tplab.view.parts import Budget
 
 
 def read_ledger_budget(mock: bool = False, lab_cap_usd: float | None = None,

@@ -1,7 +1,7 @@
-"""What a view reads about one lab: the snapshot the event fold (``state.py``) keeps up to date.
+"""What a view reads about one lab: the snapshot the event fold (``fold.py``) keeps up to date.
 
 Why apart from the fold: the views (the dashboard's panels, ``tplab run``'s lines, a replay)
-read these fields and derived figures; how each event changes them is ``state.py``'s. Every
+read these fields and derived figures; how each event changes them is ``fold.py``'s. Every
 store is bounded: recent per-token timings in fixed-length deques, running p50 / p99 from a
 log-spaced histogram (``tokens.py``), the log a bounded deque with a running sequence number,
 so a view can append only what it has not written yet.
@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tplab.view.records import Budget, Cost, Instance, LogLine
+from tplab.view.parts import Budget, Cost, Instance, LogLine
 from tplab.view.tokens import MODES, ModeTimings, TokenFold
 
 #: the orchestrator's phases, in order (``done`` ends a lab)

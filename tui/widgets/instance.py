@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 from tui.format import DASH, duration, usd
 from tui.widgets.panel import StatePanel, rows
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.view.state import LabState
-from tui.widgets.budget import budget_bar
+from tplab.view.fold import LabState
+from tui.widgets.budget_panel import budget_bar
 from tui.format import DASH, duration, ms, usd
 from tui.widgets.instance import STATE_STYLE, mock_tag
 from tui.widgets.panel import StatePanel

@@ -15,7 +15,7 @@ import time
 from rich.text import Text
 from textual_plotext.plot import Plot
 
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 from tui.format import ms
 from tui.widgets.plot import ThreadedPlot
 

@@ -18,7 +18,7 @@ from textual import work
 from textual_plotext.plot import Plot
 
 from tplab.records.dmodel import measured_crossover
-from tplab.view.state import LabState
+from tplab.view.fold import LabState
 from tui.widgets.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60

@@ -1,7 +1,7 @@
-"""The plain records a ``LabState`` is made of: the log line, the budget, the pod, the running cost.
+"""The parts a lab's snapshot is made of: the log line, the budget, the pod, the running cost.
 
-Why apart from the fold: the state (``state.py``) and the per-event handlers (``fold.py``) both
-use them, and neither should import the other to get them. Standard library only.
+Why apart from the fold: the snapshot (``snapshot.py``) and the fold (``fold.py``) both use
+them, and a view may import them without either. Standard library only.
 """
 
 from __future__ import annotations

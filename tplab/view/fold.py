@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from tplab.records.events import Event
-from tplab.view.records import Budget
+from tplab.view.parts import Budget
 from tplab.view.snapshot import LabSnapshot
 
 #: at most this many lines of the pod's job.log are added to the log (its tail)
