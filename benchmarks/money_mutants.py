@@ -64,7 +64,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "instance_type=config.instance_type(),", "instance_type=config.gpu_type,",
            (f"{E2E}::test_full_lab_completes_with_every_artifact",)),
     Mutant("manifest end_ts is the start", "tplab/lab/artifacts.py",
-           'end_ts=s.get("end_ts")', 'end_ts=s.get("start_ts")',
+           "end_ts=pod.gone_at", "end_ts=pod.created_at",
            (f"{E2E}::test_full_lab_completes_with_every_artifact",)),
     Mutant("the ledger lock removed", "tplab/money/ledger.py",
            "fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)", "pass",

@@ -1,8 +1,24 @@
-"""Shared test fixtures: every test gets its own TPLAB_HOME so no state leaks between tests."""
+"""Shared test fixtures: every test gets its own TPLAB_HOME so no state leaks between tests, and
+every process a test started (ranks, torchrun, mock clouds, SSH servers, CLI runs) is gone after it.
+
+The reaper marks each test's processes by an environment variable they inherit (it survives a
+parent killed mid-test, which reparents its children away from pytest), and also takes this
+process's own descendants; whatever is still alive when the test's other fixtures are torn down is
+killed (SIGKILL), and the test is told which processes were left behind.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
+import signal
+import time
+import warnings
+from pathlib import Path
+
 import pytest
+
+REAP_ENV = "TPLAB_TEST_REAP"
 
 
 @pytest.fixture(autouse=True)
@@ -12,3 +28,76 @@ def _tplab_home(tmp_path, monkeypatch):
     monkeypatch.setenv("TPLAB_HOME", str(home))
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
     return home
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, start time) for every live, non-zombie process."""
+    procs: dict[int, tuple[int, str]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            procs[int(d.name)] = (int(fields[1]), fields[19])
+    return procs
+
+
+def _carries(pid: int, marker: bytes) -> bool:
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _left_behind(before: dict[int, tuple[int, str]], marker: bytes) -> dict[int, str]:
+    now = _processes()
+    mine = {os.getpid()}
+    changed = True
+    while changed:  # this process's descendants
+        changed = False
+        for pid, (ppid, _) in now.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                changed = True
+    mine.discard(os.getpid())
+    out = {}
+    for pid, (_, start) in now.items():
+        if before.get(pid, (0, ""))[1] == start:
+            continue  # alive before this test began (a module's shared mock cloud)
+        if pid in mine or _carries(pid, marker):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+            except OSError:
+                continue
+            if "multiprocessing.resource_tracker" not in cmd:  # pytest's own, for the session
+                out[pid] = cmd
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _reap_processes(monkeypatch):
+    """Kill every process the test left running (see the module docstring)."""
+    if not Path("/proc/self/stat").exists():
+        yield
+        return
+    token = secrets.token_hex(8)
+    monkeypatch.setenv(REAP_ENV, token)
+    marker = f"{REAP_ENV}={token}".encode()
+    before = _processes()
+    yield
+    left = _left_behind(before, marker)
+    deadline = time.monotonic() + 3.0  # a process on its way out (a mock cloud just stopped) may finish
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = _left_behind(before, marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        warnings.warn(f"the test left {len(left)} process(es) running, now killed: "
+                      + "; ".join(f"{pid} {cmd}" for pid, cmd in left.items()), stacklevel=1)

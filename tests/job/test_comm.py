@@ -81,6 +81,7 @@ def _sweeps(rank: int, ws: int) -> dict:
     return {"points": points, "calls": calls, "sum": buf.tolist(), "gloo": gloo}
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_the_sweep_measures_the_transport_it_is_given():
     r0, r1 = run_distributed(_sweeps, 2, timeout_s=90)
     # warm-up + 3 rounds of timed calls per size, then ours

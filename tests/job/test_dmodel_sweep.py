@@ -30,6 +30,7 @@ def _sweep_rank(rank: int, world_size: int) -> dict:
             "events": events}
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_tp4_sweep_matches_single_at_every_size_and_skips_what_it_cannot_split():
     ranks = run_distributed(_sweep_rank, 4, timeout_s=120)
     r0 = ranks[0]
@@ -40,6 +41,11 @@ def test_tp4_sweep_matches_single_at_every_size_and_skips_what_it_cannot_split()
         # 2 all-reduces per layer + the embedding's, and the logits all-gather
         assert p["allreduce_calls"] == 2 * 2 + 1 + 1 and p["allreduce_ms"] > 0
         assert p["n_head"] == p["d_model"] // 8
+        # measured in rounds: 4 tokens split over 2 rounds of 2, one sample per round and figure
+        assert p["rounds"] == 2 and p["tokens_per_round"] == 2
+        assert len(p["tp_rounds_ms"]) == 2 and p["figures"]["tp_ms"]["n"] == 2
+        assert p["tp_ms"] == pytest.approx(sorted(p["tp_rounds_ms"])[0] / 2
+                                           + sorted(p["tp_rounds_ms"])[1] / 2)
     assert r0["points"][1]["params"] > 3 * r0["points"][0]["params"]
     assert r0["skipped"] == [{"d_model": 16, "reason": r0["skipped"][0]["reason"]}]
     assert "cannot split n_head=2" in r0["skipped"][0]["reason"]

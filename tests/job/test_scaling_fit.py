@@ -102,3 +102,26 @@ def test_without_a_sweep_the_single_point_calibration_is_used_and_checked():
     block = calibration.check(cal, results)
     assert block["points_from"].startswith("the run's one measured point")
     assert calibration.crossovers(cal, results, 2)["measured"] is None
+
+
+def test_a_point_flagged_unstable_is_left_out_of_the_fit_and_the_calibration_says_so():
+    results = _results()
+    busy = results["d_model_sweep"][0]
+    busy["tp_ms"] *= 1.6  # the first size measured while the machine was busy
+    busy["unstable"], busy["unstable_note"] = True, "tp unstable: spread 37%; machine busy?"
+    cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
+    assert "left out as unstable: d_model 64 (tp unstable: spread 37%" in cal.calibrated_from
+    got = {k: n.value for k, n in cal.numbers().items()}
+    for key, want in TRUE.items():  # the steady points still give the true terms
+        assert got[key] == pytest.approx(want, rel=0.05), key
+    block = calibration.check(cal, results)
+    assert block["points"][0]["unstable"] is True
+    assert any(s.startswith("TP at d_model 64") and "machine busy?" in s for s in block["off"])
+
+
+def test_a_fit_through_unstable_points_says_it_does():
+    results = _results(grid=[64, 128])
+    for p in results["d_model_sweep"]:
+        p["unstable"], p["unstable_note"] = True, "single unstable: spread 40%; machine busy?"
+    cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
+    assert "fitted through unstable points" in cal.calibrated_from

@@ -1,5 +1,44 @@
 """End to end on the real mock cloud: real RunPod provider, real SSH/SFTP, the real job under
 torchrun on this CPU, the real watchdog, the real ledger. Tiny job settings keep each test short.
+
+THE SCENARIO TABLE: every whole mock lab the suite runs, one lab per scenario, each test
+asserting everything its lab shows. A "+" line names a test whose own lab was dropped because it
+repeated the lab above it; its assertions moved, unchanged, into that test (marked there with a
+"-- from <test>" comment). e2e = tests/lab/test_lab_e2e.py, stops = test_lab_stops_e2e.py,
+runpod = test_lab_runpod.py, comm = test_lab_comm.py, detach = test_lab_instance_detach.py,
+app = tests/tui/test_app_mock.py.
+
+  spot lab, complete (headless run)   e2e::test_full_lab_completes_with_every_artifact
+    + detach::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
+  every transient fault, complete     e2e::test_ssh_dropped_twice_every_event_exactly_once
+    + e2e::test_slow_runtime_and_refused_ssh_are_waited_out
+    + e2e::test_api_errors_and_failing_terminates_still_end_verified_gone
+    + stops::test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_..._gone[4]
+  Ctrl-C while booting                e2e::test_ctrl_c_while_booting_terminates_and_settles
+  no spot capacity (no pod)           e2e::test_no_spot_capacity_is_an_educational_stub
+  price over the cap (no pod)         e2e::test_price_over_cap_refused_before_create
+  a leftover pod refuses the lab      e2e::test_leftover_pod_refuses_new_lab_until_terminated
+  wall cap / lab cap                  e2e::test_wall_cap_and_budget_alert_terminate_the_pod
+  spot interruption                   e2e::test_spot_interruption_ends_the_lab_through_terminate
+  create fails (no pod)               e2e::test_failed_create_keeps_the_intent_and_releases_the_hold
+  wrong inputs (no pod), two          stops::test_wrong_inputs_are_refused_before_the_create_phase
+  SIGHUP mid-run                      stops::test_sighup_while_the_job_runs_tears_down_at_once
+  task cancelled again and again      stops::test_cancelling_the_lab_again_and_again_never_cuts_...
+  client SIGKILLed while booting      stops::test_client_killed_while_the_pod_boots_the_guard_ends_it
+  watchdog killed, client SIGKILLed   stops::test_a_killed_watchdog_is_restarted_and_still_ends_the_pod
+    + e2e::test_client_sigkill_watchdog_terminates_pod
+  terminate never takes effect        stops::test_a_terminate_that_lingers_..._gone[-1]
+  spot removed, then on-demand        runpod::test_spot_removed_is_a_stub_naming_on_demand_which_...
+  ambiguous create, unreadable list,  runpod::test_ambiguous_create_*, test_a_pod_that_ends_in_error_*,
+  boot ERROR, rate limit (4 labs)       test_a_rate_limit_that_does_not_pass_*
+  over shm, d_model sweep, complete   comm::test_a_mock_lab_over_shm_completes_and_calibrates_...
+  detached (pod left running)         detach::test_detach_leaves_the_pod_running_with_its_record_...
+  the dashboard, complete             app::test_start_shows_timings_then_results_and_manifest
+    + app::test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod
+  the dashboard's TERMINATE mid-run   app::test_terminate_mid_run_leaves_no_pod_in_the_mock_api
+    + stops::test_terminate_mid_run_keeps_the_figures_measured_so_far
+  quit, then terminate and quit       app::test_quit_while_running_protects_the_pod
+  quit, then leave it running         app::test_leave_running_detaches_and_the_pod_stays_running
 """
 
 from __future__ import annotations
@@ -7,9 +46,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -51,20 +92,43 @@ def _cli(args: list[str], env_extra: dict[str, str]) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def _lines(proc: subprocess.Popen) -> queue.Queue:
+    """proc's stdout lines, read by a thread (None at the end), so a wait for one has a bound."""
+    if not hasattr(proc, "_test_lines"):
+        q: queue.Queue = queue.Queue()
+
+        def pump() -> None:
+            try:
+                for line in proc.stdout:
+                    q.put(line)
+            except (OSError, ValueError):  # closed under the reader by the test's clean-up
+                pass
+            q.put(None)
+        threading.Thread(target=pump, daemon=True).start()
+        proc._test_lines = q
+    return proc._test_lines
+
+
 def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[dict]:
-    """Read the --json stream until pred(event) holds; returns what was read."""
+    """Read the --json stream until pred(event) holds; returns what was read. Fails the test
+    (the process is killed by the caller's clean-up or the reaper) when it does not come
+    within timeout_s, even if the process prints nothing at all."""
     seen: list[dict] = []
     deadline = time.monotonic() + timeout_s
     assert proc.stdout is not None
+    lines = _lines(proc)
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            break
         if not line:
             break
         ev = json.loads(line)
         seen.append(ev)
         if pred(ev):
             return seen
-    raise AssertionError(f"never saw the awaited event; last: {seen[-3:]}")
+    raise AssertionError(f"never saw the awaited event within {timeout_s:.0f} s; last: {seen[-3:]}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -72,13 +136,36 @@ def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[d
 
 async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock_cloud,
                                                      monkeypatch):
+    """Scenario "spot, complete" (headless `tplab run`). Its lab also carries what
+    tests/lab/test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
+    asserted on a lab of its own (the instance events, live uptime, add_artifact): the second
+    half of this test, on the lab `run_lab` made, with the status polled every 0.5 s as there
+    (the job's run phase, torchrun starting two ranks, lasts several polls)."""
     from tplab.commands.run import run_lab
+    from tplab.lab import orchestrator
     import io
+    labs: list[Lab] = []
+    seen: list = []
+
+    class RecordingLab(Lab):  # the lab run_lab makes, with every event it emits from the start
+        def __init__(self, *a, **kw) -> None:
+            super().__init__(*a, **kw)
+            labs.append(self)
+            events = self.subscribe()
+
+            async def collect() -> None:
+                async for ev in events:
+                    seen.append(ev)
+            self.collected = asyncio.create_task(collect())
+
+    monkeypatch.setattr(orchestrator, "Lab", RecordingLab)
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url)
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
+    (lab,) = labs
+    await lab.collected
     assert code == 0, text
     # pods on REST v2 only: the one GraphQL pod call is the spot rent (v2 has no spot)
     calls = mock_cloud.calls()
@@ -132,18 +219,78 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
         blob = path.read_bytes()
         assert b"PRIVATE KEY" not in blob, path
 
+    # -- from test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
+    outcome_pod = manifest["instance_id"]
+    assert code == 0 and manifest["status"] == COMPLETE
+    running = [e for e in seen if e.type == "instance" and e["state"] == "RUNNING"]
+    ready = [e for e in running if e.get("ssh_host") and isinstance(e.get("ssh_port"), int)]
+    assert ready, [e.to_json() for e in running]
+    first = ready[0]
+    assert first["pod_id"] == outcome_pod and first["uptime_s"] is not None
+    for key in ("provider", "gpu_type", "gpu_count", "spot", "usd_per_hr"):
+        assert first.get(key) is not None, key
+    # it came once the pod was ready, before the SSH connect
+    phase_at = [(i, e["name"]) for i, e in enumerate(seen) if e.type == "phase"]
+    connect_at = next(i for i, name in phase_at if name == "connect")
+    assert seen.index(first) < connect_at
+    # the status the lab polls while the job runs keeps uptime (and the endpoint) live
+    run_at = next(i for i, name in phase_at if name == "run")
+    fetch_at = next(i for i, name in phase_at if name == "fetch")
+    live = [e for e in seen[run_at:fetch_at] if e.type == "instance"]
+    assert live and all(e["ssh_host"] == first["ssh_host"] for e in live)
+    assert live[-1]["uptime_s"] >= first["uptime_s"]
+    assert seen[-1].type == "phase" and seen[-1]["name"] == "done"
+    inst_gone = [e for e in seen if e.type == "instance" and e["state"] == "GONE"]
+    assert inst_gone
+    # add_artifact: the dashboard's svg, listed and named the terminated screenshot
+    assert manifest["terminated_screenshot"] == "proof-terminated.json"
+    assert lab.add_artifact("proof-terminated.svg") is None  # not saved: nothing listed
+    (d / "proof-terminated.svg").write_text("<svg/>")
+    assert lab.add_artifact("../manifest.json") is None
+    assert lab.add_artifact("proof-terminated.svg") == d / "manifest.json"
+    again = json.loads((d / "manifest.json").read_text())
+    assert again["terminated_screenshot"] == "proof-terminated.svg"
+    assert "proof-terminated.svg" in again["artifacts"]
+    assert "proof-terminated.json" in again["artifacts"]
+    assert again["status"] == COMPLETE and again["verified_gone"] is True
 
-async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, mock_cloud):
+
+async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
+    """Scenario "every transient fault, complete": one lab through a runtime that is null at
+    first, an sshd that refuses at first, two SSH connections cut under the transport, two
+    failing terminates, two 500s on the pod's status and a terminate that lingers for 4 reads;
+    it completes, every event exactly once. The labs of four tests were this one:
+    test_ssh_dropped_twice_every_event_exactly_once (the drops, every event once, no gap, no
+    duplicate, the key nowhere), test_slow_runtime_and_refused_ssh_are_waited_out (COMPLETE, the
+    ssh retries logged), test_api_errors_and_failing_terminates_still_end_verified_gone
+    (COMPLETE, verified gone, TERMINATED, ledger settled) and, from test_lab_stops_e2e.py,
+    test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone[4]
+    (exit 0, manifest COMPLETE and verified gone, TERMINATED)."""
+    from tplab.mock.handle import start_mock_cloud
+    cloud = start_mock_cloud({"runtime_null_s": 1.5, "ssh_refuse_s": 3.0, "terminate_fail_n": 2,
+                              "http_500": {"GET /v2/pods/{id}": 2}, "terminate_lingers": 4},
+                             boot_delay_s=0.3, state_dir=tmp_path / "mock-state")
+    try:
+        await _every_transient_fault(lab_assets, tmp_path, cloud)
+    finally:
+        cloud.stop()
+
+
+async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    lab = Lab(_cfg(lab_assets, tmp_path, new_tokens=16), provider=prov)
+    cfg = _cfg(lab_assets, tmp_path, new_tokens=16)
+    lab = Lab(cfg, provider=prov)
     events = lab.subscribe()
     drops = 0
     waiting_reconnect = False
     job_seqs: list[int] = []
+    attempts = []
 
     async def saboteur():
         nonlocal drops, waiting_reconnect
         async for ev in events:
+            if ev.type == "log" and ev["msg"].startswith("ssh attempt"):
+                attempts.append(ev["msg"])
             if ev.src == "job":
                 job_seqs.append(ev.seq)
                 if (drops < 2 and not waiting_reconnect and lab.session is not None
@@ -178,45 +325,15 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path, 
             assert path.stat().st_mode & 0o077 == 0, path
         elif path.is_file():
             assert key not in path.read_bytes(), path
-
-
-def test_client_sigkill_watchdog_terminates_pod(lab_assets, tmp_path, mock_cloud):
-    ckpt, prompts = lab_assets
-    hb = 3.0
-    proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json",
-                 "--prompts", "2", "--new-tokens", "64", "--no-sweep", "--warmup", "1",
-                 "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
-                 "--heartbeat-timeout", str(hb), "--out", str(tmp_path / "out")],
-                {"RUNPOD_API_KEY": mock_cloud.api_key})
-    try:
-        _json_events_until(proc, lambda e: e["src"] == "job", 120)
-        pods = [p for p in mock_cloud.pods() if p["desiredStatus"] == "RUNNING"]
-        assert len(pods) == 1
-        pod_id = pods[0]["id"]
-        os.kill(proc.pid, signal.SIGKILL)
-        killed = time.monotonic()
-    finally:
-        proc.kill()
-        proc.wait(10)
-        proc.stdout.close()
-        proc.stderr.close()
-    # bound: stale-after + one watchdog poll + the API call; generous for a loaded 2-core box
-    bound = hb + 12.0
-    while time.monotonic() - killed < bound:
-        pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
-        if pod["desiredStatus"] != "RUNNING":
-            break
-        time.sleep(0.3)
-    took = time.monotonic() - killed
-    assert pod["desiredStatus"] == "TERMINATED", pod
-    assert took < bound
-    # and the next tplab finds no live pod left (status reads the provider and instance.json)
-    from tplab.commands.status import gather
-    os.environ["RUNPOD_API_KEY"] = mock_cloud.api_key
-    try:
-        assert gather(True, mock_cloud.api_url) == []
-    finally:
-        del os.environ["RUNPOD_API_KEY"]
+    # -- from test_slow_runtime_and_refused_ssh_are_waited_out
+    assert attempts, "sshd refused at first: the client should have retried"
+    # -- from test_api_errors_and_failing_terminates_still_end_verified_gone
+    assert mock_cloud.pods()[0]["desiredStatus"] == "TERMINATED"
+    _assert_settled(cfg.ledger_label())
+    # -- from test_lab_stops_e2e.py::test_a_terminate_that_lingers_...[4] (it ran `run_lab`, whose
+    # exit code is the outcome's)
+    m = json.loads((cfg.out_dir / "manifest.json").read_text())
+    assert m["status"] == "COMPLETE" and m["verified_gone"] is True
 
 
 def test_ctrl_c_while_booting_terminates_and_settles(lab_assets, tmp_path):
@@ -378,48 +495,5 @@ async def test_failed_create_keeps_the_intent_and_releases_the_hold(lab_assets, 
         assert kinds == ["authorize", "release"]
         assert cloud.api_key not in outcome.reason
         assert "no pod named tplab-" in outcome.reason and "none was created" in outcome.reason
-    finally:
-        cloud.stop()
-
-
-async def test_slow_runtime_and_refused_ssh_are_waited_out(lab_assets, tmp_path):
-    from tplab.mock.handle import start_mock_cloud
-    cloud = start_mock_cloud({"runtime_null_s": 1.5, "ssh_refuse_s": 3.0}, boot_delay_s=0.3,
-                             state_dir=tmp_path / "mock-state")
-    try:
-        prov = _provider(cloud.api_key, cloud.api_url)
-        cfg = _cfg(lab_assets, tmp_path)
-        lab = Lab(cfg, provider=prov)
-        events = lab.subscribe()
-        attempts = []
-
-        async def collect():
-            async for ev in events:
-                if ev.type == "log" and ev["msg"].startswith("ssh attempt"):
-                    attempts.append(ev["msg"])
-
-        task = asyncio.create_task(collect())
-        outcome = await lab.run()
-        await task
-        assert outcome.status == COMPLETE, outcome.reason
-        assert outcome.verified_gone and outcome.exit_code == 0
-        assert attempts, "sshd refused at first: the client should have retried"
-    finally:
-        cloud.stop()
-
-
-async def test_api_errors_and_failing_terminates_still_end_verified_gone(lab_assets, tmp_path):
-    from tplab.mock.handle import start_mock_cloud
-    cloud = start_mock_cloud({"terminate_fail_n": 2, "http_500": {"GET /v2/pods/{id}": 2}},
-                             boot_delay_s=0.3,
-                             state_dir=tmp_path / "mock-state")
-    try:
-        prov = _provider(cloud.api_key, cloud.api_url)
-        cfg = _cfg(lab_assets, tmp_path)
-        outcome = await Lab(cfg, provider=prov).run()
-        assert outcome.status == COMPLETE, outcome.reason
-        assert outcome.verified_gone and outcome.exit_code == 0
-        assert cloud.pods()[0]["desiredStatus"] == "TERMINATED"
-        _assert_settled(cfg.ledger_label())
     finally:
         cloud.stop()

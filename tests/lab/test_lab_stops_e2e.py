@@ -49,40 +49,6 @@ def test_wrong_inputs_are_refused_before_the_create_phase(lab_assets, tmp_path, 
         BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
 
 
-async def test_terminate_mid_run_keeps_the_figures_measured_so_far(lab_assets, tmp_path,
-                                                                   mock_cloud):
-    prov = provider_for(mock_cloud.api_key, mock_cloud.api_url)
-    cfg = tiny_lab_config(lab_assets, tmp_path, num_prompts=10, new_tokens=60)
-    lab = Lab(cfg, provider=prov)
-    events = lab.subscribe()
-    tp_tokens = 0
-
-    async def press_terminate_once_tp_runs():
-        nonlocal tp_tokens
-        async for ev in events:
-            if ev.type == "token" and ev["mode"] == "tp":
-                tp_tokens += 1
-                if tp_tokens == 30:
-                    lab.request_terminate("user")  # the TERMINATE button
-
-    task = asyncio.create_task(press_terminate_once_tp_runs())
-    outcome = await lab.run()
-    await task
-    assert outcome.status == STOPPED and outcome.exit_code == 4, outcome.reason
-    assert "stopped by the user" in outcome.reason and outcome.verified_gone
-    m = json.loads((outcome.out_dir / "manifest.json").read_text())
-    assert m["status"] == STOPPED and m["figures"] == "partial"
-    part = m["partial"]
-    assert part["single_tokens"] >= 10 * 59 and part["tp_tokens"] >= 25
-    assert m["single_gpu_per_token_ms"] == part["single_per_token_ms"] > 0
-    assert m["tp_per_token_ms"] == part["tp_per_token_ms"] > 0
-    assert "partial" in m["lesson_notes"] and "single-device" in m["lesson_notes"]
-    # what the pod could tell came back before it went
-    assert (outcome.out_dir / "job.log").is_file() and (outcome.out_dir / "watchdog.log").is_file()
-    assert mock_cloud.pods()[0]["desiredStatus"] == "TERMINATED"
-    assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
-
-
 def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock_cloud):
     """The terminal closes (SIGHUP) with a 60 s heartbeat timeout: the client's own teardown
     ends the pod within 15 s, long before the pod's watchdog would."""
@@ -178,6 +144,10 @@ def test_client_killed_while_the_pod_boots_the_guard_ends_it(lab_assets, tmp_pat
 
 def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_path,
                                                                mock_cloud):
+    """Also test_lab_e2e.py::test_client_sigkill_watchdog_terminates_pod, whose lab this is now:
+    one RUNNING pod once the job streams; the client SIGKILLed, the (restarted) watchdog ends the
+    pod within stale-after + one poll + the API call (hb + 12 s), and the next tplab finds no
+    live pod."""
     ckpt, prompts = lab_assets
     hb = 6.0
     proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "4",
@@ -186,6 +156,8 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
                  "--out", str(tmp_path / "out")], {"RUNPOD_API_KEY": mock_cloud.api_key})
     try:
         _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
+        pods = [p for p in mock_cloud.pods() if p["desiredStatus"] == "RUNNING"]
+        assert len(pods) == 1
         pod = mock_cloud.pods()[0]
 
         def watchdogs() -> list[int]:
@@ -217,17 +189,28 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
         proc.stdout.close()
         proc.stderr.close()
     _wait_all_terminated(mock_cloud, hb + 15.0)
-    assert time.monotonic() - killed < hb + 15.0
+    took = time.monotonic() - killed
+    assert took < hb + 15.0
+    assert took < hb + 12.0  # test_client_sigkill_watchdog_terminates_pod's bound
     log = Path(pod["sandbox"], "tplab-run", "watchdog.log").read_text()
     assert "supervisor: the watchdog exited" in log and "client heartbeat stale" in log
+    # and the next tplab finds no live pod left (status reads the provider and instance.json)
+    from tplab.commands.status import gather
+    os.environ["RUNPOD_API_KEY"] = mock_cloud.api_key
+    try:
+        assert gather(True, mock_cloud.api_url) == []
+    finally:
+        del os.environ["RUNPOD_API_KEY"]
 
 
-@pytest.mark.parametrize("lingers", [4, -1])
+@pytest.mark.parametrize("lingers", [-1])
 async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone(
         lab_assets, tmp_path, lingers):
     """RunPod accepts the terminate but the pod stays listed: for a few polls (the lab waits
     and it ends COMPLETE), or for good (the lab waits its bound, re-sends terminate, and ends
-    FAILED with exit 1 and the command to run: never "verified gone")."""
+    FAILED with exit 1 and the command to run: never "verified gone"). The few-polls case
+    (lingers=4) is now one of the faults of tests/lab/test_lab_e2e.py::
+    test_ssh_dropped_twice_every_event_exactly_once, with its assertions."""
     import io
     from tplab.commands.run import run_lab
     from tplab.mock.handle import start_mock_cloud
@@ -241,17 +224,13 @@ async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_
         code = await run_lab(cfg, out=out)
         m = json.loads((cfg.out_dir / "manifest.json").read_text())
         deletes = cloud.state()["calls"].get("DELETE /v2/pods/{id}", 0)
-        if lingers > 0:
-            assert code == 0 and m["status"] == "COMPLETE" and m["verified_gone"] is True
-            assert cloud.pods()[0]["desiredStatus"] == "TERMINATED"
-        else:
-            assert time.monotonic() - t0 >= 6.0  # it waited to its bound
-            assert code == 1 and m["status"] == "FAILED" and m["verified_gone"] is False
-            assert "could not be verified gone" in m["reason"]
-            assert "could not be verified gone" in out.getvalue()
-            assert f"tplab terminate {m['instance_id']}" in out.getvalue()
-            assert deletes >= 2  # terminate was sent again while it stayed
-            assert cloud.pods()[0]["desiredStatus"] == "RUNNING"
+        assert time.monotonic() - t0 >= 6.0  # it waited to its bound
+        assert code == 1 and m["status"] == "FAILED" and m["verified_gone"] is False
+        assert "could not be verified gone" in m["reason"]
+        assert "could not be verified gone" in out.getvalue()
+        assert f"tplab terminate {m['instance_id']}" in out.getvalue()
+        assert deletes >= 2  # terminate was sent again while it stayed
+        assert cloud.pods()[0]["desiredStatus"] == "RUNNING"
     finally:
         os.environ.pop("RUNPOD_API_KEY", None)
         cloud.stop()

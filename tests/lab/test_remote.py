@@ -322,13 +322,13 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
     env_file.write_text("export RUNPOD_POD_ID=podtest1\nexport RUNPOD_API_KEY=test-pod-key-123\n"
                         "export RUNPOD_API_BASE_URL=http://127.0.0.1:9\n")
     monkeypatch.setenv("TPLAB_RP_ENV_FILE", str(env_file))  # the asyncssh server's sessions
-    pkg = Path(remote.__file__).parent
+    pkg = Path(remote.__file__).parent.parent  # tplab/
     shim = tmp_path / "torch"
     (shim / "distributed").mkdir(parents=True)
     (shim / "__init__.py").write_text("")
     (shim / "distributed" / "__init__.py").write_text("")
     (shim / "distributed" / "run.py").write_text(FAKE_TORCHRUN)
-    items = remote.bundle_items(pkg, ["job"], [
+    items = remote.bundle_items(pkg, ["records", "job"], [
         UploadItem(shim / "__init__.py", "torch/__init__.py"),
         UploadItem(shim / "distributed" / "__init__.py", "torch/distributed/__init__.py"),
         UploadItem(shim / "distributed" / "run.py", "torch/distributed/run.py")])

@@ -17,7 +17,7 @@ LABEL = "lab02-tp-spinup-rtx4090x2"
 def test_a_killed_clients_hold_does_not_refuse_the_next_start():
     code = ("from tplab.money.budget import BudgetGuard; "
             f"print(BudgetGuard.from_config(mock=True).authorize({LABEL!r}, 3.0))")
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=60)
     assert refusal(LabConfig(mock=True)) is None  # $2 remaining, but the $3 hold is a dead one's
 
 

@@ -357,7 +357,7 @@ def test_holds_dead_clients_left_are_settled_once_nothing_can_bill(tmp_path):
     code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-dead', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=60).stdout.strip()
     alive = BudgetGuard.from_config(mock=True).authorize("lab02-alive", 1.0)  # this process
     notes = leftovers.reconcile_holds(FakeProvider(), mock=True)
     assert len(notes) == 1 and dead in notes[0]
@@ -412,7 +412,7 @@ def test_terminate_all_settles_a_killed_clients_hold_when_its_watchdog_ended_the
     code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=60).stdout.strip()
     _record("killed1", auth_id=dead, created_at=time.time() - 600)
 
     class WatchdogEndedIt(FakeProvider):
@@ -441,7 +441,7 @@ def test_terminate_all_mock_with_no_mock_cloud_still_releases_a_dead_clients_hol
     code = ("from tplab.money.budget import BudgetGuard; "
             "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', 3.0))")
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+                          check=True, timeout=60).stdout.strip()
     args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url=None, timeout=1.0)
     assert terminate.main(args) == 0
     out = capsys.readouterr().out
@@ -456,7 +456,7 @@ def test_a_killed_clients_unanswered_create_is_closed_after_the_short_grace():
     import subprocess
     import sys
     dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     for name, age in (("recent", 5.0), ("old", leftovers.DEAD_CLIENT_INTENT_GRACE_S + 1)):
         rec = _record(name, state=instances.INTENT, pid=int(dead_pid))
         rec.pod_id, rec.pod_name = None, f"tplab-{name}"

@@ -11,6 +11,7 @@ from tplab.labs.ddp_lab import AllReduceTimer, DDPSettings, run
 from tplab.model.config import GPTConfig
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> None:
     tiny = GPTConfig(vocab_size=640, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
     s = DDPSettings(nproc=2, steps=40, batch_size=8, lr=1e-2, model=tiny.to_dict())
@@ -50,6 +51,22 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     assert f"{r['allreduce_share']:.1%} of a training step when measured here" in page
     with pytest.raises(MeasuredRunError, match="another shape"):
         survey.collect(DEFAULT_CHECKPOINT, ddp_run=tmp_path)
+
+
+@pytest.mark.slow
+def test_a_failing_rank_ends_the_lab_in_one_sentence_with_no_rank_left(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from tplab.labs.ddp_lab import DDPLabError
+    tiny = GPTConfig(vocab_size=8, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
+    with pytest.raises(DDPLabError) as caught:
+        run(tmp_path, DDPSettings(nproc=2, steps=4, batch_size=2, model=tiny.to_dict()))
+    msg = str(caught.value)
+    assert msg.startswith("rank ") and "vocab_size is 8" in msg and "every rank was stopped" in msg
+    assert "\n" not in msg and "Traceback" not in msg  # one sentence, not a rank's traceback
+    ranks = [p for p in multiprocessing.active_children() if "resource_tracker" not in p.name]
+    assert ranks == []
+    assert not list(tmp_path.glob(".rendezvous-*")) and not (tmp_path / "ddp-results.json").exists()
 
 
 def test_timer_counts_overlapping_buckets_once() -> None:

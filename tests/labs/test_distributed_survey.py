@@ -107,6 +107,7 @@ def _tp_decode_collectives(rank: int, world_size: int, checkpoint: str) -> dict:
     return {"calls": t.calls, "bytes": t.bytes, "by_op": dict(t.by_op)}
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_tp_collectives_are_what_a_two_rank_decode_step_issues(other_checkpoint: Path) -> None:
     shapes = survey.read_model_shapes(other_checkpoint)
     got = run_distributed(_tp_decode_collectives, 2, str(other_checkpoint), timeout_s=120)[0]

@@ -5,7 +5,8 @@ import secrets
 import pytest
 
 from tplab.mock.faults import Faults
-from tplab.mock.handle import start_mock_cloud
+from tplab.mock.handle import start_mock_cloud, start_mock_vast
+from tplab.mock.vast.fault_switches import VastFaults
 
 
 @pytest.fixture(scope="module")
@@ -17,14 +18,24 @@ def cloud(tmp_path_factory):
         yield c
 
 
+@pytest.fixture(scope="module")
+def vast(tmp_path_factory):
+    """One mock Vast cloud per test module; faults reset after each test."""
+    with start_mock_vast(boot_delay_s=0.2, balance_usd=5.0, api_key=secrets.token_hex(32),
+                         state_dir=tmp_path_factory.mktemp("mockvast"), keep_sandboxes=True) as c:
+        yield c
+
+
 @pytest.fixture(autouse=True)
 def _reset_faults(request):
-    """After each test on the shared mock: every fault off again, and no answer of the mock's
-    that broke RunPod's OpenAPI document (that fails the test that caused it)."""
+    """After each test on a shared mock: every fault off again, and no answer of the mock's
+    that broke the provider's OpenAPI document (that fails the test that caused it)."""
     yield
-    if "cloud" in request.fixturenames:
-        c = request.getfixturevalue("cloud")
+    for name, off in (("cloud", Faults()), ("vast", VastFaults())):
+        if name not in request.fixturenames:
+            continue
+        c = request.getfixturevalue(name)
         if c.running:
-            c.set_faults(**Faults().to_dict())
+            c.set_faults(**off.to_dict())
             violations = c.state()["schemaViolations"]
             assert violations == [], violations

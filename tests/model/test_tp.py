@@ -48,6 +48,7 @@ def _tp_decode(rank: int, world_size: int, checkpoint: str, prompts: list[str],
     return {"max_diff": max_diff, "tokens": _decode_all(tp, ids), "first_loop": greedy_decode(tp, ids[0], NEW_TOKENS)}
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_tp_greedy_equals_single_token_for_token_on_every_prompt():
     torch.set_num_threads(1)
     prompts = _prompts()

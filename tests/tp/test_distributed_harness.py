@@ -30,16 +30,19 @@ def _sleeps(rank: int, world_size: int) -> None:
     time.sleep(60)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_a_failing_rank_fails_the_test_with_its_traceback() -> None:
     with pytest.raises(DistributedTestError, match=r"(?s)rank 0 of 1:.*Traceback.*boom from rank 0"):
         run_distributed(_raises, 1)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_a_hung_collective_fails_within_the_process_group_timeout() -> None:
     with pytest.raises(DistributedTestError, match=r"(?s)rank 0 of 2.*[Tt]imed out"):
         run_distributed(_rank0_waits_for_missing_peer, 2, timeout_s=50, pg_timeout_s=2)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_the_whole_run_is_killed_at_its_wall_clock_limit() -> None:
     start = time.monotonic()
     with pytest.raises(DistributedTestError, match="did not finish within 3 s"):

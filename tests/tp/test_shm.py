@@ -107,6 +107,7 @@ def ws3() -> list[dict[str, Any]]:
     return run_distributed(_transport, 3, timeout_s=120)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_sums_and_gathers_are_exact_at_world_size_3(ws3: list[dict[str, Any]]) -> None:
     for rank, r in enumerate(ws3):
         failed = [k for k, v in r.items() if isinstance(v, bool) and k.startswith(
@@ -115,6 +116,7 @@ def test_sums_and_gathers_are_exact_at_world_size_3(ws3: list[dict[str, Any]]) -
         assert not failed, f"rank {rank}: {failed}"
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_every_rank_gets_the_same_bits(ws3: list[dict[str, Any]]) -> None:
     sums = [r["random_sum"] for r in ws3]
     assert all(torch.equal(sums[0], s) for s in sums[1:])
@@ -122,6 +124,7 @@ def test_every_rank_gets_the_same_bits(ws3: list[dict[str, Any]]) -> None:
     assert torch.allclose(sums[0], expected, atol=1e-5)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_selection_fallback_and_gradients(ws3: list[dict[str, Any]]) -> None:
     for r in ws3:
         assert (r["name"], r["name_after"]) == ("shm", "gloo")
@@ -130,6 +133,7 @@ def test_selection_fallback_and_gradients(ws3: list[dict[str, Any]]) -> None:
         assert "closed" in r["closed_error"]
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_a_long_wait_halves_the_spin(ws3: list[dict[str, Any]]) -> None:
     from tplab.tp.shm import SPIN_MIN_S, SPIN_S
 
@@ -138,6 +142,7 @@ def test_a_long_wait_halves_the_spin(ws3: list[dict[str, Any]]) -> None:
     assert after == max(SPIN_MIN_S, before / 2)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_segment_is_unlinked_once_every_rank_mapped_it(ws3: list[dict[str, Any]]) -> None:
     assert not any(r["segment_exists"] for r in ws3)
     assert ws3[0]["pids"] == [r["pid"] for r in ws3]
@@ -201,6 +206,7 @@ def _save(res: dict[str, Any], out_dir: str, rank: int) -> None:
         pickle.dump(res, fh)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_dead_or_stuck_peer_is_a_clear_error_within_the_bound(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
@@ -240,7 +246,7 @@ def test_dead_or_stuck_peer_is_a_clear_error_within_the_bound(tmp_path: Path) ->
 
 def test_stale_segments_of_dead_creators_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, timeout=60)
     dead_pid = int(done.stdout)
     dead = tmp_path / f"{shm_segment.PREFIX}{dead_pid}-1700000000-abcd1234"
     dead_bell = tmp_path / f"{dead.name}.r1"

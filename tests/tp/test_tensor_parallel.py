@@ -248,11 +248,13 @@ def _assert_close(results: list[dict[str, Any]], part: str, *keys: str) -> None:
             assert res[part][key] < TOL, f"rank {rank}: {part}.{key} = {res[part][key]:.3g}"
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_each_rank_ran_on_gloo_with_one_thread(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     assert [r["env"] for r in ranks] == [(k, ws, "gloo", 1) for k in range(ws)]
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_column_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     shards = [r["column"]["shard"] for r in ranks]
@@ -267,6 +269,7 @@ def test_column_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None
     assert all(r["column"]["backward_calls"] == 1 for r in ranks)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_row_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     assert all(r["row"]["weight_shape"] == (OUT, IN // ws) for r in ranks)
@@ -278,6 +281,7 @@ def test_row_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
     assert all(r["row"]["forward_bytes"] == 3 * OUT * 4 for r in ranks)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_sharded_embedding_lookup(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     per = VOCAB // ws
@@ -289,6 +293,7 @@ def test_sharded_embedding_lookup(ranks: list[dict[str, Any]]) -> None:
     assert all(r["embedding"]["forward_calls"] == 1 for r in ranks)
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_mlp_pattern_minimal(ranks: list[dict[str, Any]]) -> None:
     _assert_close(ranks, "mlp", "out_err", "inference_err", "grad_x_err", "grad_up_err", "grad_down_err")
     for r in ranks:
@@ -300,6 +305,7 @@ def test_mlp_pattern_minimal(ranks: list[dict[str, Any]]) -> None:
         assert r["mlp"]["backward"] == (1, {"all_reduce": 1})
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_collectives_are_conjugate_pairs(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     total = ws * (ws + 1) / 2  # sum over ranks of (rank + 1)
@@ -317,6 +323,7 @@ def test_collectives_are_conjugate_pairs(ranks: list[dict[str, Any]]) -> None:
         assert f"size {4 * ws + 1}" in c["split_error"] and f"world size {ws}" in c["split_error"]
 
 
+@pytest.mark.slow  # spawns gloo ranks
 def test_non_dividing_world_size_is_a_clear_error(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     odd = 4 * ws + 1

@@ -8,6 +8,8 @@ import json
 import pytest
 from textual.widgets import Button
 
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import STOPPED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
@@ -21,6 +23,8 @@ pytestmark = pytest.mark.slow
 SIZE = (160, 48)
 #: a lab long enough to be interrupted (prompt + new tokens stay under block_size 160)
 LONG = {"num_prompts": 4, "new_tokens": 140}
+#: the lab TERMINATE interrupts once 30 TP tokens are in (all 10 prompts done on one device)
+MID = {"num_prompts": 10, "new_tokens": 60}
 
 
 _cfg = tiny_lab_config
@@ -38,9 +42,13 @@ def _mock_app(cfg, mock_cloud) -> tuple[TplabApp, list[Lab]]:
     return TplabApp(factory, start=True), labs
 
 
-async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_path):
+async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_path, mock_cloud):
+    """Scenario "the dashboard, complete". Its lab is also the one
+    test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod replayed (it ran a
+    lab of its own): the replay's assertions close this test."""
     cfg = _cfg(lab_assets, tmp_path)
-    app = TplabApp(lambda: Lab(cfg), plan={"num_prompts": 2, "new_tokens": 8},
+    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    app = TplabApp(lambda: Lab(cfg, provider=prov), plan={"num_prompts": 2, "new_tokens": 8},
                    scaling=ScalingSource.for_config(cfg))
     token_seen_while_running = False
     async with app.run_test(size=SIZE) as pilot:
@@ -76,13 +84,35 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     # the instance panel had the pod's SSH endpoint and uptime from the lab's events
     assert s.instance.ssh_host and s.instance.ssh_port and s.instance.uptime_s is not None
 
+    # -- from test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod
+    from tui.app import app_from_args
+    lived = app.state
+    pods_before = mock_cloud.pods()
+    assert len(pods_before) == 1
+    replay = app_from_args(["--replay", str(cfg.out_dir), "--speed", "max"])
+    async with replay.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: replay.outcome is not None, what="the replay")
+        s = replay.state
+        assert "REPLAY" in replay.title and "no pod" in replay.title
+        assert s.done_status == "COMPLETE" and s.instance.gone
+        assert s.timings["tp"].count == lived.timings["tp"].count == 2 * 8
+        assert s.results["speedup"] == lived.results["speedup"]
+    assert [(p["id"], p["desiredStatus"]) for p in mock_cloud.pods()] == [
+        (p["id"], p["desiredStatus"]) for p in pods_before]  # the replay created nothing
+
 
 async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_path, mock_cloud):
-    cfg = _cfg(lab_assets, tmp_path, **LONG)
+    """Scenario "TERMINATE mid-run". Its lab is also the one
+    tests/lab/test_lab_stops_e2e.py::test_terminate_mid_run_keeps_the_figures_measured_so_far
+    ran (10 prompts x 60 tokens, TERMINATE once 30 TP tokens are in): the figures measured so
+    far, kept in the manifest, close this test."""
+    cfg = _cfg(lab_assets, tmp_path, **MID)
     app, labs = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.timings["single"].count > 0, timeout=180,
                        what="first tokens")
+        await wait_for(pilot, lambda: app.state.timings["tp"].count >= 30, timeout=180,
+                       what="30 TP tokens")
         pod_id = app.state.instance.pod_id
         assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]
         button = app.query_one("#terminate", Button)
@@ -105,11 +135,25 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
     progress = [label for label in labels if label != "TERMINATE"]
     assert progress[0] == "TERMINATING…" and progress[-1] == final == "POD GONE ✓", labels
     assert app.runner.outcome.verified_gone and app.runner.outcome.pod_id == pod_id
-    assert app.state.timings["tp"].count < LONG["num_prompts"] * LONG["new_tokens"]  # mid-run
+    assert app.state.timings["tp"].count < MID["num_prompts"] * MID["new_tokens"]  # mid-run
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
     assert pod["desiredStatus"] == "TERMINATED"
     stops = [line for line in app.state.log if "terminate requested" in line.text]
     assert len(stops) == 1  # the lab was asked once
+    # -- from tests/lab/test_lab_stops_e2e.py::test_terminate_mid_run_keeps_the_figures_measured_so_far
+    outcome = app.runner.outcome
+    assert outcome.status == STOPPED and outcome.exit_code == 4, outcome.reason
+    assert "stopped by the user" in outcome.reason and outcome.verified_gone
+    m = json.loads((outcome.out_dir / "manifest.json").read_text())
+    assert m["status"] == STOPPED and m["figures"] == "partial"
+    part = m["partial"]
+    assert part["single_tokens"] >= 10 * 59 and part["tp_tokens"] >= 25
+    assert m["single_gpu_per_token_ms"] == part["single_per_token_ms"] > 0
+    assert m["tp_per_token_ms"] == part["tp_per_token_ms"] > 0
+    assert "partial" in m["lesson_notes"] and "single-device" in m["lesson_notes"]
+    # what the pod could tell came back before it went
+    assert (outcome.out_dir / "job.log").is_file() and (outcome.out_dir / "watchdog.log").is_file()
+    assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
 
 
 async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cloud):
@@ -157,27 +201,3 @@ async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_
     assert f"tplab terminate {pod_id} --mock" in lab.summary()["reason"]
     proof = await lab.terminate_pod(pod_id)  # what the warning says to run, in-process
     assert proof.gone
-
-
-async def test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod(lab_assets,
-                                                                               tmp_path,
-                                                                               mock_cloud):
-    from tui.app import app_from_args
-    cfg = _cfg(lab_assets, tmp_path)
-    app, labs = _mock_app(cfg, mock_cloud)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.runner.outcome is not None, timeout=240, what="the lab")
-    assert app.runner.outcome.status == "COMPLETE", app.runner.outcome.reason
-    lived = app.state
-    pods_before = mock_cloud.pods()
-    assert len(pods_before) == 1
-    replay = app_from_args(["--replay", str(cfg.out_dir), "--speed", "max"])
-    async with replay.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: replay.runner.outcome is not None, what="the replay")
-        s = replay.state
-        assert "REPLAY" in replay.title and "no pod" in replay.title
-        assert s.done_status == "COMPLETE" and s.instance.gone
-        assert s.timings["tp"].count == lived.timings["tp"].count == 2 * 8
-        assert s.results["speedup"] == lived.results["speedup"]
-    assert [(p["id"], p["desiredStatus"]) for p in mock_cloud.pods()] == [
-        (p["id"], p["desiredStatus"]) for p in pods_before]  # the replay created nothing

@@ -91,7 +91,8 @@ def _show(ev: Any, out: IO[str]) -> None:
         else:
             out.write(f"[job]   d_model {ev['d_model']}: single {ev['single_ms']:.3f} ms, TP "
                       f"{ev['tp_ms']:.3f} ms, collectives {ev['allreduce_ms']:.3f} ms/token"
-                      f"{'  match' if ev.get('outputs_match') else '  MISMATCH'}\n")
+                      f"{'  match' if ev.get('outputs_match') else '  MISMATCH'}"
+                      f"{'  ' + ev['unstable_note'] if ev.get('unstable') else ''}\n")
     elif t == "error":
         out.write(f"[job] error: {ev['msg']}\n")
     else:
@@ -162,8 +163,22 @@ _COMM_LABEL = {"gloo": "gloo", "shm": "shared memory", "both": "shared memory, g
 def _fit_text(sweep: dict[str, Any] | None) -> str:
     fit = (sweep or {}).get("fit")
     if fit:
-        return f"{fit['alpha_us']:.1f} us, {fit['beta_gbps']:.3f} GB/s"
+        ci_a, ci_b = fit.get("alpha_ci95_us"), fit.get("beta_ci95_gbps")
+        return (f"{fit['alpha_us']:.1f} us" + (f" [{ci_a[0]:.1f}..{ci_a[1]:.1f}]" if ci_a else "")
+                + f", {fit['beta_gbps']:.3f} GB/s"
+                + (f" [{ci_b[0]:.3f}..{ci_b[1]:.3f}] (95%, {fit.get('method')})" if ci_b else ""))
     return (sweep or {}).get("fit_error") or "n/a"
+
+
+def _passes_text(mode: dict[str, Any]) -> str:
+    """'; per prompt p50 1.02 [1.00..1.05], spread 3%, n=10' and the flag when unstable."""
+    fig = (mode.get("passes") or {}).get("p50")
+    if not fig:
+        return ""
+    lo, hi = fig["ci95"]
+    return (f"; per prompt p50 {fig['median']:.3f} [{lo:.3f}..{hi:.3f}], spread "
+            f"{fig['spread']:.0%}, n={fig['n']}" + (f"  {fig['note']}" if fig.get("unstable")
+                                                    else ""))
 
 
 def _figure_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
@@ -174,13 +189,13 @@ def _figure_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [("outputs match", str(r["outputs_match"])
              + (f" (over {', '.join([primary, *others])})" if others else "")),
             ("single per token", f"{r['single_per_token_ms']:.3f} ms (p50 {single['p50']:.3f}, "
-             f"p99 {single['p99']:.3f})")]
+             f"p99 {single['p99']:.3f})" + _passes_text(r["single"]))]
     for name, t in [(primary, r), *others.items()]:
         tp = t["tp"]["per_token_ms"]
         same_run = " (same run)" if name != primary else ""
         rows.append((f"TP={world} per token, {name}", f"{t['tp_per_token_ms']:.3f} ms (p50 "
                      f"{tp['p50']:.3f}, p99 {tp['p99']:.3f}) = {t['tp_over_single']:.2f}x "
-                     f"single{same_run}"))
+                     f"single{same_run}" + _passes_text(t["tp"])))
     rows.append(("speedup (single/TP)", ", ".join(
         f"{t['speedup']:.3f} {name}" for name, t in [(primary, r), *others.items()])))
     for name, t in [(primary, r), *others.items()]:

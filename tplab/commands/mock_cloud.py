@@ -1,18 +1,21 @@
-"""`tplab mock-cloud`: run the local RunPod-compatible mock cloud until interrupted.
+"""`tplab mock-cloud`: run the local mock cloud(s) until interrupted.
 
-The mock (tplab/mock) serves RunPod's REST v2 pod, catalog and billing routes (held to RunPod's
-OpenAPI document) and the GraphQL tplab still uses on 127.0.0.1; its pods are SSH servers on
-loopback. Point tplab (or the runpod SDK) at it with
+The RunPod mock (tplab/mock, the default) serves RunPod's REST v2 pod, catalog and billing routes
+(held to RunPod's OpenAPI document) and the GraphQL tplab still uses on 127.0.0.1; its pods are
+SSH servers on loopback. Point tplab (or the runpod SDK) at it with
 ``RUNPOD_API_BASE_URL=<api_url>`` and ``RUNPOD_API_KEY=<api_key>`` from the JSON line it prints.
+``--cloud vast`` serves the mock Vast.ai cloud instead (tplab/mock/vast: Vast's API held to its
+OpenAPI document; ``VAST_API_BASE_URL``, ``VAST_API_KEY``), ``--cloud both`` both.
 """
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "run the local mock cloud (RunPod-compatible API + SSH pods on 127.0.0.1)"
-DESCRIPTION = (HELP + ". Prints one JSON line {api_url, api_key, state_dir, pid} when "
-               "ready; runs until SIGTERM/Ctrl-C, then terminates every pod.")
+HELP = "run the local mock cloud (RunPod- or Vast-compatible API + SSH pods on 127.0.0.1)"
+DESCRIPTION = (HELP + ". Prints one JSON line {provider, api_url, api_key, state_dir, pid} "
+               "when ready (with --cloud both, also clouds: {runpod, vast}); runs until "
+               "SIGTERM/Ctrl-C, then terminates every pod.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -35,7 +35,8 @@ def mock_providers() -> list[tuple[Any, Any]]:
     """(record, provider) for every mock cloud running on this machine."""
     from tplab.home import mock_clouds
     from tplab.lab.providers import provider_for
-    return [(rec, provider_for(rec.api_key, rec.api_url)) for rec in mock_clouds.running()]
+    return [(rec, provider_for(rec.api_key, rec.api_url))
+            for rec in mock_clouds.running("runpod")]
 
 
 def gather(mock: bool, api_url: str | None) -> list[dict]:

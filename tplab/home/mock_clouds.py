@@ -8,7 +8,7 @@ process, another terminal could only say "no mock cloud running" while one was. 
 
     TPLAB_HOME/mock/clouds/<pid>.json   (mode 0600)
     {"api_url": "http://127.0.0.1:41234", "api_key": "...", "pid": 4242,
-     "started_at": 1764450000.0}
+     "started_at": 1764450000.0, "provider": "runpod"}      # or "vast"
 
 The key is the mock's own account key (never a real one), but it is still a key: it is
 registered with ``tplab.home.redact`` when read and never printed. A record whose process has gone
@@ -35,6 +35,7 @@ class MockCloudRecord:
     started_at: float
     path: Path
     api_key: str = field(repr=False, default="")
+    provider: str = "runpod"
 
 
 def clouds_dir() -> Path:
@@ -42,13 +43,14 @@ def clouds_dir() -> Path:
     return tplab_home(mock=True) / DIR_NAME
 
 
-def register(api_url: str, api_key: str, pid: int) -> Path | None:
+def register(api_url: str, api_key: str, pid: int, provider: str = "runpod") -> Path | None:
     """Write the record for a mock cloud just started (atomically, 0600); None when it could
     not be written (the mock still works; only other terminals will not find it)."""
     try:
         folder = clouds_dir()
-        return write_json(folder / f"{pid}.json", {"api_url": api_url, "api_key": api_key,
-                                                     "pid": pid, "started_at": time.time()},
+        name = f"{pid}.json" if provider == "runpod" else f"{pid}-{provider}.json"
+        return write_json(folder / name, {"api_url": api_url, "api_key": api_key, "pid": pid,
+                                          "started_at": time.time(), "provider": provider},
                           indent=None)
     except OSError:
         return None
@@ -73,8 +75,9 @@ def _alive(pid: int) -> bool:
         return True  # no /proc here: trust the pid
 
 
-def running() -> list[MockCloudRecord]:
-    """The mock clouds whose process is alive, oldest first; stale records are removed."""
+def running(provider: str | None = None) -> list[MockCloudRecord]:
+    """The mock clouds whose process is alive (of ``provider``, or all), oldest first; stale
+    records are removed."""
     try:
         paths = sorted(clouds_dir().glob("*.json"))
     except OSError:
@@ -85,7 +88,8 @@ def running() -> list[MockCloudRecord]:
             data = json.loads(path.read_text(encoding="utf-8"))
             rec = MockCloudRecord(api_url=str(data["api_url"]),
                                   pid=int(data["pid"]), started_at=float(data["started_at"]),
-                                  path=path, api_key=str(data["api_key"]))
+                                  path=path, api_key=str(data["api_key"]),
+                                  provider=str(data.get("provider", "runpod")))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if not _alive(rec.pid):
@@ -94,6 +98,7 @@ def running() -> list[MockCloudRecord]:
         if rec.api_key:
             from tplab.home.redact import register_secret
             register_secret(rec.api_key)
-        found.append(rec)
+        if provider is None or rec.provider == provider:
+            found.append(rec)
     found.sort(key=lambda r: r.started_at)
     return found

@@ -5,11 +5,19 @@ Why: the lab's checkpoint is one point (d_model 64) on the scaling curve; where 
 is a property of the curve. Each size keeps the checkpoint's n_layer, vocab, block size and head
 size (n_head = d_model / head_dim, d_ff = 4·d_model) and draws its weights from a seeded generator,
 the same on every rank, so the TP shards are slices of the very model rank 0 decodes alone and
-greedy decoding must give the same tokens (checked at every size). Per size, timed as the main
-lab times: rank 0 decodes alone (the others wait at a barrier) after a warm-up decode; then every
-rank decodes in TP, a warm-up, an uninstrumented pass (latency) and an instrumented pass (the
-collective time per token that the decode loop really pays, waiting for the slower rank included).
-On CUDA the per-step clock is a pair of CUDA events (``timing.decode_timed``).
+greedy decoding must give the same tokens (checked at every size and visit).
+
+Measured as a benchmark harness measures (docs/measurement.md): every size is built once and
+warmed up in both modes (``warmup_tokens``), and its models stay in memory; then ``rounds``
+rounds, each with a block of single-device visits (rank 0 alone, the others at a barrier) and a
+block of TP visits, single first on even rounds and TP first on odd ones
+(``harness.mode_order``), the sizes in a different order every round (``harness.round_order``).
+Every visit decodes ``visit_warmup_tokens`` untimed, then ``tokens / rounds`` timed tokens (TP:
+an uninstrumented pass, the latency, and an instrumented one, the collective time per token the
+decode loop really pays). A round gives one sample per figure (the median per-token ms of the
+visit); a point's figure is the median over the rounds, with the per-round samples kept so the
+spread, the interval and the flag (``dmodel_results``) can be computed. On CUDA the per-step
+clock is a pair of CUDA events (``timing.decode_timed``); the rounds are the same.
 
 A size is skipped, with the reason, when TP cannot split it (heads, d_ff or vocab not divisible),
 when its weights would not fit the device's free memory, or when, extrapolated from the previous
@@ -29,6 +37,8 @@ import torch
 import torch.distributed as dist
 
 from tplab.records.dmodel import DModelPoint, SkippedSize
+from tplab.records.harness import mode_order, round_order
+
 from .decode_timing import DecodeRun, decode_timed
 
 #: the weights' generator seed (the same on every rank: the shards are slices of one model)
@@ -42,6 +52,15 @@ class SweepSettings:
     tokens: int = 32            # timed new tokens per decode
     warmup_tokens: int = 8      # new tokens of the untimed warm-up decode per mode
     budget_s: float = 180.0     # wall-time budget of the whole sweep
+    rounds: int = 4             # rounds over every size and mode; the timed tokens split over them
+    visit_warmup_tokens: int = 3  # untimed new tokens before every timed visit of a size and mode
+
+
+def rounds_for(settings: SweepSettings) -> tuple[int, int]:
+    """(rounds, timed new tokens per visit): ``tokens`` split over the rounds, at least two per
+    visit (the prefill and one decode step), so the total stays about ``tokens`` per mode."""
+    rounds = max(1, min(settings.rounds, settings.tokens // 2))
+    return rounds, max(2, math.ceil(settings.tokens / rounds))
 
 
 def sweep_config(base: Any, d_model: int) -> Any:
@@ -121,12 +140,20 @@ class DModelSweep:
             raise ValueError(f"--sweep-tokens {settings.tokens} leaves no room for a prompt in "
                              f"the model's block_size {base_config.block_size}")
         self.prompt = prompt_ids[:room]
+        self.rounds, self.per_round = rounds_for(settings)
         self.points: list[DModelPoint] = []
         self.skipped: list[SkippedSize] = []
+        self._models: dict[int, tuple[Any, Any]] = {}      # d -> (single on rank 0, TP shard)
+        self._params: dict[int, int] = {}
+        self._samples: dict[int, dict[str, list[Any]]] = {}
+        self._seconds: dict[int, float] = {}
 
     # ------------------------------------------------------------------ decisions (rank 0)
-    def _decide(self, d: int, started: float, last: tuple[int, float] | None) -> tuple[int, str]:
-        """(skip code, reason) for size ``d``; 0 = run it. Rank 0 decides, every rank obeys."""
+    def _decide(self, d: int, started: float, committed_s: float,
+                last: tuple[int, float] | None) -> tuple[int, str]:
+        """(skip code, reason) for size ``d``; 0 = run it. Rank 0 decides, every rank obeys.
+        The models of every kept size stay in memory for the rounds, so memory is counted
+        together; ``committed_s`` is the projected round time of the sizes already kept."""
         try:
             cfg = sweep_config(self.base, d)
         except ValueError as exc:
@@ -142,16 +169,17 @@ class DModelSweep:
         free = _free_bytes(self.device)
         if need > free:
             return 2, (f"d_model {d} needs ~{need / 2**30:.1f} GiB for its weights, "
-                       f"{free / 2**30:.1f} GiB are free on {self.device.type}")
+                       f"{free / 2**30:.1f} GiB are free on {self.device.type} beside the "
+                       "smaller sizes' models")
         if last is not None:
             prev_params, prev_s = last
             projected = prev_s * params / prev_params
             spent = time.monotonic() - started
-            if spent + projected > self.s.budget_s:
+            if spent + committed_s + projected > self.s.budget_s:
                 return 3, (f"d_model {d} would take ~{projected:.0f} s (the previous size's "
                            f"{prev_s:.1f} s scaled by parameters) past the sweep's "
-                           f"{self.s.budget_s:.0f} s budget ({spent:.0f} s spent; "
-                           "--sweep-budget-s)")
+                           f"{self.s.budget_s:.0f} s budget ({spent:.0f} s spent, "
+                           f"~{committed_s:.0f} s to come; --sweep-budget-s)")
         return 0, ""
 
     def _agree(self, code: int) -> int:
@@ -161,10 +189,15 @@ class DModelSweep:
 
     # ------------------------------------------------------------------ the sweep
     def run(self) -> tuple[list[DModelPoint], list[SkippedSize]]:
+        """Build and warm up every size (ascending, deciding skips), then measure all of them in
+        ``self.rounds`` rounds, then emit one point per size."""
         started = time.monotonic()
         last: tuple[int, float] | None = None
+        committed = 0.0
+        kept: list[int] = []
         for d in self.s.d_models:
-            code, reason = self._decide(d, started, last) if self.rank == 0 else (0, "")
+            code, reason = (self._decide(d, started, committed, last) if self.rank == 0
+                            else (0, ""))
             code = self._agree(code)
             if code:
                 if self.rank == 0:
@@ -173,38 +206,40 @@ class DModelSweep:
                     self.log(f"d_model sweep: skipped {d}: {reason}")
                 continue
             t0 = time.monotonic()
-            point = self._one(d)
-            seconds = time.monotonic() - t0
-            last = (count_params(sweep_config(self.base, d)), seconds)
-            if point is not None:
-                point = _with_seconds(point, seconds)
-                self.points.append(point)
-                self.emit("sweep_point", skipped=False, **point.to_dict())
-                if not point.outputs_match:
-                    self.emit("error", fatal=False,
-                              msg=f"d_model sweep: TP output differs from the single-device "
-                                  f"output at d_model {d}.")
+            self._build(d)
+            built_s = time.monotonic() - t0
+            # the rounds decode (visit warm-up + timed) tokens per mode, the build's warm-up
+            # decoded warmup_tokens: scale its time by that ratio
+            per_token = built_s / max(1, 2 * self.s.warmup_tokens)
+            est = per_token * self.rounds * (3 * self.per_round + 2 * self.s.visit_warmup_tokens)
+            self._seconds[d] = built_s
+            committed += est
+            last = (count_params(sweep_config(self.base, d)), built_s + est)
+            kept.append(d)
+        for r in range(self.rounds):
+            self._round(r, kept)
+        for d in kept:
+            self._finish_point(d)
+        self._models.clear()
+        self._free()
         return self.points, self.skipped
 
     def _decode(self, model: Any, tokens: int, instrument: bool = False) -> DecodeRun:
         return decode_timed(model, self.prompt, tokens, self.device, instrument=instrument,
                             sync=self.sync if instrument else None)
 
-    def _one(self, d: int) -> DModelPoint | None:
+    def _build(self, d: int) -> None:
+        """Size ``d``'s models (single on rank 0, a TP shard on every rank), each warmed up."""
         from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_tensor, split_rule
         cfg = sweep_config(self.base, d)
-        single: DecodeRun | None = None
-        params = 0
+        single = None
         if self.rank == 0:
             with torch.device("meta"):  # no init pass: the weights are drawn below
                 model = MiniGPT(cfg)
             model.load_state_dict(random_state_dict(cfg), strict=True, assign=True)
-            model = model.to(self.device).eval()
-            params = sum(p.numel() for p in model.parameters())
-            self._decode(model, self.s.warmup_tokens)
-            single = self._decode(model, self.s.tokens)
-            del model
-            self._free()
+            single = model.to(self.device).eval()
+            self._params[d] = sum(p.numel() for p in single.parameters())
+            self._decode(single, self.s.warmup_tokens)
         self.barrier()
         with torch.device("meta"):
             tp = MiniGPTTP(cfg)
@@ -214,41 +249,94 @@ class DModelSweep:
             strict=True, assign=True)
         tp = tp.to(self.device).eval()
         self._decode(tp, self.s.warmup_tokens)
-        plain = self._decode(tp, self.s.tokens)
-        instr = self._decode(tp, self.s.tokens, instrument=True)
-        del tp
-        self._free()
         self.barrier()
-        if single is None:
-            return None
-        calls = instr.ar_calls[1:]
-        return DModelPoint(
-            d_model=d, n_head=cfg.n_head, params=params, tokens=self.s.tokens,
-            single_ms=_mean(single.decode_ms), tp_ms=_mean(plain.decode_ms),
-            allreduce_ms=_mean(instr.ar_ms[1:]), allreduce_calls=_mean([float(c) for c in calls]),
-            tp_instrumented_ms=_mean(instr.decode_ms), single_p50_ms=_median(single.decode_ms),
-            tp_p50_ms=_median(plain.decode_ms),
-            outputs_match=single.tokens == plain.tokens == instr.tokens, seconds=0.0)
+        self._models[d] = (single, tp)
+        self._samples[d] = {k: [] for k in ("single", "tp", "instr", "ar", "calls", "tokens",
+                                            "single_steps", "tp_steps")}
+
+    def _round(self, r: int, sizes: list[int]) -> None:
+        """One round: a block per mode (single first on even rounds), each visiting the sizes in
+        this round's order, each visit warmed up before it is timed. A TP block opens with one
+        untimed decode of its first size: after the single block the other ranks have slept at
+        a barrier, and the first collectives after that sleep are slow (docs/measurement.md)."""
+        order = round_order(sizes, r)
+        for mode in mode_order(r):
+            if mode == "single":
+                if self.rank == 0:
+                    for d in order:
+                        self._visit_single(d)
+                self.barrier()
+            else:
+                if order:
+                    self._decode(self._models[order[0]][1], self.s.warmup_tokens)
+                for d in order:
+                    self._visit_tp(d)
+                self.barrier()
+
+    def _visit_single(self, d: int) -> None:
+        model, smp = self._models[d][0], self._samples[d]
+        self._decode(model, self.s.visit_warmup_tokens)
+        run = self._decode(model, self.per_round)
+        smp["single"].append(_median(run.decode_ms))
+        smp["single_steps"].extend(run.decode_ms)
+        smp["tokens"].append(("single", run.tokens))
+
+    def _visit_tp(self, d: int) -> None:
+        tp, smp = self._models[d][1], self._samples[d]
+        self._decode(tp, self.s.visit_warmup_tokens)
+        plain = self._decode(tp, self.per_round)
+        instr = self._decode(tp, self.per_round, instrument=True)
+        smp["tp"].append(_median(plain.decode_ms))
+        smp["tp_steps"].extend(plain.decode_ms)
+        smp["instr"].append(_median(instr.decode_ms))
+        smp["ar"].append(_median(instr.ar_ms[1:]))
+        smp["calls"].append(_mean([float(c) for c in instr.ar_calls[1:]]))
+        smp["tokens"].append(("tp", plain.tokens))
+        smp["tokens"].append(("tp", instr.tokens))
+
+    def _finish_point(self, d: int) -> None:
+        if self.rank != 0:
+            return
+        smp = self._samples[d]
+        cfg = sweep_config(self.base, d)
+        seqs = [t for _, t in smp["tokens"]]
+        point = DModelPoint(
+            d_model=d, n_head=cfg.n_head, params=self._params[d], tokens=self.s.tokens,
+            single_ms=_median(smp["single"]), tp_ms=_median(smp["tp"]),
+            allreduce_ms=_median(smp["ar"]), allreduce_calls=_mean(smp["calls"]),
+            tp_instrumented_ms=_median(smp["instr"]),
+            single_p50_ms=_median(smp["single_steps"]), tp_p50_ms=_median(smp["tp_steps"]),
+            outputs_match=all(t == seqs[0] for t in seqs), seconds=self._seconds[d],
+            rounds=self.rounds, tokens_per_round=self.per_round,
+            single_rounds_ms=tuple(smp["single"]), tp_rounds_ms=tuple(smp["tp"]),
+            allreduce_rounds_ms=tuple(smp["ar"]))
+        self.points.append(point)
+        self.emit("sweep_point", skipped=False, **point.to_dict())
+        if not point.outputs_match:
+            self.emit("error", fatal=False,
+                      msg=f"d_model sweep: TP output differs from the single-device "
+                          f"output at d_model {d}.")
 
     def _free(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
 
-def _with_seconds(p: DModelPoint, seconds: float) -> DModelPoint:
-    from dataclasses import replace
-    return replace(p, seconds=seconds)
-
-
 def method_note(settings: SweepSettings, device_type: str, world: int, transport: str) -> str:
     clock = ("CUDA events around each step" if device_type == "cuda"
              else "time.perf_counter around each step")
+    rounds, per_round = rounds_for(settings)
     return (f"MiniGPT-grammar's architecture with random weights (seed {SEED}, N(0, 0.02)) at each "
-            f"d_model, d_ff = 4*d_model, head size and n_layer and vocab of the checkpoint; per "
-            f"size one warm-up decode of {settings.warmup_tokens} tokens per mode, then "
-            f"{settings.tokens} timed new tokens: single on rank 0 alone, TP on {world} ranks "
-            f"over {transport}, uninstrumented (tp_ms) then instrumented (allreduce_ms, the "
-            f"collective time per token inside the decode loop); ms are per-token means of the "
-            f"one-token steps (prefill excluded), {clock}; sizes that TP cannot split, that do "
-            f"not fit free memory or that would overrun the {settings.budget_s:.0f} s budget are "
-            "skipped with the reason")
+            f"d_model, d_ff = 4*d_model, head size and n_layer and vocab of the checkpoint; every "
+            f"size built once and warmed up with {settings.warmup_tokens} tokens per mode, then "
+            f"{rounds} rounds, each a block of single visits (rank 0 alone) and a block of TP "
+            f"visits on {world} ranks over {transport} (single first on even rounds, TP first "
+            f"on odd ones; the TP block opens with one untimed decode), the sizes in a seeded "
+            f"order rotated every round; each visit {settings.visit_warmup_tokens} untimed "
+            f"tokens, then {per_round} timed new tokens (TP: uninstrumented for tp_ms, then "
+            f"instrumented for allreduce_ms, the collective time per token inside the decode "
+            f"loop); a round's sample is the visit's median per-token ms of the one-token steps "
+            f"(prefill excluded), {clock}; a point's ms is the median of its rounds' samples, "
+            f"with their spread, interval and count under figures; sizes that TP cannot split, "
+            f"that do not fit free memory or that would overrun the {settings.budget_s:.0f} s "
+            "budget are skipped with the reason")

@@ -34,6 +34,7 @@ from tplab.model.gpt import MiniGPT
 from tplab.records.events import EventWriter
 from tplab.records.job_flags import add_job_flags, positive_int
 from tplab.records.jsonfile import write_json
+from tplab.records.stability import stability_section
 from tplab.records.results import (
     ModeRun,
     PromptRecord,
@@ -64,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="new tokens per warm-up decode (default 20)")
     p.add_argument("--sweep-min-bytes", type=positive_int, default=256)
     p.add_argument("--sweep-iters", type=positive_int, default=None,
-                   help="timed all-reduces per size and round, 3 rounds (default 20 on GPU, 30 "
-                        "over gloo on the CPU, 200 over shm, whose calls take microseconds)")
+                   help="timed all-reduces per size and round, 5 rounds (default 20 on GPU and "
+                        "over gloo on the CPU, 120 over shm, whose calls take microseconds)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank on the CPU")
     p.add_argument("--pg-timeout", type=float, default=600.0, help="process-group timeout, s")
@@ -165,9 +166,9 @@ class Job:
                      instrument=instrument, sync=sync)
 
     def _warmup(self, model: Any, prompt_ids: list[list[int]]) -> None:
-        n = max(1, min(self.args.warmup_tokens, self.args.new_tokens))
         for i in range(self.args.warmup):
-            self._decode(model, prompt_ids[i % len(prompt_ids)], tokens=n)
+            self._decode(model, prompt_ids[i % len(prompt_ids)],
+                         tokens=max(1, min(self.args.warmup_tokens, self.args.new_tokens)))
 
     def _emit_tokens(self, mode: str, index: int, run: DecodeRun,
                      instr: DecodeRun | None = None) -> None:
@@ -320,7 +321,8 @@ class Job:
 
     def _sweep_point(self, label: str, p: SweepPoint) -> None:
         self.emit("sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                  busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread, comm=label)
+                  busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread,
+                  unstable=p.unstable, comm=label)
 
     def _sweep(self) -> dict[str, tuple[list[dict[str, Any]], Any, str]]:
         """Per transport: all-reduce sizes on this run's ranks, and their alpha-beta fit."""
@@ -335,7 +337,7 @@ class Job:
             shm = self.comms.shm if name == "shm" else None
             # ten shm calls last a millisecond, less than one descheduling of a busy machine:
             # take more, so that their median is the transport's and not the scheduler's
-            iters = a.sweep_iters or (20 if rt.is_cuda else 200 if shm else 30)
+            iters = a.sweep_iters or (120 if shm and not rt.is_cuda else 20)
             points = run_sweep(
                 rt.device, sizes, iters,
                 all_reduce=functools.partial(_shm_in_place, shm) if shm else None,
@@ -403,7 +405,7 @@ class Job:
             per_transport[label] = res
         results = combine_transports(per_transport, comms.label(comms.primary))
         results.update(dmodel or {})
-        results["config"]["sweep_d_model"] = self.d_models
+        results["config"]["sweep_d_model"], results["stability"] = self.d_models, stability_section(results)
         # a TP mismatch at any size of the d_model sweep fails the run like a prompt's does
         bad_d = [p["d_model"] for p in results.get("d_model_sweep", []) if not p["outputs_match"]]
         results["outputs_match"] = results["ok"] = results["outputs_match"] and not bad_d

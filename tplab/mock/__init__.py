@@ -8,6 +8,8 @@ run for real against it. Start one from Python with ``tplab.mock.handle.start_mo
 answers), ``graphql_api`` + ``schema.graphql`` (balance, spot, podTerminate), ``state``
 (account, pods, billing), ``container`` (a pod's start script and main process), ``sshpod``
 (a pod's SSH server), ``procs`` (killing a pod's processes), ``faults``, ``catalog`` (GPU
-prices), ``handle`` (start/stop from Python), ``cli`` (the process).
+prices), ``document`` (a provider's OpenAPI document as a contract, formats enforced: shared with
+the Vast mock), ``handle`` (start/stop from Python), ``cli`` (the process: ``--cloud runpod``,
+``vast`` or ``both``). The mock Vast.ai cloud is the ``vast`` subpackage (see its docstring).
 This package file imports nothing heavy, so ``tplab --help`` stays fast.
 """

@@ -10,7 +10,7 @@ from tplab.mock.cli import add_arguments, run
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tplab.mock",
-                                     description="A RunPod-compatible mock cloud on 127.0.0.1.")
+                                     description="Mock clouds (RunPod, Vast.ai) on 127.0.0.1.")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

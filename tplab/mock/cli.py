@@ -1,10 +1,16 @@
-"""Run the mock cloud as a process of its own: ``tplab mock-cloud`` / ``python -m tplab.mock``.
+"""Run the mock clouds as a process of their own: ``tplab mock-cloud`` / ``python -m tplab.mock``.
 
-When ready it prints ONE JSON line on stdout, ``{"api_url", "api_key", "state_dir", "pid"}``, then serves until SIGTERM/SIGINT (or, with ``--exit-with-parent``, until the parent
-process goes away), and on the way out terminates every pod (killing all their processes).
+``--cloud runpod`` (the default) serves the RunPod mock, ``--cloud vast`` the Vast one
+(tplab/mock/vast), ``--cloud both`` both, each on its own loopback port. When ready it prints ONE
+JSON line on stdout, ``{"provider", "api_url", "api_key", "state_dir", "pid"}`` (with ``both``:
+RunPod's, plus ``"clouds": {"runpod": {...}, "vast": {...}}``), then serves until
+SIGTERM/SIGINT (or, with ``--exit-with-parent``, until the parent process goes away), and on the
+way out terminates every pod and destroys every instance (killing all their processes).
 
-The account key is ``$TPLAB_MOCK_API_KEY`` if set (never a command-line flag: argv is visible to
-every local user), else a fresh random one. Pods' sandboxes live under ``--state-dir`` (default
+The account keys are ``$TPLAB_MOCK_API_KEY`` (RunPod) and ``$TPLAB_MOCK_VAST_API_KEY`` (Vast) if
+set (never a command-line flag: argv is visible to every local user), else fresh random ones.
+``--faults FILE`` and the fault flags are the RunPod mock's (faults.py); ``--vast-faults FILE``
+the Vast mock's (vast/fault_switches.py). Pods' sandboxes live under ``--state-dir`` (default
 ``$TPLAB_HOME/mock/cloud``) in a new directory per run, removed at exit unless ``--keep-sandboxes``.
 """
 
@@ -12,13 +18,20 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tplab.mock.faults import add_fault_arguments
 
+    parser.add_argument("--cloud", choices=("runpod", "vast", "both"), default="runpod",
+                        help="which mock cloud(s) to serve (default runpod)")
     parser.add_argument("--port", type=int, default=0,
                         help="API port on 127.0.0.1 (0: any free port; the ready line says which)")
+    parser.add_argument("--vast-port", type=int, default=0,
+                        help="the Vast mock's port with --cloud both (0: any free port)")
+    parser.add_argument("--vast-faults", metavar="FILE",
+                        help="JSON file of the Vast mock's fault switches (vast/fault_switches.py)")
     parser.add_argument("--balance", type=float, default=10.0, metavar="USD",
                         help="starting clientBalance in dollars (default 10)")
     parser.add_argument("--boot-delay", type=float, default=1.0, metavar="S",
@@ -34,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
+    import json
     import secrets
     import signal
     import sys
@@ -41,13 +55,16 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tplab.mock.faults import faults_from_args
+    from tplab.mock.vast.fault_switches import VastFaults
 
     try:
         faults = faults_from_args(args)
-    except (OSError, ValueError) as exc:
+        vast_faults = VastFaults.from_file(args.vast_faults) if args.vast_faults else VastFaults()
+    except (OSError, ValueError, TypeError) as exc:
         print(f"tplab mock-cloud: bad fault switches: {exc}", file=sys.stderr)
         return 2
     from tplab.mock.server import MockCloudServer  # aiohttp, asyncssh, graphql: after the checks
+    from tplab.mock.vast.http_server import VastMockServer
     if args.state_dir:
         base = Path(args.state_dir)
     else:
@@ -57,18 +74,35 @@ def run(args: argparse.Namespace) -> int:
     state_dir = base / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     state_dir.mkdir(parents=True, exist_ok=True)
     api_key = os.environ.get("TPLAB_MOCK_API_KEY") or "rpa_mock_" + secrets.token_hex(20)
+    vast_key = os.environ.get("TPLAB_MOCK_VAST_API_KEY") or secrets.token_hex(32)
     parent = os.getppid()
+    common = dict(balance_usd=args.balance, boot_delay_s=args.boot_delay, state_dir=state_dir,
+                  keep_sandboxes=args.keep_sandboxes)
 
     async def serve() -> None:
-        server = MockCloudServer(api_key=api_key, balance_usd=args.balance, faults=faults,
-                                 boot_delay_s=args.boot_delay, state_dir=state_dir,
-                                 port=args.port, keep_sandboxes=args.keep_sandboxes)
-        await server.start()
+        servers: list[Any] = []
+        if args.cloud in ("runpod", "both"):
+            servers.append(MockCloudServer(api_key=api_key, faults=faults, port=args.port,
+                                           **common))
+        if args.cloud in ("vast", "both"):
+            servers.append(VastMockServer(
+                api_key=vast_key, faults=vast_faults,
+                port=args.vast_port if args.cloud == "both" else args.port, **common))
+        try:
+            for server in servers:
+                await server.start()
+        except BaseException:
+            for server in servers:
+                await server.stop()
+            raise
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        sys.stdout.write(server.ready_line() + "\n")
+        ready = dict(servers[0].ready_info())
+        if len(servers) > 1:
+            ready["clouds"] = {s.provider: s.ready_info() for s in servers}
+        sys.stdout.write(json.dumps(ready) + "\n")
         sys.stdout.flush()
         try:
             while not stop.is_set():
@@ -78,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
                     if args.exit_with_parent and os.getppid() != parent:
                         break
         finally:
-            await server.stop()
+            for server in servers:
+                await server.stop()
 
     try:
         asyncio.run(serve())

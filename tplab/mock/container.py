@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 START_SH = r"""#!/bin/bash
 # tplab mock cloud: this pod's stand-in for /start.sh of RunPod's official images.
@@ -92,6 +93,30 @@ async def wait_for_sshd_request(sandbox: Path, proc: asyncio.subprocess.Process,
             await asyncio.wait_for(proc.wait(), poll_s)
         except TimeoutError:
             pass
+
+
+async def end_all(marker: str, ssh: Any, container_pid: int | None) -> int:
+    """End a pod or instance: close its sshd (``PodSshServer`` or None) and SIGKILL every one
+    of its processes (marked ``marker``, or under its sessions or container); how many died."""
+    from tplab.mock.procs import kill_pod_processes
+
+    roots = set(ssh.roots) if ssh is not None else set()
+    if container_pid:
+        roots.add(container_pid)
+    if ssh is not None:
+        await ssh.close()
+    return await asyncio.to_thread(kill_pod_processes, marker, roots)
+
+
+def base_env(sandbox: Path) -> dict[str, str]:
+    """What every command of a mock pod or instance starts with (a root login in the sandbox)."""
+    import os
+    import sys
+
+    bindir = os.path.dirname(sys.executable)
+    return {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(sandbox),
+            "TMPDIR": str(sandbox / "tmp"), "LANG": "C.UTF-8", "SHELL": "/bin/bash",
+            "USER": "root"}
 
 
 def container_env(sandbox: Path) -> dict[str, str]:

@@ -1,11 +1,13 @@
-"""Start and stop a mock cloud from Python: ``with start_mock_cloud() as cloud: ...``.
+"""Start and stop a mock cloud from Python: ``with start_mock_cloud() as cloud: ...`` (RunPod),
+``with start_mock_cloud(provider="vast") as cloud: ...`` or ``start_mock_vast()`` (Vast).
 
 The mock runs as a subprocess (``python -m tplab.mock``) so its pods, SSH servers and billing
 clock live outside the caller's event loop, exactly as a remote cloud would. ``start_mock_cloud``
-waits for its ready line and returns a ``MockCloud`` with ``api_url``, ``api_key``, ``env()``
-(the variables that point the runpod SDK and tplab's provider at it), admin helpers (``pods()``,
-``state()``, ``calls()``, ``set_faults()``) and ``stop()``, which terminates every pod and waits
-for the process. The subprocess is started with ``--exit-with-parent``, so a crashed caller
+waits for its ready line and returns a ``MockCloud`` with ``provider``, ``api_url``,
+``api_key``, ``env()`` (the variables that point that provider's client at it: RunPod's
+``RUNPOD_API_BASE_URL``/``RUNPOD_API_KEY``, Vast's ``VAST_API_BASE_URL``/``VAST_API_KEY``),
+admin helpers (``pods()``: RunPod pods or Vast instances, ``state()``, ``calls()``,
+``set_faults()``) and ``stop()``, which terminates every pod and waits for the process. The subprocess is started with ``--exit-with-parent``, so a crashed caller
 does not leave it (or its pods) behind.
 
 Thread-safe: a MockCloud holds no mutable state besides its process handle.
@@ -25,6 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from tplab.mock.faults import Faults
+from tplab.mock.vast.fault_switches import VastFaults
+
+PROVIDERS = ("runpod", "vast")
+#: per provider: (the variable of its base URL, of its API key, of the mock's own key)
+_ENV = {"runpod": ("RUNPOD_API_BASE_URL", "RUNPOD_API_KEY", "TPLAB_MOCK_API_KEY"),
+        "vast": ("VAST_API_BASE_URL", "VAST_API_KEY", "TPLAB_MOCK_VAST_API_KEY")}
 
 
 class MockCloudError(RuntimeError):
@@ -39,17 +47,21 @@ class MockCloud:
     process: subprocess.Popen[bytes]
     _stderr_tail: list[str] = field(default_factory=list, repr=False)
     _threads: list[threading.Thread] = field(default_factory=list, repr=False)
-    _record: Path | None = field(default=None, repr=False)  # tplab.home.mock_clouds discovery file
+    _record: Path | None = field(default=None, repr=False)  # tplab.home.mock_clouds record
+    provider: str = "runpod"
 
     def __repr__(self) -> str:  # never the key
-        return f"MockCloud(api_url={self.api_url!r}, pid={self.process.pid})"
+        return f"MockCloud(provider={self.provider!r}, api_url={self.api_url!r}, " \
+               f"pid={self.process.pid})"
 
     def env(self) -> dict[str, str]:
-        """Variables that send the runpod SDK and tplab's RunPod provider to this mock."""
-        return {"RUNPOD_API_BASE_URL": self.api_url, "RUNPOD_API_KEY": self.api_key}
+        """Variables that send this provider's client to this mock (RunPod: the runpod SDK and
+        tplab's provider; Vast: ``VAST_API_BASE_URL``, ``VAST_API_KEY``)."""
+        url_var, key_var, _ = _ENV[self.provider]
+        return {url_var: self.api_url, key_var: self.api_key}
 
     def provider_kwargs(self) -> dict[str, str]:
-        """Keyword arguments for ``RunPodProvider`` (api_key, api_base_url)."""
+        """Keyword arguments for the provider class (api_key, api_base_url)."""
         return {"api_key": self.api_key, "api_base_url": self.api_url}
 
     # ---- admin routes ------------------------------------------------------------------
@@ -63,19 +75,21 @@ class MockCloud:
             return json.loads(resp.read())
 
     def pods(self) -> list[dict[str, Any]]:
-        """Every pod ever created, terminated ones too, with ``alivePids`` (GET /_mock/pods)."""
+        """Every pod (Vast: instance) ever created, terminated ones too, with ``alivePids``
+        (GET /_mock/pods)."""
         return self._admin("/_mock/pods")
 
     def state(self) -> dict[str, Any]:
         return self._admin("/_mock/state")
 
     def calls(self) -> dict[str, int]:
-        """Requests so far per route (``POST /v2/pods``, ``graphql myself`` ...)."""
+        """Requests so far per route (``POST /v2/pods``, ``graphql myself``,
+        ``PUT /api/v0/asks/{id}`` ...)."""
         return self.state()["calls"]
 
     def set_faults(self, **changes: Any) -> dict[str, Any]:
-        """Merge fault switches into the running mock (see faults.py)."""
-        Faults().merged(changes)  # validate names here, with a clear error
+        """Merge fault switches into the running mock (faults.py; Vast: vast/fault_switches.py)."""
+        (VastFaults() if self.provider == "vast" else Faults()).merged(changes)  # clear error
         return self._admin("/_mock/faults", changes)
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -113,15 +127,26 @@ class MockCloud:
         self.stop()
 
 
-def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_delay_s: float = 1.0,
+def start_mock_vast(faults: VastFaults | dict[str, Any] | None = None,
+                    **kwargs: Any) -> MockCloud:
+    """``start_mock_cloud(provider="vast", ...)``: the mock Vast cloud (tplab/mock/vast)."""
+    return start_mock_cloud(faults, provider="vast", **kwargs)
+
+
+def start_mock_cloud(faults: Faults | VastFaults | dict[str, Any] | None = None, *,
+                     provider: str = "runpod", boot_delay_s: float = 1.0,
                      balance_usd: float = 10.0, api_key: str | None = None, port: int = 0,
                      state_dir: str | Path | None = None, keep_sandboxes: bool = False,
                      start_timeout_s: float = 30.0) -> MockCloud:
-    """Start ``python -m tplab.mock`` and return once it serves. ``api_key=None``: a random key."""
+    """Start ``python -m tplab.mock --cloud <provider>`` and return once it serves.
+    ``api_key=None``: a random key. ``faults``: that provider's switches."""
+    if provider not in PROVIDERS:
+        raise ValueError(f"no mock cloud for provider {provider!r}; known: {', '.join(PROVIDERS)}")
     if isinstance(faults, dict):
-        faults = Faults.from_dict(faults)
-    argv = [sys.executable, "-m", "tplab.mock", "--port", str(port), "--balance", str(balance_usd),
-            "--boot-delay", str(boot_delay_s), "--exit-with-parent"]
+        faults = (VastFaults if provider == "vast" else Faults).from_dict(faults)
+    argv = [sys.executable, "-m", "tplab.mock", "--cloud", provider, "--port", str(port),
+            "--balance", str(balance_usd), "--boot-delay", str(boot_delay_s),
+            "--exit-with-parent"]
     if state_dir is not None:
         argv += ["--state-dir", str(state_dir)]
     if keep_sandboxes:
@@ -131,13 +156,13 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
         fd, faults_file = tempfile.mkstemp(prefix="tplab-mock-faults-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
             json.dump(faults.to_dict(), fh)
-        argv += ["--faults", faults_file]
+        argv += ["--vast-faults" if provider == "vast" else "--faults", faults_file]
     env = dict(os.environ)
-    env.pop("RUNPOD_API_KEY", None)  # the mock has its own account key; never pass a real one
+    for _url_var, key_var, mock_var in _ENV.values():
+        env.pop(key_var, None)  # the mock has its own account key; never pass a real one
+        env.pop(mock_var, None)
     if api_key:
-        env["TPLAB_MOCK_API_KEY"] = api_key
-    else:
-        env.pop("TPLAB_MOCK_API_KEY", None)
+        env[_ENV[provider][2]] = api_key
     src_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -182,7 +207,7 @@ def start_mock_cloud(faults: Faults | dict[str, Any] | None = None, *, boot_dela
                              f"({detail}); see `tplab mock-cloud --help`.")
     info = json.loads(ready[0])
     from tplab.home import mock_clouds  # so `tplab status --mock` elsewhere finds this mock's pods
-    record = mock_clouds.register(info["api_url"], info["api_key"], proc.pid)
+    record = mock_clouds.register(info["api_url"], info["api_key"], proc.pid, provider)
     return MockCloud(api_url=info["api_url"], api_key=info["api_key"],
                      state_dir=Path(info["state_dir"]), process=proc, _stderr_tail=tail,
-                     _threads=threads, _record=record)
+                     _threads=threads, _record=record, provider=provider)

@@ -14,6 +14,10 @@ Routes:
   that broke RunPod's document (``schemaViolations``), every pod ever created (with its live
   pids), and fault switches changed at run time (a JSON object merged into the current faults).
 
+Errors outside GraphQL are RunPod's ``application/problem+json``: an unknown route (404), a
+method a route does not take (405, with ``Allow``), and a crash of the mock's own (500, also
+recorded in ``schemaViolations`` so the test that caused it fails).
+
 Auth: ``Authorization: Bearer <key>``. A wrong or missing key gets HTTP 401, as on RunPod. The
 account key may do everything; a pod-scoped key only what rest_v2.py and graphql_api.py allow.
 The key is never logged (no access log).
@@ -22,17 +26,18 @@ The key is never logged (no access log).
 from __future__ import annotations
 
 import asyncio
-import json
+import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from aiohttp import web
 
 from tplab.mock import graphql_api, rest_v2
 from tplab.mock.faults import Faults
+from tplab.mock.loopback import LOOPBACK, LoopbackServer
 from tplab.mock.state import CloudState
 
-LOOPBACK = "127.0.0.1"
+__all__ = ["LOOPBACK", "MockCloudServer", "build_app"]
 _STATE = rest_v2.STATE
 
 
@@ -42,6 +47,34 @@ def _unauthorized() -> web.Response:
 
 def _server_error() -> web.Response:
     return web.Response(status=500, text="500 Internal Server Error")
+
+
+@web.middleware
+async def problem_errors(request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                         ) -> web.StreamResponse:
+    """aiohttp's own 404/405 and any crash of the mock's, as RunPod answers errors:
+    ``application/problem+json``, never a text page. A crash is a mock bug: also recorded in
+    ``schemaViolations``, so the test that caused it fails."""
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return rest_v2.problem(405, f"{request.method} is not allowed on {request.path}; "
+                               f"allowed: {allowed}", headers={"Allow": allowed})
+    except web.HTTPNotFound:
+        return rest_v2.problem(404, f"no route {request.path}")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return rest_v2.problem(exc.status, exc.reason)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        msg = f"mock cloud bug: {request.method} {request.path} crashed: {exc!r}"
+        request.app[_STATE].schema_violations.append(msg)
+        print(msg, file=sys.stderr)
+        return rest_v2.problem(500, msg[:2000])
 
 
 @web.middleware
@@ -143,7 +176,8 @@ async def admin_faults(request: web.Request) -> web.Response:
 
 
 def build_app(state: CloudState) -> web.Application:
-    app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[count_calls])
+    app = web.Application(client_max_size=4 * 1024 * 1024,
+                          middlewares=[problem_errors, count_calls])
     app[_STATE] = state
     app.router.add_post("/graphql", handle_graphql)
     rest_v2.add_routes(app)
@@ -153,50 +187,21 @@ def build_app(state: CloudState) -> web.Application:
     return app
 
 
-class MockCloudServer:
-    """The mock cloud in this process: ``await start()``, use ``api_url``, ``await stop()``."""
+class MockCloudServer(LoopbackServer):
+    """The RunPod mock in this process: ``await start()``, use ``api_url``, ``await stop()``."""
+
+    provider = "runpod"
 
     def __init__(self, *, api_key: str, balance_usd: float = 10.0, faults: Faults | None = None,
                  boot_delay_s: float = 1.0, state_dir: Path, port: int = 0,
                  keep_sandboxes: bool = False) -> None:
+        super().__init__(port)
         self.state = CloudState(api_key=api_key, balance_usd=balance_usd,
                                 faults=faults or Faults(), boot_delay_s=boot_delay_s,
                                 state_dir=state_dir, keep_sandboxes=keep_sandboxes)
-        self.port = port
-        self._runner: web.AppRunner | None = None
-        self._watch: asyncio.Task[Any] | None = None
 
-    @property
-    def api_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+    def build_app(self) -> web.Application:
+        return build_app(self.state)
 
-    async def start(self) -> None:
-        self._runner = web.AppRunner(build_app(self.state), access_log=None,
-                                     handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, LOOPBACK, self.port)
-        await site.start()
-        server = site._server  # aiohttp keeps the bound sockets here
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
-        self.state.api_url = self.api_url
-        self._watch = asyncio.get_running_loop().create_task(self.state.watch_balance())
-
-    async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-        await self.state.shutdown()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if not self.state.keep_sandboxes:
-            import shutil
-
-            await asyncio.to_thread(shutil.rmtree, self.state.state_dir, True)
-
-    def ready_line(self) -> str:
-        """The one JSON line printed when ready (parents read it: see handle.py)."""
-        return json.dumps({"api_url": self.api_url,
-                           "api_key": self.state.api_key, "state_dir": str(self.state.state_dir),
-                           "pid": __import__("os").getpid()})
+    async def watch(self) -> None:
+        await self.state.watch_balance()

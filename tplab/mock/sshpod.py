@@ -4,8 +4,9 @@ Why a real SSH server: in mock mode tplab's own SSH code (connect, upload over S
 job detached, tail its events, fetch results) must run unchanged, so the pod speaks real SSH.
 
 - A fresh ed25519 host key per pod; only the keys in the sandbox's ``.ssh/authorized_keys`` may
-  log in (where the pod's start script put ``$PUBLIC_KEY``; read when sshd starts), public key
-  auth only, any user name, as the root login of a RunPod image.
+  log in (where the pod's start script put ``$PUBLIC_KEY``, or the Vast mock the instance's
+  keys), read at every login as OpenSSH's sshd does (a key attached later works at once), public
+  key auth only, any user name, as the root login of a RunPod or Vast image.
 - SFTP is chrooted to the pod's sandbox directory; commands run as ``bash -c <command>`` with cwd
   and HOME in the sandbox. Use paths relative to the login directory: they mean the same on a
   real pod (``/root``) and here.
@@ -13,6 +14,8 @@ job detached, tail its events, fetch results) must run unchanged, so the pod spe
   gets SIGHUP, as under sshd, so ``nohup``/``setsid`` children survive and plain children don't.
 - ``reserve()`` binds the port without listening, so connections are refused (the
   ``ssh_refuse_s`` fault, or the moment before sshd starts); ``listen()`` then serves on it.
+  ``suspend()`` stops serving (drops every connection) but keeps the port bound and the host key,
+  so a later ``listen()`` serves again on the same port (a Vast instance stopped and resumed).
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ class _PodServer(asyncssh.SSHServer):
     def password_auth_supported(self) -> bool:
         return False
 
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return self._owner.is_authorized(key)
+
     def kbdint_auth_supported(self) -> bool:
         return False
 
@@ -60,7 +69,6 @@ class PodSshServer:
         self.sandbox = sandbox
         self.env = dict(env)
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
-        self.authorized: asyncssh.SSHAuthorizedKeys | None = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.roots: set[int] = set()  # pids of live session shells (process group leaders)
         self.port: int | None = None
@@ -72,30 +80,41 @@ class PodSshServer:
     def host_key_openssh(self) -> str:
         return self.host_key.export_public_key().decode().strip()
 
-    def reserve(self) -> int:
-        """Bind 127.0.0.1 on a free port without listening: connections are refused for now."""
+    def reserve(self, port: int = 0) -> int:
+        """Bind 127.0.0.1 on ``port`` (0: a free one) without listening: connections are
+        refused for now."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         self._sock = sock
         self.port = sock.getsockname()[1]
         return self.port
 
+    def is_authorized(self, key: asyncssh.SSHKey) -> bool:
+        """Whether ``key`` is in the sandbox's authorized_keys now (read at every login)."""
+        try:
+            text = (self.sandbox / ".ssh" / "authorized_keys").read_text()
+        except OSError:
+            return False
+        wanted = key.export_public_key("openssh").split()[:2]
+        for line in text.splitlines():
+            try:
+                found = asyncssh.import_public_key(line.strip())
+            except (ValueError, asyncssh.KeyImportError):
+                continue
+            if found.export_public_key("openssh").split()[:2] == wanted:
+                return True
+        return False
+
     async def listen(self) -> None:
         if self._sock is None:
-            self.reserve()
+            self.reserve(self.port or 0)
         assert self._sock is not None
-        try:
-            self.authorized = asyncssh.import_authorized_keys(
-                (self.sandbox / ".ssh" / "authorized_keys").read_text())
-        except (OSError, ValueError):  # no usable key installed: sshd runs, nobody can log in
-            self.authorized = None
         sandbox = str(self.sandbox).encode()
         self._acceptor = await asyncssh.listen(
             sock=self._sock,
             server_factory=lambda: _PodServer(self),
             server_host_keys=[self.host_key],
-            authorized_client_keys=self.authorized,
             process_factory=self._session,
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=sandbox),
             allow_scp=True,
@@ -110,6 +129,13 @@ class PodSshServer:
     @property
     def listening(self) -> bool:
         return self._acceptor is not None
+
+    async def suspend(self) -> None:
+        """Stop serving and drop every connection, keeping the port (refusing) and host key."""
+        port = self.port
+        await self.close()
+        if port:
+            self.reserve(port)
 
     async def close(self) -> None:
         """Stop accepting, drop every connection and free the port."""

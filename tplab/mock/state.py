@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
-import os
 import secrets
 import string
 import sys
@@ -220,14 +219,8 @@ class CloudState:
 
     def pod_env(self, pod: MockPod) -> dict[str, str]:
         """The environment every command of the pod gets (the container's and SSH sessions')."""
-        bindir = os.path.dirname(sys.executable)
         return {
-            "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(pod.sandbox),
-            "TMPDIR": str(pod.sandbox / "tmp"),
-            "LANG": "C.UTF-8",
-            "SHELL": "/bin/bash",
-            "USER": "root",
+            **container.base_env(pod.sandbox),
             **pod.user_env,
             "RUNPOD_POD_ID": pod.id,
             "RUNPOD_API_KEY": pod.pod_key,
@@ -307,12 +300,7 @@ class CloudState:
                 task.cancel()
         pod.runtime_since = None
         ssh, pod.ssh = pod.ssh, None
-        roots = set(ssh.roots) if ssh else set()
-        if pod.container_pid:
-            roots.add(pod.container_pid)
-        if ssh is not None:
-            await ssh.close()
-        pod.killed_pids += await asyncio.to_thread(kill_pod_processes, pod.id, roots)
+        pod.killed_pids += await container.end_all(pod.id, ssh, pod.container_pid)
 
     async def terminate_pod(self, pod_id: str) -> None:
         pod = self.get_live(pod_id)

@@ -24,11 +24,11 @@ _ACTIONS = {"PROVISIONING": ["terminate"], "STARTING": ["terminate"],
 def pod_view(state: CloudState, pod: MockPod) -> dict[str, Any]:
     """A pod as RunPod's ``Pod`` (never the pod-scoped key: the API does not show it)."""
     port = state.ssh_port(pod)
-    running = pod.status == "RUNNING" and pod.runtime_since is not None
+    since = pod.runtime_since if pod.status == "RUNNING" else None
     runtime = None
-    if running:
+    if since is not None:
         runtime = {
-            "uptime": int(time.monotonic() - (pod.runtime_since or 0.0)),
+            "uptime": int(time.monotonic() - since),
             "gpus": [{"util": 0, "memoryUtil": 0} for _ in range(pod.gpu_count)],
             "cpu": {"util": 0}, "memory": {"util": 0},
             "ports": ([{"private": 22, "public": port, "type": "tcp", "ip": "127.0.0.1"}]
@@ -80,13 +80,23 @@ def catalog_view(state: CloudState, count: int | None) -> dict[str, Any]:
 
 
 # ---- billing ---------------------------------------------------------------------------------
+#: the span a date-time can have here; windows reaching past it are clamped (the document allows
+#: any RFC 3339 date-time and any lastN >= 1, so year 0001 and lastN=10**9 must not crash)
+_MIN = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+_MAX = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+_MONTHS = {"month": 1, "year": 12}
+_STEP = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1),
+         "week": dt.timedelta(days=7)}
+
+
 def _floor(ts: dt.datetime, bucket: str) -> dt.datetime:
+    """The start of the bucket ``ts`` is in."""
     ts = ts.replace(minute=0, second=0, microsecond=0)
     if bucket == "hour":
         return ts
     ts = ts.replace(hour=0)
     if bucket == "week":
-        return ts - dt.timedelta(days=ts.weekday())
+        return max(_MIN, ts - dt.timedelta(days=min(ts.weekday(), (ts - _MIN).days)))
     if bucket == "month":
         return ts.replace(day=1)
     if bucket == "year":
@@ -94,24 +104,40 @@ def _floor(ts: dt.datetime, bucket: str) -> dt.datetime:
     return ts
 
 
+def _shift(ts: dt.datetime, bucket: str, n: int) -> dt.datetime:
+    """``ts`` (a bucket start) moved by ``n`` buckets, clamped to [_MIN, _MAX]."""
+    try:
+        if bucket in _MONTHS:
+            months = ts.year * 12 + ts.month - 1 + n * _MONTHS[bucket]
+            year, month = divmod(months, 12)
+            return ts.replace(year=year, month=month + 1)
+        return ts + _STEP.get(bucket, _STEP["day"]) * n
+    except (OverflowError, ValueError):
+        return _MIN if n < 0 else _MAX
+
+
 def _next(ts: dt.datetime, bucket: str) -> dt.datetime:
-    if bucket == "hour":
-        return ts + dt.timedelta(hours=1)
-    if bucket == "week":
-        return ts + dt.timedelta(days=7)
-    if bucket == "month":
-        return (ts + dt.timedelta(days=32)).replace(day=1)
-    if bucket == "year":
-        return ts.replace(year=ts.year + 1)
-    return ts + dt.timedelta(days=1)
+    return _shift(ts, bucket, 1)
 
 
 def _iso(ts: dt.datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 (``date-time``): a four-digit year even before 1000 (strftime's ``%Y`` drops the
+    zeros on Linux: ``190-02-24`` for 0190, which the document's format refuses)."""
+    return (f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T"
+            f"{ts.hour:02d}:{ts.minute:02d}:{ts.second:02d}Z")
 
 
 def _parse(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
+    """An RFC 3339 date-time (already checked by the document's format) in UTC: lower-case
+    ``t``/``z`` and a leap second (``:60``) are RFC 3339 too; offsets past year 1 or 9999 clamp."""
+    text = text.upper().replace("Z", "+00:00")
+    if text[17:19] == "60":
+        text = text[:17] + "59" + text[19:]
+    ts = dt.datetime.fromisoformat(text)
+    try:
+        return ts.astimezone(dt.UTC)
+    except OverflowError:
+        return _MIN if ts.year < 5000 else _MAX
 
 
 def billing_view(state: CloudState, query: dict[str, Any]) -> dict[str, Any]:
@@ -120,10 +146,9 @@ def billing_view(state: CloudState, query: dict[str, Any]) -> dict[str, Any]:
     bucket = query.get("bucketSize", "day")
     now = dt.datetime.now(dt.UTC)
     if "lastN" in query:
-        end = _next(_floor(now, bucket), bucket)
-        start = end
-        for _ in range(int(query["lastN"])):
-            start = _floor(start - dt.timedelta(seconds=1), bucket)
+        current = _floor(now, bucket)
+        end = _next(current, bucket)
+        start = _shift(current, bucket, -(min(int(query["lastN"]), 10**7) - 1))
     else:
         start = _floor(_parse(query["startTime"]), bucket) if "startTime" in query else \
             _floor(now - dt.timedelta(days=30), bucket)

@@ -13,10 +13,13 @@ lands where the ratio of the two curves reaches 1); ``None`` with the reason oth
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from tplab.records.fit import percentile
 from tplab.records.job_flags import parse_d_models
+from tplab.records.harness import SEED, figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +36,12 @@ class DModelPoint:
     single_p50_ms: float
     tp_p50_ms: float
     outputs_match: bool         # single tokens == TP tokens == instrumented TP tokens
-    seconds: float              # wall time this point took (build, warm-up, three decodes)
+    seconds: float              # wall time of this size's build and first warm-up
+    rounds: int = 1             # rounds measured (one sample per figure each)
+    tokens_per_round: int = 0   # timed new tokens per visit
+    single_rounds_ms: tuple[float, ...] = ()     # per round: the visit's median per-token ms
+    tp_rounds_ms: tuple[float, ...] = ()
+    allreduce_rounds_ms: tuple[float, ...] = ()
 
     @property
     def allreduce_ms_per_call(self) -> float:
@@ -42,6 +50,15 @@ class DModelPoint:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["allreduce_ms_per_call"] = self.allreduce_ms_per_call
+        figs = {name: figure(getattr(self, f"{name[:-3]}_rounds_ms")).to_dict()
+                for name in ("single_ms", "tp_ms", "allreduce_ms")
+                if getattr(self, f"{name[:-3]}_rounds_ms")}
+        for k in ("single_rounds_ms", "tp_rounds_ms", "allreduce_rounds_ms"):
+            out[k] = list(out[k])
+        out["figures"] = figs
+        flagged = {k: f for k, f in figs.items() if f["unstable"] and k != "allreduce_ms"}
+        out["unstable"] = bool(flagged)
+        out["unstable_note"] = "; ".join(f"{k[:-3]} {f['note']}" for k, f in flagged.items())
         return out
 
 
@@ -87,15 +104,71 @@ def measured_crossover(points: Sequence[dict[str, Any]]) -> tuple[float | None, 
                   "crossover lies above the sweep")
 
 
+#: a measured crossover is "resolved" when this share of the bootstrap resamples agrees with it
+RESOLVED_SHARE = 0.9
+
+
+def _status(cross: float | None, why: str) -> str:
+    if cross is not None:
+        return "found"
+    return "below" if "below the sweep" in why else "above" if "above the sweep" in why else "none"
+
+
+def crossover_interval(points: Sequence[dict[str, Any]], resamples: int = 400,
+                       seed: int = SEED) -> dict[str, Any]:
+    """How sure the measured crossover is, from the points' per-round samples.
+
+    Each bootstrap resample redraws every point's rounds (single and TP) with replacement, takes
+    their medians and finds the crossover again. ``resolved`` when at least ``RESOLVED_SHARE``
+    of the resamples agree with the measurement (a crossover, or none on the same side);
+    ``ci95`` the 2.5..97.5 percentiles of the resampled crossovers when it is one; ``note`` the
+    sentence the report shows."""
+    cross, why = measured_crossover(points)
+    usable = [p for p in points if p.get("single_rounds_ms") and p.get("tp_rounds_ms")]
+    if len(usable) < 2 or any(len(p["single_rounds_ms"]) < 2 for p in usable):
+        return {"ci95": None, "resolved": None, "agreement": None, "resamples": 0,
+                "note": "no interval: the sweep has fewer than two rounds per point"}
+    rng = random.Random(seed)
+
+    def redraw(xs: Sequence[float]) -> float:
+        ys = sorted(xs[rng.randrange(len(xs))] for _ in xs)
+        m = len(ys) // 2
+        return ys[m] if len(ys) % 2 else (ys[m - 1] + ys[m]) / 2
+
+    want = _status(cross, why)
+    agree, values = 0, []
+    for _ in range(resamples):
+        pts = [{**p, "single_ms": redraw(p["single_rounds_ms"]),
+                "tp_ms": redraw(p["tp_rounds_ms"])} for p in usable]
+        c, w = measured_crossover(pts)
+        agree += _status(c, w) == want
+        if c is not None:
+            values.append(c)
+    share = agree / resamples
+    resolved = share >= RESOLVED_SHARE
+    ci = ([percentile(values, 2.5), percentile(values, 97.5)]
+          if want == "found" and resolved and values else None)
+    if not resolved:
+        note = (f"not resolved at this noise: {share:.0%} of {resamples} resamples of the "
+                f"rounds agree (needs {RESOLVED_SHARE:.0%})")
+    elif ci is not None:
+        note = f"95% interval d_model {ci[0]:.0f}..{ci[1]:.0f} (bootstrap over the rounds)"
+    else:
+        note = f"{share:.0%} of {resamples} resamples of the rounds agree"
+    return {"ci95": ci, "resolved": resolved, "agreement": share, "resamples": resamples,
+            "note": note}
+
+
 def sweep_section(points: Sequence[DModelPoint], skipped: Sequence[SkippedSize],
                   note: str) -> dict[str, Any]:
     """The results.json keys of a d_model sweep: ``d_model_sweep`` (the measured points),
-    ``d_model_sweep_skipped``, ``measured_crossover_d_model`` (+ ``_reason``), and how it was
-    measured (``d_model_sweep_method``)."""
+    ``d_model_sweep_skipped``, ``measured_crossover_d_model`` (+ ``_reason``, + ``_interval``:
+    ``crossover_interval``), and how it was measured (``d_model_sweep_method``)."""
     rows = [p.to_dict() for p in points]
     cross, why = measured_crossover(rows)
     return {"d_model_sweep": rows,
             "d_model_sweep_skipped": [s.to_dict() for s in skipped],
             "measured_crossover_d_model": cross,
             "measured_crossover_reason": why,
+            "measured_crossover_interval": crossover_interval(rows),
             "d_model_sweep_method": note}

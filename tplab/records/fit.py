@@ -69,21 +69,35 @@ class AlphaBeta:
     world_size: int
     points: int
     max_rel_residual: float
+    # robust fits (``robust_fit.robust_alpha_beta``): 95 % intervals, the method, sizes left out
+    alpha_ci95_s: tuple[float, float] | None = None
+    beta_ci95_bps: tuple[float, float] | None = None
+    method: str = "weighted least squares"
+    left_out_bytes: tuple[int, ...] = ()
 
     def predict_s(self, nbytes: float) -> float:
         """Predicted time in seconds of one all-reduce of ``nbytes`` bytes."""
         return ring_allreduce_s(nbytes, self.world_size, self.alpha_s, self.beta_bps)
 
-    def to_dict(self) -> dict[str, float | int | str]:
-        return {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "model": "t(n) = 2(p-1)*alpha + 2(p-1)/p * n/beta (ring all-reduce)",
             "alpha_us": self.alpha_s * 1e6,
             "beta_gbps": self.beta_bps / 1e9,
             "world_size": self.world_size,
             "points": self.points,
             "max_rel_residual": self.max_rel_residual,
-            "weighting": "relative residuals (weights 1/t^2)",
+            "method": self.method,
+            "weighting": ("relative residuals (weights 1/t^2)" if self.method.startswith("weighted")
+                          else "median of pairwise slopes weighted by their size gap; intercept "
+                               "the median of the residuals weighted by 1/t"),
         }
+        if self.alpha_ci95_s is not None and self.beta_ci95_bps is not None:
+            out["alpha_ci95_us"] = [v * 1e6 for v in self.alpha_ci95_s]
+            out["beta_ci95_gbps"] = [v / 1e9 for v in self.beta_ci95_bps]
+            out["interval"] = "95% bootstrap over each size's rounds"
+            out["left_out_bytes"] = list(self.left_out_bytes)
+        return out
 
 
 def ring_allreduce_s(nbytes: float, world_size: int, alpha_s: float, beta_bps: float) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tplab.records.fit import AlphaBeta, summarize
+from tplab.records.stability import per_pass_figures
 
 RESULTS_SCHEMA = 1
 
@@ -72,7 +73,8 @@ def _spread(points: list[dict[str, Any]]) -> dict[str, Any]:
     worst = max(rows, key=lambda p: p["spread"])
     return {"median": spreads[len(spreads) // 2], "max": worst["spread"],
             "max_at_bytes": worst["bytes"], "repeats": worst.get("repeats", 1),
-            "definition": "(max - min) / median of a size's rounds of timed calls"}
+            "unstable": sum(1 for p in rows if p.get("unstable")),
+            "definition": "(q3 - q1) / median of a size's rounds of timed calls"}
 
 
 def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
@@ -107,13 +109,20 @@ def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
         "speedup": "single per-token mean / TP (uninstrumented) per-token mean",
         "comm_compute_ratio": ("all-reduce ms per token / (instrumented per-token ms - all-reduce "
                                "ms per token), both from the instrumented pass"),
-        "sweep": ("fp32 all-reduce on the run's own process group, per size 5 warm-up calls "
-                  "then 3 rounds of back-to-back timed calls (ms = median of the rounds, spread "
-                  "= their (max - min) / median); per round "
+        "passes": ("single.passes / tp.passes: each prompt is one pass; its p50, p99 and mean "
+                   "per-token ms are one sample, summarized over the passes as median, q1, q3, "
+                   "spread = (q3 - q1) / median, 95% interval of the median (bootstrap), mean "
+                   "with its 95% t-interval, n; see stability"),
+        "sweep": ("fp32 all-reduce on the run's own process group: 5 rounds, each visiting every "
+                  "size in a seeded order rotated per round; a size's first visit opens with 5 "
+                  "warm-up calls, every later one with 2, then back-to-back timed calls (ms = "
+                  "median of the rounds, spread = their (q3 - q1) / median, figure = median, "
+                  "quartiles, 95% interval, n); per round "
                   + ("per-rank mean over the loop (CUDA events)" if device_type == "cuda"
                      else "per-rank median of per-call perf_counter times")
                   + "; time = slowest rank's; busbw = algbw * 2(p-1)/p (nccl-tests); fitted to "
-                    "t(n) = 2(p-1)*alpha + 2(p-1)/p * n/beta"),
+                    "t(n) = 2(p-1)*alpha + 2(p-1)/p * n/beta by a Theil-Sen line through the "
+                    "steady sizes, 95% intervals from a bootstrap over the rounds"),
     }
 
 
@@ -159,8 +168,10 @@ def build_results(*, records: list[PromptRecord], config: dict[str, Any], model:
         "allreduce_calls_per_token": calls_per_token,
         "allreduce_bytes_per_call": bytes_per_call,
         "single": {"per_token_ms": s_stats.to_dict(),
+                   "passes": per_pass_figures([r.step_ms[1:] for r in singles]),
                    "prefill_ms": summarize(_prefills(singles)).to_dict()},
         "tp": {"per_token_ms": t_stats.to_dict(),
+               "passes": per_pass_figures([r.step_ms[1:] for r in tps]),
                "prefill_ms": summarize(_prefills(tps)).to_dict(),
                "instrumented_per_token_ms": i_stats.to_dict(),
                "allreduce_ms_per_token": ar_stats.to_dict()},

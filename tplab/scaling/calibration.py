@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from tplab.scaling import latency
 from tplab.records.dmodel import measured_crossover
-from tplab.records.fit import fit_alpha_beta
+from tplab.records.robust_fit import robust_alpha_beta
 from tplab.scaling.latency import HardwareProfile, ModelShape, Number, ScalingError
 
 #: the calibrated prediction must be within this relative error of every measured point
@@ -94,6 +94,24 @@ def sweep_points(results: dict[str, Any]) -> list[dict[str, Any]]:
         if ok:
             out.append(p)
     return sorted(out, key=lambda p: p["d_model"])
+
+
+def steady_points(results: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """(the sweep points the calibration fits, what was left out and why).
+
+    Points flagged unstable (``unstable``: their rounds spread past ``harness.SPREAD_LIMIT``) are
+    left out when at least two steady points remain; otherwise all are fitted and the note says
+    the fit goes through unstable points, so it is never silent."""
+    pts = sweep_points(results)
+    bad = [p for p in pts if p.get("unstable")]
+    if not bad:
+        return pts, ""
+    which = ", ".join(f"d_model {p['d_model']} ({p.get('unstable_note') or 'unstable'})"
+                      for p in bad)
+    steady = [p for p in pts if not p.get("unstable")]
+    if len(steady) >= 2:
+        return steady, f"left out as unstable: {which}"
+    return pts, f"fitted through unstable points (fewer than two steady ones): {which}"
 
 
 def calibrate(profile: HardwareProfile, results: dict[str, Any],
@@ -160,7 +178,7 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
                          shape: ModelShape | None = None) -> HardwareProfile:
     """Every term of the model fitted to the run's d_model sweep (see the module docstring)."""
     shape = latency.shape_from_results(results, shape)
-    pts = sweep_points(results)
+    pts, left_out = steady_points(results)
     if not pts:
         raise ScalingError("results.json has no usable d_model sweep point to calibrate from.")
     p = int(results.get("world_size") or 0)
@@ -203,7 +221,7 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
         tp_peak_tflops=num(peak / sp / 1e12, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
         tp_launch_us=num(lp * 1e6, f"a TP rank's per-op overhead x {kp} ops per token (TP ms "
                          "minus the fitted comm term)", npp),
-        calibrated_from=f"{label}, d_model sweep")
+        calibrated_from=f"{label}, d_model sweep" + (f"; {left_out}" if left_out else ""))
 
 
 def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any],
@@ -225,13 +243,17 @@ def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any
     fit_error = ""
     if sweep:
         try:
-            fit = fit_alpha_beta([float(p["bytes"]) for p in sweep],
-                                 [float(p["ms"]) / 1e3 for p in sweep], world)
+            fit = robust_alpha_beta(
+                [float(p["bytes"]) for p in sweep],
+                [[float(t) / 1e3 for t in (p.get("repeat_ms") or [p["ms"]])] for p in sweep],
+                world)
         except (KeyError, TypeError, ValueError) as exc:
             fit_error = f"sweep not fitted ({exc}); alpha and beta stay as the profile has them"
         else:
-            note = (f"fitted to {fit.points} sweep points of {label} "
-                    f"(max relative residual {fit.max_rel_residual:.0%})")
+            note = (f"Theil-Sen fit to {fit.points} sweep points of {label} "
+                    f"(max relative residual {fit.max_rel_residual:.0%}"
+                    + (f"; unstable sizes left out: {list(fit.left_out_bytes)} B"
+                       if fit.left_out_bytes else "") + ")")
             changes["alpha_us"] = Number(fit.alpha_s * 1e6, "measured", note)
             changes["beta_gbps"] = Number(fit.beta_bps / 1e9, "measured", note)
     single_ms = results.get("single_per_token_ms")
@@ -297,14 +319,16 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
                "measured_tp_ms": q["tp_ms"], "predicted_tp_ms": pr.tp_ms,
                "tp_error": _err(pr.tp_ms, q["tp_ms"]),
                "measured_comm_ms": q["allreduce_ms"], "predicted_comm_ms": pr.comm_ms,
-               "comm_error": _err(pr.comm_ms, q["allreduce_ms"])}
+               "comm_error": _err(pr.comm_ms, q["allreduce_ms"]),
+               "unstable": bool(q.get("unstable"))}
         rows.append(row)
         d = int(q["d_model"])
+        flag = f" [{q.get('unstable_note')}]" if q.get("unstable") else ""
         if abs(row["single_error"]) > tolerance:
             off.append(f"single at d_model {d} is {row['single_error']:+.0%} off (predicted "
                        f"{pr.single_ms:.3g} ms, measured {q['single_ms']:.3g}): the memory/compute "
                        f"term gives {max(pr.single_memory_ms, pr.single_compute_ms):.3g} ms of "
-                       f"it, the launch term {pr.single_launch_ms:.3g} ms")
+                       f"it, the launch term {pr.single_launch_ms:.3g} ms{flag}")
         if abs(row["tp_error"]) > tolerance:
             rest_meas = q["tp_ms"] - q["allreduce_ms"]
             rest_pred = pr.tp_ms - pr.comm_ms
@@ -312,7 +336,7 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
                        f"{pr.tp_ms:.3g} ms, measured {q['tp_ms']:.3g}): the comm term predicts "
                        f"{pr.comm_ms:.3g} ms where the decode loop paid {q['allreduce_ms']:.3g} "
                        f"({row['comm_error']:+.0%}); compute + launch predict {rest_pred:.3g} ms "
-                       f"where {rest_meas:.3g} remain ({_err(rest_pred, rest_meas):+.0%})")
+                       f"where {rest_meas:.3g} remain ({_err(rest_pred, rest_meas):+.0%}){flag}")
     errs = [abs(r[k]) for r in rows for k in ("single_error", "tp_error")]
     worst = max(errs) if errs else None
     return {"profile": profile.name, "calibrated_from": profile.calibrated_from,

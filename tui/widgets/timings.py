@@ -91,4 +91,9 @@ class TimingsStats(StatePanel):
             ("speedup", DASH if sp is None else f"{sp:.2f}× (single/tp)"),
             ("TP == single", match_text(state)),
         ], label_width=12))
+        flagged = ((r or {}).get("stability") or {}).get("unstable") or []
+        if flagged:  # the job's figures whose samples spread past the limit (stability block)
+            out.append(f"\n{len(flagged)} figure(s) {flagged[0]['note']} "
+                       f"({flagged[0]['figure']}{', …' if len(flagged) > 1 else ''})",
+                       style="bold yellow")
         return out

@@ -1,0 +1,163 @@
+"""Each fault of the mock Vast cloud does what a lab must survive: outbid (paused, storage billing,
+resumes), a failed bid that leaves a stopped instance, 429, 5xx, a lingering destroy, an instance
+that exits during boot, no interruptible offers, an SSH port that never appears."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.mock.helpers import new_key, ssh_run
+from tests.mock.vast_helpers import MACHINE, api, create, destroy, show, ssh_port, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _proc_states(pids: list[int]) -> set[str]:
+    states = set()
+    for pid in pids:
+        try:
+            states.add(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            pass
+    return states
+
+
+def _admin(vast, inst_id: int) -> dict:
+    return next(p for p in vast.pods() if p["id"] == inst_id)
+
+
+def test_outbid_pauses_the_instance_storage_keeps_billing_and_it_resumes(vast):
+    vast.set_faults(outbid_after_s=0.8, outbid_resume_s=2.5)
+    key = new_key()
+    _, body = create(vast, "tplab-outbid", onstart="sleep 600 &")
+    inst_id = body["new_contract"]
+    api(vast, "POST", f"/api/v0/instances/{inst_id}/ssh/",
+        {"ssh_key": key.export_public_key().decode()})
+    try:
+        port = ssh_port(wait_for(vast, inst_id, "running"))
+        inst = wait_for(vast, inst_id, "stopped", timeout_s=10)
+        assert inst["intended_status"] == "running" and "outbid" in inst["status_msg"]
+        assert inst["ports"] is None and inst["uptime_mins"] is None
+        paused = _admin(vast, inst_id)
+        assert paused["alivePids"] and _proc_states(paused["alivePids"]) <= {"T", "t"}
+        with pytest.raises(OSError):
+            ssh_run("127.0.0.1", port, key, "true")
+        time.sleep(1.1)
+        later = _admin(vast, inst_id)
+        assert later["computeUsd"] == pytest.approx(paused["computeUsd"])  # no GPU billing
+        assert later["storageUsd"] > paused["storageUsd"]                 # storage bills on
+        resumed = wait_for(vast, inst_id, "running", timeout_s=10)
+        assert ssh_port(resumed) == port and "resumed" in resumed["status_msg"]
+        assert "T" not in _proc_states(_admin(vast, inst_id)["alivePids"])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert ssh_run("127.0.0.1", port, key, "echo back").stdout == "back\n"
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        destroy(vast, inst_id)
+    assert _admin(vast, inst_id)["alivePids"] == []
+
+
+def test_a_failed_bid_answers_success_false_and_leaves_a_stopped_instance(vast):
+    vast.set_faults(failed_bid_n=1)
+    status, body = create(vast, "tplab-failbid")
+    assert status == 200 and body["success"] is False, body
+    inst_id = body["new_contract"]
+    inst = show(vast, inst_id)
+    assert (inst["actual_status"], inst["intended_status"]) == ("stopped", "stopped")
+    status, found = api(vast, "GET", '/api/v1/instances/?select_filters={"label":'
+                                     '{"eq":"tplab-failbid"}}')
+    assert [i["id"] for i in found["instances"]] == [inst_id]
+    time.sleep(0.5)
+    assert _admin(vast, inst_id)["storageUsd"] > 0 and _admin(vast, inst_id)["computeUsd"] == 0
+    destroy(vast, inst_id)
+    assert show(vast, inst_id) is None
+    assert create(vast, "tplab-failbid-2")[1]["success"] is True  # only the first N fail
+    destroy(vast, vast.pods()[-1]["id"])
+
+
+def test_429_and_500_come_in_vasts_shapes_and_run_nothing(vast):
+    before = len(vast.pods())
+    vast.set_faults(http_429={"PUT /api/v0/asks/{id}": 1}, http_500={"PUT /api/v0/asks/{id}": 1})
+    status, body = create(vast, "tplab-429")
+    assert status == 429 and body == {"detail": "API requests too frequent"}
+    status, body = create(vast, "tplab-500")
+    assert status == 500 and body["success"] is False and body["error"]
+    assert len(vast.pods()) == before
+    calls = vast.calls()["PUT /api/v0/asks/{id}"]
+    status, body = create(vast, "tplab-ok")
+    assert status == 200 and body["success"]
+    assert vast.calls()["PUT /api/v0/asks/{id}"] == calls + 1
+    destroy(vast, body["new_contract"])
+
+
+@pytest.mark.parametrize("reads", [2, -1])
+def test_a_destroy_that_lingers(vast, reads):
+    _, body = create(vast, f"tplab-linger{reads}")
+    inst_id = body["new_contract"]
+    vast.set_faults(destroy_lingers=reads)
+    status, answer = api(vast, "DELETE", f"/api/v0/instances/{inst_id}/")
+    assert status == 200 and answer["success"] is True
+    assert show(vast, inst_id) is not None
+    if reads > 0:
+        assert show(vast, inst_id) is None  # the second read after the destroy: gone
+    else:
+        for _ in range(5):
+            assert show(vast, inst_id) is not None
+        vast.set_faults(destroy_lingers=0)
+        assert api(vast, "DELETE", f"/api/v0/instances/{inst_id}/")[0] == 200
+        assert show(vast, inst_id) is None
+
+
+def test_an_instance_that_exits_during_boot_never_runs(vast):
+    vast.set_faults(boot_exited=True)
+    _, body = create(vast, "tplab-exited")
+    inst_id = body["new_contract"]
+    try:
+        inst = wait_for(vast, inst_id, "exited")
+        assert inst["ports"] is None and _admin(vast, inst_id)["computeUsd"] == 0
+    finally:
+        destroy(vast, inst_id)
+
+
+def test_no_interruptible_offers(vast):
+    vast.set_faults(no_bid_offers=True)
+    status, body = api(vast, "POST", "/api/v0/bundles/", {"type": "bid",
+                                                         "gpu_name": {"in": ["RTX 4090"]}})
+    assert (status, body) == (200, {"offers": []})
+    status, body = create(vast, "tplab-nobid")
+    assert (status, body["error"]) == (410, "no_such_ask")
+    status, body = api(vast, "POST", "/api/v0/bundles/", {"gpu_name": {"in": ["RTX 4090"]}})
+    assert body["offers"]  # on demand is still there
+
+
+def test_a_public_ssh_port_that_never_appears(vast):
+    vast.set_faults(no_ssh_port=True)
+    _, body = create(vast, "tplab-noport", bid=False,
+                     onstart='echo "port=[$VAST_TCP_PORT_22]" > port.out')
+    inst_id = body["new_contract"]
+    try:
+        deadline = time.monotonic() + 10
+        while show(vast, inst_id)["actual_status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+        inst = show(vast, inst_id)
+        assert inst["ports"] is None and inst["public_ipaddr"] == ""
+        assert not inst["is_bid"] and inst["dph_base"] == MACHINE.ondemand_dph
+        admin = _admin(vast, inst_id)
+        assert not admin["sshListening"]
+        out = Path(admin["sandbox"]) / "port.out"
+        while not out.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert out.read_text() == "port=[]\n"
+    finally:
+        destroy(vast, inst_id)

@@ -1,0 +1,140 @@
+"""The mock Vast cloud's machines and offer search (``POST /api/v0/bundles/``).
+
+Vast sells whole machines' GPU sets ("offers"/"asks"): each has an id (the ask id a create
+names: ``PUT /api/v0/asks/{id}/``), ``num_gpus``, ``gpu_name`` (Vast's spelling: "RTX 4090",
+"A100 PCIE"...), an on-demand price per machine-hour (``dph_total``), the minimum bid for
+interruptible rental (``min_bid``, per machine-hour) and storage at ``storage_cost`` $/GB-month.
+Prices are plausible figures only. A search answers the offers that match every filter
+``{"field": {"op": value}}`` (ops ``eq neq gt gte lt lte in notin``), ordered by ``order``
+(``[["dph_total", "asc"]]``), at most ``limit``. With ``type: "bid"`` the search is for
+interruptible rental and each offer's ``dph_total`` is its minimum bid (plus storage), as
+Vast's interruptible search shows it; ``is_bid`` says which.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ONDEMAND, BID = "ondemand", "bid"
+STORAGE_GB_MONTH = 0.15   # $/GB per month: the mock's storage price on every machine
+HOURS_PER_MONTH = 30 * 24
+
+
+@dataclass(frozen=True)
+class Machine:
+    ask_id: int
+    machine_id: int
+    gpu_name: str
+    num_gpus: int
+    gpu_ram_mb: int
+    ondemand_dph: float     # per machine-hour, on demand
+    min_bid: float          # per machine-hour, interruptible minimum
+    geolocation: str = "Loopback, ZZ"
+    reliability2: float = 0.995
+    cuda_max_good: float = 12.8
+    direct_port_count: int = 64
+    disk_space: float = 200.0
+    verified: bool = True
+
+
+def _machines() -> tuple[Machine, ...]:
+    gpus = (("RTX 4090", 24564, 0.40, 0.18), ("RTX A6000", 49140, 0.45, 0.20),
+            ("L40S", 46068, 0.85, 0.38), ("A100 PCIE", 81920, 1.20, 0.55),
+            ("H100 SXM", 81559, 2.40, 1.10))
+    out = []
+    ask = 9001000
+    for g, (name, ram, od, bid) in enumerate(gpus):
+        for n in (1, 2, 4, 8):
+            ask += 1
+            out.append(Machine(ask_id=ask, machine_id=40000 + g * 10 + n, gpu_name=name,
+                               num_gpus=n, gpu_ram_mb=ram, ondemand_dph=round(od * n, 4),
+                               min_bid=round(bid * n, 4)))
+    return tuple(out)
+
+
+MACHINES: tuple[Machine, ...] = _machines()
+
+
+def find_machine(ask_id: int) -> Machine | None:
+    return next((m for m in MACHINES if m.ask_id == ask_id), None)
+
+
+def storage_per_hr(disk_gb: float) -> float:
+    return disk_gb * STORAGE_GB_MONTH / HOURS_PER_MONTH
+
+
+def offer_view(m: Machine, kind: str, disk_gb: float = 10.0) -> dict[str, Any]:
+    """One offer as Vast's search answers it (the fields a lab reads, and some neighbours)."""
+    compute = m.min_bid if kind == BID else m.ondemand_dph
+    storage = storage_per_hr(disk_gb)
+    return {
+        "id": m.ask_id, "ask_contract_id": m.ask_id, "bundle_id": m.ask_id,
+        "machine_id": m.machine_id, "host_id": 7000 + m.machine_id % 100,
+        "num_gpus": m.num_gpus, "gpu_name": m.gpu_name, "gpu_ram": m.gpu_ram_mb,
+        "gpu_total_ram": m.gpu_ram_mb * m.num_gpus, "gpu_frac": 1.0,
+        "dph_base": compute, "dph_total": round(compute + storage, 6),
+        "min_bid": m.min_bid, "is_bid": kind == BID, "storage_cost": STORAGE_GB_MONTH,
+        "reliability": m.reliability2, "reliability2": m.reliability2,
+        "geolocation": m.geolocation, "cuda_max_good": m.cuda_max_good,
+        "direct_port_count": m.direct_port_count, "disk_space": m.disk_space,
+        "rentable": True, "rented": False, "verified": m.verified,
+        "verification": "verified" if m.verified else "unverified", "external": False,
+        "static_ip": False, "cpu_cores": 16 * m.num_gpus, "cpu_ram": 64000 * m.num_gpus,
+        "inet_up": 1000.0, "inet_down": 1000.0, "os_version": "22.04",
+    }
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": operator.eq, "neq": operator.ne, "gt": operator.gt, "gte": operator.ge,
+    "lt": operator.lt, "lte": operator.le,
+    "in": lambda a, b: a in (b if isinstance(b, list) else [b]),
+    "notin": lambda a, b: a not in (b if isinstance(b, list) else [b]),
+}
+#: search fields that are not offer fields
+_NOT_FILTERS = {"limit", "type", "order", "allocated_storage"}
+
+
+def matches(offer: dict[str, Any], name: str, cond: Any) -> bool:
+    if not isinstance(cond, dict):
+        return True  # the document allows any object; a bare value is not a filter
+    value = offer.get(name)
+    for op, want in cond.items():
+        fn = _OPS.get(op)
+        if fn is None:
+            continue
+        if name == "gpu_name" and isinstance(want, (str, list)):  # "RTX_4090" == "RTX 4090"
+            want = ([w.replace("_", " ") if isinstance(w, str) else w for w in want]
+                    if isinstance(want, list) else want.replace("_", " "))
+        try:
+            if value is None or not fn(value, want):
+                return False
+        except TypeError:
+            return False
+    return True
+
+
+def _sort_key(field_name: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:
+    def key(offer: dict[str, Any]) -> tuple[bool, Any]:
+        return offer.get(field_name) is None, offer.get(field_name)
+    return key
+
+
+def search(query: dict[str, Any], *, no_bid: bool, no_ondemand: bool) -> list[dict[str, Any]]:
+    """The offers matching ``query`` (a search body that passed the document)."""
+    kind = BID if query.get("type") == BID else ONDEMAND
+    if (kind == BID and no_bid) or (kind == ONDEMAND and no_ondemand):
+        return []
+    disk = float(query.get("allocated_storage") or 10.0)
+    offers = [offer_view(m, kind, disk) for m in MACHINES]
+    defaults = {"verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False}}
+    filters = {**defaults, **{k: v for k, v in query.items() if k not in _NOT_FILTERS}}
+    found = [o for o in offers if all(matches(o, k, c) for k, c in filters.items())]
+    for field_name, direction in reversed(query.get("order") or [["score", "desc"]]):
+        key = field_name.rstrip("-")
+        if key not in (found[0] if found else {}):
+            continue
+        found.sort(key=_sort_key(key), reverse=direction == "desc" or field_name.endswith("-"))
+    limit = query.get("limit")
+    return found[:limit] if isinstance(limit, int) and limit >= 0 else found
