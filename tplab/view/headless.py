@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from tplab.records.events import Event
 from tplab.view.fold import LabState
+from tplab.view.tokens import share_text
 
 _QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
 
@@ -60,7 +61,9 @@ class HeadlessView:
         return self.state.tokens.tokens
 
     def _last(self, mode: str) -> str:
-        return _ms(self.state.timings[mode].last_ms)
+        t = self.state.timings[mode]
+        share = share_text(t.last_ar_share) if mode == "tp" else ""
+        return _ms(t.last_ms) + (f" ({share})" if share else "")
 
     # ------------------------------------------------------------------ output
     def _line(self, text: str) -> None:

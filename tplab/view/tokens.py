@@ -90,6 +90,8 @@ class ModeTimings:
     # of which the instrumented TP steps whose all-reduce time was measured
     ar_measured_count: int = 0
     ar_measured_sum_ms: float = 0.0
+    ar_measured_token_ms: float = 0.0   # those steps' own wall time
+    last_ar_share: float | None = None  # ar_ms / ms of the latest measured step
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=self.recent_len)
@@ -108,6 +110,9 @@ class ModeTimings:
             if ar_measured:
                 self.ar_measured_count += 1
                 self.ar_measured_sum_ms += ar_ms
+                self.ar_measured_token_ms += ms
+                if ms > 0:
+                    self.last_ar_share = ar_ms / ms
 
     @property
     def last_ms(self) -> float | None:
@@ -116,6 +121,12 @@ class ModeTimings:
     @property
     def decode_mean_ms(self) -> float | None:
         return self.decode_sum_ms / self.decode_count if self.decode_count else None
+
+    @property
+    def ar_share(self) -> float | None:
+        """The all-reduce share of a TP token (ar_ms / token ms) over the measured steps."""
+        return (self.ar_measured_sum_ms / self.ar_measured_token_ms
+                if self.ar_measured_token_ms > 0 else None)
 
     @property
     def ar_measured_mean_ms(self) -> float | None:
@@ -142,6 +153,11 @@ class ModeTimings:
 
     def p(self, q: float) -> float | None:
         return self.hist.quantile(q)
+
+
+def share_text(share: float | None) -> str:
+    """The all-reduce share as the faces print it: "AR 38%" ("" when not measured)."""
+    return "" if share is None else f"AR {share:.0%}"
 
 
 def _num(v: Any) -> float | None:
@@ -214,6 +230,7 @@ class TokenFold:
             "speedup": (s / t) if (s and t) else None,
             "allreduce_ms_per_token": tp.ar_measured_mean_ms,
             "allreduce_tokens": tp.ar_measured_count,
+            "allreduce_share": tp.ar_share,
             "note": "from the live event stream before the lab ended, without results.json; "
                     "per-token means leave out each prompt's prefill step, as results.json does",
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from tplab.view.fold import LabState
+from tplab.view.tokens import share_text
 from tui.widgets.budget_panel import budget_bar
 from tui.format import DASH, duration, ms, usd
 from tui.widgets.instance import STATE_STYLE, mock_tag
@@ -70,6 +71,9 @@ def _timing_line(state: LabState) -> Text:
         sp = s.mean_ms / tp.mean_ms
     if isinstance(sp, (int, float)):
         t.append(f" · speedup {sp:.2f}×")
+    share = share_text(tp.ar_share)
+    if share:
+        t.append(f" · {share}")
     t.append(" · ", style="dim")
     if state.done:
         t.append(state.done_status or "ENDED", style="bold")

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual_plotext.plot import Plot
 
 from tplab.view.fold import LabState
+from tplab.view.tokens import share_text
 from tui.format import ms
 from tui.widgets.plot import ThreadedPlot
 
@@ -57,7 +58,9 @@ class TokenPlot(ThreadedPlot):
         self._last_request = now
         self.drawn_counts = counts
         self.border_subtitle = latest_text(state)
-        series = tuple((mode, t.count, tuple(t.recent))
+        share = share_text(state.timings["tp"].last_ar_share)
+        series = tuple((f"{mode} ({share})" if mode == "tp" and share else mode, t.count,
+                        tuple(t.recent))
                        for mode, t in state.timings.items() if t.recent)
         self.set_spec(series)
 
@@ -68,7 +71,8 @@ class TokenPlot(ThreadedPlot):
         for mode, count, recent in spec:
             ys = list(recent[-keep:])
             x0 = count - len(ys)
-            plt.plot(list(range(x0, x0 + len(ys))), ys, label=mode, color=_COLORS[mode],
+            plt.plot(list(range(x0, x0 + len(ys))), ys, label=mode,
+                     color=_COLORS[mode.split(" ")[0]],
                      marker="braille")
 
     def empty(self, spec) -> bool:
@@ -81,7 +85,8 @@ class TokenPlot(ThreadedPlot):
         out = Text(f"{'ms/token':<8}{'last':>8}{'median':>8}{'max':>8}", style="bold")
         for mode, _count, recent in spec:
             out.append("\n")
-            out.append(f"{mode:<8}", style=f"bold {_COLORS[mode]}")
+            base = mode.split(" ")[0]  # the legend's "tp (AR 38%)" is the strip's here
+            out.append(f"{base:<8}", style=f"bold {_COLORS[base]}")
             out.append(f"{ms(recent[-1]):>8}{ms(statistics.median(recent)):>8}"
                        f"{ms(max(recent)):>8}")
         out.append(f"\nover the last {max(len(r) for _, _, r in spec)} tokens "
