@@ -91,7 +91,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert len(pods_before) == 1
     replay = app_from_args(["--replay", str(cfg.out_dir), "--speed", "max"])
     async with replay.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: replay.outcome is not None, what="the replay")
+        await wait_for(pilot, lambda: replay.runner.outcome is not None, what="the replay")
         s = replay.state
         assert "REPLAY" in replay.title and "no pod" in replay.title
         assert s.done_status == "COMPLETE" and s.instance.gone
