@@ -236,7 +236,10 @@ def _third_party(path: Path) -> set[str]:
 
 #: names that still mean two rooms, each with the work that renames it; an entry no longer
 #: shared fails the test (remove it then)
-SHARED_NAMES_PENDING: dict[str, str] = {}
+SHARED_NAMES_PENDING = {
+    "vast": "tplab/cloud/vast (the provider, as DESIGN.md lays cloud/ out) vs tplab/mock/vast "
+            "(its mock cloud): the mocks' layout names its package",
+}
 
 
 def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES,

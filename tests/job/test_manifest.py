@@ -229,3 +229,14 @@ def test_the_manifest_gives_the_all_reduce_share_of_a_tp_token():
     """allreduce_ms_per_token / tp_per_token_ms: 0.6 of 3.4 ms; none without both figures."""
     assert _complete()["allreduce_share"] == pytest.approx(0.1765, abs=1e-4)
     assert _complete(_results(allreduce_ms_per_token=None))["allreduce_share"] is None
+
+
+def test_lesson_notes_warn_when_the_runs_figures_are_flagged_unstable():
+    quiet = manifest.lesson_notes(_results())
+    assert "not trustworthy" not in quiet
+    busy = _results()
+    busy["stability"] = {"unstable": [{"figure": "tp_per_token_ms (gloo)",
+                                       "note": "unstable: spread 37%; machine busy?"}]}
+    notes = manifest.lesson_notes(busy)
+    assert ("1 figure(s) of this run are not trustworthy, e.g. tp_per_token_ms (gloo): "
+            "unstable: spread 37%; machine busy?") in notes

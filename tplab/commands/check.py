@@ -10,15 +10,17 @@ import argparse
 import json
 import sys
 
-from tplab.cloud.check import DEFAULT_GPU_TYPE, gather_check
+from tplab.cloud.check import DEFAULT_GPU_TYPE, where_asked, gather_check
 
 HELP = "check, creating nothing, whether a lab could run now (key, balance, price, stock, spot)"
 
 
 # ---- the command ---------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tplab.lab.options import add_provider_argument
     parser.add_argument("--mock", action="store_true",
                         help="check against the local mock cloud (started for the check)")
+    add_provider_argument(parser)
     parser.add_argument("--api-url", metavar="URL", default=None,
                         help="a running (mock) cloud API; without --mock it must be https")
     parser.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
@@ -35,20 +37,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _MARK = {True: "ok  ", False: "FAIL", None: "note"}
 
 
+def check_names(args: argparse.Namespace) -> list[str]:
+    """The clouds `tplab check` asks: the one named; auto (or none named, with keys for several):
+    every cloud, side by side; in mock mode with none named: RunPod's mock, as before."""
+    from tplab.cloud import registry
+    name = getattr(args, "provider", None)
+    if name and name != registry.AUTO:
+        return [name]
+    if name == registry.AUTO:
+        return list(registry.PROVIDERS)
+    if args.mock or args.api_url:
+        return [registry.DEFAULT]
+    keys = registry.configured()
+    return list(registry.PROVIDERS) if len(keys) != 1 else keys
+
+
 def main(args: argparse.Namespace) -> int:
-    report = gather_check(mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type,
-                          gpus=args.gpus, spot=not args.on_demand, lab_cap_usd=args.lab_cap,
-                          wall_cap_s=args.wall_cap)
+    reports = [gather_check(mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type,
+                            gpus=args.gpus, spot=not args.on_demand, lab_cap_usd=args.lab_cap,
+                            wall_cap_s=args.wall_cap, name=name) for name in check_names(args)]
+    can_run = any(r.can_run for r in reports)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        data = [r.to_dict() for r in reports]
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=2))
     else:
-        where = "the mock cloud" if report.mock else "RunPod"
-        print(f"tplab check ({where}{', ' + report.api_url if report.api_url else ''}): "
-              f"{report.gpus}x {report.gpu_type}, {'spot' if report.spot else 'on-demand'} lab")
-        for line in report.lines:
-            print(f"  [{_MARK[line.ok]}] {line.name:<9} {line.text}")
-        print("A lab can run now." if report.can_run else
+        for report in reports:
+            print(f"tplab check ({where_asked(report)}"
+                  f"{', ' + report.api_url if report.api_url else ''}): "
+                  f"{report.gpus}x {report.gpu_type}, {'spot' if report.spot else 'on-demand'} lab")
+            for line in report.lines:
+                print(f"  [{_MARK[line.ok]}] {line.name:<9} {line.text}")
+        if len(reports) > 1:
+            print("Side by side: " + "; ".join(
+                f"{where_asked(r)}: " + (f"spot ${r.spot_usd_per_hr:.3f}/h" if r.spot_usd_per_hr
+                                    else "no spot") + (" (can run)" if r.can_run else "")
+                for r in reports))
+        print("A lab can run now." if can_run else
               "A lab could NOT run now (see FAIL above). Nothing was created.")
-    if not report.can_run:
+    if not can_run:
         print("tplab check: a lab could not run now; nothing was created.", file=sys.stderr)
-    return 0 if report.can_run else 1
+    return 0 if can_run else 1
