@@ -9,7 +9,9 @@ import torch
 from tests.distributed import run_distributed
 from tplab.job import comm
 from tplab.records.results import TRANSPORT_KEYS, combine_transports
+from tplab.job.allreduce_sweep import REVISIT_WARMUP
 from tplab.job.runtime import JobError, Runtime
+from tplab.records.harness import relative_iqr
 
 
 def test_choices_put_the_transport_carrying_the_figures_first():
@@ -84,13 +86,20 @@ def _sweeps(rank: int, ws: int) -> dict:
 @pytest.mark.slow  # spawns gloo ranks
 def test_the_sweep_measures_the_transport_it_is_given():
     r0, r1 = run_distributed(_sweeps, 2, timeout_s=90)
-    # warm-up + 3 rounds of timed calls per size, then ours
-    assert r0["calls"] == [64] * (1 + 3 * 4) + [1024] * (1 + 3 * 4) + [8]
+    # 5 rounds, each visiting both sizes (the first visit after 1 warm-up call, later ones after
+    # REVISIT_WARMUP), the sizes' order changing from round to round; then ours
+    calls = r0["calls"]
+    assert calls[-1] == 8
+    for n in (64, 1024):
+        assert calls.count(n) == 1 + 5 * 4 + 4 * REVISIT_WARMUP
+    visits = [c for i, c in enumerate(calls[:-1]) if i == 0 or calls[i - 1] != c]
+    assert len(visits) > 2  # interleaved, not one size's rounds back to back
     assert r0["sum"] == [2.0] * 8
     for p0, p1 in zip(r0["points"], r1["points"]):
         assert p0.ms == p1.ms and p0.p99_ms == p1.p99_ms  # the slowest rank's, on every rank
         assert 0 < p0.ms <= p0.p99_ms
-        assert p0.repeats == 3 and len(p0.repeat_ms) == 3 and p0.repeat_ms == p1.repeat_ms
-        assert min(p0.repeat_ms) <= p0.ms <= max(p0.repeat_ms)  # the median round
-        assert p0.spread == pytest.approx((max(p0.repeat_ms) - min(p0.repeat_ms)) / p0.ms)
+        assert p0.repeats == 5 and len(p0.repeat_ms) == 5 and p0.repeat_ms == p1.repeat_ms
+        assert p0.ms == sorted(p0.repeat_ms)[2]  # the median round
+        assert p0.spread == pytest.approx(relative_iqr(p0.repeat_ms))
+        assert p0.to_dict()["figure"]["n"] == 5
     assert r0["gloo"][0].bytes == 256 and r0["gloo"][0].p99_ms >= r0["gloo"][0].ms

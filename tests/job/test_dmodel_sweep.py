@@ -22,7 +22,8 @@ def _sweep_rank(rank: int, world_size: int) -> dict:
 
     base = GPTConfig(vocab_size=32, block_size=24, n_layer=2, n_head=4, d_model=32, d_ff=64)
     events: list[tuple[str, dict]] = []
-    sweep = DModelSweep(SweepSettings(d_models=[16, 32, 64], tokens=4, warmup_tokens=2),
+    sweep = DModelSweep(SweepSettings(d_models=[16, 32, 64], tokens=4, warmup_tokens=2,
+                                      visit_warmup_tokens=1),
                         base, [1, 2, 3], torch.device("cpu"), rank, world_size, dist.barrier,
                         None, lambda t, **f: events.append((t, f)), lambda *a, **k: None)
     points, skipped = sweep.run()
@@ -79,3 +80,12 @@ def test_parse_d_models_sorts_and_refuses_nonsense():
         parse_d_models("64,big")
     with pytest.raises(ValueError, match="at least one size"):
         parse_d_models(" , ")
+
+
+def test_the_timed_tokens_are_split_over_the_rounds():
+    from tplab.job.dmodel_sweep import SweepSettings, rounds_for
+
+    assert rounds_for(SweepSettings(d_models=[64], tokens=32)) == (4, 8)  # 32 timed per mode
+    assert rounds_for(SweepSettings(d_models=[64], tokens=4)) == (2, 2)
+    assert rounds_for(SweepSettings(d_models=[64], tokens=3)) == (1, 3)  # a visit needs 2
+    assert rounds_for(SweepSettings(d_models=[64], tokens=32, rounds=1)) == (1, 32)

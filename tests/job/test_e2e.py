@@ -95,7 +95,11 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert cal["points_from"] == "d_model_sweep" and len(cal["points"]) == 2
     assert cal["within_tolerance"] == (cal["max_abs_error"] <= 0.25)
     assert (r["measured_crossover_d_model"] is None) == bool(r["measured_crossover_reason"])
-    assert r["sweep"]["spread"]["repeats"] == 3
+    assert r["sweep"]["spread"]["repeats"] == 5
+    for p in r["d_model_sweep"]:  # every figure with its spread and sample count
+        assert p["figures"]["tp_ms"]["n"] == p["rounds"] >= 2 and "spread" in p["figures"]["tp_ms"]
+    assert r["tp"]["passes"]["p50"]["n"] == N_PROMPTS and "clean" in r["stability"]
+    assert "note" in r["measured_crossover_interval"]
     tokens = [e for e in events if e.type == "token"]
     assert len(tokens) == 2 * N_PROMPTS * N_TOKENS  # single and the primary transport's TP
     done_modes = [e["mode"] for e in events if e.type == "prompt_done"]

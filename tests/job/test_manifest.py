@@ -223,3 +223,14 @@ def test_crossover_is_the_measured_one_when_the_sweep_found_it_and_notes_compare
     # no sweep at all: predicted, and the notes do not pretend otherwise
     m = _complete()
     assert m["crossover_source"] == "predicted" and "predicted only" in m["lesson_notes"]
+
+
+def test_lesson_notes_warn_when_the_runs_figures_are_flagged_unstable():
+    quiet = manifest.lesson_notes(_results())
+    assert "not trustworthy" not in quiet
+    busy = _results()
+    busy["stability"] = {"unstable": [{"figure": "tp_per_token_ms (gloo)",
+                                       "note": "unstable: spread 37%; machine busy?"}]}
+    notes = manifest.lesson_notes(busy)
+    assert ("1 figure(s) of this run are not trustworthy, e.g. tp_per_token_ms (gloo): "
+            "unstable: spread 37%; machine busy?") in notes

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "status": "status",
     "terminate": "terminate",
     "budget": "budget",
+    "handin": "handin",
     "local": "local",
     "scaling": "scaling",
     "generate": "generate",

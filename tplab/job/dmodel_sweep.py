@@ -206,17 +206,19 @@ class DModelSweep:
                     self.log(f"d_model sweep: skipped {d}: {reason}")
                 continue
             t0 = time.monotonic()
-            self._build(d)
+            warm_s = self._build(d)
             built_s = time.monotonic() - t0
-            # the rounds decode (visit warm-up + timed) tokens per mode, the build's warm-up
-            # decoded warmup_tokens: scale its time by that ratio
-            per_token = built_s / max(1, 2 * self.s.warmup_tokens)
-            est = per_token * self.rounds * (3 * self.per_round + 2 * self.s.visit_warmup_tokens)
+            # the rounds decode (visit warm-up + timed) tokens per mode where the build's warm-up
+            # decoded warmup_tokens per mode: scale the warm-up's time by that ratio
+            est = warm_s * self.rounds * (3 * self.per_round + 2 * self.s.visit_warmup_tokens
+                                          ) / max(1, 2 * self.s.warmup_tokens)
             self._seconds[d] = built_s
             committed += est
             last = (count_params(sweep_config(self.base, d)), built_s + est)
             kept.append(d)
         for r in range(self.rounds):
+            if self.rank == 0 and kept:
+                self.log(f"d_model sweep: round {r + 1}/{self.rounds} over {round_order(kept, r)}")
             self._round(r, kept)
         for d in kept:
             self._finish_point(d)
@@ -228,8 +230,9 @@ class DModelSweep:
         return decode_timed(model, self.prompt, tokens, self.device, instrument=instrument,
                             sync=self.sync if instrument else None)
 
-    def _build(self, d: int) -> None:
-        """Size ``d``'s models (single on rank 0, a TP shard on every rank), each warmed up."""
+    def _build(self, d: int) -> float:
+        """Size ``d``'s models (single on rank 0, a TP shard on every rank), each warmed up;
+        the seconds the two warm-up decodes took."""
         from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_tensor, split_rule
         cfg = sweep_config(self.base, d)
         single = None
@@ -239,7 +242,10 @@ class DModelSweep:
             model.load_state_dict(random_state_dict(cfg), strict=True, assign=True)
             single = model.to(self.device).eval()
             self._params[d] = sum(p.numel() for p in single.parameters())
+        t0 = time.monotonic()
+        if single is not None:
             self._decode(single, self.s.warmup_tokens)
+        warm_s = time.monotonic() - t0
         self.barrier()
         with torch.device("meta"):
             tp = MiniGPTTP(cfg)
@@ -248,11 +254,14 @@ class DModelSweep:
             cfg, keep=lambda name, t: shard_tensor(t, split_rule(name), rank, world)),
             strict=True, assign=True)
         tp = tp.to(self.device).eval()
+        t0 = time.monotonic()
         self._decode(tp, self.s.warmup_tokens)
+        warm_s += time.monotonic() - t0
         self.barrier()
         self._models[d] = (single, tp)
         self._samples[d] = {k: [] for k in ("single", "tp", "instr", "ar", "calls", "tokens",
                                             "single_steps", "tp_steps")}
+        return warm_s
 
     def _round(self, r: int, sizes: list[int]) -> None:
         """One round: a block per mode (single first on even rounds), each visiting the sizes in
@@ -268,7 +277,7 @@ class DModelSweep:
                 self.barrier()
             else:
                 if order:
-                    self._decode(self._models[order[0]][1], self.s.warmup_tokens)
+                    self._decode(self._models[order[0]][1], min(self.s.warmup_tokens, 8))
                 for d in order:
                     self._visit_tp(d)
                 self.barrier()

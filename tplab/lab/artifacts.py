@@ -22,6 +22,7 @@ from tplab.lab.lab_config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.preflight import ESTIMATE_FORMULA
 from tplab.lab.prediction import LabPrediction
+from tplab.lab.proof_png import PROOF_PNG, write_proof_png
 from tplab.lab.teardown import PROOF
 
 CURVE = "scaling-curve.png"
@@ -41,6 +42,15 @@ def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
                                  measured_crossover=pred.measured_crossover,
                                  measured_reason=pred.measured_reason,
                                  banner=MOCK_BANNER if mock else None)
+
+
+def write_proof_picture(facts: LabFacts, mock: bool = False) -> Path | None:
+    """proof-terminated.png beside proof-terminated.json (tplab.lab.proof_png): the provider's
+    answer and the lab's final frame; None when no pod was terminated (no proof to draw)."""
+    path = write_proof_png(facts.out_dir, facts.summary(), mock=mock)
+    if path is not None:
+        facts.add_artifact(PROOF_PNG)
+    return path
 
 
 def _store_calibration(pred: LabPrediction, path: Path) -> None:
@@ -80,8 +90,8 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         status, reason = FAILED, "the lab finished without the job's results"
     elif status == COMPLETE and (res or {}).get("outputs_match") is not True:
         status, reason = FAILED, "the TP output differs from the single-device output"
-    # the dashboard's screenshot when it saved one, else the provider's answer (json)
-    proof = next((n for n in (PROOF_SVG, PROOF) if (facts.out_dir / n).is_file()), None)
+    # the dashboard's screenshot when it saved one, else the proof picture, else the json
+    proof = next((n for n in (PROOF_SVG, PROOF_PNG, PROOF) if (facts.out_dir / n).is_file()), None)
     partial = None if res or not facts.partial.measured else facts.partial.to_dict()
     money_fields = facts.money.manifest_fields()
     return manifest.build_manifest(

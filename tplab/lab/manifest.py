@@ -226,6 +226,11 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     out = [f"Measured on {transport} with {world} ranks ({dev[0]}): one device "
            f"{s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
            + (" (TP is slower)." if x < 1 else " (TP is faster).")]
+    flagged = (r.get("stability") or {}).get("unstable") or []
+    if flagged:  # figures whose samples spread past the limit (tplab.records.stability)
+        out.append(f"Careful: {len(flagged)} figure(s) of this run are not trustworthy, e.g. "
+                   f"{flagged[0]['figure']}: {flagged[0]['note']} Rerun on a quiet machine "
+                   "before drawing the lesson from them.")
     if x >= 1 and params and params < 5_000_000:
         out.append("A TP speedup on a model this small is not physical: check that the baseline "
                    "really ran on one device (CUDA_VISIBLE_DEVICES, rank 0's device only).")

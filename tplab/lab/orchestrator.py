@@ -385,6 +385,11 @@ class Lab:
                             f"`{self.config.terminate_command(self.pod_id)}` and check the "
                             "provider console")
         try:
+            stream.flush()  # the final frame is drawn from stream.jsonl
+            await asyncio.to_thread(artifacts.write_proof_picture, facts, self.config.mock)
+        except Exception as exc:
+            stream.warn(f"proof-terminated.png could not be drawn: {exc}")
+        try:
             self._write_manifest()
         except Exception as exc:
             stream.warn(f"the manifest could not be written: {exc}")
