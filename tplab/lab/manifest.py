@@ -3,7 +3,8 @@
 The seed's fields (seed, lab, vendor, instance_type, nvlink_present, instance_id, start_ts, end_ts,
 duration_hours, estimated_cost_usd, actual_cost_usd, terminated_screenshot,
 single_gpu_per_token_ms, tp_per_token_ms, speedup, lesson_notes, crossover_d_model) plus
-allreduce_ms_per_token, comm_compute_ratio, outputs_match, the tplab version and a status:
+allreduce_ms_per_token, allreduce_share (its share of a TP token), comm_compute_ratio, outputs_match,
+the tplab version and a status:
 COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run)
 or FAILED (with the reason).
 
@@ -46,9 +47,17 @@ SEED_FIELDS = (
     "duration_hours", "estimated_cost_usd", "actual_cost_usd", "terminated_screenshot",
     "single_gpu_per_token_ms", "tp_per_token_ms", "speedup", "lesson_notes", "crossover_d_model",
 )
-EXTRA_FIELDS = ("allreduce_ms_per_token", "comm_compute_ratio", "outputs_match", "tplab_version",
+EXTRA_FIELDS = ("allreduce_ms_per_token", "allreduce_share", "comm_compute_ratio", "outputs_match",
+                "tplab_version",
                 "status", "reason", "crossover_source")
 
+
+
+def _share(ar_ms: Any, token_ms: Any) -> float | None:
+    """All-reduce ms over token ms, rounded to 4 places; None unless both are positive numbers."""
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+             for v in (ar_ms, token_ms))
+    return round(ar_ms / token_ms, 4) if ok else None
 
 
 class ManifestError(ValueError):
@@ -285,13 +294,13 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
     fits = {name: (t.get("sweep") or {}).get("fit") for name, t in
             (r.get("transports") or {}).items()}
     fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
-    fits = {k: v for k, v in fits.items() if v}
-    if here not in fits or here not in ("shm", "gloo"):
+    found: dict[str, dict[str, Any]] = {k: v for k, v in fits.items() if v}
+    if here not in found or here not in ("shm", "gloo"):
         return ""
     other = "gloo" if here == "shm" else "shm"
-    a_here = fits[here]["alpha_us"]
-    if other in fits:
-        a_other, source = fits[other]["alpha_us"], "in the same run"
+    a_here = found[here]["alpha_us"]
+    if other in found:
+        a_other, source = found[other]["alpha_us"], "in the same run"
         t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
         t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
     else:
@@ -384,6 +393,9 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
             why_no_run="" if r else reason, partial=part),
         "crossover_d_model": round(cross_value, 1) if cross_value else None,
         "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
+        # the all-reduce share of a TP token: ar_ms / token ms of the measured steps
+        "allreduce_share": _share(figures.get("allreduce_ms_per_token"),
+                                  figures.get("tp_per_token_ms")),
         "comm_compute_ratio": r.get("comm_compute_ratio"),
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,

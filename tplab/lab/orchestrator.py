@@ -245,6 +245,7 @@ class Lab:
 
     async def _run_with_provider(self) -> LabOutcome:
         body = asyncio.create_task(self._body(), name="lab-body")
+        assert self._stop_event is not None  # run() made it before the provider
         stopper = asyncio.create_task(self._stop_event.wait(), name="lab-stop")
         ticker = asyncio.create_task(cost_ticker(self.ctx), name="lab-cost")
         cancelled = False

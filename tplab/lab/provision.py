@@ -45,7 +45,7 @@ async def authorize(ctx: LabContext, lab_cap: float) -> None:
     money.authorized_usd = lab_cap
     ctx.budget_event()
     try:
-        money.balance_before = await asyncio.to_thread(ctx.provider.balance)
+        money.balance_before = await asyncio.to_thread(ctx.cloud.balance)
     except ProviderError:
         money.balance_before = None
 
@@ -99,7 +99,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
                    public_key=public_key, spot=cfg.spot,
                    bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
                    boot=_boot_step(ctx))
-    creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.provider.create, spec))
+    creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.cloud.create, spec))
     try:
         info = await asyncio.shield(creation.future)
     except SpotUnavailableError as exc:
@@ -163,7 +163,7 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
     last_error = ""
     while True:
         try:
-            pods = await asyncio.to_thread(ctx.provider.list_pods)
+            pods = await asyncio.to_thread(ctx.cloud.list_pods)
             listed_once = True
             match = next((p for p in pods if p.name == name and
                           p.state.upper() not in GONE_STATES), None)

@@ -123,7 +123,7 @@ class PodSession:
         text = ""
         async with self.conn.start_sftp_client() as sftp:
             while True:
-                with contextlib.suppress(asyncssh_errors()):
+                with contextlib.suppress(*asyncssh_errors()):
                     async with sftp.open(log, "rb") as fh:
                         text = (await fh.read(64 * 1024)).decode("utf-8", "replace")
                 bad = next((ln for ln in text.splitlines() if "not started:" in ln), None)
@@ -172,7 +172,9 @@ class PodSession:
                     await asyncio.sleep(min(2.0 * idle_drops, 10.0))
                     continue
                 try:
-                    await self.connect(ctx.facts.pod.info)
+                    info = ctx.facts.pod.info
+                    assert info is not None  # the pod was created before the session
+                    await self.connect(info)
                 except LabStop:
                     await self._check_pod_alive()  # say "the pod went X" when that is why
                     raise

@@ -181,7 +181,7 @@ async def settle(ctx: LabContext) -> None:
             end = ctx.stream.timeline.get("verify") or pod.gone_at or time.time()
             start = min(pod.created_at or end, end)
             report = await asyncio.to_thread(
-                ctx.provider.actual_cost, pod.id, money.balance_before, start, end,
+                ctx.cloud.actual_cost, pod.id, money.balance_before, start, end,
                 pod.usd_per_hr or 0.0)
             money.actual_cost_usd = report.actual_usd
             money.actual_cost_note = report.note
