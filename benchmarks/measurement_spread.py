@@ -13,6 +13,7 @@ load average is printed before and after, because figures from a busy machine ar
 
     .venv/bin/python benchmarks/measurement_spread.py [--runs 5] [--comm gloo|shm]
         [--sweep-d-model 64,256,512 | --sweep-d-model none] [--hog] [--out DIR]
+        [--local-args "--prompts 3 --new-tokens 40"]
         [--reuse DIR]   # re-read the runs already in DIR instead of running again
 
 ``--hog`` starts one busy-loop process per CPU beside every run (the "deliberately loaded run"
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,7 @@ def run_once(out: Path, args: argparse.Namespace) -> tuple[dict[str, Any] | None
            "--out", str(out), "--quiet"]
     if args.sweep_d_model != "none":
         cmd += ["--sweep-d-model", args.sweep_d_model]
+    cmd += shlex.split(args.local_args)
     hogs = []
     if args.hog:
         hogs = [subprocess.Popen([sys.executable, "-c", HOG.format(s=args.timeout)])
@@ -166,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-d-model", default="64,256,512",
                    help='sizes of the d_model sweep, or "none" for the lab alone')
     p.add_argument("--hog", action="store_true", help="a busy loop per CPU beside each run")
+    p.add_argument("--local-args", default="", metavar="ARGS",
+                   help='more `tplab local` flags, e.g. "--prompts 3 --new-tokens 40"')
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--out", default=None, help="keep the runs here (default: a temp dir)")
     p.add_argument("--reuse", default=None, metavar="DIR",

@@ -93,6 +93,7 @@ def real_sweep_factory(config: Any) -> Callable[[], Any]:
 
         cfg = config.get() if isinstance(config, LazyConfig) else config
         return Lab(cfg, provider=cli_provider(bool(getattr(cfg, "mock", False)),
-                                              getattr(cfg, "api_url", None)))
+                                              getattr(cfg, "api_url", None),
+                                              getattr(cfg, "provider", None)))
 
     return build

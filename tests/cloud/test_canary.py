@@ -36,6 +36,7 @@ def _scan_tree(root: Path) -> list[str]:
     return hits
 
 
+@pytest.mark.slow  # a mock cloud and a lab
 def test_canary_key_never_leaks(tmp_path, capfd, caplog):
     caplog.set_level(logging.DEBUG)
     state = tmp_path / "mockstate"

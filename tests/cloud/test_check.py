@@ -30,6 +30,7 @@ def _creates(calls):
             if k in ("POST /v2/pods", "graphql podRentInterruptable", "DELETE /v2/pods/{id}")}
 
 
+@pytest.mark.slow  # tplab check as a process
 def test_check_mock_answers_every_line_and_creates_nothing(cloud):
     before = cloud.calls()
     proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
@@ -67,6 +68,7 @@ def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkey
     assert "on-demand worst case $2.76" in report.lines[-1].text
 
 
+@pytest.mark.slow  # its own mock cloud
 def test_check_on_its_own_mock_cloud_and_as_json():
     import json
     proc = _check("--mock", "--json")

@@ -22,7 +22,8 @@ def _sweep_rank(rank: int, world_size: int) -> dict:
 
     base = GPTConfig(vocab_size=32, block_size=24, n_layer=2, n_head=4, d_model=32, d_ff=64)
     events: list[tuple[str, dict]] = []
-    sweep = DModelSweep(SweepSettings(d_models=[16, 32, 64], tokens=4, warmup_tokens=2),
+    sweep = DModelSweep(SweepSettings(d_models=[16, 32, 64], tokens=4, warmup_tokens=2,
+                                      visit_warmup_tokens=1),
                         base, [1, 2, 3], torch.device("cpu"), rank, world_size, dist.barrier,
                         None, lambda t, **f: events.append((t, f)), lambda *a, **k: None)
     points, skipped = sweep.run()

@@ -84,6 +84,7 @@ os._exit(3)  # a crashed client: no stop(), no cleanup
 """
 
 
+@pytest.mark.slow  # a mock cloud and its pods
 def test_mock_exits_with_a_crashed_parent_and_ends_its_pods(tmp_path):
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-c", CRASHING_PARENT, str(tmp_path)], cwd=root,

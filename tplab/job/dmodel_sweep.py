@@ -217,6 +217,8 @@ class DModelSweep:
             last = (count_params(sweep_config(self.base, d)), built_s + est)
             kept.append(d)
         for r in range(self.rounds):
+            if self.rank == 0 and kept:
+                self.log(f"d_model sweep: round {r + 1}/{self.rounds} over {round_order(kept, r)}")
             self._round(r, kept)
         for d in kept:
             self._finish_point(d)

@@ -60,7 +60,7 @@ def _mock_key(name: str | None) -> str:
 
 def mock_options(config: LabConfig, name: str) -> dict[str, Any]:
     """The mock options for cloud ``name``: ``mock_options[name]`` when the options are given per
-    cloud (``{"runpod": {...}, "vast": {...}}``, as ``--provider auto`` tests do), else all."""
+    cloud (``{<name>: {...}, ...}``, as ``--provider auto`` tests do), else all."""
     opts = config.mock_options or {}
     if any(key in registry.PROVIDERS for key in opts):
         return dict(opts.get(name) or {})
@@ -91,6 +91,8 @@ def cli_provider(mock: bool, api_url: str | None, name: str | None = None) -> Pr
     running (mock pods live only as long as their mock cloud)."""
     if mock and not api_url:
         return None
+    if name == registry.AUTO:  # the first cloud with a key (a mock: RunPod's)
+        name = None if mock else (registry.configured() or [None])[0]
     if mock:
         return provider_for(_mock_key(name), api_url, name)
     return real_provider(api_url, name)

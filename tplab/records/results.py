@@ -64,7 +64,7 @@ def _prefills(runs: list[ModeRun]) -> list[float]:
 
 
 def _spread(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """The all-reduce sweep's repeat-to-repeat spread, (max - min) / median of each size's
+    """The all-reduce sweep's repeat-to-repeat spread, (q3 - q1) / median of each size's
     rounds: the median and the worst over the sizes, and the worst size."""
     rows = [p for p in points if isinstance(p.get("spread"), (int, float))]
     if not rows:
