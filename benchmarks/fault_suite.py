@@ -14,9 +14,12 @@ canary), and says pass or fail against its bound:
 - afterwards, each ledger: nothing over the cap, no hold left without a pod (after the
   `tplab terminate --all` a user would run);
 - the canary key searched for in every file the suite produced and everything the clients
-  printed.
+  printed;
+- the same on the mock Vast cloud (``--provider vast``; fault_suite_vast.py): the signal
+  trials, outbid mid-run, a failed bid's leftover, 429, 5xx, a destroy that lingers.
 
-    .venv/bin/python benchmarks/fault_suite.py              # everything (< 10 min here)
+    .venv/bin/python benchmarks/fault_suite.py              # everything, both clouds
+    .venv/bin/python benchmarks/fault_suite.py --provider vast --quick   # a few Vast rows
     .venv/bin/python benchmarks/fault_suite.py --quick      # the test suite's subset: SIGKILL
                                                             # and SIGHUP in boot and run, a full
                                                             # disk, the ledgers, the canary
@@ -65,10 +68,11 @@ PRINTED: list[str] = []
 
 @dataclass
 class Worker:
-    """One mock cloud and one TPLAB_HOME, used by one trial at a time."""
+    """One mock cloud (of ``provider``) and one TPLAB_HOME, used by one trial at a time."""
     root: Path
     cloud: object = None
     ready_at: float = 0.0   # monotonic time before which the next trial waits (see signal_trial)
+    provider: str = "runpod"
 
     @property
     def home(self) -> Path:
@@ -77,8 +81,9 @@ class Worker:
     def start(self, faults: dict | None = None) -> None:
         from tplab.mock.handle import start_mock_cloud
         self.home.mkdir(parents=True, exist_ok=True)
-        self.cloud = start_mock_cloud(faults, boot_delay_s=BOOT_S, api_key=CANARY,
-                                      state_dir=self.root / "mock-state", keep_sandboxes=True)
+        self.cloud = start_mock_cloud(faults, provider=self.provider, boot_delay_s=BOOT_S,
+                                      api_key=CANARY, state_dir=self.root / "mock-state",
+                                      keep_sandboxes=True)
 
     def stop(self) -> None:
         if self.cloud is not None:
@@ -86,16 +91,20 @@ class Worker:
             self.cloud = None
 
     def live(self) -> list[dict]:
+        """The cloud's pods still alive (Vast: not destroyed, or processes left)."""
+        if self.provider == "vast":
+            return [p for p in self.cloud.pods() if not p["destroyed"] or p["alivePids"]]
         return [p for p in self.cloud.pods() if p["desiredStatus"] != "TERMINATED"]
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "TPLAB_HOME": str(self.home), "RUNPOD_API_KEY": CANARY,
-                "PYTHONPATH": str(REPO)}
+        from tplab.cloud import registry
+        return {**os.environ, "TPLAB_HOME": str(self.home), "PYTHONPATH": str(REPO),
+                registry.package(self.provider).KEY_VAR: CANARY}
 
     def client(self, out: Path, *extra: str) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "tplab", "run", "--mock", "--api-url", self.cloud.api_url,
-             "--json", *LAB_ARGS, "--out", str(out), *extra],
+             "--provider", self.provider, "--json", *LAB_ARGS, "--out", str(out), *extra],
             cwd=REPO, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
 
@@ -112,6 +121,7 @@ def _bound(phase: str, sig: int) -> float:
 
 
 def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
+    """One client, signalled once it reaches ``phase``: how long its pod lived after."""
     from tplab.lab.leftovers import DEAD_CLIENT_INTENT_GRACE_S
     name = "SIGKILL" if sig == signal.SIGKILL else "SIGHUP"
     out = w.root / f"out-{phase}-{name}-{n}"
@@ -146,14 +156,16 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
             proc.wait(10)
     ok = seen == phase and not left and took <= bound
     note = "" if seen == phase else f"the lab never reached {phase} ({seen})"
-    return Row(f"client {name}", f"in {phase} #{n}", f"{took:.1f} s", f"<= {bound:.0f} s", ok,
+    where = "" if w.provider == "runpod" else f" [{w.provider}]"
+    return Row(f"client {name}", f"in {phase} #{n}{where}", f"{took:.1f} s", f"<= {bound:.0f} s", ok,
                note or (f"{len(left)} pod(s) alive" if left else ""))
 
 
-def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: int) -> list[Row]:
+def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: int,
+                      provider: str = "runpod") -> list[Row]:
     cases = [(p, s, n) for n in range(1, reps + 1) for p in phases
              for s in (signal.SIGKILL, signal.SIGHUP)]
-    pool = [Worker(root / f"w{i}") for i in range(workers)]
+    pool = [Worker(root / f"w{i}-{provider}", provider=provider) for i in range(workers)]
     for w in pool:
         w.start()
     rows: list[Row] = []
@@ -175,7 +187,8 @@ def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: i
         for w in pool:
             _terminate_all(w)
             w.stop()
-    order = {(f"in {p} #{n}", s): i for i, (p, s, n) in enumerate(
+    where = "" if provider == "runpod" else f" [{provider}]"
+    order = {(f"in {p} #{n}{where}", s): i for i, (p, s, n) in enumerate(
         (p, "SIGKILL" if s == signal.SIGKILL else "SIGHUP", n) for p, s, n in cases)}
     return sorted(rows, key=lambda r: order.get((r.case, r.area.split()[-1]), 0))
 
@@ -183,7 +196,8 @@ def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: i
 def _terminate_all(w: Worker) -> None:
     """What a user runs afterwards: ends any live pod and settles what dead clients held."""
     out = subprocess.run([sys.executable, "-m", "tplab", "terminate", "--all", "--mock",
-                          "--api-url", w.cloud.api_url], cwd=REPO, env=w.env(),
+                          "--api-url", w.cloud.api_url, "--provider", w.provider],
+                         cwd=REPO, env=w.env(),
                          capture_output=True, text=True, timeout=300)
     PRINTED.extend([out.stdout, out.stderr])
 
@@ -192,7 +206,8 @@ def _terminate_all(w: Worker) -> None:
 
 def _lab_config(w: Worker, name: str, **kw):
     from tplab.lab.lab_config import LabConfig
-    base = dict(mock=True, api_url=w.cloud.api_url, num_prompts=2, new_tokens=16, warmup=1,
+    base = dict(mock=True, provider=w.provider, api_url=w.cloud.api_url, num_prompts=2,
+                new_tokens=16, warmup=1,
                 sweep=False, out_dir=w.root / name, heartbeat_interval_s=1.0,
                 heartbeat_timeout_s=HEARTBEAT_S, guard_first_heartbeat_s=GUARD_S,
                 create_lookup_s=5.0, verify_timeout_s=20.0)
@@ -201,10 +216,10 @@ def _lab_config(w: Worker, name: str, **kw):
 
 
 async def _run_lab(w: Worker, cfg, timeout_s: float = 5.0, saboteur=None):
-    from tplab.cloud.runpod_provider import RunPodProvider
+    from tplab.cloud.registry import provider_for
     from tplab.lab.orchestrator import Lab
-    prov = RunPodProvider(CANARY, w.cloud.api_url, timeout_s=timeout_s,
-                          retry_delays=(0.5, 1.0, 2.0), terminate_delays=(0.5, 1.0, 2.0))
+    prov = provider_for(w.provider, CANARY, w.cloud.api_url, timeout_s=timeout_s,
+                        retry_delays=(0.5, 1.0, 2.0), terminate_delays=(0.5, 1.0, 2.0))
     lab = Lab(cfg, provider=prov)
     task = asyncio.create_task(saboteur(lab)) if saboteur else None
     outcome = await lab.run()
@@ -214,8 +229,8 @@ async def _run_lab(w: Worker, cfg, timeout_s: float = 5.0, saboteur=None):
 
 
 def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
-              **cfg_kw) -> Row:
-    w = Worker(root / f"fault-{len(list(root.glob('fault-*')))}")
+              provider: str = "runpod", **cfg_kw) -> Row:
+    w = Worker(root / f"fault-{len(list(root.glob('fault-*')))}", provider=provider)
     w.start(faults)
     try:
         os.environ["TPLAB_HOME"] = str(w.home)
@@ -371,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="one trial per kind (the test suite's)")
     p.add_argument("--reps", type=int, default=3, help="signal trials per phase (default 3)")
     p.add_argument("--workers", type=int, default=3, help="signal trials at once (default 3)")
+    p.add_argument("--provider", choices=("runpod", "vast", "both"), default="both",
+                   help="whose mock cloud the rows run on (default both)")
     p.add_argument("--keep", metavar="DIR", help="work here and keep everything (default: a "
                                                  "temporary directory)")
     args = p.parse_args(argv)
@@ -378,13 +395,21 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     phases = ("boot", "run") if args.quick else PHASES
-    rows = run_signal_trials(root, 1 if args.quick else args.reps, phases,
-                             2 if args.quick else args.workers)
-    if not args.quick:
-        rows.append(ssh_drops(root))
-    for area, case, faults, expect, kw in api_cases(args.quick):
-        rows.append(fault_lab(root, area, case, faults, expect, **kw))
-    rows.append(disk_full(root))
+    rows: list[Row] = []
+    if args.provider in ("runpod", "both"):
+        rows += run_signal_trials(root, 1 if args.quick else args.reps, phases,
+                                  2 if args.quick else args.workers)
+        if not args.quick:
+            rows.append(ssh_drops(root))
+        for area, case, faults, expect, kw in api_cases(args.quick):
+            rows.append(fault_lab(root, area, case, faults, expect, **kw))
+        rows.append(disk_full(root))
+    if args.provider in ("vast", "both"):
+        import benchmarks.fault_suite as this  # fault_suite_vast's import of this file
+        from benchmarks.fault_suite_vast import vast_rows
+        rows += vast_rows(root, args.quick, args.reps, args.workers)
+        if this.PRINTED is not PRINTED:      # run as a script: two copies of the module
+            PRINTED.extend(this.PRINTED)
     rows.append(ledgers(root))
     rows.append(canary(root, PRINTED))
     width = max(len(f"{r.area}: {r.case}") for r in rows)

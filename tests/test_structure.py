@@ -247,6 +247,8 @@ SHARED_NAMES_PENDING = {
     "scaling": "tui/scaling vs tplab/scaling/: tui's layout",
     "state": "tplab/mock/state.py vs tplab/lab/faces/state.py: the view-model package",
     "timings": "tui/timings vs tplab/lab/faces/timings.py: the view-model package",
+    "vast": "tplab/cloud/vast (the provider, as DESIGN.md lays cloud/ out) vs tplab/mock/vast "
+            "(its mock cloud): the mocks' layout names its package",
 }
 
 

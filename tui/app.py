@@ -96,7 +96,7 @@ def _replay_app(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # the runpod SDK installs a stderr log handler when imported: it would write over the screen
+    # the RunPod SDK installs a stderr log handler when imported: it would write over the screen
     logging.getLogger().addHandler(logging.NullHandler())
     logging.captureWarnings(True)
     app = app_from_args(argv)

@@ -2,7 +2,7 @@
 
 The dashboard holds no lab logic: it subscribes to the Lab's events, awaits ``run()``, and asks
 for termination. Typing against this Protocol (not ``tplab.lab.orchestrator.Lab``) keeps the orchestrator and
-everything it imports (asyncssh, the provider, maybe runpod) off the first-paint path: the real
+everything it imports (asyncssh, the provider, maybe its SDK) off the first-paint path: the real
 Lab is imported inside a worker, after the first frame is on screen.
 """
 
@@ -85,7 +85,7 @@ def real_sweep_factory(config: Any) -> Callable[[], Any]:
     """A factory for the Lab that TERMINATE uses when no lab is running: one with the
     provider ``tplab status``/``terminate`` use, so ``find_leftover_pods`` sees this account's
     tplab pods. None as provider in ``--mock`` without a running mock (its pods died with it).
-    Called in a worker thread (the provider may import the runpod SDK)."""
+    Called in a worker thread (the provider may import its SDK)."""
 
     def build() -> Any:
         from tplab.lab.orchestrator import Lab
@@ -93,6 +93,7 @@ def real_sweep_factory(config: Any) -> Callable[[], Any]:
 
         cfg = config.get() if isinstance(config, LazyConfig) else config
         return Lab(cfg, provider=cli_provider(bool(getattr(cfg, "mock", False)),
-                                              getattr(cfg, "api_url", None)))
+                                              getattr(cfg, "api_url", None),
+                                              getattr(cfg, "provider", None)))
 
     return build

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tplab.cloud.base import AmbiguousCreateError, ProviderError
-from tplab.cloud.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.runpod_provider import RunPodProvider
 from tplab.commands.check import gather_check
+from tplab.job.self_terminate import encode
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import GPU, new_key, spec, ssh_run
 
@@ -35,6 +36,7 @@ def _scan_tree(root: Path) -> list[str]:
     return hits
 
 
+@pytest.mark.slow  # a mock cloud and a lab
 def test_canary_key_never_leaks(tmp_path, capfd, caplog):
     caplog.set_level(logging.DEBUG)
     state = tmp_path / "mockstate"
@@ -59,8 +61,9 @@ def test_canary_key_never_leaks(tmp_path, capfd, caplog):
         cloud.set_faults(pod_key_delete_refused=True)
         r = ssh_run(ready.ssh.host, ready.ssh.port, key,
                     f"PYTHONPATH={REPO} {sys.executable} -c 'from tplab.job.self_terminate "
-                    "import *; c = load_credentials(); "
-                    "SelfTerminator(c, runpodctl=None).terminate(print)' > self.log 2>&1")
+                    f"import *; s = SelfEnd.from_arg(\"{encode(p.self_end())}\"); "
+                    "c = load_credentials(s); "
+                    "SelfTerminator(c, s, which=lambda n: None).terminate(print)' > self.log 2>&1")
         texts.append(repr(p.list_pods()))
         texts.append(repr(p.actual_cost(ond.id, 10.0, time.time() - 5, time.time(), 1.38)))
         p.terminate(ond.id)  # goes through a failing terminate first

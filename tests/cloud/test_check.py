@@ -30,12 +30,13 @@ def _creates(calls):
             if k in ("POST /v2/pods", "graphql podRentInterruptable", "DELETE /v2/pods/{id}")}
 
 
+@pytest.mark.slow  # tplab check as a process
 def test_check_mock_answers_every_line_and_creates_nothing(cloud):
     before = cloud.calls()
     proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    for line in ("[ok  ] key       the mock cloud accepts the API key (from RUNPOD_API_KEY)",
+    for line in ("[ok  ] key       the mock RunPod cloud accepts the API key (from RUNPOD_API_KEY)",
                  "[ok  ] on-demand 2x NVIDIA GeForce RTX 4090 on-demand $1.380/h",
                  "stock HIGH", "[ok  ] spot      spot offered now: minimum bid $0.700/h",
                  "[ok  ] balance   account balance $", "[ok  ] budget    spot worst case $1.40",
@@ -67,6 +68,7 @@ def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkey
     assert "on-demand worst case $2.76" in report.lines[-1].text
 
 
+@pytest.mark.slow  # its own mock cloud
 def test_check_on_its_own_mock_cloud_and_as_json():
     import json
     proc = _check("--mock", "--json")
@@ -102,7 +104,7 @@ async def test_real_key_goes_only_to_https(monkeypatch, tmp_path):
     outcome = await Lab(cfg).run()
     assert outcome.status == FAILED and outcome.exit_code == 1 and outcome.pod_id is None
     assert outcome.reason.startswith("--api-url http://example.invalid is not https: without "
-                                     "--mock the real RunPod API key would go to it in clear")
+                                     "--mock the real API key would go to it in clear")
     monkeypatch.setenv("RUNPOD_API_BASE_URL", "http://evil.invalid")
     with pytest.raises(ProviderError, match="not https"):
         real_provider()

@@ -12,7 +12,7 @@ import pytest
 from tplab.cloud.base import (AmbiguousCreateError, AuthError, BalanceError, ForbiddenError,
                               NoCapacityError, RateLimitedError, RequestBugError,
                               RequestRejectedError, TransientError)
-from tplab.cloud.http_api import RestV2
+from tplab.cloud.runpod.http_api import RestV2
 
 KEY = "rpa_HTTPTEST_" + "k" * 24
 
@@ -144,7 +144,7 @@ def test_404_is_an_answer_not_an_error(serve):
 
 
 def test_list_pods_follows_pagination_when_present(serve):
-    from tplab.cloud.runpod_provider import RunPodProvider
+    from tplab.cloud.runpod.runpod_provider import RunPodProvider
 
     pod = {"id": "a", "name": "tplab-a", "status": "RUNNING", "cost": 1.0}
     s, api, _ = serve((200, {"pods": [pod], "nextCursor": "c2"}, None),
@@ -157,7 +157,8 @@ def test_list_pods_follows_pagination_when_present(serve):
 
 
 def test_spend_is_billing_never_below_cost_times_seconds():
-    from tplab.cloud.spend import billing_total, settle
+    from tplab.cloud.runpod.v2_pods import billing_total
+    from tplab.cloud.spend import settle
     recs = [{"podId": "p", "totalAmount": 0.01}, {"podId": "q", "totalAmount": 5.0},
             {"podId": "p", "totalAmount": 0.004}]
     assert billing_total(recs, "p") == pytest.approx(0.014) and billing_total(recs, "x") is None

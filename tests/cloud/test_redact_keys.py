@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncssh
 
-from tplab.cloud.keys import find_api_key, load_api_key
+from tplab.cloud.runpod.runpod_keys import find_api_key, load_api_key
 from tplab.home.redact import MASK, error_text, redact, register_secret
 
 

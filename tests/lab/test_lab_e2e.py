@@ -242,8 +242,10 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert seen[-1].type == "phase" and seen[-1]["name"] == "done"
     inst_gone = [e for e in seen if e.type == "instance" and e["state"] == "GONE"]
     assert inst_gone
-    # add_artifact: the dashboard's svg, listed and named the terminated screenshot
-    assert manifest["terminated_screenshot"] == "proof-terminated.json"
+    # the proof picture is drawn with every lab; add_artifact: the dashboard's svg, listed and
+    # named the terminated screenshot
+    assert (d / "proof-terminated.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert manifest["terminated_screenshot"] == "proof-terminated.png"
     assert lab.add_artifact("proof-terminated.svg") is None  # not saved: nothing listed
     (d / "proof-terminated.svg").write_text("<svg/>")
     assert lab.add_artifact("../manifest.json") is None
@@ -252,6 +254,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert again["terminated_screenshot"] == "proof-terminated.svg"
     assert "proof-terminated.svg" in again["artifacts"]
     assert "proof-terminated.json" in again["artifacts"]
+    assert "proof-terminated.png" in again["artifacts"]
     assert again["status"] == COMPLETE and again["verified_gone"] is True
 
 

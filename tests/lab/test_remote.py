@@ -270,10 +270,11 @@ async def test_heartbeat_and_fetch(server, tmp_path):
     assert not (tmp_path / "capped" / "results.json").exists()
 
 
-def test_launch_command_is_detached_and_sources_env():
+def test_launch_command_is_detached_and_hands_the_watchdog_its_providers_description():
     cmd = remote.launch_command(remote.LaunchSpec(nproc=2, job_args=["--out", "."],
-                                                   python="/usr/bin/python3"))
-    assert "TPLAB_RP_ENV_FILE:-/etc/rp_environment" in cmd
+                                                   python="/usr/bin/python3",
+                                                   self_end="eyJhIjoxfQ=="))
+    assert "--self-end eyJhIjoxfQ==" in cmd and "rp_environment" not in cmd
     assert cmd.count("setsid nohup") == 2
     assert "--nproc-per-node=2" in cmd and "tplab.job.watchdog" in cmd
     assert "> exit_code.tmp" in cmd
@@ -334,8 +335,11 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
         UploadItem(shim / "distributed" / "run.py", "torch/distributed/run.py")])
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     await remote.upload(conn, items)
+    from tplab.cloud.runpod.pod_self_end import self_end
+    from tplab.job.self_terminate import encode
     await remote.launch(conn, remote.LaunchSpec(nproc=2, job_args=["--out", "."],
-                                                python=server.python, heartbeat_stale_s=60))
+                                                python=server.python, heartbeat_stale_s=60,
+                                                self_end=encode(self_end())))
     conn.close()  # the session ends; the job and the watchdog must not
     state = TailState()
     seqs: list[int] = []
@@ -362,7 +366,7 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
                                                                           "tokens": 400}
     assert "fake job done" in (tmp_path / "out" / "job.log").read_text()
     log = (tmp_path / "out" / "watchdog.log").read_text()
-    assert "started:" in log and "test-pod-key-123" not in log
+    assert "started:" in log and "not started" not in log and "test-pod-key-123" not in log
 
 
 async def test_a_big_event_file_is_read_whole_in_capped_reads(server, tmp_path):

@@ -382,7 +382,7 @@ def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypa
                 return GoneProof(pod_id, "now", {"pod": {"desiredStatus": "RUNNING"}}, True)
             return GoneProof(pod_id, "now", {"pod": None}, False)
 
-    monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url: OneStuck())
+    monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url, name=None: OneStuck())
     args = argparse.Namespace(pod_ids=["stuck", "fine"], all=False, mock=True,
                               api_url="http://127.0.0.1:9", timeout=1.0)
     assert terminate.main(args) == 1
@@ -419,7 +419,7 @@ def test_terminate_all_settles_a_killed_clients_hold_when_its_watchdog_ended_the
         def status(self, pod_id):
             return PodInfo(id=pod_id, name="tplab-L-killed1", state="TERMINATED")
 
-    monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url: WatchdogEndedIt())
+    monkeypatch.setattr("tplab.lab.providers.cli_provider", lambda mock, url, name=None: WatchdogEndedIt())
     args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url="http://127.0.0.1:9",
                               timeout=1.0)
     assert terminate.main(args) == 0

@@ -14,6 +14,7 @@ from tplab.labs import inductor_dump
 from tplab.home.paths import REPO_ROOT
 
 
+@pytest.mark.slow  # torch.compile
 def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
     out = tmp_path / "lab"
     proc = subprocess.run(

@@ -36,6 +36,7 @@ def test_eager_static_step_equals_model_decode() -> None:
         dec.decode([1] * 20, 10)
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_step_equals_eager_with_one_graph(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     torch._dynamo.reset()

@@ -10,7 +10,8 @@ import pytest
 from tplab.home.paths import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
-OWN_DOCS = ["tp-block.md", "fsdp-prefetch.md", "megatron-notes.md"]
+OWN_DOCS = ["tp-block.md", "reading-notes/fsdp-prefetch.md", "reading-notes/megatron-tp-layers.md",
+            "reading-notes/synthesis.md"]
 TYPES = ("flowchart", "graph", "sequenceDiagram", "timeline", "gantt")
 PAIRS = {"(": ")", "[": "]", "{": "}"}
 # node shapes: id followed by one of these openers and its closer, label in double quotes
@@ -130,7 +131,7 @@ def test_docs_exist_and_their_mermaid_parses(name: str) -> None:
 
 
 def test_every_mermaid_block_in_docs_parses() -> None:
-    for path in sorted(DOCS.glob("*.md")):
+    for path in sorted(DOCS.rglob("*.md")):
         for block in mermaid_blocks(path.read_text()):
             assert check_block(block) == [], (path.name, check_block(block))
 
@@ -157,12 +158,12 @@ def test_tp_block_diagram_marks_the_two_allreduces_and_the_layer_kinds() -> None
 
 
 def test_fsdp_doc_has_a_timeline_and_megatron_notes_cite_pinned_lines() -> None:
-    fsdp = (DOCS / "fsdp-prefetch.md").read_text()
-    assert any(b.startswith(("gantt", "timeline")) for b in mermaid_blocks(fsdp))
-    notes = (DOCS / "megatron-notes.md").read_text()
+    synthesis = (DOCS / "reading-notes" / "synthesis.md").read_text()
+    assert any(b.startswith(("gantt", "timeline")) for b in mermaid_blocks(synthesis))
+    notes = (DOCS / "reading-notes" / "megatron-tp-layers.md").read_text()
     sha = re.search(r"\b[0-9a-f]{40}\b", notes)
     assert sha, "Megatron-LM commit must be pinned"
-    for topic in ("Bias after the all-reduce", "Vocabulary masking", "Master-weight", "autograd Functions",
-                  "Sequence parallelism"):
+    for topic in ("Bias after the all-reduce", "Vocabulary masking", "Master weights", "autograd Functions",
+                  "Sequence parallel", "gradient_accumulation_fusion"):
         assert topic in notes
     assert len(re.findall(r"L\d+(?:-L\d+)?", notes)) >= 10

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tplab.cloud.base import BalanceError
-from tplab.cloud.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.runpod_provider import RunPodProvider
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import http, new_key, spec, ssh_run
 
@@ -71,7 +71,7 @@ def test_stop_sweeps_processes_of_a_mock_that_died_hard(tmp_path):
 
 CRASHING_PARENT = r"""
 import os, sys
-from tplab.cloud.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.runpod_provider import RunPodProvider
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import new_key, spec, ssh_run
 key = new_key()
@@ -84,6 +84,7 @@ os._exit(3)  # a crashed client: no stop(), no cleanup
 """
 
 
+@pytest.mark.slow  # a mock cloud and its pods
 def test_mock_exits_with_a_crashed_parent_and_ends_its_pods(tmp_path):
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-c", CRASHING_PARENT, str(tmp_path)], cwd=root,

@@ -8,7 +8,7 @@ from pathlib import Path
 import graphql
 import pytest
 
-from tplab.cloud import graphql_ops as ops
+from tplab.cloud.runpod import graphql_ops as ops
 from tplab.mock import openapi
 from tplab.mock.graphql_api import root_fields, schema
 

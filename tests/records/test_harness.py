@@ -173,14 +173,14 @@ def test_per_pass_figures_and_the_stability_block():
 
 
 def test_the_sweep_table_shows_spread_rounds_flags_and_the_crossover_interval():
-    from tplab.commands.sweep_table import sweep_report
+    from tplab.scaling.dmodel_table import dmodel_report
 
     rows = [_point(64, [1.0] * 4, [4.0, 9.0, 4.0, 7.0]).to_dict(),
             _point(256, [2.0] * 4, [4.0, 4.1, 3.9, 4.0]).to_dict(),
             _point(1024, [8.0] * 4, [4.0, 4.1, 3.9, 4.0]).to_dict()]
     sec = sweep_section([], [], "how")
     sec.update(d_model_sweep=rows, measured_crossover_interval=crossover_interval(rows))
-    text = sweep_report(sec, stored=None)
+    text = dmodel_report(sec, stored=None)
     assert "median of n rounds" in text
     assert "d_model 64: tp unstable: spread" in text and "machine busy?" in text
     line64 = next(ln for ln in text.splitlines() if ln.strip().startswith("64 "))

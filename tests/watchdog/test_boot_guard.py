@@ -11,7 +11,7 @@ import zipfile
 import io
 from pathlib import Path
 
-from tplab.job.boot_guard import BACKUP_MARGIN_S, BootGuard, GuardConfig, guard_args, pack
+from tplab.job.boot_guard import BACKUP_MARGIN_S, BootGuard, GuardConfig, boot_step, pack
 
 
 class Clock:
@@ -94,7 +94,13 @@ def test_a_failing_terminate_is_retried_and_never_kills_the_guard(tmp_path):
 
 
 def test_the_guard_travels_whole_in_the_create_args(tmp_path):
-    args = guard_args(900, 7200, 600)
+    from tplab.cloud.base import BootStep, PodSpec
+    from tplab.cloud.runpod.pod_self_end import self_end
+    from tplab.cloud.runpod.v2_pods import container_args
+    from tplab.job.self_terminate import encode
+    path, payload, command = boot_step(900, 7200, 600, encode(self_end()))
+    args = container_args(PodSpec(name="tplab-x", gpu_type="g", gpu_count=1, public_key="k",
+                                  boot=BootStep(path, payload, command)))
     assert args.startswith("bash -c '") and args.endswith("'")
     assert 'exec "${TPLAB_MOCK_START_SH:-/start.sh}"' in args  # hands over: sshd comes up
     b64 = re.search(r"echo ([A-Za-z0-9+/=]+) \| base64 -d", args).group(1)

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.watchdog.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
-from tplab.job.self_terminate import PodCredentials, SelfTerminator, load_credentials
+from tplab.cloud.runpod.pod_self_end import self_end as runpod_self_end
+from tplab.cloud.vast.instance_self_end import self_end as vast_self_end
+from tplab.job.self_terminate import (PodCredentials, SelfEnd, SelfTerminator, encode,
+                                      load_credentials)
 from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError
 
 KEY = "rpa_SECRET_pod_scoped_key_0123456789"
@@ -20,11 +23,16 @@ REPO = Path(__file__).resolve().parents[2]
 MUTATION = f'mutation {{ podTerminate(input: {{podId: "{POD}"}}) }}'
 
 
-def make(tmp_path, api, clock, runpodctl=None, run=None, **kw) -> Watchdog:
+RUNPOD = SelfEnd.from_dict(runpod_self_end())
+
+
+def make(tmp_path, api, clock, runpodctl=None, run=None, spec=RUNPOD, **kw) -> Watchdog:
+    """A watchdog following the RunPod description (the data the client hands the pod)."""
     cfg = WatchdogConfig(heartbeat=tmp_path / "heartbeat", log=tmp_path / "watchdog.log",
-                         pod_id=POD, api_key=KEY, api_base=api.url, **kw)
+                         pod_id=POD, api_key=KEY, api_base=api.url, self_end=spec, **kw)
     extra = {"run": run} if run else {}
-    return Watchdog(cfg, now=clock.now, sleep=clock.sleep, runpodctl=runpodctl, **extra)
+    return Watchdog(cfg, now=clock.now, sleep=clock.sleep,
+                    which=lambda name: runpodctl if name == "runpodctl" else None, **extra)
 
 
 def assert_v2_then_graphql(api: FakeGraphQL) -> None:
@@ -164,8 +172,9 @@ def test_unreachable_api_is_retried(tmp_path):
     with FakeGraphQL() as api:
         url = api.url
     cfg = WatchdogConfig(heartbeat=tmp_path / "heartbeat", log=tmp_path / "watchdog.log",
-                         pod_id=POD, api_key=KEY, api_base=url, max_attempts=2, http_timeout_s=2)
-    assert Watchdog(cfg, now=clock.now, sleep=clock.sleep, runpodctl=None).run() == 1
+                         pod_id=POD, api_key=KEY, api_base=url, self_end=RUNPOD, max_attempts=2,
+                         http_timeout_s=2)
+    assert Watchdog(cfg, now=clock.now, sleep=clock.sleep, which=lambda n: None).run() == 1
     assert "failed (no answer" in (tmp_path / "watchdog.log").read_text()
 
 
@@ -203,32 +212,34 @@ def test_stop_file_exits_without_terminating(tmp_path):
 def test_bad_settings_are_refused(tmp_path, pod_id, key, base):
     with pytest.raises(WatchdogConfigError):
         WatchdogConfig(heartbeat=tmp_path / "h", log=tmp_path / "l", pod_id=pod_id,
-                       api_key=key, api_base=base)
+                       api_key=key, api_base=base, self_end=RUNPOD)
 
 
 def test_credentials_come_from_the_env_file_first(tmp_path):
     env_file = tmp_path / "rp_environment"
     env_file.write_text(f"export RUNPOD_POD_ID='{POD}'\nexport RUNPOD_API_KEY='{KEY}'\n"
                         "export RUNPOD_API_BASE_URL='http://127.0.0.1:9'\nexport X='it'\\''s'\n")
-    creds = load_credentials({"TPLAB_RP_ENV_FILE": str(env_file), "RUNPOD_POD_ID": "other",
-                              "RUNPOD_API_KEY": "rpa_other_key_123456"})
+    creds = load_credentials(RUNPOD, {"TPLAB_RP_ENV_FILE": str(env_file),
+                                      "RUNPOD_POD_ID": "other",
+                                      "RUNPOD_API_KEY": "rpa_other_key_123456"})
     assert (creds.pod_id, creds.api_key, creds.api_base) == (POD, KEY, "http://127.0.0.1:9")
     assert creds.source == str(env_file)
-    creds = load_credentials({"TPLAB_RP_ENV_FILE": str(tmp_path / "none"),
-                              "RUNPOD_POD_ID": POD, "RUNPOD_API_KEY": KEY})
+    creds = load_credentials(RUNPOD, {"TPLAB_RP_ENV_FILE": str(tmp_path / "none"),
+                                      "RUNPOD_POD_ID": POD, "RUNPOD_API_KEY": KEY})
     assert creds.source == "environment" and creds.api_base == "https://api.runpod.io"
-    assert load_credentials({"TPLAB_RP_ENV_FILE": str(tmp_path / "none")}) is None
+    assert load_credentials(RUNPOD, {"TPLAB_RP_ENV_FILE": str(tmp_path / "none")}) is None
     with pytest.raises(ValueError):
-        SelfTerminator(PodCredentials('x"y', KEY))
+        SelfTerminator(PodCredentials('x"y', KEY, "http://127.0.0.1:9"), RUNPOD)
 
 
-def _cli(tmp_path, env_extra, *args, timeout=30):
+def _cli(tmp_path, env_extra, *args, timeout=30, spec=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
     env.update(env_extra, PYTHONPATH=str(REPO), TPLAB_RP_ENV_FILE=str(tmp_path / "no-such-file"))
     env.update({k: v for k, v in env_extra.items() if k == "TPLAB_RP_ENV_FILE"})
     return subprocess.run(
         [sys.executable, "-m", "tplab.job.watchdog", "--heartbeat", str(tmp_path / "heartbeat"),
-         "--log", str(tmp_path / "watchdog.log"), *args],
+         "--log", str(tmp_path / "watchdog.log"),
+         "--self-end", encode(spec or runpod_self_end()), *args],
         env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
 
 
@@ -259,7 +270,7 @@ def test_cli_without_pod_environment_is_one_clear_error(tmp_path):
 def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
     """The bar: v2 DELETE refused (403) for the pod-scoped key; the watchdog terminates its pod
     through GraphQL podTerminate, and watchdog.log shows both attempts."""
-    from tplab.cloud.runpod_provider import RunPodProvider
+    from tplab.cloud.runpod.runpod_provider import RunPodProvider
     from tplab.mock.handle import start_mock_cloud
     from tests.mock.helpers import new_key, spec, ssh_run
 
@@ -269,9 +280,10 @@ def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
         key = new_key()
         ready = p.wait_ready(p.create(spec(key, name="tplab-dog", spot=False)).id, 15)
         ssh_run(ready.ssh.host, ready.ssh.port, key,
-                f"set -a; . \"$TPLAB_RP_ENV_FILE\"; set +a; PYTHONPATH={REPO} setsid nohup "
+                f"PYTHONPATH={REPO} setsid nohup "
                 f"{sys.executable} -m tplab.job.watchdog --heartbeat heartbeat --stale-after 0.3 "
-                "--poll 0.1 --log watchdog.log > /dev/null 2>&1 < /dev/null &")
+                f"--poll 0.1 --log watchdog.log --self-end {encode(p.self_end())} "
+                "> /dev/null 2>&1 < /dev/null &")
         deadline = time.monotonic() + 20
         while p.status(ready.id).state != "GONE" and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -341,3 +353,28 @@ def test_a_look_that_fails_is_logged_and_the_watchdog_goes_on(tmp_path):
     log = (tmp_path / "watchdog.log").read_text()
     assert "a look failed (OSError: the disk went away" in log and "accepted" in log
     assert (tmp_path / "watchdog.log.done").is_file()  # an orderly end: no restart
+
+
+def test_the_watchdog_follows_vasts_description_with_the_instance_key(tmp_path):
+    """The same watchdog, handed Vast's description: DELETE /api/v0/instances/<id> with the
+    instance's own key, read from the file onstart wrote (the SSH session has no CONTAINER_*)."""
+    env_file = tmp_path / "instance.env"
+    env_file.write_text(f"export CONTAINER_ID=4242\nexport CONTAINER_API_KEY={KEY}\n")
+    touch(tmp_path / "heartbeat", 0)
+    with FakeGraphQL(deletes=[(200, '{"success": true}')]) as api:
+        spec = {**vast_self_end(api.url), "env_file": str(env_file)}
+        proc = _cli(tmp_path, {"PATH": "/usr/bin:/bin"}, "--stale-after", "0.5", "--poll",
+                    "0.05", spec=spec)
+    assert proc.returncode == 0, proc.stderr
+    assert [c.path for c in api.calls] == ["/api/v0/instances/4242"]
+    assert api.calls[0].headers["Authorization"] == f"Bearer {KEY}"
+    log = (tmp_path / "watchdog.log").read_text()
+    assert "DELETE /api/v0/instances/4242: accepted (HTTP 200)" in log and KEY not in log
+
+
+def test_the_watchdog_refuses_to_start_without_a_description(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tplab.job.watchdog", "--heartbeat", str(tmp_path / "h"),
+         "--log", str(tmp_path / "l")], capture_output=True, text=True, timeout=30,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    assert proc.returncode == 2 and "--self-end is missing" in proc.stderr

@@ -1,9 +1,10 @@
 """The Provider protocol: what tplab needs from a GPU cloud, and the records it exchanges.
 
-The orchestrator (tplab/lab/) talks only to this protocol. The RunPod provider implements it
-(REST v2 for pods, the runpod SDK's GraphQL for spot and the balance); in mock mode the same
-provider is pointed at the local mock cloud (tplab/mock), so there is one implementation and it
-is the one tested. Every error is a ``ProviderError`` whose message is one sentence for the user.
+The orchestrator (tplab/lab/) talks only to this protocol. Each cloud implements it in a package
+of its own (``tplab/cloud/<name>/``), found by name through
+``tplab.cloud.registry``; in mock mode the same provider is pointed at the local mock cloud
+(tplab/mock), so there is one implementation per cloud and it is the one tested. Every error is a
+``ProviderError`` whose message is one sentence for the user.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
 DEFAULT_GPU_COUNT = 2
 #: provider states that mean a pod no longer exists (GONE: the provider has no record of it)
 GONE_STATES = frozenset({"GONE", "TERMINATED", "DELETED"})
-#: states of a pod that exists but will not become ready (REST v2: the container ended, or failed)
+#: states of a pod that exists but will not become ready (the container ended, or failed)
 DEAD_STATES = frozenset({"EXITED", "ERROR"})
+#: a spot pod the provider paused or took back while tplab wanted it running (Vast: outbid)
+INTERRUPTED = "INTERRUPTED"
 
 
 class ProviderError(RuntimeError):
@@ -47,12 +50,12 @@ class TransientError(ProviderError):
 
 
 class RateLimitedError(TransientError):
-    """RunPod kept answering HTTP 429 after tplab waited as its Retry-After asked."""
+    """The provider kept answering HTTP 429 after tplab waited as it asked."""
 
 
 class SpotUnavailableError(NoCapacityError):
-    """RunPod does not offer spot right now (the mutation is gone, GraphQL is gone, or no
-    spot capacity); nothing was created. The lab never switches to on-demand by itself."""
+    """The provider does not offer spot (interruptible) capacity right now; nothing was
+    created. The lab never switches to on-demand by itself."""
 
 
 class BalanceError(ProviderError):
@@ -64,11 +67,11 @@ class ForbiddenError(ProviderError):
 
 
 class RequestRejectedError(ProviderError):
-    """HTTP 400: the request breaks one of RunPod's rules (``detail`` says which)."""
+    """HTTP 400: the request breaks one of the provider's rules (its answer says which)."""
 
 
 class RequestBugError(ProviderError):
-    """HTTP 422: the request does not match RunPod's documented shape: a bug in tplab."""
+    """The request does not match the provider's documented shape: a bug in tplab."""
 
 
 class AmbiguousCreateError(TransientError):
@@ -92,8 +95,20 @@ class Quote:
     spot_available: bool
     on_demand_available: bool
     availability: str | None = None     # on-demand stock: NONE, LOW, MEDIUM, HIGH (v2 catalog)
-    spot_offered: bool | None = None    # RunPod still offers spot at all (None: unknown)
+    spot_offered: bool | None = None    # the provider still offers spot at all (None: unknown)
     spot_note: str = ""                 # why spot is not available, one clause (or "")
+    provider: str = ""                  # the provider's registry name, when known
+
+
+@dataclass(frozen=True)
+class BootStep:
+    """What the pod runs from its container's first second (the boot guard), whatever the cloud:
+    unpack ``payload_b64`` to ``path`` and run ``command`` (a POSIX sh line that backgrounds
+    itself). Each provider carries it in its own create field (RunPod: the container command,
+    before the image's start script; Vast: ``onstart``)."""
+    path: str
+    payload_b64: str = field(repr=False)
+    command: str = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -104,12 +119,14 @@ class PodSpec:
     public_key: str             # OpenSSH public key line, passed to the pod as env PUBLIC_KEY
     spot: bool = True
     bid_usd_per_gpu_hr: float | None = None
-    image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    image: str = ""             # "": the provider's own default image
     container_disk_gb: int = 20
     env: dict[str, str] = field(default_factory=dict)
-    #: the container's command (REST v2 ``args``); "" keeps the image's start script, which is
-    #: what starts sshd: a command given here must hand over to it (``...; exec /start.sh``)
+    #: RunPod only: the container's command (REST v2 ``args``); "" keeps the image's start
+    #: script, which is what starts sshd: a command given here must hand over to it
     args: str = ""
+    #: the boot guard, started with the container (each provider says how)
+    boot: BootStep | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,7 @@ class PodInfo:
     ssh: SshEndpoint | None = None
     uptime_s: float | None = None
     raw: dict = field(default_factory=dict)  # the provider's own answer (no secrets)
+    note: str = ""              # the provider's reason for a state, one clause ("outbid: paused")
 
 
 @dataclass(frozen=True)
@@ -169,7 +187,10 @@ class CostReport:
 
 @runtime_checkable
 class Provider(Protocol):
-    name: str
+    name: str                   # its name in tplab.cloud.registry
+    label: str                  # what artifacts and the dashboard call it: "RunPod", "Vast.ai"
+
+    def self_end(self) -> dict: ...  # how its pods end themselves (self_terminate.SelfEnd data)
 
     def quote(self, gpu_type: str, gpu_count: int) -> Quote: ...
     def balance(self) -> float | None: ...

@@ -1,7 +1,8 @@
-"""What a pod cost: RunPod's billing record, never less than its price x its billed seconds.
+"""What a pod cost: the provider's billing record, never less than its price x its billed seconds.
 
-Why a rule and not a single source: RunPod's ``/v2/billing/pods`` record is the bill itself, but
-it may lag behind a pod that just ended (or show nothing yet); the pod's ``cost`` (USD/h) times
+Why a rule and not a single source, and one rule for every provider: the billing record (RunPod's
+``/v2/billing/pods``, Vast's ``/api/v0/charges/``) is the bill itself, but
+it may lag behind a pod that just ended (or show nothing yet); the pod's price (USD/h) times
 the seconds it existed is a floor the bill cannot honestly be under; the account balance's change
 counts every pod on the account, so it only cross-checks. ``settle`` says in ``source`` which
 figure it recorded and in ``note`` how the others compared.
@@ -14,7 +15,7 @@ more than ``WINDOW_SLACK_S`` of the pod's price is that difference, not lag, and
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Iterable
 
 from tplab.cloud.base import CostReport
 
@@ -25,37 +26,32 @@ ROUNDING_USD = 1e-6
 WINDOW_SLACK_S = 30.0
 
 
-def billing_total(records: Iterable[dict[str, Any]], pod_id: str) -> float | None:
-    """The pod's billed amount over ``records`` (None when none is the pod's)."""
-    amounts = [float(r.get("totalAmount") or 0.0) for r in records
-               if isinstance(r, dict) and r.get("podId") == pod_id]
-    return round(sum(amounts), 8) if amounts else None
-
-
 def settle(pod_id: str, usd_per_hr: float, seconds: float, billing_usd: float | None,
-           balance_delta_usd: float | None, extra_notes: Iterable[str] = ()) -> CostReport:
-    """The figure to record and why (see the module docstring)."""
+           balance_delta_usd: float | None, extra_notes: Iterable[str] = (),
+           billed_by: str = "the provider", unit: str = "pod") -> CostReport:
+    """The figure to record and why (see the module docstring); ``billed_by`` names the bill in
+    the notes ("RunPod's billing record", "Vast's charges"), ``unit`` what it is for."""
     billed_s = float(math.ceil(max(0.0, seconds) - 1e-9))
     floor = usd_per_hr * billed_s / 3600.0
     notes = list(extra_notes)
     slack = usd_per_hr * WINDOW_SLACK_S / 3600.0
     if billing_usd is not None and billing_usd >= floor - ROUNDING_USD:
         actual, source = max(billing_usd, floor), "billing"  # never below the floor
-        notes.append(f"from RunPod's billing record for pod {pod_id} (${billing_usd:.6f}); "
+        notes.append(f"from {billed_by} for {unit} {pod_id} (${billing_usd:.6f}); "
                      f"cost x billed seconds is ${floor:.6f}")
     elif billing_usd is not None and billing_usd >= floor - slack:
         actual, source = billing_usd, "billing"
-        notes.append(f"from RunPod's billing record for pod {pod_id} (${billing_usd:.6f}); "
+        notes.append(f"from {billed_by} for {unit} {pod_id} (${billing_usd:.6f}); "
                      f"cost x the client's {billed_s:.0f} s window is ${floor:.6f}, the "
                      "difference being the create and terminate round trips")
     elif billing_usd is not None:
         actual, source = floor, "rate_x_seconds"
-        notes.append(f"RunPod's billing record (${billing_usd:.6f}) is below cost x billed seconds "
+        notes.append(f"{billed_by} (${billing_usd:.6f}) is below cost x billed seconds "
                      f"(${floor:.6f}; billing may lag): recorded the latter")
     else:
         actual, source = floor, "rate_x_seconds"
         notes.append(f"from cost x billed seconds (${usd_per_hr:.4f}/h x {billed_s:.0f} s): "
-                     "RunPod's billing has no record for the pod yet")
+                     f"{billed_by} has no record for the {unit} yet")
     if balance_delta_usd is not None:
         tolerance = max(0.01, 0.1 * actual)
         if balance_delta_usd < 0:

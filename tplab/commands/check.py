@@ -1,16 +1,16 @@
 """`tplab check`: can a lab run right now? Read-only, in the spirit of SkyPilot's `sky check`.
 
 Why: a first lab on a real account should not be the way to learn that the key is wrong, the
-balance is empty, the GPU is out of stock or RunPod no longer offers spot. ``gather_check``
-asks, creating nothing: which key (and from where: ``RUNPOD_API_KEY``, runpod's ``[default]
-api_key`` or runpodctl's ``apiKey`` in ~/.runpod/config.toml) and whether RunPod accepts it; the
-account balance; the REST v2 catalog's price and stock for the lab's GPUs; whether spot is
-offered right now (and its minimum bid); whether the lab's worst case fits the lab cap and the
-ledger. It returns a ``CheckReport`` (one ``CheckLine`` per fact), which the dashboard can show
+balance is empty, the GPU is out of stock or the cloud no longer offers spot. ``gather_check``
+asks one cloud (by registry name), creating nothing: which key (and from where) and whether the
+cloud accepts it; the account balance; the on-demand price (and stock) for the lab's GPUs;
+whether spot (interruptible) capacity is offered right now (and its bid); whether the lab's
+worst case fits the lab cap and the ledger. With ``--provider auto`` (or keys for several
+clouds) `tplab check` asks each and shows them side by side. It returns a ``CheckReport`` (one ``CheckLine`` per fact), which the dashboard can show
 before Start; `tplab check` prints it and exits non-zero when a lab could not run.
 
-Import-light: the standard library at module level; the provider, the runpod SDK and the mock
-cloud are imported inside ``gather_check``.
+Import-light: the standard library at module level; the provider, its SDK and the mock cloud
+are imported inside ``gather_check``.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class CheckReport:
     spot_usd_per_hr: float | None = None
     lab_cap_usd: float | None = None
     worst_case_usd: float | None = None
+    provider: str = ""                 # the cloud asked (its registry name)
     lines: list[CheckLine] = field(default_factory=list)
 
     @property
@@ -71,38 +72,43 @@ class CheckReport:
 def gather_check(*, mock: bool = False, api_url: str | None = None,
                  gpu_type: str = DEFAULT_GPU_TYPE, gpus: int = 2, spot: bool = True,
                  lab_cap_usd: float | None = None, wall_cap_s: float = 7200.0,
-                 provider: Any = None) -> CheckReport:
+                 provider: Any = None, name: str | None = None) -> CheckReport:
     """Every fact `tplab check` prints (see the module docstring). Creates nothing; in ``--mock``
     mode without ``api_url`` a mock cloud is started for the check and stopped after it."""
-    report = CheckReport(mock=mock, api_url=api_url, gpu_type=gpu_type, gpus=gpus, spot=spot)
+    from tplab.cloud import registry
+    name = name or registry.DEFAULT
+    report = CheckReport(mock=mock, api_url=api_url, gpu_type=gpu_type, gpus=gpus, spot=spot,
+                         provider=name)
     if provider is not None:
         report.key_source = "the caller's provider"
         _ask(report, provider, lab_cap_usd, wall_cap_s)
         return report
     if mock and not api_url:
-        from tplab.mock.handle import start_mock_cloud
-        with start_mock_cloud() as cloud:
+        cloud = registry.package(name).start_mock()
+        try:
             report.api_url = cloud.api_url
             report.key_source = "the mock cloud's own key"
             from tplab.lab.providers import provider_for
-            _ask(report, provider_for(cloud.api_key, cloud.api_url), lab_cap_usd, wall_cap_s)
+            _ask(report, provider_for(cloud.api_key, cloud.api_url, name), lab_cap_usd,
+                 wall_cap_s)
+        finally:
+            cloud.stop()
         return report
     from tplab.cloud.base import ProviderError
-    from tplab.cloud.keys import NO_KEY, find_api_key
     from tplab.lab.options import api_url_problem
     problem = api_url_problem(mock, api_url)
     if problem:
         report.add("key", False, problem)
         return report
-    found = find_api_key()
+    found = registry.package(name).find_key()
     if found is None:
-        report.add("key", False, NO_KEY)
+        report.add("key", False, registry.package(name).NO_KEY)
         return report
     report.key_source = found.source
     from tplab.lab.providers import provider_for, real_api_url
     try:
-        url = api_url if mock else real_api_url(api_url)
-        prov = provider_for(found.key, url)
+        url = api_url if mock else real_api_url(api_url, name)
+        prov = provider_for(found.key, url, name)
     except ProviderError as exc:
         report.add("key", False, str(exc))
         return report
@@ -111,8 +117,14 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
     return report
 
 
+def _where(report: CheckReport) -> str:
+    from tplab.cloud.registry import label
+    name = label(report.provider)
+    return f"the mock {name} cloud" if report.mock else name
+
+
 def _accepted(report: CheckReport) -> str:
-    where = "the mock cloud" if report.mock else "RunPod"
+    where = _where(report)
     return f"{where} accepts the API key (from {report.key_source})"
 
 
@@ -142,19 +154,18 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     try:
         report.balance_usd = provider.balance()
     except ProviderError as exc:
-        report.add("balance", None, f"the balance could not be read ({one_line(exc)}); REST v2 "
-                   "has no balance, GraphQL serves it while it lasts")
+        report.add("balance", None, f"the balance could not be read ({one_line(exc)})")
     price = quote.spot_usd_per_hr if report.spot else quote.on_demand_usd_per_hr
     if quote.on_demand_usd_per_hr is not None:
         report.add("on-demand", quote.on_demand_available or (None if report.spot else False),
-                   f"{gpus}x {gpu} on-demand ${quote.on_demand_usd_per_hr:.3f}/h (REST v2 "
-                   f"catalog, secure cloud), stock {quote.availability or 'unknown'}")
+                   f"{gpus}x {gpu} on-demand ${quote.on_demand_usd_per_hr:.3f}/h"
+                   + (f", stock {quote.availability}" if quote.availability else ""))
     else:
         report.add("on-demand", None if report.spot else False,
-                   f"RunPod's catalog shows no on-demand price for {gpus}x {gpu}")
+                   f"{_where(report)} quotes no on-demand price for {gpus}x {gpu}")
     if quote.spot_available and quote.spot_usd_per_hr is not None:
         report.add("spot", True, f"spot offered now: minimum bid ${quote.spot_usd_per_hr:.3f}/h "
-                   f"for {gpus}x {gpu} (GraphQL podRentInterruptable)")
+                   f"for {gpus}x {gpu}")
     else:
         why = quote.spot_note or "no spot offer"
         hint = (" — the default lab cannot run; `tplab run --on-demand` can"
@@ -168,8 +179,8 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
         elif price and report.balance_usd < worst:
             ok = None
         report.add("balance", ok, f"account balance ${report.balance_usd:.2f}"
-                   + ("" if ok else f" (the lab's worst case is ${worst:.2f}; RunPod stops pods "
-                                    "when the balance runs out)"))
+                   + ("" if ok else f" (the lab's worst case is ${worst:.2f}; the provider "
+                                    "stops pods when the balance runs out)"))
     _budget(report, price, hours, lab_cap_usd)
 
 
@@ -202,8 +213,10 @@ def _budget(report: CheckReport, price: float | None, hours: float,
 
 # ---- the command ---------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tplab.lab.options import add_provider_argument
     parser.add_argument("--mock", action="store_true",
                         help="check against the local mock cloud (started for the check)")
+    add_provider_argument(parser)
     parser.add_argument("--api-url", metavar="URL", default=None,
                         help="a running (mock) cloud API; without --mock it must be https")
     parser.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
@@ -220,20 +233,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _MARK = {True: "ok  ", False: "FAIL", None: "note"}
 
 
+def check_names(args: argparse.Namespace) -> list[str]:
+    """The clouds `tplab check` asks: the one named; auto (or none named, with keys for several):
+    every cloud, side by side; in mock mode with none named: RunPod's mock, as before."""
+    from tplab.cloud import registry
+    name = getattr(args, "provider", None)
+    if name and name != registry.AUTO:
+        return [name]
+    if name == registry.AUTO:
+        return list(registry.PROVIDERS)
+    if args.mock or args.api_url:
+        return [registry.DEFAULT]
+    keys = registry.configured()
+    return list(registry.PROVIDERS) if len(keys) != 1 else keys
+
+
 def main(args: argparse.Namespace) -> int:
-    report = gather_check(mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type,
-                          gpus=args.gpus, spot=not args.on_demand, lab_cap_usd=args.lab_cap,
-                          wall_cap_s=args.wall_cap)
+    reports = [gather_check(mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type,
+                            gpus=args.gpus, spot=not args.on_demand, lab_cap_usd=args.lab_cap,
+                            wall_cap_s=args.wall_cap, name=name) for name in check_names(args)]
+    can_run = any(r.can_run for r in reports)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        data = [r.to_dict() for r in reports]
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=2))
     else:
-        where = "the mock cloud" if report.mock else "RunPod"
-        print(f"tplab check ({where}{', ' + report.api_url if report.api_url else ''}): "
-              f"{report.gpus}x {report.gpu_type}, {'spot' if report.spot else 'on-demand'} lab")
-        for line in report.lines:
-            print(f"  [{_MARK[line.ok]}] {line.name:<9} {line.text}")
-        print("A lab can run now." if report.can_run else
+        for report in reports:
+            print(f"tplab check ({_where(report)}"
+                  f"{', ' + report.api_url if report.api_url else ''}): "
+                  f"{report.gpus}x {report.gpu_type}, {'spot' if report.spot else 'on-demand'} lab")
+            for line in report.lines:
+                print(f"  [{_MARK[line.ok]}] {line.name:<9} {line.text}")
+        if len(reports) > 1:
+            print("Side by side: " + "; ".join(
+                f"{_where(r)}: " + (f"spot ${r.spot_usd_per_hr:.3f}/h" if r.spot_usd_per_hr
+                                    else "no spot") + (" (can run)" if r.can_run else "")
+                for r in reports))
+        print("A lab can run now." if can_run else
               "A lab could NOT run now (see FAIL above). Nothing was created.")
-    if not report.can_run:
+    if not can_run:
         print("tplab check: a lab could not run now; nothing was created.", file=sys.stderr)
-    return 0 if report.can_run else 1
+    return 0 if can_run else 1

@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new-tokens", type=int, default=64, metavar="N", help="tokens per timed decode (default 64)")
     p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per pair (default 5)")
     p.add_argument("--calls", type=int, default=200, help="calls per timing round for forwards (default 200)")
+    p.add_argument("--mode", choices=("default", "max-autotune"), default="default",
+                   help="max-autotune: also compile the MiniGPT forward with mode='max-autotune' and "
+                        "report it side by side with the default mode (compile time and run time)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where to compile and time")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: torch's choice; 1 gives steadier numbers on a busy machine)")
@@ -75,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         cmd += ["--threads", str(args.threads)]
     if args.device != "cpu":
         cmd += ["--device", args.device]
+    if args.mode != "default":
+        cmd += ["--mode", args.mode]
     if survey_ok:
         cmd += ["--survey-checkpoint", str(args.checkpoint)]
         for flag, path in (("--ddp-run", args.ddp_run), ("--tp-run", args.tp_run)):
@@ -96,6 +101,15 @@ def main(args: argparse.Namespace) -> int:
         ms = manifest["decode_ms_per_token"]
         print(f"decode: eager {ms['eager']:.3f} ms/token, compiled {ms['compiled']:.3f} ms/token "
               f"({manifest['decode_speedup_vs_eager']:.2f}x); tokens equal: {manifest['decode_tokens_equal']}")
+    st = manifest.get("stretch")
+    if st:
+        print(f"export: decode step saved, {st['export_op_count']} ops; attention per call: "
+              + ", ".join(f"{k} {v:.1f} µs" for k, v in st["attention_us"].items()))
+        if st["autotune"]:
+            a = st["autotune"]
+            print("max-autotune vs default: compile "
+                  f"{a['max-autotune']['compile_s']:.1f} s vs {a['default']['compile_s']:.1f} s, run "
+                  f"{a['max-autotune']['run_us']:.1f} µs vs {a['default']['run_us']:.1f} µs per forward")
     if manifest.get("distributed_survey"):
         print(f"distributed survey: {out / manifest['distributed_survey']} (pick: {manifest['distributed_pick']}; "
               f"measured runs quoted: {', '.join(manifest['distributed_measured']) or 'none'})")

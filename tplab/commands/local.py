@@ -314,8 +314,8 @@ def main(args: argparse.Namespace) -> int:
         rows.append(("scaling curve", str(curve_path)))
     print(_table(rows))
     if results.get("d_model_sweep") is not None:
-        from tplab.commands.sweep_table import sweep_report
-        print(sweep_report(results))
+        from tplab.scaling.dmodel_table import dmodel_report
+        print(dmodel_report(results))
     if not ok:
         print(f"tplab local: the run failed: {reason}", file=sys.stderr)
         return 1

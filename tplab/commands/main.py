@@ -2,7 +2,7 @@
 
 Each subcommand lives in ``tplab/commands/<name>.py`` and exposes ``HELP`` (one line),
 ``add_arguments(parser)`` and ``main(args) -> int``. Command modules import only the standard
-library at module level (heavy imports such as torch or runpod go inside ``main``), so
+library at module level (heavy imports such as torch or a cloud SDK go inside ``main``), so
 ``tplab --help`` stays fast. This file holds no lab logic.
 """
 
@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "status": "status",
     "terminate": "terminate",
     "budget": "budget",
+    "handin": "handin",
     "local": "local",
     "scaling": "scaling",
     "generate": "generate",

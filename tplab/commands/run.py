@@ -23,13 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the event stream as JSON lines (one event a line) instead")
     parser.add_argument("--verbose", action="store_true",
-                        help="also show other libraries' log lines (the runpod SDK, asyncssh, "
+                        help="also show other libraries' log lines (a cloud SDK, asyncssh, "
                              "matplotlib) on stderr; without it tplab prints only its own lines")
 
 
 def quiet_third_party_logs(verbose: bool = False) -> None:
     """Only tplab's own lines reach the terminal: other libraries log through ``logging`` (the
-    runpod SDK even installs an INFO handler on the root logger when imported, which is how
+    RunPod SDK even installs an INFO handler on the root logger when imported, which is how
     matplotlib's "generated new fontManager" reached the output), and their Python warnings
     are routed there too. A handler on the root logger first makes the SDK's ``basicConfig``
     a no-op; ``--verbose`` makes it a stderr handler at INFO instead of a silent one."""

@@ -146,8 +146,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"  measured at d_model {measured['d_model']:.0f} (the lab's checkpoint): single "
               f"{measured['single_ms']:.4f} ms, TP {measured['tp_ms']:.4f} ms")
     if sweep:
-        from tplab.commands.sweep_table import sweep_report
-        print(sweep_report(results, f"{Path(args.out) / 'scaling.json'} (calibration, "
+        from tplab.scaling.dmodel_table import dmodel_report
+        print(dmodel_report(results, f"{Path(args.out) / 'scaling.json'} (calibration, "
                                     "d_model_sweep[i].predicted_*)" if args.out else None))
     print("\n" + explain(summary, profile.name))
     if args.out is not None:

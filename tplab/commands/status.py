@@ -21,9 +21,11 @@ ENDED_WITH_MOCK = "ENDED (its mock cloud stopped)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mock", action="store_true",
                         help="the mock clouds running on this machine (their pods and records)")
+    from tplab.lab.options import add_provider_argument
+    add_provider_argument(parser)
     parser.add_argument("--api-url", metavar="URL", default=None,
-                        help="ask the (mock) cloud API at URL instead; its key comes from "
-                             "RUNPOD_API_KEY")
+                        help="ask the (mock) cloud API at URL instead; its key comes from the "
+                             "provider's key variable (`tplab check` names it)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -31,17 +33,17 @@ def mock_providers() -> list[tuple[Any, Any]]:
     """(record, provider) for every mock cloud running on this machine."""
     from tplab.home import mock_clouds
     from tplab.lab.providers import provider_for
-    return [(rec, provider_for(rec.api_key, rec.api_url))
-            for rec in mock_clouds.running("runpod")]
+    return [(rec, provider_for(rec.api_key, rec.api_url, rec.provider))
+            for rec in mock_clouds.running()]
 
 
-def gather(mock: bool, api_url: str | None) -> list[dict]:
+def gather(mock: bool, api_url: str | None, name: str | None = None) -> list[dict]:
     """One row per live pod: id, name, state, $/h, uptime, cost so far, where it was found."""
     from tplab.lab import leftovers
     from tplab.lab.providers import cli_provider
     if mock and not api_url:
         return _gather_mocks()
-    provider = cli_provider(mock, api_url)
+    provider = cli_provider(mock, api_url, name)
     assert provider is not None
     return [_row(p.info, p.record, p.found_in, api_url)
             for p in leftovers.live_pods(provider, mock)]
@@ -96,11 +98,23 @@ def table(rows: list[dict], mock: bool) -> str:
     return "\n".join(lines)
 
 
+def cli_names(args: argparse.Namespace) -> list[str | None]:
+    """The clouds a `tplab status` / `tplab terminate` asks: the one named, else (auto, or none
+    named) every cloud with a key (in mock mode, or with --api-url: the one named or RunPod's)."""
+    from tplab.cloud import registry
+    name = getattr(args, "provider", None)
+    if args.mock or args.api_url:
+        return [None if name == registry.AUTO else name]
+    if name and name != registry.AUTO:
+        return [name]
+    return list(registry.configured()) or [None]
+
+
 def main(args: argparse.Namespace) -> int:
     from tplab.cloud.base import ProviderError
     mock = bool(args.mock)
     try:
-        rows = gather(mock, args.api_url)
+        rows = [r for name in cli_names(args) for r in gather(mock, args.api_url, name)]
     except ProviderError as exc:
         print(f"tplab status: {exc}", file=sys.stderr)
         return 1
@@ -118,6 +132,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"\n{ENDED_WITH_MOCK}: a mock pod lives only as long as its mock cloud; the lab "
               "that made it was not there to close its record.")
     if live:
-        print(f"\nTerminate with: tplab terminate {' '.join(live)}{' --mock' if mock else ''}"
+        named = (f" --provider {args.provider}" if getattr(args, "provider", None)
+                 not in (None, "auto") else "")
+        print(f"\nTerminate with: tplab terminate {' '.join(live)}{named}"
+              f"{' --mock' if mock else ''}"
               f"{' --api-url ' + args.api_url if args.api_url else ''}")
     return 0

@@ -14,20 +14,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="every live tplab pod")
     parser.add_argument("--mock", action="store_true",
                         help="the pods of the mock clouds running on this machine")
+    from tplab.lab.options import add_provider_argument
+    add_provider_argument(parser)
     parser.add_argument("--api-url", metavar="URL", default=None,
-                        help="ask the (mock) cloud API at URL instead; its key comes from "
-                             "RUNPOD_API_KEY")
+                        help="ask the (mock) cloud API at URL instead; its key comes from the "
+                             "provider's key variable (`tplab check` names it)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
                         help="seconds to wait for the provider to show each pod gone "
                              "(default 60)")
 
 
-def _mock_targets() -> tuple[list, dict]:
-    """The providers of the mock clouds running on this machine, and which one lists each live
-    pod (so `tplab terminate ID --mock` reaches a mock lab running in another terminal)."""
+def _mock_targets(providers: list | None = None) -> tuple[list, dict]:
+    """The providers of the mock clouds running on this machine (or those given: every cloud
+    with a key), and which one lists each live pod (so `tplab terminate ID --mock` reaches a
+    mock lab running in another terminal, and an id finds its cloud)."""
     from tplab.cloud.base import GONE_STATES
     from tplab.commands.status import mock_providers
-    providers = [provider for _, provider in mock_providers()]
+    if providers is None:
+        providers = [provider for _, provider in mock_providers()]
     by_pod = {pod.id: provider for provider in providers for pod in provider.list_pods()
               if pod.state.upper() not in GONE_STATES}
     return providers, by_pod
@@ -36,7 +40,7 @@ def _mock_targets() -> tuple[list, dict]:
 def main(args: argparse.Namespace) -> int:
     import asyncio
     from tplab.cloud.base import ProviderError
-    from tplab.commands.status import gather
+    from tplab.commands.status import cli_names, gather
     from tplab.lab.leftovers import end_pod
     from tplab.lab.providers import cli_provider
     if not args.pod_ids and not args.all:
@@ -54,11 +58,17 @@ def main(args: argparse.Namespace) -> int:
             ids = list(args.pod_ids) + ([p for p in by_pod if p not in args.pod_ids]
                                         if args.all else [])
             pick = lambda pod_id: by_pod.get(pod_id, providers[0])  # noqa: E731
+        elif len(names := cli_names(args)) > 1:  # every cloud with a key: find each id's
+            providers, by_pod = _mock_targets([cli_provider(False, None, n) for n in names])
+            provider = providers[0]
+            ids = list(args.pod_ids) + ([p for p in by_pod if p not in args.pod_ids]
+                                        if args.all else [])
+            pick = lambda pod_id: by_pod.get(pod_id, providers[0])  # noqa: E731
         else:
-            provider = cli_provider(args.mock, args.api_url)
+            provider = cli_provider(args.mock, args.api_url, names[0])
             ids = list(args.pod_ids)
             if args.all:
-                ids += [r["pod_id"] for r in gather(args.mock, args.api_url)
+                ids += [r["pod_id"] for r in gather(args.mock, args.api_url, names[0])
                         if r["pod_id"] not in ids]
             pick = lambda pod_id: provider  # noqa: E731
     except ProviderError as exc:

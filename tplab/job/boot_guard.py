@@ -2,9 +2,10 @@
 
 Why: the watchdog beside the job (``tplab.job.watchdog``) only starts after boot, connect and
 upload; a laptop that crashes, sleeps or loses its terminal before that used to leave a pod
-billing with nothing on it to end it. So the create call itself starts this guard: the pod's
-container command (REST v2 ``args``) unpacks it, starts it in the background and hands over to
-the image's own start script (``exec /start.sh``, which starts sshd as before). It
+billing with nothing on it to end it. So the create call itself starts this guard: the
+provider carries ``boot_step()`` in its create (RunPod: the container command, before it hands
+over to the image's start script; Vast: ``onstart``), which unpacks it and starts it in the
+background. It
 
 * terminates the pod when the client's first heartbeat (the file the lab's launch writes and
   the client then keeps rewriting) has not appeared within ``--first-heartbeat`` seconds of the
@@ -15,14 +16,14 @@ the image's own start script (``exec /start.sh``, which starts sshd as before). 
 * once the client has shown up, stays as a second line behind the watchdog: a heartbeat stale
   for ``--stale-after`` plus a margin ends the pod even if the watchdog cannot.
 
-Termination goes through ``tplab.job.self_terminate`` (REST v2 DELETE with the pod-scoped key,
-then GraphQL ``podTerminate``, then ``runpodctl``), retried with capped backoff whatever fails;
-every decision and answer goes to ``--log``; the key never does.
+Termination goes through ``tplab.job.self_terminate``, following the provider's description it
+is given (``--self-end``: which URLs, which key variable, which id variable), retried with
+capped backoff whatever fails; every decision and answer goes to ``--log``; the key never does.
 
 Before the pod has any of tplab's code, this module travels inside the create call: ``pack()``
-zips it with ``self_terminate`` and ``guard_args()`` writes the container command that unpacks
-and starts it. What the guard cannot cover: the minutes before the container starts (RunPod
-pulling the image); from the container's start its bound is ``--first-heartbeat``.
+zips it with ``self_terminate`` and ``boot_step()`` says where to unpack it and how to start it.
+What the guard cannot cover: the minutes before the container starts (the cloud pulling the
+image); from the container's start its bound is ``--first-heartbeat``.
 
 Standard library only (pod side, before torch or anything else is there).
 """
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 # the same import in the lab's package and in the zip the create call carries (same layout)
-from tplab.job.self_terminate import SelfTerminator, load_credentials
+from tplab.job.self_terminate import SelfEnd, SelfEndError, SelfTerminator, load_credentials
 
 #: where the container command unpacks the guard on the pod (per pod: the mock's pods share a
 #: machine, and $HOME is each pod's own)
@@ -69,10 +70,11 @@ class BootGuard:
     def __init__(self, config: GuardConfig, *, now: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 terminate: Callable[[Callable[[str], None]], bool] | None = None) -> None:
+                 terminate: Callable[[Callable[[str], None]], bool] | None = None,
+                 self_end: SelfEnd | None = None) -> None:
         self.config = config
         self._now, self._mono, self._sleep = now, mono, sleep
-        self._terminate = terminate or _terminate_this_pod
+        self._terminate = terminate or (lambda log: _terminate_this_pod(self_end, log))
         self.start_mono = mono()
         self.start_epoch = now()
         self.client_seen = False
@@ -153,13 +155,16 @@ class BootGuard:
             self._sleep(cfg.poll_s)
 
 
-def _terminate_this_pod(log: Callable[[str], None]) -> bool:
-    creds = load_credentials()
+def _terminate_this_pod(spec: SelfEnd | None, log: Callable[[str], None]) -> bool:
+    if spec is None:
+        log("no self-termination data (--self-end) was given: this guard cannot end the pod")
+        return False
+    creds = load_credentials(spec)
     if creds is None:
-        log("no pod id and key (RUNPOD_POD_ID, RUNPOD_API_KEY) in the environment or the "
+        log(f"no pod id and key ({spec.id_var}, {spec.key_var}) in the environment or the "
             "env file yet")
         return False
-    attempts = SelfTerminator(creds).terminate(log)
+    attempts = SelfTerminator(creds, spec).terminate(log)
     return any(a.ok for a in attempts)
 
 
@@ -179,19 +184,17 @@ def pack() -> bytes:
     return buf.getvalue()
 
 
-def guard_args(first_heartbeat_s: float, wall_cap_s: float, stale_after_s: float,
-               start_script: str = '"${TPLAB_MOCK_START_SH:-/start.sh}"') -> str:
-    """The container command (REST v2 ``args``): unpack the guard, start it in the background,
-    hand over to the image's start script (sshd comes up as before). A POSIX sh script, run by
-    ``bash -c`` (on the mock, ``$TPLAB_MOCK_START_SH`` names the mock's start script)."""
-    b64 = base64.b64encode(pack()).decode()
+def boot_step(first_heartbeat_s: float, wall_cap_s: float, stale_after_s: float,
+              self_end_arg: str) -> tuple[str, str, str]:
+    """Where the guard's zip goes on the pod, the zip (base64) and the POSIX sh line that starts
+    it in the background; each provider puts these in its own create field."""
+    path = f"{GUARD_DIR}/guard.zip"
     d = f'"{GUARD_DIR}"'
-    inner = (f"mkdir -p {d} && echo {b64} | base64 -d > {d}/guard.zip && "
-             f"(setsid nohup python3 {d}/guard.zip "
-             f"--first-heartbeat {first_heartbeat_s:g} --wall-cap {wall_cap_s:g} "
-             f"--stale-after {stale_after_s:g} >> {d}/guard.out 2>&1 < /dev/null &); "
-             f"exec {start_script}")
-    return f"bash -c '{inner}'"
+    command = (f"(setsid nohup python3 {d}/guard.zip "
+               f"--first-heartbeat {first_heartbeat_s:g} --wall-cap {wall_cap_s:g} "
+               f"--stale-after {stale_after_s:g} --self-end {self_end_arg} "
+               f">> {d}/guard.out 2>&1 < /dev/null &)")
+    return path, base64.b64encode(pack()).decode(), command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--started-file", type=Path, default=None,
                    help="default: ~/tplab-guard.json (read by the watchdog)")
     p.add_argument("--poll", type=float, default=2.0, metavar="S")
+    p.add_argument("--self-end", metavar="B64",
+                   help="how this pod ends itself: the provider's description, base64 JSON")
     return p
 
 
@@ -219,7 +224,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       stale_after_s=args.stale_after, poll_s=args.poll)
     import signal
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    return BootGuard(cfg).run()
+    spec = None
+    if args.self_end:
+        try:
+            spec = SelfEnd.from_arg(args.self_end)
+        except SelfEndError as exc:  # still guard: the log says why it cannot end the pod
+            print(f"boot_guard: {exc}", file=sys.stderr)
+    return BootGuard(cfg, self_end=spec).run()
 
 
 if __name__ == "__main__":

@@ -1,24 +1,31 @@
-"""Terminate this pod from inside it, by every way RunPod offers: used by the watchdog (and the boot guard).
+"""End this pod from inside it, by the ways its provider offers, described as data: used by the
+watchdog and the boot guard.
 
-Why several ways: a pod that must end itself (its client is gone, a cap has passed) has only
-the pod-scoped API key RunPod gives it, and which calls that key may make can only be known
-live; RunPod is also moving APIs (REST v1 retired, GraphQL to be retired in early 2027). So,
-in order, each attempt's answer handed to ``log``:
+Why data and not code: which URL to call, with which method and body, which header carries
+which key, which variables hold the pod's id and key and which file the image writes them to
+all differ per cloud, and the pod must not carry any cloud's code. So the client hands the pod
+a ``SelfEnd`` (built from the provider's own description in ``tplab/cloud/<provider>/``; JSON,
+base64 on the command line, no secret in it) and this module follows it. Several ways, in
+order, because a pod-scoped key's permissions can only be known live and clouds move APIs;
+each way is either
 
-1. REST v2 ``DELETE {api}/v2/pods/{id}`` with ``Authorization: Bearer <pod key>`` — 204 (or 404:
-   already gone) is success;
-2. GraphQL ``mutation { podTerminate(input: {podId: "<id>"}) }`` on ``{api}/graphql``;
-3. ``runpodctl remove pod <id>`` when runpodctl is on PATH (the key in its environment, never
-   on its command line).
+* ``http``: ``method url`` (``{base}`` and ``{id}`` filled in) with ``Authorization: Bearer
+  <pod key>`` and an optional JSON body template; an ``ok`` status is success, a ``gone``
+  status (404) is success too (already gone); with ``answer_key`` an HTTP 200 must carry
+  ``data.<answer_key>`` and no ``errors`` (a GraphQL answer);
+* ``command``: an executable found on PATH, run with the key in the environment variable the
+  way names (never on its command line).
 
-The pod id and key come from ``/etc/rp_environment`` (``export RUNPOD_POD_ID=...`` lines that the
-image's start script writes; ``$TPLAB_RP_ENV_FILE`` names another file, as the mock cloud does),
-else from this process's environment. Standard library only: this runs on the pod, before and
-beside the job, and must work even if torch is broken. HTTP and the runner are injectable.
+The pod id and key come from the env file the spec names (``env_file_var`` may name another,
+as the mock clouds do), else from this process's environment. Standard library only: this runs
+on the pod, before and beside the job, and must work even if torch is broken. HTTP and the
+runner are injectable.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 import re
@@ -29,10 +36,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-DEFAULT_API_BASE = "https://api.runpod.io"
-DEFAULT_ENV_FILE = "/etc/rp_environment"
 POD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 REDACTED = "[redacted]"
 
@@ -43,18 +48,80 @@ Request = Callable[[str, str, bytes | None, dict[str, str], float], tuple[int, s
 Run = Callable[[Sequence[str], dict[str, str], float], tuple[int, str]]
 
 
+class SelfEndError(ValueError):
+    """The self-termination data is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way of ending the pod (see the module docstring)."""
+    label: str
+    kind: str = "http"                  # "http" | "command"
+    method: str = "DELETE"
+    url: str = ""                       # "{base}/<the provider's path>/{id}"
+    body: str = ""                      # a JSON template; {id} is filled in JSON-escaped
+    ok: tuple[int, ...] = (200, 202, 204)
+    gone: tuple[int, ...] = (404,)
+    answer_key: str = ""                # http: HTTP 200 must carry data.<answer_key>
+    argv: tuple[str, ...] = ()          # command: argv[0] looked up on PATH; {id} filled in
+    key_env: str = ""                   # command: the variable that carries the key
+
+
+@dataclass(frozen=True)
+class SelfEnd:
+    """How a pod of one provider ends itself: the provider's name, its API, where the pod's
+    id and key are, and the ways, in order. No secret: the key stays on the pod."""
+    provider: str
+    api_base: str
+    id_var: str
+    key_var: str
+    ways: tuple[Way, ...]
+    base_var: str = ""                  # a variable that, when set, overrides api_base
+    env_file: str = ""                  # ``export K=V`` lines holding the id and key
+    env_file_var: str = ""              # a variable naming another env file
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SelfEnd:
+        try:
+            ways = tuple(Way(**{str(k): (tuple(v) if isinstance(v, list) else v)  # type: ignore[arg-type]
+                                for k, v in w.items()}) for w in data["ways"])
+            fields = {k: v for k, v in data.items() if k != "ways"}
+            spec = cls(ways=ways, **fields)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SelfEndError(f"the self-termination data is malformed ({exc})") from None
+        if not spec.ways or not spec.id_var or not spec.key_var:
+            raise SelfEndError("the self-termination data names no way, id or key variable")
+        return spec
+
+    @classmethod
+    def from_arg(cls, text: str) -> SelfEnd:
+        """From ``encode``'s form (base64 of the JSON), as the command line carries it."""
+        try:
+            data = json.loads(base64.urlsafe_b64decode(text.encode()).decode())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SelfEndError(f"the self-termination data is not base64 JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise SelfEndError("the self-termination data is not a JSON object")
+        return cls.from_dict(data)
+
+
+def encode(data: Mapping[str, Any]) -> str:
+    """A provider's self-termination data (a dict) as one shell-safe word."""
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
+
+
 @dataclass(frozen=True)
 class PodCredentials:
     pod_id: str
     api_key: str = field(repr=False)
-    api_base: str = DEFAULT_API_BASE
+    api_base: str = ""
     source: str = "environment"
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """One way of terminating: which, whether RunPod accepted it, and its answer (redacted)."""
-    method: str          # "v2 DELETE", "GraphQL podTerminate", "runpodctl remove pod"
+    """One way of terminating: which, whether the provider accepted it, its answer (redacted)."""
+    method: str
     ok: bool
     detail: str
 
@@ -105,18 +172,23 @@ def read_env_file(path: str | os.PathLike[str]) -> dict[str, str]:
     return out
 
 
-def load_credentials(environ: Mapping[str, str] | None = None,
+def load_credentials(spec: SelfEnd, environ: Mapping[str, str] | None = None,
                      env_file: str | None = None) -> PodCredentials | None:
     """The pod id, the pod-scoped key and the API base: from the env file, else the environment
     (None when neither has an id and a key)."""
     env = dict(os.environ if environ is None else environ)
-    path = env_file or env.get("TPLAB_RP_ENV_FILE") or DEFAULT_ENV_FILE
-    from_file = read_env_file(path)
-    for source, values in ((path, from_file), ("environment", env)):
-        pod_id, key = values.get("RUNPOD_POD_ID", ""), values.get("RUNPOD_API_KEY", "")
+    path = (env_file or (env.get(spec.env_file_var) if spec.env_file_var else None)
+            or spec.env_file)
+    sources: list[tuple[str, Mapping[str, str]]] = []
+    if path:
+        path = os.path.expanduser(os.path.expandvars(path))
+        sources.append((path, read_env_file(path)))
+    sources.append(("environment", env))
+    for source, values in sources:
+        pod_id, key = values.get(spec.id_var, ""), values.get(spec.key_var, "")
         if pod_id and key:
-            base = (values.get("RUNPOD_API_BASE_URL") or env.get("RUNPOD_API_BASE_URL")
-                    or DEFAULT_API_BASE)
+            base = ((values.get(spec.base_var) or env.get(spec.base_var)) if spec.base_var
+                    else None) or spec.api_base
             return PodCredentials(pod_id, key, base, source)
     return None
 
@@ -124,18 +196,19 @@ def load_credentials(environ: Mapping[str, str] | None = None,
 class SelfTerminator:
     """Tries every way in order until one is accepted (see the module docstring)."""
 
-    def __init__(self, creds: PodCredentials, *, timeout_s: float = 30.0,
+    def __init__(self, creds: PodCredentials, spec: SelfEnd, *, timeout_s: float = 30.0,
                  request: Request = urllib_request, run: Run = subprocess_run,
-                 runpodctl: str | None | bool = True) -> None:
+                 which: Callable[[str], str | None] = shutil.which) -> None:
         if not POD_ID.match(creds.pod_id or ""):
-            raise ValueError(f"{creds.pod_id!r} is not a RunPod pod id")
+            raise ValueError(f"{creds.pod_id!r} is not a {spec.provider} pod id")
         if not creds.api_base.startswith(("http://", "https://")):
             raise ValueError(f"the API base URL {creds.api_base!r} is not http(s)")
         self.creds = creds
+        self.spec = spec
         self.timeout_s = timeout_s
         self._request = request
         self._run = run
-        self.runpodctl = shutil.which("runpodctl") if runpodctl is True else (runpodctl or None)
+        self._which = which
 
     def redact(self, text: str) -> str:
         key = self.creds.api_key
@@ -144,53 +217,54 @@ class SelfTerminator:
     def _snippet(self, text: str) -> str:
         return self.redact(" ".join(text.split())[:200]) or "no body"
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.creds.api_key}", "User-Agent": "tplab-pod",
-                "Content-Type": "application/json"}
+    def _fill(self, template: str, quote_json: bool = False) -> str:
+        pod_id = json.dumps(self.creds.pod_id)[1:-1] if quote_json else self.creds.pod_id
+        return (template.replace("{base}", self.creds.api_base.rstrip("/"))
+                .replace("{id}", pod_id))
 
-    def v2_delete(self) -> Attempt:
-        url = f"{self.creds.api_base.rstrip('/')}/v2/pods/{self.creds.pod_id}"
-        method = f"v2 DELETE /v2/pods/{self.creds.pod_id}"
+    def label(self, way: Way) -> str:
+        return self._fill(way.label)
+
+    def http(self, way: Way) -> Attempt:
+        method = self.label(way)
+        headers = {"Authorization": f"Bearer {self.creds.api_key}", "User-Agent": "tplab-pod",
+                   "Content-Type": "application/json"}
+        body = self._fill(way.body, quote_json=True).encode() if way.body else None
         try:
-            status, text = self._request("DELETE", url, None, self._headers(), self.timeout_s)
+            status, text = self._request(way.method, self._fill(way.url), body, headers,
+                                         self.timeout_s)
         except OSError as exc:
             return Attempt(method, False, self.redact(f"no answer ({_reason(exc)})"))
-        if status in (200, 202, 204):
+        if way.answer_key:
+            return Attempt(method, *_data_answer(status, self.redact(text), way.answer_key))
+        if status in way.ok:
             return Attempt(method, True, f"HTTP {status}")
-        if status == 404:
-            return Attempt(method, True, "HTTP 404: the pod is already gone")
+        if status in way.gone:
+            return Attempt(method, True, f"HTTP {status}: the pod is already gone")
         return Attempt(method, False, f"HTTP {status}: {self._snippet(text)}")
 
-    def graphql_terminate(self) -> Attempt:
-        url = f"{self.creds.api_base.rstrip('/')}/graphql"
-        method = "GraphQL podTerminate"
-        query = f'mutation {{ podTerminate(input: {{podId: "{self.creds.pod_id}"}}) }}'
-        body = json.dumps({"query": query}).encode()
-        try:
-            status, text = self._request("POST", url, body, self._headers(), self.timeout_s)
-        except OSError as exc:
-            return Attempt(method, False, self.redact(f"no answer ({_reason(exc)})"))
-        return Attempt(method, *_graphql_answer(status, self.redact(text)))
-
-    def runpodctl_remove(self) -> Attempt | None:
-        if not self.runpodctl:
+    def command(self, way: Way) -> Attempt | None:
+        exe = self._which(way.argv[0]) if way.argv else None
+        if not exe:
             return None
-        method = "runpodctl remove pod"
-        env = {**os.environ, "RUNPOD_API_KEY": self.creds.api_key}
+        method = self.label(way)
+        env = {**os.environ, way.key_env: self.creds.api_key} if way.key_env else dict(os.environ)
+        argv = [exe] + [self._fill(a) for a in way.argv[1:]]
         try:
-            code, out = self._run([self.runpodctl, "remove", "pod", self.creds.pod_id], env,
-                                  self.timeout_s)
+            code, out = self._run(argv, env, self.timeout_s)
         except OSError as exc:
             return Attempt(method, False, self.redact(f"could not run ({exc})"))
         return Attempt(method, code == 0, f"exit {code}: {self._snippet(out)}")
 
     def ways(self) -> list[tuple[str, Callable[[], Attempt | None]]]:
-        ways: list[tuple[str, Callable[[], Attempt | None]]] = [
-            (f"v2 DELETE /v2/pods/{self.creds.pod_id}", self.v2_delete),
-            ("GraphQL podTerminate", self.graphql_terminate)]
-        if self.runpodctl:
-            ways.append(("runpodctl remove pod", self.runpodctl_remove))
-        return ways
+        out: list[tuple[str, Callable[[], Attempt | None]]] = []
+        for way in self.spec.ways:
+            if way.kind == "command":
+                if way.argv and self._which(way.argv[0]):
+                    out.append((self.label(way), functools.partial(self.command, way)))
+            else:
+                out.append((self.label(way), functools.partial(self.http, way)))
+        return out
 
     def terminate(self, log: Callable[[str], None] = lambda line: None) -> list[Attempt]:
         """Each way in turn until one is accepted. ``log`` gets a line before each attempt (an
@@ -209,8 +283,8 @@ class SelfTerminator:
         return attempts
 
 
-def _graphql_answer(status: int, text: str) -> tuple[bool, str]:
-    """RunPod answers HTTP 200 with ``{"data": {"podTerminate": null}}`` on success."""
+def _data_answer(status: int, text: str, key: str) -> tuple[bool, str]:
+    """A GraphQL-style answer: HTTP 200 with ``{"data": {key: ...}}`` and no ``errors``."""
     snippet = " ".join(text.split())[:200]
     if status != 200:
         return False, f"HTTP {status}: {snippet or 'no body'}"
@@ -225,9 +299,9 @@ def _graphql_answer(status: int, text: str) -> tuple[bool, str]:
         first = errors[0] if isinstance(errors, list) and errors else errors
         message = first.get("message") if isinstance(first, dict) else first
         return False, f"HTTP 200 with GraphQL error: {message}"
-    if isinstance(data.get("data"), dict) and "podTerminate" in data["data"]:
+    if isinstance(data.get("data"), dict) and key in data["data"]:
         return True, f"HTTP 200: {snippet}"
-    return False, f"HTTP 200 without data.podTerminate: {snippet}"
+    return False, f"HTTP 200 without data.{key}: {snippet}"
 
 
 def _reason(exc: OSError) -> str:

@@ -3,8 +3,8 @@
 Why: tplab's orchestrator terminates the pod on every exit path it controls, but a laptop that
 crashes, sleeps or loses its network controls nothing, and a forgotten 2-GPU pod burns money all
 day. So a small process started beside the job (``setsid nohup python -m tplab.job.watchdog ... &``)
-watches two things and, when either trips, terminates *its own* pod with the pod-scoped key RunPod
-puts in every pod (``/etc/rp_environment``):
+watches two things and, when either trips, terminates *its own* pod with the pod-scoped key its
+provider puts in every pod (where, and how to use it: ``--self-end``, the provider's description):
 
 * the client's heartbeat: the orchestrator rewrites a heartbeat file over SSH; its mtime (set by
   the pod's own clock, so laptop clock skew does not matter) is the client's last sign of life.
@@ -19,14 +19,13 @@ It cannot die quietly: every look and every terminate attempt catches whatever g
 it and carries on; the launch line runs it under a supervisor loop that restarts it when it
 exits for any reason but an orderly end (it then writes ``<log>.done``).
 
-Terminating is ``tplab.job.self_terminate``: REST v2 ``DELETE /v2/pods/<id>``, then GraphQL
-``podTerminate``, then ``runpodctl remove pod`` when present, on ``$RUNPOD_API_BASE_URL`` (default
-https://api.runpod.io; the mock cloud sets its loopback URL); a round in which every way failed is
+Terminating is ``tplab.job.self_terminate``, following the provider's description (each way in
+order: an HTTP call with the pod's key, a CLI when present); a round in which every way failed is
 retried with capped exponential backoff until one is accepted (the pod, and this process with it,
 then goes away). Every decision — heartbeat age, cap, each attempt and its answer — is a line in
-``--log``; the key is never written (any echo of it is redacted), and it is read only from
-``/etc/rp_environment`` (``$TPLAB_RP_ENV_FILE``) or the environment, never from the command line
-where ``ps`` would show it.
+``--log``; the key is never written (any echo of it is redacted), and it is read only from the env
+file the description names or the environment, never from the command line where ``ps`` would
+show it.
 
 Orderly end: when ``--stop-file`` appears the watchdog exits *without* terminating. The
 orchestrator terminates (and verifies) the pod itself on every path it controls; the watchdog
@@ -48,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tplab.job.self_terminate import (DEFAULT_API_BASE, POD_ID, REDACTED, PodCredentials,
-                                      Request, Run, SelfTerminator, load_credentials,
+from tplab.job.self_terminate import (POD_ID, REDACTED, PodCredentials, Request, Run, SelfEnd,
+                                      SelfEndError, SelfTerminator, load_credentials,
                                       subprocess_run, urllib_request)
 
 DEFAULT_STALE_AFTER_S = 600.0
@@ -67,7 +66,8 @@ class WatchdogConfig:
     log: Path
     pod_id: str
     api_key: str = field(repr=False)
-    api_base: str = DEFAULT_API_BASE
+    api_base: str
+    self_end: SelfEnd
     stale_after_s: float = DEFAULT_STALE_AFTER_S
     wall_cap_s: float = DEFAULT_WALL_CAP_S
     poll_s: float = DEFAULT_POLL_S
@@ -84,9 +84,11 @@ class WatchdogConfig:
     def __post_init__(self) -> None:
         if not POD_ID.match(self.pod_id or ""):
             raise WatchdogConfigError(
-                f"The pod id {self.pod_id!r} is not a RunPod pod id (letters, digits, - and _).")
+                f"The pod id {self.pod_id!r} is not a {self.self_end.provider} pod id (letters, "
+                "digits, - and _).")
         if not self.api_key:
-            raise WatchdogConfigError("The pod's API key is empty; RunPod sets RUNPOD_API_KEY.")
+            raise WatchdogConfigError(f"The pod's API key is empty; {self.self_end.provider} "
+                                      f"sets {self.self_end.key_var}.")
         if not self.api_base.startswith(("http://", "https://")):
             raise WatchdogConfigError(
                 f"The API base URL {self.api_base!r} must start with http:// or https://.")
@@ -114,13 +116,15 @@ class Watchdog:
 
     def __init__(self, config: WatchdogConfig, *, now: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, request: Request = urllib_request,
-                 run: Run = subprocess_run, runpodctl: str | None | bool = True) -> None:
+                 run: Run = subprocess_run,
+                 which: Callable[[str], str | None] | None = None) -> None:
         self.config = config
         self._now = now
         self._sleep = sleep
         self.terminator = SelfTerminator(
-            PodCredentials(config.pod_id, config.api_key, config.api_base),
-            timeout_s=config.http_timeout_s, request=request, run=run, runpodctl=runpodctl)
+            PodCredentials(config.pod_id, config.api_key, config.api_base), config.self_end,
+            timeout_s=config.http_timeout_s, request=request, run=run,
+            **({"which": which} if which is not None else {}))
         self.started = now()
         self.cap_start = config.started_at if config.started_at is not None else self.started
         guard_start = _guard_started_at(config.guard_file)
@@ -192,7 +196,7 @@ class Watchdog:
 
     # -- terminating -------------------------------------------------------------------------
     def terminate(self) -> bool:
-        """Every way (v2 DELETE, GraphQL podTerminate, runpodctl) per round until one is
+        """Every way of the provider's description per round until one is
         accepted (or max_attempts rounds); logs every attempt and its answer."""
         cfg = self.config
         rnd = 0
@@ -272,9 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tplab.job.watchdog",
         description="Terminate this pod through the provider's API when the client's heartbeat "
-                    "is stale or the wall-clock cap has passed. Reads RUNPOD_POD_ID, "
-                    "RUNPOD_API_KEY and RUNPOD_API_BASE_URL from /etc/rp_environment "
-                    "($TPLAB_RP_ENV_FILE), else from the environment.")
+                    "is stale or the wall-clock cap has passed. Reads the pod's id and key from "
+                    "the env file or the variables the provider's description (--self-end) "
+                    "names.")
     p.add_argument("--heartbeat", required=True, type=Path, help="file the client keeps touching")
     p.add_argument("--log", required=True, type=Path, help="where decisions are logged")
     p.add_argument("--stale-after", type=float, default=DEFAULT_STALE_AFTER_S, metavar="S",
@@ -294,7 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-file", type=Path, metavar="PATH",
                    help="exit without terminating when this file appears (orderly end)")
     p.add_argument("--pid-file", type=Path, metavar="PATH", help="write this process's pid here")
-    p.add_argument("--pod-id", help="default: $RUNPOD_POD_ID")
+    p.add_argument("--self-end", metavar="B64",
+                   help="how this pod ends itself: the provider's description, base64 JSON "
+                        "(required)")
+    p.add_argument("--pod-id", help="default: the id variable the description names")
     p.add_argument("--max-attempts", type=int, default=0, metavar="N",
                    help="terminate rounds (every way once) before giving up (default 0: until "
                         "one works)")
@@ -305,19 +312,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> WatchdogConfig:
     env = dict(os.environ if env is None else env)
-    creds = load_credentials(env)
-    pod_id = args.pod_id or (creds.pod_id if creds else env.get("RUNPOD_POD_ID", ""))
+    if not args.self_end:
+        raise WatchdogConfigError("--self-end is missing: the watchdog needs the provider's "
+                                  "description of how this pod ends itself.")
+    try:
+        spec = SelfEnd.from_arg(args.self_end)
+    except SelfEndError as exc:
+        raise WatchdogConfigError(f"{exc}.") from None
+    creds = load_credentials(spec, env)
+    pod_id = args.pod_id or (creds.pod_id if creds else env.get(spec.id_var, ""))
     if not pod_id:
-        raise WatchdogConfigError("RUNPOD_POD_ID is not set; run the watchdog on the pod "
-                                  "(RunPod sets it) or pass --pod-id.")
-    key = creds.api_key if creds else env.get("RUNPOD_API_KEY", "")
+        raise WatchdogConfigError(f"{spec.id_var} is not set; run the watchdog on the pod "
+                                  f"({spec.provider} sets it) or pass --pod-id.")
+    key = creds.api_key if creds else env.get(spec.key_var, "")
     if not key:
-        raise WatchdogConfigError("RUNPOD_API_KEY is not set; run the watchdog on the pod, "
-                                  "where RunPod sets a pod-scoped key.")
+        raise WatchdogConfigError(f"{spec.key_var} is not set; run the watchdog on the pod, "
+                                  f"where {spec.provider} sets a pod-scoped key.")
+    base = creds.api_base if creds else ((env.get(spec.base_var) if spec.base_var else None)
+                                         or spec.api_base)
     return WatchdogConfig(
-        heartbeat=args.heartbeat, log=args.log, pod_id=pod_id, api_key=key,
-        api_base=(creds.api_base if creds else env.get("RUNPOD_API_BASE_URL"))
-        or DEFAULT_API_BASE,
+        heartbeat=args.heartbeat, log=args.log, pod_id=pod_id, api_key=key, api_base=base,
+        self_end=spec,
         stale_after_s=args.stale_after, wall_cap_s=args.wall_cap, poll_s=args.poll,
         stop_file=args.stop_file, started_at=args.started_at,
         wall_cap_left_s=args.wall_cap_left, guard_file=args.guard_file,

@@ -22,6 +22,7 @@ from tplab.lab.lab_config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.preflight import ESTIMATE_FORMULA
 from tplab.lab.prediction import LabPrediction
+from tplab.lab.proof_png import PROOF_PNG, write_proof_png
 from tplab.lab.teardown import PROOF
 
 CURVE = "scaling-curve.png"
@@ -43,6 +44,15 @@ def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
                                  banner=MOCK_BANNER if mock else None)
 
 
+def write_proof_picture(facts: LabFacts, mock: bool = False) -> Path | None:
+    """proof-terminated.png beside proof-terminated.json (tplab.lab.proof_png): the provider's
+    answer and the lab's final frame; None when no pod was terminated (no proof to draw)."""
+    path = write_proof_png(facts.out_dir, facts.summary(), mock=mock)
+    if path is not None:
+        facts.add_artifact(PROOF_PNG)
+    return path
+
+
 def _store_calibration(pred: LabPrediction, path: Path) -> None:
     """The calibrated prediction at each measured point, into the fetched results.json
     (``calibration``, ``d_model_sweep[i].predicted_*``): done with the manifest, because the
@@ -61,6 +71,13 @@ def _store_calibration(pred: LabPrediction, path: Path) -> None:
         write_json(path, data)
 
 
+def vendor_label(config: LabConfig) -> str:
+    """The manifest's ``vendor``: the cloud that ran the lab ("Vast.ai", "mock RunPod (local)")."""
+    from tplab.cloud.registry import label
+    name = label(config.provider_name())
+    return f"mock {name} (local)" if config.mock else name
+
+
 def lab_manifest(config: LabConfig, facts: LabFacts,
                  pred: LabPrediction | None) -> dict[str, Any]:
     """The seed's manifest fields (and the lab's own) from what the lab knows (its typed facts:
@@ -73,13 +90,13 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         status, reason = FAILED, "the lab finished without the job's results"
     elif status == COMPLETE and (res or {}).get("outputs_match") is not True:
         status, reason = FAILED, "the TP output differs from the single-device output"
-    # the dashboard's screenshot when it saved one, else the provider's answer (json)
-    proof = next((n for n in (PROOF_SVG, PROOF) if (facts.out_dir / n).is_file()), None)
+    # the dashboard's screenshot when it saved one, else the proof picture, else the json
+    proof = next((n for n in (PROOF_SVG, PROOF_PNG, PROOF) if (facts.out_dir / n).is_file()), None)
     partial = None if res or not facts.partial.measured else facts.partial.to_dict()
     money_fields = facts.money.manifest_fields()
     return manifest.build_manifest(
         res, status=status, reason=reason,
-        vendor="mock RunPod (local)" if config.mock else "RunPod",
+        vendor=vendor_label(config),
         instance_type=config.instance_type(),
         nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
         instance_id=pod.id, start_ts=pod.created_at, end_ts=pod.gone_at,
@@ -92,6 +109,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         partial=partial,
         extra={
             "mock": config.mock,
+            "provider": config.provider_name(),
             "verified_gone": pod.verified_gone,
             "usd_per_hr": pod.usd_per_hr,
             "price_kind": money_fields["price_kind"],

@@ -31,7 +31,8 @@ async def check_job_inputs(config: LabConfig) -> str | None:
     env = dict(os.environ)
     env["PYTHONPATH"] = _SRC_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
                                      else "")
-    env.pop("RUNPOD_API_KEY", None)  # the check needs no secret
+    for name in [k for k in env if k.endswith("_API_KEY")]:  # the check needs no secret
+        env.pop(name)
     try:
         proc = await asyncio.create_subprocess_exec(
             *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
 from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
@@ -22,10 +23,20 @@ def api_url_problem(mock: bool, api_url: str | None) -> str | None:
     if not api_url or mock:
         return None
     if not api_url.lower().startswith("https://"):
-        return (f"--api-url {api_url} is not https: without --mock the real RunPod API key "
+        return (f"--api-url {api_url} is not https: without --mock the real API key "
                 "would go to it in clear; use an https URL, or --mock for a local mock cloud. "
                 "Nothing was created.")
     return None
+
+
+def add_provider_argument(parser: Any) -> None:
+    """``--provider NAME|auto``, the registry's names (tplab run, tplab-tui, check, status,
+    terminate)."""
+    from tplab.cloud.registry import CHOICES
+    parser.add_argument("--provider", type=str.lower, choices=CHOICES, default=None,
+                        help="the cloud: " + ", ".join(CHOICES) + " (auto: the cheapest "
+                             "interruptible offer across the clouds you have keys for; default: "
+                             "auto when several have keys, else the one that has; --mock: the first)")
 
 
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +44,11 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mock", action="store_true",
                    help="run against the local mock cloud (started and stopped automatically; "
                         "the job runs on this CPU, spending is simulated)")
+    add_provider_argument(g)
     g.add_argument("--api-url", metavar="URL", default=None,
                    help="use an already running (mock) cloud API at URL instead of starting one; "
-                        "its key comes from RUNPOD_API_KEY (without --mock it must be https)")
+                        "its key comes from the provider's key variable (`tplab check` names "
+                        "it; without --mock it must be https)")
     g.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
     g.add_argument("--gpus", type=positive_int, default=2, help="GPUs = TP degree (default: 2)")
     g.add_argument("--on-demand", action="store_true",
@@ -74,7 +87,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="give up on a pod not ready after this long (default: 600)")
     g.add_argument("--boot-guard", type=positive_float, default=None, metavar="S",
                    help="the pod ends itself when this client has not shown up S seconds after "
-                        "its container started (default: boot + connect timeouts + 120 s)")
+                        "its container started (default: the connect timeout + 120 s = 300 s)")
     g.add_argument("--yes", "-y", action="store_true",
                    help="do not ask before spending real money")
 
@@ -84,7 +97,8 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
     is refused where the key would be sent, ``providers.real_api_url``: the lab then ends FAILED
     with ``api_url_problem``'s sentence, in `tplab run` and in the dashboard alike.)"""
     return LabConfig(
-        mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type, gpus=args.gpus,
+        mock=bool(args.mock), provider=getattr(args, "provider", None), api_url=args.api_url,
+        gpu_type=args.gpu_type, gpus=args.gpus,
         spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,
         num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
         instrumented_prompts=args.instrumented_prompts,

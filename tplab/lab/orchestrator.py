@@ -12,7 +12,7 @@ The body is the phases in order, each in a module of its own (``preflight``, ``p
 ``ssh_session``, ``teardown``, ``artifacts``); this class holds only the order, the control
 (stop, detach) and the public API that the two faces (``tplab run``, ``tplab-tui``) use.
 
-Client side: no torch import. The Provider is synchronous (the runpod SDK is), so its calls run
+Client side: no torch import. The Provider is synchronous (cloud SDKs are), so its calls run
 in worker threads.
 """
 
@@ -219,15 +219,21 @@ class Lab:
         mock_cm = None
         try:
             if self.ctx.provider is None:
-                from tplab.lab import providers
+                from tplab.lab import auto_pick, providers
+                if self.config.provider_name() == "auto":  # the cheapest spot across clouds
+                    self.config.provider, why = await auto_pick.pick(self.config)
+                    self.stream.log(why)
                 if self.config.mock:
                     mock_cm = providers.mock_session(self.config)
                     self.ctx.provider = await mock_cm.__aenter__()
                     self._own_mock = not self.config.api_url
                 else:
-                    self.ctx.provider = await asyncio.to_thread(providers.real_provider,
-                                                                self.config.api_url)
+                    self.ctx.provider = await asyncio.to_thread(
+                        providers.real_provider, self.config.api_url, self.config.provider_name())
             return await self._run_with_provider()
+        except LabStop as stop:  # --provider auto: no cloud has spot under the cap
+            self.facts.status, self.facts.reason = stop.status, one_line(stop.reason)
+            return await self._finish()
         except Exception as exc:  # provider could not even be built (no key, mock failed)
             self.facts.status, self.facts.reason = FAILED, one_line(exc) or type(exc).__name__
             return await self._finish()
@@ -378,6 +384,11 @@ class Lab:
             facts.reason = (f"the pod {self.pod_id} could not be verified gone; run "
                             f"`{self.config.terminate_command(self.pod_id)}` and check the "
                             "provider console")
+        try:
+            stream.flush()  # the final frame is drawn from stream.jsonl
+            await asyncio.to_thread(artifacts.write_proof_picture, facts, self.config.mock)
+        except Exception as exc:
+            stream.warn(f"proof-terminated.png could not be drawn: {exc}")
         try:
             self._write_manifest()
         except Exception as exc:

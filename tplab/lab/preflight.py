@@ -168,8 +168,8 @@ async def choose_price(ctx: LabContext, lab_cap: float) -> float:
     else:
         if not quote.on_demand_available or quote.on_demand_usd_per_hr is None:
             raise LabStop(STUB, f"no on-demand capacity for {cfg.gpus}x {cfg.gpu_type} right "
-                          f"now (RunPod's stock: {quote.availability or 'unknown'}); nothing "
-                          "was created")
+                          f"now (the provider's stock: {quote.availability or 'unknown'}); "
+                          "nothing was created")
         price, kind = float(quote.on_demand_usd_per_hr), "on-demand"
     worst = price * cfg.wall_cap_s / 3600.0
     if worst > lab_cap + 1e-9:

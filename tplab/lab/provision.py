@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tplab.cloud.base import (GONE_STATES, POD_NAME_PREFIX, AmbiguousCreateError, AuthError,
-                              NoCapacityError, PodInfo, PodSpec, ProviderError,
+from tplab.cloud.base import (GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, AmbiguousCreateError, AuthError,
+                              BootStep, NoCapacityError, PodInfo, PodSpec, ProviderError,
                               SpotUnavailableError)
 from tplab.lab import instances
 from tplab.lab.lab_config import FAILED, STUB, LabStop
@@ -98,7 +98,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     spec = PodSpec(name=name, gpu_type=cfg.gpu_type, gpu_count=cfg.gpus,
                    public_key=public_key, spot=cfg.spot,
                    bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
-                   args=_guard_args(cfg))
+                   boot=_boot_step(ctx))
     creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.provider.create, spec))
     try:
         info = await asyncio.shield(creation.future)
@@ -112,7 +112,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
         found = await find_after_ambiguous_create(ctx, exc)
         adopt_pod(ctx, found)
         raise LabStop(FAILED, one_line(
-            f"RunPod answered the create with an error ({exc.cause}), yet it made pod "
+            f"{_label(ctx)} answered the create with an error ({exc.cause}), yet it made pod "
             f"{found.id} named {name}: found by its name, the lab stops and terminates "
             "it")) from None
     except (AuthError, ProviderError) as exc:  # refused (400/402/403/422/429 ...): no pod
@@ -124,13 +124,27 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     return info
 
 
-def _guard_args(cfg) -> str:
-    """The container command that starts the pod's boot guard from its first second, then
-    hands over to the image's start script (``tplab.job.boot_guard``); "" without a guard."""
+def _label(ctx: LabContext) -> str:
+    return getattr(ctx.provider, "label", None) or ctx.provider_name
+
+
+def self_end_arg(ctx: LabContext) -> str:
+    """How the lab's pod ends itself (the provider's description, one shell-safe word)."""
+    from tplab.job.self_terminate import encode
+    assert ctx.provider is not None
+    return encode(ctx.provider.self_end())
+
+
+def _boot_step(ctx: LabContext) -> BootStep | None:
+    """The pod's boot guard, started with its container by the provider's create
+    (``tplab.job.boot_guard``); None without a guard."""
+    cfg = ctx.config
     if not cfg.boot_guard:
-        return ""
-    from tplab.job.boot_guard import guard_args
-    return guard_args(cfg.guard_bound_s(), cfg.wall_cap_s, cfg.heartbeat_timeout_s)
+        return None
+    from tplab.job.boot_guard import boot_step
+    path, payload, command = boot_step(cfg.guard_bound_s(), cfg.wall_cap_s,
+                                       cfg.heartbeat_timeout_s, self_end_arg(ctx))
+    return BootStep(path=path, payload_b64=payload, command=command)
 
 
 async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError) -> PodInfo:
@@ -140,7 +154,8 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
     record and the authorization stay open: settle keeps them)."""
     cfg, pod = ctx.config, ctx.facts.pod
     name = exc.pod_name
-    ctx.stream.warn(one_line(f"RunPod answered the create with an error ({exc.cause}); looking "
+    who = _label(ctx)
+    ctx.stream.warn(one_line(f"{who} answered the create with an error ({exc.cause}); looking "
                              f"for a pod named {name} for {cfg.create_lookup_s:.0f} s before "
                              "calling it not created"))
     deadline = time.monotonic() + cfg.create_lookup_s
@@ -163,13 +178,13 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
         await asyncio.sleep(min(2.0, max(0.2, cfg.create_lookup_s / 20)))
     if listed_once and not last_error:
         raise LabStop(FAILED, one_line(
-            f"RunPod answered the create with an error ({exc.cause}); no pod named {name} "
+            f"{who} answered the create with an error ({exc.cause}); no pod named {name} "
             f"appeared in its pod list within {cfg.create_lookup_s:.0f} s, so none was created"))
     pod.creation_unknown = True
     raise LabStop(FAILED, one_line(
-        f"RunPod answered the create with an error ({exc.cause}) and its pod list could not "
+        f"{who} answered the create with an error ({exc.cause}) and its pod list could not "
         f"be read ({last_error or 'no answer'}): whether a pod named {name} exists is UNKNOWN; run "
-        f"`tplab status{' --mock' if cfg.mock else ''}` (or look in the RunPod console) and "
+        f"`tplab status{' --mock' if cfg.mock else ''}` (or look in the {who} console) and "
         "terminate it if it is there; the instance record and the authorization stay open"))
 
 
@@ -201,11 +216,16 @@ async def boot(ctx: LabContext) -> PodInfo:
             pod.info = info
             ctx.instance_event(info)
         if info.state.upper() == "ERROR":
-            raise LabStop(FAILED, f"the pod {pod.id} went ERROR while booting (RunPod could not "
-                          "start its container); it is terminated now")
+            raise LabStop(FAILED, f"the pod {pod.id} went ERROR while booting "
+                          f"({info.note or _label(ctx) + ' could not start its container'}); "
+                          "it is terminated now")
+        if info.state.upper() == INTERRUPTED:
+            raise LabStop(FAILED, f"spot interruption while booting: the pod {pod.id} went "
+                          f"{info.state} ({info.note or 'its provider took it back'}); it is "
+                          "terminated now")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":
             raise LabStop(FAILED, f"the pod {pod.id} went {info.state} while booting "
-                          "(spot interruption?)")
+                          f"({info.note or 'spot interruption?'})")
         if info.state.upper() == "RUNNING" and info.ssh is not None:
             pod.info = info
             if pod.record is not None:
@@ -213,6 +233,10 @@ async def boot(ctx: LabContext) -> PodInfo:
                 ctx.save_record()
             return info
         if time.monotonic() > deadline:
+            if info.state.upper() == "RUNNING" and info.ssh is None:
+                raise LabStop(FAILED, f"the pod {pod.id} was running but never got a public SSH "
+                              f"port within {cfg.boot_timeout_s:.0f} s, so the lab cannot reach "
+                              "it; it is terminated now (try another GPU type or region)")
             raise LabStop(FAILED, f"the pod {pod.id} was not ready within "
                           f"{cfg.boot_timeout_s:.0f} s")
         # quick at first (the mock boots in a second), then every 2 s: a real pod pulls its

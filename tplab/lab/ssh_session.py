@@ -21,6 +21,7 @@ from tplab.wire import event_tail, remote
 from tplab.cloud.base import PodInfo, ProviderError
 from tplab.lab.lab_config import FAILED, LabStop
 from tplab.lab.context import LabContext
+from tplab.lab.provision import self_end_arg
 from tplab.home.paths import tplab_home
 from tplab.home.redact import one_line
 
@@ -104,7 +105,8 @@ class PodSession:
         return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,
                                  wall_cap_s=cfg.wall_cap_s,
-                                 wall_cap_left_s=self._wall_cap_left())
+                                 wall_cap_left_s=self._wall_cap_left(),
+                                 self_end=self_end_arg(self.ctx))
 
     def _wall_cap_left(self) -> float:
         """The wall cap less the seconds since the pod was created (this client's clock only)."""
@@ -223,6 +225,9 @@ class PodSession:
             return False
         if info.state.upper() != "RUNNING":
             ctx.instance_event(info)
+            if info.note:  # the provider says why: an outbid, paused instance
+                raise LabStop(FAILED, f"spot interruption: the pod {pod.id} went {info.state} "
+                              f"({info.note}); what was measured before it is kept")
             raise LabStop(FAILED, f"the pod {pod.id} is {info.state} (spot interruption "
                           "or watchdog); the run is lost")
         return True
@@ -286,7 +291,9 @@ class PodSession:
                 continue
             pod.info = info
             ctx.instance_event(info)
-            ctx.request_stop(f"the pod went {info.state} (a spot interruption, or its watchdog)")
+            ctx.request_stop(f"spot interruption: the pod went {info.state} ({info.note})"
+                             if info.note else
+                             f"the pod went {info.state} (a spot interruption, or its watchdog)")
             return
 
     # ---- after the job -----------------------------------------------------------------

@@ -19,6 +19,7 @@ from tplab.lab import instances
 from tplab.lab.lab_config import COMPLETE, FAILED
 from tplab.lab.context import LabContext
 from tplab.lab.ending import iso, terminate_with_retries, verify_gone
+from tplab.lab.proof_png import gone_routes
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
 from tplab.home.redact import one_line
@@ -148,6 +149,7 @@ def write_proof(ctx: LabContext) -> None:
         "listed": proof.listed if proof else None,
         "answer": proof.answer if proof else None,
         "terminate_requested_at": iso(ctx.stream.timeline.get("terminate")),
+        "routes": gone_routes(ctx.provider_name),
         "note": "the provider's own answer for this pod after terminate, and whether it "
                 "still appeared in the provider's list of pods",
     }

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from tplab.labs import compile_report, distributed_survey, inductor_dump
+from tplab.labs import compile_report, compile_stretch, distributed_survey, inductor_dump
 from tplab.labs.inductor_env import DEBUG_SUBDIR, missing_env
 from tplab.labs.pair_timing import time_pair
 
@@ -145,7 +145,8 @@ def _decode_ms_per_token(decode: Callable[..., list[int]], prompt: list[int], to
 
 
 def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Path | None,
-               new_tokens: int, rounds: int, calls: int, device: str) -> dict[str, Any]:
+               new_tokens: int, rounds: int, calls: int, device: str,
+               modes: tuple[str, ...] = ("default",)) -> dict[str, Any]:
     """The stretch goal: the full MiniGPT-grammar forward, and its decode step with a static KV cache."""
     from tplab.model.compiled import build_decoder, warm_up
     from tplab.model.checkpoint import build_single, load_checkpoint
@@ -173,7 +174,9 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
     result["forward_max_abs_diff"] = float((logits_e - logits_c).abs().max())
     result["forward_argmax_equal"] = bool(torch.equal(logits_e.argmax(-1), logits_c.argmax(-1)))
     result["forward_timing"] = {**asdict(timing), "speedup": timing.speedup}
-    result["forward_kernels"] = save_kernels(out, "model-forward", watch.new())
+    graphs = watch.new()
+    result["forward_kernels"] = save_kernels(out, "model-forward", graphs)
+    result["forward_attention"] = compile_stretch.graphs_attention(graphs)
 
     # (2) greedy decode: the model's eager KV-cache loop vs the compiled static-cache step
     graphs_before = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
@@ -201,16 +204,40 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
     result["decode_rounds"] = rounds
     result["decode_speedup_vs_eager"] = ms["eager"] / ms["compiled"]
     result["decode_speedup_vs_eager_static"] = ms["eager_static"] / ms["compiled"]
-    result["decode_kernels"] = save_kernels(out, "model-decode-step", watch.new())
+    graphs = watch.new()
+    result["decode_kernels"] = save_kernels(out, "model-decode-step", graphs)
+    result["decode_attention"] = compile_stretch.graphs_attention(graphs)
     # one graph serves every position; more would mean the step recompiled as the position moved
     result["decode_graphs_compiled"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"]) - graphs_before
+    result["stretch"] = stretch_part(out, watch, model, ckpt, idx, prompts[0], calls, rounds, device, modes)
     return result
+
+
+def stretch_part(out: Path, watch: GraphWatch, model: nn.Module, ckpt: Any, idx: torch.Tensor,
+                 prompt: list[int], calls: int, rounds: int, device: str,
+                 modes: tuple[str, ...]) -> dict[str, Any]:
+    """Seed 003's stretch goals (``compile_stretch``), each with the seconds it took."""
+    sync, cfg, res = _sync(device), ckpt.config, {}
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    res["export"] = compile_stretch.export_part(model, out, prompt[0])
+    seconds["export"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    res["attention"] = compile_stretch.attention_part(cfg.n_head, cfg.head_dim, idx.shape[1],
+                                                      max(1, calls // 4), rounds, device, sync, watch)
+    seconds["attention"] = time.perf_counter() - t0
+    if "max-autotune" in modes:
+        t0 = time.perf_counter()
+        res["autotune"] = compile_stretch.autotune_part(model, idx, calls, rounds, sync, watch)
+        seconds["max-autotune"] = time.perf_counter() - t0
+    res["seconds"] = seconds
+    return res
 
 
 def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: int,
         rounds: int, calls: int, threads: int | None, device: str = "cpu",
         survey_checkpoint: Path | None = None, ddp_run: Path | None = None,
-        tp_run: Path | None = None) -> dict[str, Any]:
+        tp_run: Path | None = None, modes: tuple[str, ...] = ("default",)) -> dict[str, Any]:
     """Run the lab into ``out`` and return the results written to compile-results.json.
 
     With ``survey_checkpoint`` the results also hold the distributed survey's inputs (the model's
@@ -226,10 +253,17 @@ def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: in
         "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
         "device": device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(device)})",
         "threads": torch.get_num_threads(), "started_at": time.time(),
-        "substitute": substitute_part(out, watch, calls, rounds, device),
     }
-    results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls, device)
+    t0 = time.perf_counter()
+    sub = substitute_part(out, watch, calls, rounds, device)
+    results["seconds"] = {"substitute": time.perf_counter() - t0}
+    results["substitute"] = sub
+    t0 = time.perf_counter()
+    results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls, device,
+                                   modes)
                         if checkpoint is not None else None)
+    results["seconds"]["model"] = time.perf_counter() - t0
+    results["modes"] = list(modes)
     results["distributed"] = distributed
     results["finished_at"] = time.time()
     (out / "compile-results.json").write_text(json.dumps(results, indent=2))
@@ -250,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--survey-checkpoint", type=Path, default=None)
     ap.add_argument("--ddp-run", type=Path, default=None)
     ap.add_argument("--tp-run", type=Path, default=None)
+    ap.add_argument("--mode", choices=("default", "max-autotune"), default="default")
     args = ap.parse_args(argv)
     missing = missing_env()
     if missing:
@@ -261,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         print("compile lab: --device cuda was asked for but torch sees no GPU; use --device cpu.", file=sys.stderr)
         return 2
     run(args.out, args.checkpoint, args.prompts, args.new_tokens, args.rounds, args.calls, args.threads,
-        args.device, args.survey_checkpoint, args.ddp_run, args.tp_run)
+        args.device, args.survey_checkpoint, args.ddp_run, args.tp_run,
+        ("default",) if args.mode == "default" else ("default", args.mode))
     return 0
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tplab.labs import compile_stretch_report as stretch
 from tplab.labs import distributed_survey
 from tplab.labs.distributed_costs import choose
 from tplab.labs.model_shapes import ModelShapes
@@ -170,6 +171,9 @@ def report(out: Path, r: dict[str, Any]) -> str:
                   "generated wrapper with fused elementwise kernels and direct GEMM calls. The TinyHead "
                   "forward is a single GEMM plus a softmax, so there is little overhead for compile to "
                   "remove and the compiled call's own guards and wrapper can cost as much as they save."]
+    st = (m or {}).get("stretch") or {}
+    lines += stretch.autotune_lines(st.get("autotune")) + stretch.export_lines(st.get("export"))
+    lines += stretch.attention_lines(st.get("attention"), m) + stretch.time_lines(r)
     lines += ["", "## F. Distributed survey", ""]
     d = r.get("distributed")
     if d:
@@ -220,6 +224,7 @@ def manifest(out: Path, r: dict[str, Any]) -> dict[str, Any]:
         "decode_tokens_equal": m["decode_tokens_equal"] if m else None,
         "decode_ms_per_token": m["decode_ms_per_token"] if m else None,
         "decode_speedup_vs_eager": m["decode_speedup_vs_eager"] if m else None,
+        "stretch": stretch.stretch_manifest(m),
         "distributed_survey": distributed_survey.FILE if r.get("distributed") else None,
         "distributed_pick": _pick(r["distributed"]) if r.get("distributed") else None,
         "distributed_measured": [k.replace("_run", "") for k in ("ddp_run", "tp_run")

@@ -45,6 +45,7 @@ from tplab.model import corpus
 from tplab.model.config import GPTConfig
 from tplab.model.gpt import MiniGPT
 from tplab.model.train import IGNORE, encode_example, lr_at, make_batch
+from tplab.records.jsonfile import write_json
 
 
 @dataclass
@@ -207,9 +208,7 @@ def _rank_main(rank: int, s: DDPSettings, rdzv: str, out_file: str, parent_pid: 
                             "param_checksum": checksum, "params": sum(p.numel() for p in net.parameters())},
                            s.nproc, held)
         if rank == 0:
-            tmp = Path(out_file + ".tmp")
-            tmp.write_text(json.dumps(gathered))
-            os.replace(tmp, out_file)  # the parent sees the whole file or none
+            write_json(out_file, gathered, indent=None)  # the parent sees the whole file or none
         finished = True
     finally:
         if finished:

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tplab.labs import strategy
 from tplab.scaling import latency
 from tplab.scaling.calibration import calibrate
 from tplab.labs.model_shapes import ModelShapes, numel
@@ -216,11 +217,21 @@ def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thr
                       cross, sources, matches)
 
 
-def choose(m: ModelShapes) -> str:
-    """The pattern this model needs on devices of ``DEVICE_MEMORY_BYTES``: the cheapest that fits."""
+def model_spec(m: ModelShapes) -> strategy.ModelSpec:
+    """This checkpoint as the strategy chooser sees it: its parameters, its largest block, and
+    `tplab ddp`'s step (TRAIN_SEQUENCES sequences of block_size tokens), AdamW in its dtype."""
+    bpe = m.bytes_per_elem
     f = fsdp_cost(m)
-    if f.state_bytes <= DEVICE_MEMORY_BYTES:
-        return "DDP"
-    if max(u.bytes for u in f.units) * TRAIN_STATE_COPIES <= DEVICE_MEMORY_BYTES:
-        return "FSDP"
-    return "TP"
+    block = max((u.params for u in f.blocks), default=None)
+    return strategy.ModelSpec("MiniGPT-grammar", m.n_params, m.config["n_layer"], m.config["d_model"],
+                              TRAIN_SEQUENCES * m.config["block_size"], bpe, bpe,
+                              (TRAIN_STATE_COPIES - 2) * bpe, block, f.root.params)
+
+
+#: the lab's cluster as the chooser sees it: WORLD_SIZE devices of DEVICE_MEMORY_BYTES, NVLink
+LAB_CLUSTER = strategy.Cluster(DEVICE_MEMORY_BYTES / strategy.GB, WORLD_SIZE, 1, "nvlink")
+
+
+def choose(m: ModelShapes, cluster: strategy.Cluster = LAB_CLUSTER) -> str:
+    """The strategy this model needs on ``cluster`` (``tplab.labs.strategy.choose``)."""
+    return strategy.choose(model_spec(m), cluster).strategy

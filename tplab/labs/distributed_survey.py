@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tplab.labs import distributed_costs as dc
+from tplab.labs import strategy
 from tplab.labs.measured_runs import DDPMeasured, TPMeasured, check_same_model, load_ddp_run, load_tp_run
 from tplab.labs.model_shapes import ModelShapes, read_model_shapes
 
@@ -25,6 +26,7 @@ FILE = "DISTRIBUTED.md"
 SECTIONS = ("## 1. DDP — Distributed Data Parallel", "## 2. FSDP — Fully Sharded Data Parallel",
             "## 3. Tensor parallel (TP)", "## 4. Pipeline parallel (PP)")
 CLOSING = "## Which one for MiniGPT-grammar"
+CHOOSER = "## Choosing by size and topology"
 NOT_MEASURED = "not measured here"
 
 
@@ -245,4 +247,38 @@ def render(data: dict[str, Any]) -> str:
         lines += [f"(The scaling pattern assumes d_ff = 4·d_model; this checkpoint has d_ff "
                   f"{m.config['d_ff']} and d_model {m.config['d_model']}, so the thresholds above are for "
                   "that pattern, not an exact continuation of this model.)", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + chooser_section(m))
+
+
+def chooser_section(m: ModelShapes) -> list[str]:
+    """The chooser (``tplab.labs.strategy``) on this model and the sizes the phase names: what
+    each strategy would move per step on the lab's pair, then the pick on four clusters."""
+    models = strategy.survey_models(dc.model_spec(m))
+    lab = dc.LAB_CLUSTER
+    names = ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "FSDP", "TP", "PP"]
+    hb = strategy.human_bytes
+    out = [CHOOSER, "",
+           "`tplab/labs/strategy.py` picks the cheapest strategy whose training state (weights, "
+           "gradients, optimizer state; activations not counted) fits, then lets the links decide: "
+           "TP stays inside an NVLink node, and across a network pipeline stages send only "
+           "activations. MiniGPT-grammar is this checkpoint in its dtype; the others train in mixed "
+           "precision (16 bytes per parameter), 8 × 2,048 tokens per GPU.", "",
+           f"Bytes each GPU sends per training step on the lab's pair ({lab.describe()}); "
+           "*too big* where the state does not fit:", "",
+           "| model | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for spec in models:
+        opts = strategy.options(spec, lab)
+        row = [next((o for k, o in opts.items()
+                     if k == n or k.startswith(f"{n}=") and " x " not in k), None) for n in names]
+        out.append(f"| {spec.name} | " + " | ".join(
+            "-" if o is None else (hb(o.wire_bytes_per_step) if o.fits else "too big")
+            + ("" if o.name in names else f" ({o.name})") for o in row) + " |")
+    out += ["", "The pick, and why:", "", "| model | cluster | choice | bytes/GPU/step | why |",
+            "|---|---|---|---:|---|"]
+    for spec in models:
+        for cluster in strategy.SURVEY_CLUSTERS:
+            ch = strategy.choose(spec, cluster)
+            moved = hb(ch.chosen.wire_bytes_per_step) if ch.chosen else "-"
+            out.append(f"| {spec.name} | {cluster.describe()} | **{ch.strategy}** | {moved} | "
+                       f"{ch.reason[0].upper() + ch.reason[1:]}. |")
+    return out + [""]

@@ -3,7 +3,9 @@
 - ``events``: the event stream's one wire contract and its one decoder (JSON lines);
 - ``results``: results.json (the job writes it, the lab, scaling and the manifest read it);
 - ``dmodel``: the d_model sweep's points and its measured crossover;
-- ``fit``: the all-reduce α-β fit and the sweep's summary;
+- ``fit``: the all-reduce α-β fit and the sweep's summary; ``robust_fit``: its robust form with
+  intervals; ``harness``: a figure as a median with its spread; ``stability``: which figures of a
+  run are not trustworthy (results.json's ``stability`` block);
 - ``job_flags``: the job's command line, declared once (the job, `tplab run`, `tplab local`);
 - ``jsonfile``: the one atomic JSON writer; ``pids``: the one "is that process alive" check.
 

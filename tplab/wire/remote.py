@@ -31,13 +31,6 @@ REMOTE_DIR = "tplab-run"
 # asyncssh logs every channel at INFO; a lab opens many. Its warnings and errors still show.
 logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
-#: the environment file a RunPod pod exports its variables in; the mock points the env var elsewhere
-ENV_FILE_EXPR = '"${TPLAB_RP_ENV_FILE:-/etc/rp_environment}"'
-#: sources that file when it exists: a bare ``. missing-file`` ends the whole command line under
-#: a POSIX sh (dash) login shell, before the job is ever started
-SOURCE_ENV = f"f={ENV_FILE_EXPR}; if [ -r \"$f\" ]; then set -a; . \"$f\"; set +a; fi; "
-
-
 def quiet_lost_connections(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
     """Stop asyncssh's own background tasks from printing "Task exception was never retrieved"
     when their connection dies under them (a heartbeat write in flight when the lab closes the
@@ -266,6 +259,9 @@ class LaunchSpec:
     #: and the laptop's are never compared); the pod's boot guard record counts it too
     wall_cap_left_s: float | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: how the pod ends itself (the provider's description, ``self_terminate.encode``'d): the
+    #: watchdog reads the pod's id and key where it says; "" starts no watchdog that can end it
+    self_end: str = ""
 
 
 #: the boot guard's record of the container's start, relative to the run directory
@@ -284,6 +280,7 @@ def launch_command(spec: LaunchSpec) -> str:
            f"--stale-after {spec.heartbeat_stale_s:g} --wall-cap {spec.wall_cap_s:g} "
            f"--poll {min(5.0, max(0.2, spec.heartbeat_stale_s / 5)):g} --log watchdog.log "
            f"--guard-file {GUARD_FILE}"
+           + (f" --self-end {shlex.quote(spec.self_end)}" if spec.self_end else "")
            + (f" --wall-cap-left {spec.wall_cap_left_s:.1f}"
               if spec.wall_cap_left_s is not None else ""))
     # the supervisor: restart the watchdog whenever it exits, unless it ended in order
@@ -291,7 +288,7 @@ def launch_command(spec: LaunchSpec) -> str:
     supervised = (f"while :; do {dog}; c=$?; [ -e watchdog.log.done ] && break; "
                   f"[ $c -eq 2 ] && break; echo \"$(date -u +%Y-%m-%dT%H:%M:%SZ) supervisor: "
                   f"the watchdog exited ($c); restarting it\" >> watchdog.log; sleep 1; done")
-    return (f"{SOURCE_ENV}cd {REMOTE_DIR} || exit 3; "
+    return (f"cd {REMOTE_DIR} || exit 3; "
             f"date +%s > heartbeat; rm -f exit_code events.jsonl watchdog.log.done; "
             f"setsid nohup sh -c {shlex.quote(supervised)} > /dev/null 2>&1 < /dev/null & "
             f"setsid nohup sh -c {shlex.quote(job)} > /dev/null 2>&1 < /dev/null & "

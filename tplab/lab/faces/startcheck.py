@@ -14,18 +14,29 @@ from pathlib import Path
 from typing import Any
 
 
+def _names(config: Any, registry: Any) -> list[str]:
+    name = config.provider_name()
+    return list(registry.PROVIDERS) if name == registry.AUTO else [name]
+
+
 def refusal(config: Any) -> str | None:
     """One sentence saying why a lab with ``config`` (a ``LabConfig``) would be refused before
     it creates anything, or None."""
     for path, what in ((config.checkpoint, "checkpoint"), (config.prompts, "prompts file")):
         if not Path(path).is_file():
             return f"The {what} {path} does not exist; pass an existing file. Nothing was created."
-    if config.mock and config.api_url and not os.environ.get("RUNPOD_API_KEY", "").strip():
-        return ("--api-url needs that cloud's API key in RUNPOD_API_KEY. Nothing was created.")
-    if not config.mock:
-        from tplab.cloud.keys import NO_KEY, load_api_key
-        if not load_api_key():
-            return NO_KEY + " Or use --mock to run against the local mock cloud."
+    from tplab.cloud import registry
+    try:
+        names = _names(config, registry)
+    except registry.UnknownProviderError as exc:
+        return f"{exc} Nothing was created."
+    if config.mock and config.api_url:
+        var = registry.package(names[0]).KEY_VAR
+        if not os.environ.get(var, "").strip():
+            return f"--api-url needs that cloud's API key in {var}. Nothing was created."
+    if not config.mock and not any(registry.package(n).find_key() for n in names):
+        return (" ".join(registry.package(n).NO_KEY for n in names)
+                + " Or use --mock to run against the local mock cloud.")
     from tplab.lab.faces.ledger_view import (dead_clients_held_usd, preflight_sentence,
                                              read_ledger_budget)
     budget = read_ledger_budget(config.mock, config.lab_cap_usd, config.phase_cap_usd)

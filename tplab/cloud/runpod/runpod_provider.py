@@ -33,14 +33,16 @@ import datetime as dt
 import time
 from typing import Any, Callable, Sequence
 
-from tplab.cloud import spend, v2_pods
+from tplab.cloud import spend
+from tplab.cloud.runpod import pod_self_end
+from tplab.cloud.runpod import v2_pods
 from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError, CostReport,
                               GoneProof, NotReadyError, PodInfo, PodSpec, ProviderError, Quote,
                               SpotUnavailableError, SshEndpoint, UnknownGpuError)
-from tplab.cloud.http_api import DEFAULT_API_BASE_URL, RestV2
-from tplab.cloud.keys import NO_KEY, load_api_key
-from tplab.cloud.sdk import RunPodApi
-from tplab.cloud.spot import Spot
+from tplab.cloud.runpod.http_api import DEFAULT_API_BASE_URL, RestV2
+from tplab.cloud.runpod.runpod_keys import NO_KEY, load_api_key
+from tplab.cloud.runpod.sdk import RunPodApi
+from tplab.cloud.runpod.spot import Spot
 from tplab.home.redact import error_text
 
 MAX_PAGES = 50
@@ -54,6 +56,7 @@ class RunPodProvider:
     """See the module docstring."""
 
     name = "runpod"
+    label = "RunPod"
 
     def __init__(self, api_key: str | None = None, api_base_url: str | None = None, *,
                  cloud_type: str = "SECURE", poll_interval_s: float = 2.0,
@@ -83,6 +86,10 @@ class RunPodProvider:
     def api_base_url(self) -> str:
         return self._rest.base_url
 
+    def self_end(self) -> dict[str, Any]:
+        """How this provider's pods end themselves (``pod_self_end.py``), on this API's URL."""
+        return pod_self_end.self_end(self.api_base_url)
+
     # ---- reads ---------------------------------------------------------------------------
     def catalog_gpu(self, gpu_type: str, gpu_count: int) -> dict[str, Any]:
         """The v2 catalog's entry for ``gpu_type``, with its pod stock for ``gpu_count``."""
@@ -107,7 +114,7 @@ class RunPodProvider:
         ond_ok = bool(per_gpu) and fits and stock not in (None, "NONE")
         offer = self._spot.offer(gpu_type, gpu_count)
         return Quote(
-            gpu_type=gpu_type, gpu_count=gpu_count,
+            gpu_type=gpu_type, gpu_count=gpu_count, provider=self.name,
             spot_usd_per_hr=(round(offer.min_bid_per_gpu * gpu_count, 6)
                              if offer.min_bid_per_gpu else None),
             on_demand_usd_per_hr=round(float(per_gpu) * gpu_count, 6) if per_gpu else None,
@@ -271,7 +278,7 @@ class RunPodProvider:
         ans = self._rest.call("reading the pod's billing", "GET", "/billing/pods", params={
             "podId": pod_id, "bucketSize": "day",
             "startTime": day.strftime("%Y-%m-%dT%H:%M:%SZ")})
-        return spend.billing_total((ans.body or {}).get("records") or [], pod_id)
+        return v2_pods.billing_total((ans.body or {}).get("records") or [], pod_id)
 
     def actual_cost(self, pod_id: str, balance_before: float | None, started_at: float,
                     ended_at: float, usd_per_hr: float) -> CostReport:
@@ -293,4 +300,4 @@ class RunPodProvider:
             if after is not None:
                 delta = round(balance_before - after, 6)
         return spend.settle(pod_id, usd_per_hr, max(0.0, ended_at - started_at), billed, delta,
-                            notes)
+                            notes, billed_by="RunPod's billing record")

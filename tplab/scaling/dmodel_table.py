@@ -19,7 +19,7 @@ def _pct(x: float | None) -> str:
 STORED_IN_RESULTS = "results.json under calibration and d_model_sweep[i].predicted_*"
 
 
-def sweep_report(results: dict[str, Any], stored: str | None = STORED_IN_RESULTS) -> str:
+def dmodel_report(results: dict[str, Any], stored: str | None = STORED_IN_RESULTS) -> str:
     """Per point: measured single and TP ms, the calibrated prediction and its error, the
     collective ms per token, outputs_match; then both crossovers and what the fit could not
     explain."""

@@ -10,16 +10,19 @@ document), so they can be read and tested against it without a network.
   gives one (it replaces the image's start script, which is what starts sshd).
 - SSH endpoint: ``ssh.direct`` (``host``, ``port``, ``username``), else the ``runtime.ports``
   entry with private port 22 and type tcp that has a public ip and port. Neither: not yet.
+- Billing: ``/v2/billing/pods`` records summed for one pod (``billing_total``).
 - Price: the pod's ``cost`` (USD per hour; RunPod shows 0 once the pod no longer bills).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from tplab.cloud.base import PodInfo, PodSpec, SshEndpoint
 
+#: the image a pod gets unless the spec names one (RunPod's official PyTorch image: /start.sh)
+DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 _CUDA_IN_TAG = re.compile(r"cuda(\d+)\.(\d+)|cu(\d{2})(\d)\d?\b", re.I)
 #: fields of a pod never kept in PodInfo.raw (env holds what the user passed to the pod)
 _NOT_KEPT = ("env",)
@@ -37,19 +40,37 @@ def cuda_of_image(image: str) -> str | None:
     return f"{int(m.group(3))}.{int(m.group(4))}"
 
 
+def image_of(spec: PodSpec) -> str:
+    return spec.image or DEFAULT_IMAGE
+
+
+def container_args(spec: PodSpec) -> str:
+    """The container command: the spec's ``args``, else its boot step (unpack the guard, start it
+    in the background) handing over to the image's start script, which starts sshd (on the
+    mock, ``$TPLAB_MOCK_START_SH`` names the mock's); "" without either (the image's own)."""
+    if spec.args or spec.boot is None:
+        return spec.args
+    boot = spec.boot
+    d = boot.path.rsplit("/", 1)[0]
+    inner = (f'mkdir -p "{d}" && echo {boot.payload_b64} | base64 -d > "{boot.path}" && '
+             f'{boot.command}; exec "${{TPLAB_MOCK_START_SH:-/start.sh}}"')
+    return f"bash -c '{inner}'"
+
+
 def create_body(spec: PodSpec, cloud: str = "SECURE") -> dict[str, Any]:
     """The ``POST /v2/pods`` body for ``spec`` (an on-demand pod: v2 has no spot)."""
     gpu: dict[str, Any] = {"id": spec.gpu_type, "count": int(spec.gpu_count)}
-    cuda = cuda_of_image(spec.image)
+    cuda = cuda_of_image(image_of(spec))
     if cuda:
         gpu["minCudaVersion"] = cuda
     body: dict[str, Any] = {
-        "name": spec.name, "image": spec.image, "gpu": gpu, "cloud": cloud,
+        "name": spec.name, "image": image_of(spec), "gpu": gpu, "cloud": cloud,
         "disk": int(spec.container_disk_gb), "ports": ["22/tcp"],
         "env": {"PUBLIC_KEY": spec.public_key.strip(), **spec.env},
     }
-    if spec.args:
-        body["args"] = spec.args
+    args = container_args(spec)
+    if args:
+        body["args"] = args
     return body
 
 
@@ -87,3 +108,10 @@ def pod_info(pod: dict[str, Any], spot: bool | None = None) -> PodInfo:
         usd_per_hr=_float_or_none(pod.get("cost")), spot=spot,
         ssh=ssh_endpoint(pod), uptime_s=float(uptime) if uptime is not None else None,
         raw={k: v for k, v in pod.items() if k not in _NOT_KEPT})
+
+
+def billing_total(records: Iterable[dict[str, Any]], pod_id: str) -> float | None:
+    """The pod's billed amount over ``records`` (None when none is the pod's)."""
+    amounts = [float(r.get("totalAmount") or 0.0) for r in records
+               if isinstance(r, dict) and r.get("podId") == pod_id]
+    return round(sum(amounts), 8) if amounts else None

@@ -21,10 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from tplab.cloud import graphql_ops as ops
+from tplab.cloud.runpod import graphql_ops as ops
+from tplab.cloud.runpod import v2_pods
 from tplab.cloud.base import (AmbiguousCreateError, AuthError, PodSpec, ProviderError,
                               SpotUnavailableError, TransientError, UnknownGpuError)
-from tplab.cloud.sdk import ApiError, RunPodApi, with_retries
+from tplab.cloud.runpod.sdk import ApiError, RunPodApi, with_retries
 from tplab.home.redact import error_text
 
 _UNKNOWN_FIELD = ("cannot query field", "unknown field", "unknown argument")
@@ -108,8 +109,9 @@ class Spot:
         bid = ops.bid_literal(spec.bid_usd_per_gpu_hr or min_bid_per_gpu, min_bid_per_gpu)
         env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
         mutation = ops.spot_create_mutation(
-            name=spec.name, image=spec.image, gpu_type=spec.gpu_type, gpu_count=spec.gpu_count,
-            bid=bid, env=env, container_disk_gb=spec.container_disk_gb, args=spec.args)
+            name=spec.name, image=v2_pods.image_of(spec), gpu_type=spec.gpu_type,
+            gpu_count=spec.gpu_count, bid=bid, env=env, container_disk_gb=spec.container_disk_gb,
+            args=v2_pods.container_args(spec))
         try:
             data = self.api.graphql("creating the spot pod", mutation)
         except ApiError as exc:

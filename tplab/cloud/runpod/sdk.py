@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
-from tplab.cloud.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
+from tplab.cloud.runpod.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
 from tplab.home.redact import error_text, redact, register_secret
 
 _LOCK = threading.RLock()

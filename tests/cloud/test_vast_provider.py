@@ -1,0 +1,194 @@
+"""The Vast.ai provider against a small stand-in of its REST API (tests/cloud/vastfake.py):
+what it sends, and what it does with each answer. The end-to-end lab runs on the mock cloud."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import time
+
+import pytest
+
+from tests.cloud.vastfake import KEY, FakeVast
+from tplab.cloud.base import (INTERRUPTED, AmbiguousCreateError, AuthError, BootStep,
+                              NotReadyError, PodSpec, RateLimitedError, SpotUnavailableError,
+                              UnknownGpuError)
+from tplab.cloud.vast import shapes
+from tplab.cloud.vast.vast_keys import find_api_key
+from tplab.cloud.vast.vast_provider import VastProvider
+
+GPU = "NVIDIA GeForce RTX 4090"
+PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests tplab"
+
+
+@pytest.fixture
+def fake():
+    with FakeVast() as f:
+        yield f
+
+
+def provider(fake: FakeVast, sleeps: list | None = None) -> VastProvider:
+    return VastProvider(KEY, fake.url, poll_interval_s=0.01,
+                        sleep=(sleeps.append if sleeps is not None else (lambda s: None)))
+
+
+def spec(**kw) -> PodSpec:
+    boot = BootStep("$HOME/.tplab-guard/guard.zip", "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==",
+                    "(setsid nohup true &)")
+    return PodSpec(**{"name": "tplab-lab1", "gpu_type": GPU, "gpu_count": 2,
+                      "public_key": PUB, "boot": boot, **kw})
+
+
+def test_quote_is_the_cheapest_bid_plus_storage_beside_on_demand(fake):
+    q = provider(fake).quote(GPU, 2)
+    storage = 0.15 * 20 / 720
+    assert q.spot_available and q.spot_usd_per_hr == pytest.approx((0.40 + storage) * 1.02)
+    assert q.on_demand_usd_per_hr == pytest.approx(0.80 + storage) and q.provider == "vast"
+    sent = fake.calls("POST", "/api/v0/bundles")[0].body
+    assert sent["type"] == "bid" and sent["gpu_name"] == {"in": ["RTX 4090"]}
+    assert sent["num_gpus"] == {"in": [2]} and sent["direct_port_count"] == {"gte": 1}
+
+
+def test_unknown_gpu_and_no_bid_are_told_apart(fake):
+    with pytest.raises(UnknownGpuError, match="no offer at all for a GPU named 'B999'"):
+        provider(fake).quote("NVIDIA B999", 2)
+    for o in fake.offers:
+        o["min_bid"] = None
+    q = provider(fake).quote(GPU, 2)
+    assert not q.spot_available and "no interruptible offer for 2x RTX 4090" in q.spot_note
+    with pytest.raises(SpotUnavailableError, match="nothing was created"):
+        provider(fake).create(spec())
+    assert fake.calls("PUT", "/api/v0/asks/") == []
+
+
+def test_create_bids_ssh_direct_and_attaches_the_key_to_the_instance_only(fake):
+    p = provider(fake)
+    info = p.create(spec(bid_usd_per_gpu_hr=1.0))
+    put = fake.calls("PUT", "/api/v0/asks/")
+    assert len(put) == 1 and put[0].path == "/api/v0/asks/12"     # the cheapest bid
+    body = put[0].body
+    assert body["runtype"] == "ssh_direct" and body["label"] == "tplab-lab1"
+    assert body["price"] == pytest.approx(0.40 * 1.02 + 0.15 * 20 / 720 * 0.02, abs=1e-5)
+    assert len(body["onstart"]) <= shapes.ONSTART_MAX and isinstance(body["env"], dict)
+    assert body["env"][shapes.PAYLOAD_VAR] == spec().boot.payload_b64
+    ssh = fake.calls("POST", f"/api/v0/instances/{info.id}/ssh")
+    assert [s.body for s in ssh] == [{"ssh_key": PUB}]
+    assert fake.calls("POST", "/api/v0/ssh") == []                # never the account's keys
+    assert info.state == "RUNNING" and info.ssh.host == "127.0.0.1" and info.ssh.port == 40022
+
+
+def test_a_bid_that_rose_above_the_authorized_price_creates_nothing(fake):
+    with pytest.raises(SpotUnavailableError, match="rose to .* above the .* the lab authorized"):
+        provider(fake).create(spec(bid_usd_per_gpu_hr=0.1))
+    assert fake.calls("PUT", "/api/v0/asks/") == []
+
+
+def test_a_failed_bid_that_leaves_a_stopped_instance_is_destroyed(fake):
+    fake.create_mode = "failed_bid"
+    with pytest.raises(SpotUnavailableError, match="nothing is left running"):
+        provider(fake).create(spec())
+    assert [s.path for s in fake.calls("DELETE", "/api/v0/instances/")] == \
+        ["/api/v0/instances/9000"]
+    assert fake.instances == {}
+
+
+def test_429_and_5xx_are_backed_off_and_a_create_is_never_repeated(fake):
+    sleeps: list = []
+    fake.faults[("POST", "/api/v0/bundles")] = [
+        (429, {"detail": "API requests too frequent endpoint threshold=2.0"}),
+        (502, {"error": "bad gateway"})]
+    q = provider(fake, sleeps).quote(GPU, 2)
+    assert q.spot_available and sleeps[:2] == [1.0, 1.0]
+    fake.faults[("PUT", "/api/v0/asks/")] = [(500, {"error": "server_error", "msg": "oops"})]
+    with pytest.raises(AmbiguousCreateError) as err:
+        provider(fake).create(spec())
+    assert err.value.pod_name == "tplab-lab1" and len(fake.calls("PUT", "/api/v0/asks/")) == 1
+    fake.faults[("GET", "/api/v0/users/current")] = [(429, {"detail": "too frequent"})] * 9
+    with pytest.raises(RateLimitedError, match="API requests too frequent"):
+        provider(fake).balance()
+
+
+def test_a_refused_key_is_one_sentence_without_the_key(fake):
+    with pytest.raises(AuthError) as err:
+        VastProvider("wrong_key_0123456789", fake.url).quote(GPU, 2)
+    assert "Vast.ai refused the API key (HTTP 401)" in str(err.value)
+    assert "wrong_key" not in str(err.value)
+
+
+def test_outbid_is_an_interruption_and_exited_never_reaches_running(fake):
+    p = provider(fake)
+    info = p.create(spec())
+    fake.instances[info.id].update(actual_status="stopped", intended_status="running",
+                                   status_msg="outbid")
+    got = p.status(info.id)
+    assert got.state == INTERRUPTED and "paused" in got.note and "outbid" in got.note
+    fake.boot_status = "exited"
+    second = p.create(spec(name="tplab-lab2"))
+    with pytest.raises(NotReadyError, match="went EXITED before SSH came up.*destroyed"):
+        p.wait_ready(second.id, 5)
+    assert second.id not in fake.instances
+
+
+def test_destroy_is_idempotent_and_gone_is_verified_by_show_and_list(fake):
+    p = provider(fake)
+    info = p.create(spec())
+    p.terminate(info.id)
+    p.terminate(info.id)                       # 404: already gone
+    proof = p.verify_gone(info.id)
+    assert proof.gone and proof.answer == {"pod": None} and not proof.listed
+    other = p.create(spec(name="tplab-lingers"))
+    fake.faults[("DELETE", "/api/v0/instances/")] = [(200, {"success": True})]  # says yes ...
+    p.terminate(other.id)
+    assert not p.verify_gone(other.id).gone    # ... but show and list still have it
+
+
+def test_spend_is_vasts_charges_never_below_price_times_window(fake):
+    p = provider(fake)
+    now = time.time()
+    fake.charges = [{"source": "instance-77", "type": "instance", "amount": 0.02},
+                    {"source": "instance-78", "type": "instance", "amount": 9.0}]
+    r = p.actual_cost("77", None, now - 60, now, 1.0)          # floor: 60 s at $1/h
+    assert r.source == "billing" and r.actual_usd == pytest.approx(0.02, abs=1e-6)
+    assert "Vast's charges" in r.note
+    r = p.actual_cost("77", None, now - 600, now, 1.0)         # charges lag: the floor
+    assert r.source == "rate_x_seconds" and r.actual_usd == pytest.approx(600 / 3600, abs=1e-6)
+    q = fake.calls("GET", "/api/v0/charges")[0].query
+    assert set(json.loads(q["select_filters"][0])["day"]) == {"gte", "lte"}
+
+
+def test_the_key_comes_from_the_environment_or_the_cli_files(tmp_path):
+    assert find_api_key({"VAST_API_KEY": " k_env_0123456789 "}).source == "VAST_API_KEY"
+    xdg = tmp_path / "xdg"
+    (xdg / "vastai").mkdir(parents=True)
+    (xdg / "vastai" / "vast_api_key").write_text("k_file_0123456789\n")
+    found = find_api_key({"XDG_CONFIG_HOME": str(xdg)})
+    assert found.key == "k_file_0123456789" and found.source.endswith("vastai/vast_api_key")
+    assert "k_file" not in repr(found)
+
+
+def test_onstart_keeps_the_instance_key_on_the_instance_and_starts_the_guard(tmp_path):
+    """The on-start script, run as Vast runs it (the container's environment): the id and key
+    land in a 0600 file for SSH sessions; the guard's zip is unpacked and its command runs."""
+    import base64
+    boot = BootStep("$HOME/.tplab-guard/guard.zip", base64.b64encode(b"ZIPDATA").decode(),
+                    'echo started > "$HOME/.tplab-guard/ran"')
+    body = shapes.create_body(spec(boot=boot), 0.5)
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"], "CONTAINER_ID": "4242",
+           "CONTAINER_API_KEY": "inst_secret_key", **body["env"]}
+    subprocess.run(["bash", "-c", body["onstart"]], env=env, check=True, timeout=30)
+    saved = tmp_path / ".tplab-guard" / "instance.env"
+    assert "export CONTAINER_ID=4242" in saved.read_text()
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    assert (tmp_path / ".tplab-guard" / "guard.zip").read_bytes() == b"ZIPDATA"
+    assert (tmp_path / ".tplab-guard" / "ran").read_text().strip() == "started"
+    assert "inst_secret_key" not in json.dumps(body)
+
+
+def test_on_demand_only_when_asked_by_name_and_then_without_a_bid(fake):
+    info = provider(fake).create(spec(spot=False))
+    body = fake.calls("PUT", "/api/v0/asks/")[0].body
+    assert "price" not in body and fake.calls("PUT", "/api/v0/asks/")[0].path == "/api/v0/asks/11"
+    assert [s.body["type"] for s in fake.calls("POST", "/api/v0/bundles")] == ["ondemand"]
+    assert info.spot is False

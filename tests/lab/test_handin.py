@@ -1,0 +1,129 @@
+"""`tplab handin` after a real mock lab: the seed's tree, every file non-empty, the spend lines equal
+to the ledger's for that lab, the budget table's totals equal to `tplab budget`'s, the proof picture
+written with the lab; a student's different file refused without --force; one-sentence errors.
+Plus the spend table on a ledger with every kind of ending, without a lab."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_fixtures import tiny_lab_config
+from tplab.commands import main as cli
+from tplab.money.budget import BudgetGuard
+from tplab.money.budget_config import default_ledger_path, fmt_usd
+from tplab.handin import spend_table
+
+SEED_TREE = {
+    "experiments/35-tp-inference/manifest.json", "experiments/35-tp-inference/results.json",
+    "experiments/35-tp-inference/instance.json", "experiments/35-tp-inference/scaling-curve.png",
+    "experiments/35-tp-inference/proof-terminated.png",
+    "experiments/35-tp-inference/proof-terminated.json", "experiments/35-tp-inference/README.md",
+    "experiments/35-cloud-budget/spend.jsonl", "experiments/35-cloud-budget.md",
+    "experiments/35-reading-notes/megatron-tp-layers.md",
+    "experiments/35-reading-notes/fsdp-prefetch.md", "experiments/35-reading-notes/synthesis.md",
+    "experiments/35-reading-notes/megatron-sha.txt"}
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def _totals(md: str) -> list[str]:
+    after = md.split("## Totals", 1)[1]
+    return re.findall(r"^\| (\$[\d.]+) \| (\$[\d.]+) \| (\$[\d.]+) \| (\$[\d.]+) \|$", after, re.M)[0]
+
+
+def _budget_json(capsys) -> dict:
+    assert cli.main(["budget", "--mock", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_handin_after_a_mock_lab(lab_assets, tmp_path, capsys) -> None:
+    from tplab.commands.run import run_lab
+    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=None)
+    assert asyncio.run(run_lab(cfg, out=io.StringIO())) == 0
+    capsys.readouterr()
+    lab_dir = next((Path(default_ledger_path(True)).parent / "labs").iterdir())
+    # the lab itself wrote the proof picture and names it
+    manifest = json.loads((lab_dir / "manifest.json").read_text())
+    assert (lab_dir / "proof-terminated.png").read_bytes()[:8] == PNG
+    assert manifest["terminated_screenshot"] == "proof-terminated.png"
+    assert "proof-terminated.png" in manifest["artifacts"]
+    proof = json.loads((lab_dir / "proof-terminated.json").read_text())
+    assert proof["routes"] and proof["routes"][0].startswith("GET /v2/pods/")
+
+    dest = tmp_path / "student"
+    assert cli.main(["handin", str(dest)]) == 0
+    said = capsys.readouterr().out
+    assert _tree(dest) == SEED_TREE
+    assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
+    assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
+    tp = dest / "experiments/35-tp-inference"
+    assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
+    assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
+    assert "MOCK" in (tp / "README.md").read_text()
+    # the lab's ledger lines, byte for byte
+    auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
+    ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)
+    mine = [ln for ln in ledger if json.loads(ln).get("auth_id") == auth]
+    assert [json.loads(ln)["kind"] for ln in mine] == ["authorize", "actual"]
+    assert (dest / "experiments/35-cloud-budget/spend.jsonl").read_bytes() == b"".join(mine)
+    # the table's totals are tplab budget's
+    b = _budget_json(capsys)
+    md = (dest / "experiments/35-cloud-budget.md").read_text()
+    assert _totals(md) == tuple(fmt_usd(b[k]) for k in ("cap_usd", "spent_usd", "held_usd",
+                                                          "remaining_usd"))
+    assert f"{lab_dir.name} (this hand-in)" in md and "MOCK" in md
+
+    # again: nothing changes; a student's edit is refused and nothing is written
+    assert cli.main(["handin", str(dest), "--lab", lab_dir.name]) == 0
+    assert "wrote" not in capsys.readouterr().out
+    notes = dest / "experiments/35-reading-notes/synthesis.md"
+    notes.write_text("my own synthesis\n")
+    (tp / "results.json").unlink()
+    assert cli.main(["handin", str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "synthesis.md" in err and "--force" in err
+    assert notes.read_text() == "my own synthesis\n" and not (tp / "results.json").exists()
+    assert cli.main(["handin", str(dest), "--force"]) == 0
+    assert notes.read_text() != "my own synthesis\n" and (tp / "results.json").is_file()
+
+    assert cli.main(["handin", str(dest), "--lab", "20990101-000000-nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no finished lab with id '20990101-000000-nope'" in err
+
+
+def test_no_lab_yet_is_one_sentence(tmp_path, capsys) -> None:
+    assert cli.main(["handin", str(tmp_path / "student")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no finished lab yet" in err and "tplab run --mock" in err
+    assert not (tmp_path / "student").exists()
+
+
+def test_the_spend_table_has_a_row_per_lab_and_tplab_budgets_totals(tmp_path) -> None:
+    clock = iter(range(1_800_000_000, 1_800_000_100))
+    guard = BudgetGuard(tmp_path / "spend.jsonl", 5.0, clock=lambda: float(next(clock)))
+    a = guard.authorize("lab02-a", 3.0)
+    guard.record_actual("lab02-a", 0.4213, a)
+    guard.authorize("lab02-b", 2.0)
+    guard.release("lab02-b")
+    guard.authorize("lab02-c", 1.5)          # still open: held
+    s = guard.summary()
+    rows = spend_table.spend_rows(s)
+    assert [(r.label, r.outcome) for r in rows] == [
+        ("lab02-a", "spent"), ("lab02-b", "released (no pod)"), ("lab02-c", "HELD (open)")]
+    assert [str(r.remaining_after) for r in rows] == ["4.5787", "4.5787", "3.0787"]
+    assert float(rows[-1].remaining_after) == pytest.approx(s.remaining_usd)
+    md = spend_table.render(s, {a: "20261201-000000-aaaaaa"}, this_auth=a)
+    assert _totals(md) == (fmt_usd(5.0), fmt_usd(s.spent_usd), fmt_usd(s.held_usd),
+                           fmt_usd(s.remaining_usd)) == ("$5.00", "$0.4213", "$1.50", "$3.08")
+    assert "| 1 | 20261201-000000-aaaaaa (this hand-in) | `lab02-a` |" in md
+    assert "MOCK" not in md and "within the $5.00 cap" in md

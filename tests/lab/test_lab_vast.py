@@ -1,0 +1,112 @@
+"""Labs on the mock Vast cloud, end to end: the real Vast provider, the real mock (held to
+Vast's OpenAPI document), real SSH instances running the real job, the real guard, watchdog and
+ledger. And ``--provider auto`` across both mock clouds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.e2e_fixtures import tiny_lab_config
+from tplab.money.budget import BudgetGuard, default_ledger_path
+from tplab.lab.lab_config import COMPLETE, FAILED, STUB
+from tplab.lab.orchestrator import Lab
+from tplab.mock.handle import start_mock_cloud
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def vast_cloud(tmp_path, monkeypatch):
+    """A running mock Vast cloud whose key the lab finds in VAST_API_KEY (as a real one's)."""
+    cloud = start_mock_cloud(provider="vast", boot_delay_s=0.3, state_dir=tmp_path / "vast")
+    monkeypatch.setenv("VAST_API_KEY", cloud.api_key)
+    yield cloud
+    cloud.stop()
+
+
+def _settled() -> list[str]:
+    assert BudgetGuard(default_ledger_path(mock=True), 100.0).held == 0.0, "a hold was left open"
+    lines = default_ledger_path(mock=True).read_text().splitlines()
+    return [json.loads(line)["kind"] for line in lines if line.strip()]
+
+
+def _alive(cloud) -> list[dict]:
+    return [p for p in cloud.pods() if not p["destroyed"] or p["alivePids"]]
+
+
+def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == COMPLETE, outcome.reason
+    assert outcome.verified_gone and outcome.exit_code == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["vendor"] == "mock Vast.ai (local)" and manifest["provider"] == "vast"
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["outputs_match"] is True
+    proof = json.loads((tmp_path / "out" / "proof-terminated.json").read_text())
+    assert proof["provider"] == "vast" and proof["answer"] == {"pod": None}
+    assert _settled()[-1] == "actual" and _alive(vast_cloud) == []
+    state = vast_cloud.state()
+    calls = state["calls"]
+    assert calls.get("POST /api/v0/instances/{id}/ssh") == 1      # the key on its instance
+    assert not calls.get("POST /api/v0/ssh")                       # never on the account
+    assert calls.get("PUT /api/v0/asks/{id}") == 1 and state["schemaViolations"] == []
+    guard = (tmp_path / "out" / "guard.log").read_text()
+    assert "the client showed up after" in guard
+    assert vast_cloud.api_key not in (tmp_path / "out" / "stream.jsonl").read_text()
+
+
+def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,
+                                                                    vast_cloud):
+    # outbid 40 s after the instance runs: the job (10 prompts x 100 tokens, three passes) is
+    # decoding by then and still far from done, even on a loaded machine
+    vast_cloud.set_faults(outbid_after_s=40.0, outbid_resume_s=-1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+                          num_prompts=10, new_tokens=100, status_poll_s=0.5)
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == FAILED and "spot interruption" in outcome.reason
+    assert "outbid" in outcome.reason or "paused" in outcome.reason
+    assert outcome.verified_gone and _alive(vast_cloud) == []
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    partial = manifest.get("partial") or {}
+    assert manifest["vendor"] == "mock Vast.ai (local)"
+    assert partial and partial["single_tokens"] > 0, \
+        "the figures measured before the interruption were dropped"
+    assert _settled()[-1] == "actual"
+
+
+def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_cloud):
+    vast_cloud.set_faults(failed_bid_n=1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == STUB and "nothing is left running" in outcome.reason
+    assert _alive(vast_cloud) == [] and len(vast_cloud.pods()) == 1   # made, then destroyed
+    assert _settled()[-1] == "release"
+
+
+def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
+        "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},
+        "vast": {"boot_delay_s": 0.3}})
+    lab = Lab(cfg)
+    outcome = asyncio.run(lab.run())
+    assert outcome.status == COMPLETE, outcome.reason
+    stream = (tmp_path / "out" / "stream.jsonl").read_text()
+    assert "--provider auto picked Vast.ai" in stream and "RunPod: no spot at all" in stream
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["provider"] == "vast"
+
+
+def test_auto_with_no_spot_anywhere_is_a_stub_naming_both(lab_assets, tmp_path):
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
+        "runpod": {"faults": {"no_spot_capacity": True}},
+        "vast": {"faults": {"no_bid_offers": True}}})
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == STUB and outcome.pod_id is None and outcome.exit_code == 3
+    assert "RunPod: no spot capacity" in outcome.reason
+    assert "Vast.ai: no spot capacity" in outcome.reason
+    assert "on-demand: RunPod $" in outcome.reason and "Vast.ai $" in outcome.reason
+    assert "nothing was created" in outcome.reason

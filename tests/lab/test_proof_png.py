@@ -1,0 +1,49 @@
+"""proof-terminated.png from a lab's files: the provider's answer read the way a person reads it
+(gone, or still there and why), the routes that gave it, and the final frame from stream.jsonl."""
+
+from __future__ import annotations
+
+import json
+
+from tplab.records.events import Event
+from tplab.lab.proof_png import final_frame, provider_lines, write_proof_png
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _proof(**kw) -> dict:
+    base = {"pod_id": "p1", "provider": "runpod", "verified_gone": True, "listed": False,
+            "answer": {"pod": None}, "checked_at": "2026-12-01T10:00:05+00:00",
+            "terminate_requested_at": "2026-12-01T10:00:01+00:00"}
+    return {**base, **kw}
+
+
+def test_the_provider_answer_reads_as_a_person_would_read_it() -> None:
+    rows = dict(provider_lines(_proof()))
+    assert rows["state reported"].startswith("no such pod (404")
+    assert rows["still listed"] == "no" and rows["verified gone"] == "YES"
+    assert rows["API route"].startswith("GET /v2/pods/{pod_id}")
+    kept = dict(provider_lines(_proof(verified_gone=False, listed=True,
+                                      answer={"pod": {"id": "p1", "desiredStatus": "RUNNING"}})))
+    assert kept["state reported"].startswith("RUNNING") and kept["still listed"] == "YES"
+    assert kept["verified gone"].startswith("NO")
+    vast = dict(provider_lines(_proof(provider="vast")))
+    assert vast["API route"].startswith("GET /api/v0/instances/{pod_id}")
+    failed = dict(provider_lines(_proof(verified_gone=False, answer={"error": "HTTP 500"})))
+    assert failed["state reported"] == "no answer (HTTP 500)"
+
+
+def test_the_final_frame_has_the_phases_with_their_times_and_the_table() -> None:
+    evs = [Event(type="phase", seq=i, ts=100.0 + 2 * i, src="lab", fields={"name": n})
+           for i, n in enumerate(["preflight", "create", "run", "terminate", "verify"])]
+    frame = final_frame(evs, {"status": "COMPLETE", "reason": "the lab completed",
+                              "pod_id": "p1", "verified_gone": True, "actual_cost_usd": 0.0123})
+    assert "[    6.0s] terminate" in frame and "[    0.0s] preflight" in frame
+    assert "p1 (verified gone)" in frame and "$0.0123" in frame
+
+
+def test_no_proof_no_picture_and_a_picture_when_there_is_one(tmp_path) -> None:
+    assert write_proof_png(tmp_path, {"status": "FAILED"}) is None
+    (tmp_path / "proof-terminated.json").write_text(json.dumps(_proof(verified_gone=False)))
+    path = write_proof_png(tmp_path, {"status": "FAILED", "reason": "x"}, mock=True)
+    assert path == tmp_path / "proof-terminated.png" and path.read_bytes()[:8] == PNG

@@ -1,0 +1,92 @@
+"""Which clouds tplab knows, by name: the one place a provider is registered.
+
+Why a registry: the lab, ``tplab check/status/terminate`` and the dashboard ask for a provider
+by the name the user gave (``--provider runpod|vast|auto``) and never import a cloud's package
+themselves. Each package under ``tplab/cloud/`` describes itself in its ``__init__`` (``NAME``,
+``LABEL``, ``find_key``, ``NO_KEY``, ``API_URL_VAR``, ``make``, ``start_mock``) without importing
+anything heavy, so ``tplab --help`` stays fast. Adding a cloud: one folder, one line below, its
+mock.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Mapping
+
+from tplab.cloud.base import AuthError, Provider, ProviderError
+
+#: name -> the package that holds everything that cloud needs on the client side
+PROVIDERS: dict[str, str] = {
+    "runpod": "tplab.cloud.runpod",
+    "vast": "tplab.cloud.vast",
+}
+#: the cloud of a mock lab, and of any call that names none
+DEFAULT = "runpod"
+AUTO = "auto"
+CHOICES = (*PROVIDERS, AUTO)
+
+
+class UnknownProviderError(ProviderError):
+    """A provider name tplab does not know."""
+
+
+def package(name: str) -> ModuleType:
+    """The package of cloud ``name``; an unknown name is one sentence."""
+    module = PROVIDERS.get((name or "").strip().lower())
+    if module is None:
+        raise UnknownProviderError(
+            f"There is no provider named {name!r}; use one of: {', '.join(CHOICES)}.")
+    return importlib.import_module(module)
+
+
+def label(name: str) -> str:
+    """What artifacts and the dashboard call cloud ``name`` ("RunPod", "Vast.ai")."""
+    try:
+        return str(package(name).LABEL)
+    except ProviderError:
+        return name
+
+
+def provider_for(name: str, api_key: str | None = None, api_url: str | None = None,
+                 **options: Any) -> Provider:
+    """The provider of cloud ``name`` with this key (else the one its user keeps), pointed at
+    ``api_url`` (the cloud itself when None)."""
+    pkg = package(name)
+    key = api_key
+    if not key:
+        found = pkg.find_key()
+        if found is None:
+            raise AuthError(pkg.NO_KEY)
+        key = found.key
+    return pkg.make(key, api_url.rstrip("/") if api_url else None, **options)
+
+
+def configured(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The clouds the user has a key for, in registry order."""
+    out = []
+    for name in PROVIDERS:
+        try:
+            if package(name).find_key(environ) is not None:
+                out.append(name)
+        except ProviderError:
+            continue
+    return out
+
+
+def resolve(name: str | None, mock: bool = False,
+            environ: Mapping[str, str] | None = None) -> str:
+    """The name a lab runs with when none was given: in mock mode RunPod's mock (as before);
+    else ``auto`` when several clouds have a key, the one that has, or ``runpod`` when none
+    has (its lab then says which key is missing). A given name is checked and kept."""
+    if name:
+        name = name.strip().lower()
+        if name != AUTO:
+            package(name)
+        return name
+    if mock:
+        return DEFAULT
+    keys = configured(environ)
+    if len(keys) > 1:
+        return AUTO
+    return keys[0] if keys else DEFAULT

@@ -1,0 +1,166 @@
+"""Vast.ai's shapes and tplab's records: the offer search, the create body, an instance as
+``PodInfo``, the charges for one instance.
+
+Why apart from the provider: pure functions of Vast's documented shapes (``vast-openapi.json``
+and VAST.md), readable and testable without a network.
+
+- GPU names: Vast writes "RTX 4090", "H100 SXM"; tplab's default is RunPod's id "NVIDIA GeForce
+  RTX 4090", so a leading "NVIDIA" and "GeForce" are dropped (``vast_gpu_name``).
+- Search (``POST /api/v0/bundles``): interruptible offers are ``type: "bid"``; filters as
+  ``{"field": {"op": value}}``; sorted here by price (the document's ``order`` asks for exactly
+  two sort entries, so tplab sends none).
+- Create (``PUT /api/v0/asks/{offer}``): ``runtype: ssh_direct``, ``price`` = the bid per
+  machine, ``label`` = tplab's pod name, ``onstart`` (at most 4048 characters) keeps the
+  instance's id and key for SSH sessions (``self_end.ENV_FILE``) and starts the boot guard,
+  whose zip travels in ``env`` (a dict, as clients send it; VAST.md).
+- An instance's state (``actual_status`` + ``intended_status``) in tplab's words: running is
+  RUNNING; stopped or frozen while Vast meant it to run is INTERRUPTED (outbid, or out of
+  credit: paused, not gone, still billing storage); exited is EXITED; unknown and offline never
+  reach running (ERROR); no record is GONE.
+- SSH direct: ``public_ipaddr`` + ``ports["22/tcp"][0]["HostPort"]``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from tplab.cloud.base import INTERRUPTED, PodInfo, PodSpec, SshEndpoint
+from tplab.cloud.vast.instance_self_end import ENV_FILE, ID_VAR, KEY_VAR
+
+#: an image with python3 and torch; Vast adds its own sshd for runtype ssh_direct
+DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+ONSTART_MAX = 4048
+#: the environment variable the boot guard's zip travels in (too big for onstart)
+PAYLOAD_VAR = "TPLAB_GUARD_ZIP"
+#: fields of an instance never kept in PodInfo.raw (env and onstart hold what tplab passed)
+_NOT_KEPT = ("extra_env", "onstart", "jupyter_token", "instance_api_key", "env")
+_STARTING = {None, "", "loading", "created", "scheduling", "rebooting", "starting"}
+
+
+def vast_gpu_name(gpu_type: str) -> str:
+    """'NVIDIA GeForce RTX 4090' -> 'RTX 4090'; 'NVIDIA H100 SXM' -> 'H100 SXM'."""
+    name = re.sub(r"^\s*nvidia\s+", "", gpu_type.strip(), flags=re.I)
+    return re.sub(r"^geforce\s+", "", name, flags=re.I).strip()
+
+
+def search_body(gpu_type: str, gpu_count: int, kind: str = "bid",
+                limit: int = 64) -> dict[str, Any]:
+    """The offer search for ``gpu_count`` x ``gpu_type`` (``kind``: "bid" or "ondemand")."""
+    return {"gpu_name": {"in": [vast_gpu_name(gpu_type)]}, "num_gpus": {"in": [int(gpu_count)]},
+            "rentable": {"eq": True}, "verified": {"eq": True},
+            "direct_port_count": {"gte": 1}, "type": kind, "limit": int(limit)}
+
+
+def offer_price(offer: dict[str, Any], kind: str, disk_gb: float) -> float | None:
+    """What the offer costs per hour for the whole machine: the minimum bid (interruptible) or
+    ``dph_total`` (on-demand), plus the disk's storage (``storage_cost`` is $/GB/month)."""
+    base = _float(offer.get("min_bid") if kind == "bid" else offer.get("dph_total"))
+    if base is None:
+        return None
+    storage = (_float(offer.get("storage_cost")) or 0.0) * disk_gb / (30 * 24)
+    return round(base + storage, 6)
+
+
+def cheapest(offers: Iterable[Any], kind: str, disk_gb: float) -> tuple[dict, float] | None:
+    """The cheapest offer and its hourly price, or None."""
+    priced: list[tuple[dict, float]] = []
+    for offer in offers:
+        price = offer_price(offer, kind, disk_gb) if isinstance(offer, dict) else None
+        if price is not None and offer.get("id") is not None:
+            priced.append((offer, price))
+    return min(priced, key=lambda op: op[1]) if priced else None
+
+
+def onstart(spec: PodSpec) -> str:
+    """The instance's on-start script: keep its id and key for SSH sessions (mode 600, on the
+    instance only), then unpack and start the boot guard (its zip in ``$TPLAB_GUARD_ZIP``)."""
+    d = ENV_FILE.rsplit("/", 1)[0]
+    script = (f'umask 077; mkdir -p "{d}"; '
+              f'printf "export {ID_VAR}=%s\\nexport {KEY_VAR}=%s\\n" "${ID_VAR}" "${KEY_VAR}" '
+              f'> "{ENV_FILE}"')
+    if spec.boot is not None:
+        script += (f'; printf %s "${PAYLOAD_VAR}" | base64 -d > "{spec.boot.path}" && '
+                   f"{spec.boot.command}")
+    if len(script) > ONSTART_MAX:
+        raise ValueError(f"the onstart script is {len(script)} characters, over Vast's "
+                         f"{ONSTART_MAX}")
+    return script
+
+
+def create_body(spec: PodSpec, price_per_machine: float | None) -> dict[str, Any]:
+    """The ``PUT /api/v0/asks/{offer}`` body: an interruptible instance at this bid (``None``:
+    on-demand, which only a user's explicit ``--on-demand`` asks for)."""
+    env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
+    if spec.boot is not None:
+        env[PAYLOAD_VAR] = spec.boot.payload_b64
+    body: dict[str, Any] = {
+        "image": spec.image or DEFAULT_IMAGE, "disk": float(spec.container_disk_gb),
+        "label": spec.name, "runtype": "ssh_direct", "target_state": "running",
+        "cancel_unavail": True, "onstart": onstart(spec), "env": env}
+    if price_per_machine is not None:
+        body["price"] = round(max(0.001, price_per_machine), 6)
+    return body
+
+
+def ssh_endpoint(inst: dict[str, Any]) -> SshEndpoint | None:
+    """``public_ipaddr`` + the host port mapped to 22/tcp; None until both exist."""
+    host = str(inst.get("public_ipaddr") or "").strip()
+    ports = inst.get("ports")
+    mapped = ports.get("22/tcp") if isinstance(ports, dict) else None
+    if not host or not isinstance(mapped, list) or not mapped:
+        return None
+    first = mapped[0] if isinstance(mapped[0], dict) else {}
+    try:
+        port = int(first.get("HostPort") or 0)
+    except (TypeError, ValueError):
+        return None
+    return SshEndpoint(host=host, port=port, user="root") if port > 0 else None
+
+
+def state_of(inst: dict[str, Any]) -> tuple[str, str]:
+    """tplab's state for an instance and Vast's reason, one clause (see the module docstring)."""
+    actual = inst.get("actual_status")
+    actual = actual.lower() if isinstance(actual, str) else actual
+    intended = str(inst.get("intended_status") or "running").lower()
+    msg = str(inst.get("status_msg") or "").strip()
+    if actual == "running":
+        return "RUNNING", ""
+    if actual in ("stopped", "frozen", "paused"):
+        if intended == "running":
+            return INTERRUPTED, (f"Vast.ai paused it while it was meant to run (outbid, or out "
+                                 f"of credit){': ' + msg if msg else ''}")
+        return "STOPPED", msg
+    if actual == "exited":
+        return "EXITED", f"its container exited{': ' + msg if msg else ''}"
+    if actual in ("unknown", "offline"):
+        return "ERROR", f"Vast.ai reports it {actual}{': ' + msg if msg else ''}"
+    if actual in _STARTING:
+        return ("PROVISIONING" if actual in (None, "") else "STARTING"), msg
+    return str(actual).upper(), msg
+
+
+def pod_info(inst: dict[str, Any]) -> PodInfo:
+    """A Vast instance as tplab's record."""
+    state, note = state_of(inst)
+    uptime = _float(inst.get("uptime_mins"))
+    return PodInfo(
+        id=str(inst.get("id")), name=str(inst.get("label") or ""), state=state,
+        gpu_type=inst.get("gpu_name"), gpu_count=inst.get("num_gpus"),
+        usd_per_hr=_float(inst.get("dph_total")), spot=bool(inst.get("is_bid", True)),
+        ssh=ssh_endpoint(inst), uptime_s=uptime * 60 if uptime is not None else None,
+        raw={k: v for k, v in inst.items() if k not in _NOT_KEPT}, note=note)
+
+
+def charges_total(results: Iterable[Any], instance_id: str) -> float | None:
+    """The instance's charges (``source`` "instance-<id>"), summed; None when none is its."""
+    amounts = [_float(r.get("amount")) or 0.0 for r in results
+               if isinstance(r, dict) and r.get("source") == f"instance-{instance_id}"]
+    return round(sum(amounts), 8) if amounts else None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

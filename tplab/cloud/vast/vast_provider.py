@@ -1,0 +1,327 @@
+"""The Vast.ai provider: tplab's Provider protocol on Vast's interruptible (bid) instances.
+
+One implementation for real and mock: in mock mode it is pointed at the local mock Vast cloud.
+
+- Quote: the cheapest interruptible offer (``type: "bid"``) for the GPU type and count, its
+  minimum bid per machine plus the disk's storage; the cheapest on-demand offer beside it (for
+  the EDUCATIONAL_STUB's analysis). No offer of either kind for that GPU name: an unknown GPU.
+- Create: search again (offers move), bid the cheapest offer's minimum (refused when it rose
+  above what the lab authorized), ``PUT /api/v0/asks/{offer}`` with ``price`` and ``runtype:
+  ssh_direct``, then attach the lab's fresh SSH key to *this* instance (``POST
+  /api/v0/instances/{id}/ssh``): never to the account, where it would open every later
+  instance. An answer ``success: false`` that still names ``new_contract`` (a failed bid leaves
+  a stopped instance) is destroyed before the error is raised; an ambiguous create (5xx,
+  timeout) is ``AmbiguousCreateError`` and the lab looks for the instance by label.
+- status: ``GET /api/v0/instances/{id}`` (``{"instances": null}`` or 404: gone); list:
+  ``GET /api/v1/instances`` (``next_token`` followed), tplab's labels only.
+- wait_ready: poll until running with an SSH endpoint and a real handshake; exited, unknown,
+  offline or paused (outbid) never reach running: destroyed, one sentence.
+- terminate: ``DELETE /api/v0/instances/{id}`` (404: gone), retried; verify_gone asks show
+  and list, never the destroy's answer alone.
+- actual_cost: Vast's charges for ``instance-<id>`` when it has them, never below the price x
+  the client's window (``tplab.cloud.spend``).
+
+Methods are synchronous; the orchestrator calls them through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import time
+from typing import Any, Callable, Sequence
+
+from tplab.cloud import spend
+from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, AuthError,
+                              CostReport, GoneProof, NoCapacityError, NotReadyError, PodInfo,
+                              PodSpec,
+                              ProviderError, Quote, SpotUnavailableError, SshEndpoint,
+                              UnknownGpuError)
+from tplab.cloud.vast import instance_self_end as pod_self_end
+from tplab.cloud.vast import shapes
+from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, VastApi
+from tplab.home.redact import error_text
+
+MAX_PAGES = 50
+#: a bid this much over the minimum is not outbid by the next renter's rounding
+BID_MARGIN = 1.02
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class VastProvider:
+    """See the module docstring."""
+
+    name = "vast"
+    label = "Vast.ai"
+
+    def __init__(self, api_key: str, api_base_url: str | None = None, *,
+                 poll_interval_s: float = 2.0, ssh_probe_timeout_s: float = 10.0,
+                 client_key: Any = None, retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
+                 rate_limit_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
+                 terminate_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
+                 timeout_s: float = 30.0, disk_gb: int = 20,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._api = VastApi(api_key, (api_base_url or DEFAULT_API_BASE_URL).rstrip("/"),
+                            timeout_s=timeout_s, retry_delays=retry_delays,
+                            rate_limit_delays=rate_limit_delays, sleep=sleep)
+        self.poll_interval_s = poll_interval_s
+        self.ssh_probe_timeout_s = ssh_probe_timeout_s
+        self.client_key = client_key
+        self.terminate_delays = tuple(terminate_delays)
+        self.disk_gb = disk_gb
+        self._sleep = sleep
+
+    def __repr__(self) -> str:  # never the key
+        return f"VastProvider(api={self.api_base_url!r})"
+
+    @property
+    def api_base_url(self) -> str:
+        return self._api.base_url
+
+    def self_end(self) -> dict[str, Any]:
+        """How this provider's instances end themselves (``instance_self_end.py``), on this API's URL."""
+        return pod_self_end.self_end(self.api_base_url)
+
+    # ---- reads ---------------------------------------------------------------------------
+    def offers(self, gpu_type: str, gpu_count: int, kind: str = "bid") -> list[dict[str, Any]]:
+        ans = self._api.call(f"searching {kind} offers", "POST", "/api/v0/bundles",
+                             json=shapes.search_body(gpu_type, gpu_count, kind))
+        return [o for o in (ans.body or {}).get("offers") or [] if isinstance(o, dict)]
+
+    def _unknown_gpu(self, gpu_type: str) -> UnknownGpuError:
+        return UnknownGpuError(
+            f"Vast.ai has no offer at all for a GPU named {shapes.vast_gpu_name(gpu_type)!r}; "
+            "use Vast's name, such as 'RTX 4090' or 'H100 SXM' (`tplab check --provider vast "
+            "--gpu-type ...` quotes it).")
+
+    def quote(self, gpu_type: str, gpu_count: int) -> Quote:
+        bids = shapes.cheapest(self.offers(gpu_type, gpu_count, "bid"), "bid", self.disk_gb)
+        ond = shapes.cheapest(self.offers(gpu_type, gpu_count, "ondemand"), "ondemand",
+                              self.disk_gb)
+        if bids is None and ond is None:
+            anyone = self._api.call("searching offers", "POST", "/api/v0/bundles", json={
+                "gpu_name": {"in": [shapes.vast_gpu_name(gpu_type)]}, "limit": 1})
+            if not (anyone.body or {}).get("offers"):
+                raise self._unknown_gpu(gpu_type)
+        note = "" if bids else (f"no interruptible offer for {gpu_count}x "
+                                f"{shapes.vast_gpu_name(gpu_type)} on Vast.ai right now")
+        return Quote(gpu_type=gpu_type, gpu_count=gpu_count,
+                     spot_usd_per_hr=round(bids[1] * BID_MARGIN, 6) if bids else None,
+                     on_demand_usd_per_hr=ond[1] if ond else None,
+                     spot_available=bids is not None, on_demand_available=ond is not None,
+                     availability=None, spot_offered=True, spot_note=note, provider=self.name)
+
+    def balance(self) -> float | None:
+        me = self._api.call("reading the account balance", "GET", "/api/v0/users/current").body
+        return shapes._float((me or {}).get("balance"))
+
+    def _instance(self, pod_id: str) -> dict[str, Any] | None:
+        ans = self._api.call("reading the instance", "GET", f"/api/v0/instances/{pod_id}")
+        inst = (ans.body or {}).get("instances") if ans.found else None
+        return inst if isinstance(inst, dict) and inst else None
+
+    def status(self, pod_id: str) -> PodInfo:
+        inst = self._instance(pod_id)
+        if inst is None:
+            return PodInfo(id=pod_id, name="", state="GONE")
+        return shapes.pod_info(inst)
+
+    def list_pods(self) -> list[PodInfo]:
+        found: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": 25}
+        for _ in range(MAX_PAGES):
+            body = self._api.call("listing instances", "GET", "/api/v1/instances",
+                                  params=params).body or {}
+            found += [i for i in body.get("instances") or [] if isinstance(i, dict)]
+            token = body.get("next_token")
+            if not token:
+                break
+            params = {"limit": 25, "after_token": token}
+        return [shapes.pod_info(i) for i in found
+                if str(i.get("label") or "").startswith(POD_NAME_PREFIX)]
+
+    # ---- create --------------------------------------------------------------------------
+    def create(self, spec: PodSpec) -> PodInfo:
+        if not spec.name.startswith(POD_NAME_PREFIX):
+            raise ValueError(f"pod names must start with {POD_NAME_PREFIX!r}: {spec.name!r}")
+        if not spec.public_key.strip():
+            raise ProviderError("The instance needs the lab's SSH public key (PodSpec."
+                                "public_key); without it nobody could log in.")
+        kind = "bid" if spec.spot else "ondemand"   # on-demand only when asked by name
+        best = shapes.cheapest(self.offers(spec.gpu_type, spec.gpu_count, kind), kind,
+                               spec.container_disk_gb)
+        what = "interruptible" if spec.spot else "on-demand"
+        if best is None:
+            error = SpotUnavailableError if spec.spot else NoCapacityError
+            raise error(f"Vast.ai has no {what} offer for {spec.gpu_count}x "
+                        f"{shapes.vast_gpu_name(spec.gpu_type)} right now; nothing was created.")
+        offer, price = best
+        bid = round(price * BID_MARGIN, 6) if spec.spot else price
+        cap = (spec.bid_usd_per_gpu_hr * spec.gpu_count) if spec.bid_usd_per_gpu_hr else None
+        if cap is not None and bid > cap + 1e-6:
+            raise SpotUnavailableError(
+                f"the cheapest interruptible bid on Vast.ai rose to ${bid:.3f}/h, above the "
+                f"${cap:.3f}/h the lab authorized; nothing was created.")
+        storage = price - (shapes._float(offer.get("min_bid")) or 0.0)
+        machine_bid = max(0.001, round(bid - storage, 6)) if spec.spot else None
+        ans = self._api.call(f"renting offer {offer['id']}", "PUT", f"/api/v0/asks/{offer['id']}",
+                             json=shapes.create_body(spec, machine_bid), create_label=spec.name)
+        body = ans.body if isinstance(ans.body, dict) else {}
+        contract = body.get("new_contract")
+        if not ans.found or not body.get("success") or not contract:
+            why = shapes_detail(body) if ans.found else "the offer is gone (HTTP 404)"
+            if contract:
+                self._destroy_leftover(str(contract), why)
+            at = f" at ${machine_bid:.3f}/h" if machine_bid is not None else ""
+            raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']}{at} ({why}); "
+                                       "nothing is left running.")
+        pod_id = str(contract)
+        try:
+            self._api.call("attaching the lab's SSH key to the instance", "POST",
+                           f"/api/v0/instances/{pod_id}/ssh",
+                           json={"ssh_key": spec.public_key.strip()})
+        except ProviderError as exc:
+            self._destroy_leftover(pod_id, f"its SSH key could not be attached: {error_text(exc)}")
+            raise ProviderError(f"Vast.ai rented instance {pod_id} but would not attach the "
+                                f"lab's SSH key ({error_text(exc)}); it has been destroyed.") \
+                from None
+        try:
+            info = self.status(pod_id)
+        except ProviderError:
+            info = PodInfo(id=pod_id, name=spec.name, state="PROVISIONING")
+        return dataclasses.replace(info, name=info.name or spec.name, spot=spec.spot,
+                                   gpu_type=info.gpu_type or spec.gpu_type,
+                                   gpu_count=info.gpu_count or spec.gpu_count,
+                                   usd_per_hr=info.usd_per_hr or bid)
+
+    def _destroy_leftover(self, pod_id: str, why: str) -> None:
+        try:
+            self.terminate(pod_id)
+        except ProviderError as exc:
+            raise ProviderError(
+                f"Vast.ai left instance {pod_id} behind ({why}) and destroying it failed "
+                f"({error_text(exc)}); destroy it in the Vast console or with `tplab terminate "
+                f"{pod_id} --provider vast`.") from None
+
+    # ---- readiness -----------------------------------------------------------------------
+    def wait_ready(self, pod_id: str, timeout_s: float, client_key: Any = None) -> PodInfo:
+        key = client_key if client_key is not None else self.client_key
+        deadline = time.monotonic() + timeout_s
+        last = "the instance was never seen"
+        while True:
+            try:
+                info: PodInfo | None = self.status(pod_id)
+            except AuthError:
+                raise
+            except ProviderError as exc:
+                info, last = None, f"the API failed ({error_text(exc)})"
+            if info is not None:
+                if info.state in DEAD_STATES | GONE_STATES | {INTERRUPTED}:
+                    self._give_up(pod_id, f"it went {info.state} before SSH came up "
+                                          f"({info.note or 'it will not reach running'})")
+                if info.ssh is None:
+                    last = f"the instance is {info.state} and 22/tcp has no public port yet"
+                elif info.state == "RUNNING":
+                    try:
+                        host_key = self._probe(info.ssh, max(0.5, min(
+                            self.ssh_probe_timeout_s, deadline - time.monotonic())), key)
+                    except Exception as exc:  # noqa: BLE001 - any failure means not yet
+                        last = (f"SSH on {info.ssh.host}:{info.ssh.port} did not complete a "
+                                f"handshake ({type(exc).__name__})")
+                    else:
+                        ssh = SshEndpoint(info.ssh.host, info.ssh.port, info.ssh.user, host_key)
+                        return dataclasses.replace(info, ssh=ssh)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._give_up(pod_id, f"it was not reachable over SSH within {timeout_s:.0f} s "
+                                      f"({last})")
+            self._sleep(min(self.poll_interval_s, max(remaining, 0.05)))
+
+    def _probe(self, ssh: SshEndpoint, timeout_s: float, key: Any) -> str:
+        from tplab.cloud.ssh_probe import probe_host_key
+        return probe_host_key(ssh.host, ssh.port, timeout_s, client_key=key, username=ssh.user)
+
+    def _give_up(self, pod_id: str, why: str) -> None:
+        try:
+            self.terminate(pod_id)
+        except ProviderError as exc:
+            raise NotReadyError(
+                f"Instance {pod_id} was not ready: {why}; destroying it failed too "
+                f"({error_text(exc)}) — destroy it in the Vast console or with `tplab terminate "
+                f"{pod_id} --provider vast`.") from None
+        raise NotReadyError(f"Instance {pod_id} was not ready: {why}; it has been destroyed.")
+
+    # ---- terminate -----------------------------------------------------------------------
+    def terminate(self, pod_id: str) -> None:
+        last: ProviderError | None = None
+        for attempt in range(len(self.terminate_delays) + 1):
+            try:
+                self._api.call("destroying the instance", "DELETE", f"/api/v0/instances/{pod_id}")
+                return  # {"success": true}, or 404: already gone
+            except AuthError:
+                raise
+            except ProviderError as exc:
+                last = exc
+                try:
+                    if self.status(pod_id).state in GONE_STATES:
+                        return
+                except AuthError:
+                    raise
+                except ProviderError:
+                    pass
+            if attempt < len(self.terminate_delays):
+                self._sleep(self.terminate_delays[attempt])
+        raise ProviderError(
+            f"Could not destroy instance {pod_id} after {len(self.terminate_delays) + 1} attempts "
+            f"({error_text(last) if last else 'unknown error'}); it may still be billing: "
+            f"destroy it in the Vast console or with `tplab terminate {pod_id} --provider vast`.")
+
+    def verify_gone(self, pod_id: str) -> GoneProof:
+        checked = _utc_now()
+        inst = self._instance(pod_id)
+        answer: dict[str, Any] = {"pod": None}
+        if inst is not None:
+            info = shapes.pod_info(inst)
+            answer = {"pod": {**info.raw, "status": info.state}}
+        listed = any(p.id == pod_id and p.state not in GONE_STATES for p in self.list_pods())
+        return GoneProof(pod_id=pod_id, checked_at=checked, answer=answer, listed=listed)
+
+    # ---- cost ----------------------------------------------------------------------------
+    def charges_usd(self, pod_id: str, since: float, until: float) -> float | None:
+        """The instance's charges on Vast (None: no record of it yet)."""
+        day = int(since // 86400 * 86400)
+        filters = {"day": {"gte": day, "lte": int(until) + 86400}, "type": {"in": ["instance"]}}
+        ans = self._api.call("reading the instance's charges", "GET", "/api/v0/charges",
+                             params={"select_filters": json.dumps(filters)})
+        return shapes.charges_total((ans.body or {}).get("results") or [], pod_id)
+
+    def actual_cost(self, pod_id: str, balance_before: float | None, started_at: float,
+                    ended_at: float, usd_per_hr: float) -> CostReport:
+        notes: list[str] = []
+        try:
+            billed = self.charges_usd(pod_id, started_at, ended_at)
+        except AuthError:
+            raise
+        except ProviderError as exc:
+            billed = None
+            notes.append(f"Vast's charges could not be read ({error_text(exc)})")
+        delta: float | None = None
+        if balance_before is not None:
+            try:
+                after = self.balance()
+            except ProviderError as exc:
+                after = None
+                notes.append(f"balance unreadable after the lab ({error_text(exc)})")
+            if after is not None:
+                delta = round(balance_before - after, 6)
+        return spend.settle(pod_id, usd_per_hr, max(0.0, ended_at - started_at), billed, delta,
+                            notes, billed_by="Vast's charges", unit="instance")
+
+
+def shapes_detail(body: dict[str, Any]) -> str:
+    from tplab.cloud.vast.vast_api import detail
+    return detail(body) if body else "no answer"

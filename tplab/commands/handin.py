@@ -1,0 +1,74 @@
+"""`tplab handin DIR`: lay a finished lab and the phase's ledger out where the seeds name them.
+
+Why: tplab keeps a lab's files under TPLAB_HOME/labs/<id>/ and the ledger in TPLAB_HOME, but a
+student hands in ``experiments/35-tp-inference/``, ``experiments/35-cloud-budget/spend.jsonl``,
+``experiments/35-cloud-budget.md`` and ``experiments/35-reading-notes/`` in their own
+repository. This command copies and derives those (``tplab.handin.gather``), never overwriting a
+different file without ``--force``, and lists what it wrote. Standard library only at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "gather a finished lab, its spend and the reading notes into the seed's experiments/ layout"
+DESCRIPTION = (
+    "Copy the latest finished lab (or --lab ID; real or mock) into DIR/experiments/: "
+    "35-tp-inference/ (manifest, results, scaling curve, proof-terminated.png, a README), "
+    "35-cloud-budget/spend.jsonl (the lab's ledger lines as recorded), 35-cloud-budget.md (the "
+    "phase's spend table) and 35-reading-notes/. A different existing file is never overwritten "
+    "without --force.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", nargs="?", metavar="DIR",
+                        help="the repository to write experiments/ into")
+    parser.add_argument("--lab", metavar="ID",
+                        help="the lab's id (its folder name under TPLAB_HOME/labs or "
+                             "TPLAB_HOME/mock/labs) or its folder; default: the newest finished lab")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite files in DIR whose content differs")
+    parser.add_argument("--list", action="store_true",
+                        help="list the finished labs that can be handed in, newest first")
+
+
+def main(args: argparse.Namespace) -> int:
+    from tplab.handin.gather import HandinError, handin
+    from tplab.lab.faces.past_labs import default_roots, find_labs
+    if args.list:
+        labs = [past for past in find_labs(default_roots()) if past.manifest]
+        for past in labs:
+            print(f"{past.lab_id}  {past.status}{'  MOCK' if past.mock else ''}  {past.path}")
+        if not labs:
+            print("no finished lab yet; `tplab run --mock` runs one on the local mock cloud.")
+        return 0
+    if not args.dir:
+        print("tplab handin: name the repository to write into (tplab handin DIR).",
+              file=sys.stderr)
+        return 2
+    dest = Path(args.dir).expanduser()
+    if dest.exists() and not dest.is_dir():
+        print(f"tplab handin: {dest} is not a folder; name the repository to write into.",
+              file=sys.stderr)
+        return 2
+    try:
+        out = handin(dest, args.lab, force=args.force)
+    except HandinError as exc:
+        print(f"tplab handin: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tplab handin: cannot write the hand-in ({exc.strerror}: {exc.filename}); "
+              "nothing after it was written.", file=sys.stderr)
+        return 1
+    lab = out.lab
+    assert lab is not None  # handin() always sets it
+    print(f"Handed in lab {lab.lab_id} ({lab.status}{', MOCK' if lab.mock else ''}) into {dest}:")
+    for rel in out.written:
+        print(f"  wrote      {rel}")
+    for rel in out.unchanged:
+        print(f"  unchanged  {rel}")
+    for note in out.notes:
+        print(f"  note: {note}")
+    return 0

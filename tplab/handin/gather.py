@@ -1,0 +1,219 @@
+"""Plan and write a hand-in: a finished lab's files where the seeds name them.
+
+Why plan first, write after: the destination is the student's own repository. Every file is
+computed in memory, then compared with what is already there; a file that exists with different
+content is the student's and is never overwritten without ``force`` — and when one is refused,
+nothing at all is written, so a hand-in is never half old and half new.
+
+The layout (seeds 000, 002, 004):
+
+* ``experiments/35-tp-inference/`` — manifest.json, results.json, instance.json,
+  scaling-curve.png, proof-terminated.png (+ the provider's answer as JSON), README.md;
+* ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
+* ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
+* ``experiments/35-reading-notes/`` — the reading notes shipped in ``docs/reading-notes/``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from tplab.handin import spend_table
+from tplab.money.budget import BudgetGuard
+from tplab.lab.faces.past_labs import PastLab, default_roots, find_labs
+from tplab.home.paths import REPO_ROOT
+
+TP_DIR = "experiments/35-tp-inference"
+BUDGET_DIR = "experiments/35-cloud-budget"
+BUDGET_MD = "experiments/35-cloud-budget.md"
+NOTES_DIR = "experiments/35-reading-notes"
+NOTES_SRC = REPO_ROOT / "docs" / "reading-notes"
+
+#: the lab's files that go to experiments/35-tp-inference/, and what each one is
+LAB_FILES: dict[str, str] = {
+    "manifest.json": "the seed's manifest (block G): instance, times, cost, per-token latencies, "
+                     "speedup, the why-slower paragraph, the crossover",
+    "results.json": "the job's measurements on the pod: per-token timings of single vs TP, the "
+                    "all-reduce time per token, greedy outputs (TP equals single)",
+    "instance.json": "the instance id and its start time (block C), as tplab recorded them",
+    "scaling-curve.png": "predicted 1-device and TP latency vs d_model with the measured points "
+                         "and the crossover (block F)",
+    "proof-terminated.png": "proof of termination: the provider's own answer for the pod after "
+                            "terminate (state, times, API routes) and the lab's final frame",
+    "proof-terminated.json": "the same provider answer as data",
+    "proof-terminated.svg": "the dashboard's screen saved as the lab ended (dashboard labs only)",
+}
+
+
+class HandinError(Exception):
+    """A hand-in that cannot be made; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    rel: str        # path under the destination, with forward slashes
+    data: bytes
+
+
+@dataclass
+class Outcome:
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    lab: PastLab | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ which lab
+def find_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> PastLab:
+    """The newest finished lab (one with a manifest), or the one whose id (folder name) or
+    folder is ``lab_id``."""
+    roots = list(roots) if roots is not None else default_roots()
+    if lab_id and Path(lab_id).expanduser().is_dir():
+        labs = find_labs(extra=[Path(lab_id)])
+    else:
+        labs = find_labs(roots)
+    finished = [lab for lab in labs if lab.manifest]
+    where = " or ".join(str(r) for r in roots)
+    if lab_id:
+        match = [lab for lab in finished if lab.lab_id == lab_id or str(lab.path) == lab_id
+                 or Path(lab_id).expanduser().resolve() == lab.path]
+        if not match:
+            raise HandinError(f"no finished lab with id {lab_id!r} under {where}; `tplab handin "
+                              "--list` shows the ones there are.")
+        return match[0]
+    if not finished:
+        raise HandinError(f"no finished lab yet under {where}; run one first (`tplab run "
+                          "--mock` runs the lab on the local mock cloud).")
+    return finished[0]
+
+
+def auth_id_of(lab_dir: Path) -> str | None:
+    """The ledger authorization that held this lab's money (its instance.json)."""
+    try:
+        data = json.loads((lab_dir / "instance.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    auth = data.get("auth_id") if isinstance(data, dict) else None
+    return auth if isinstance(auth, str) else None
+
+
+# ------------------------------------------------------------------ the ledger
+def _guard(mock: bool) -> BudgetGuard:
+    from tplab.money.budget import BudgetConfig
+    return BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+
+
+def spend_lines(ledger_path: Path, auth_id: str | None) -> bytes:
+    """This lab's lines of the ledger exactly as written (authorize, then actual or release)."""
+    if auth_id is None:
+        return b""
+    try:
+        raw = ledger_path.read_bytes()
+    except FileNotFoundError:
+        return b""
+    kept = []
+    for line in raw.splitlines(keepends=True):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue  # a damaged line belongs to no lab (tplab budget reports it)
+        if isinstance(data, dict) and data.get("auth_id") == auth_id:
+            kept.append(line if line.endswith(b"\n") else line + b"\n")
+    return b"".join(kept)
+
+
+# ------------------------------------------------------------------ the plan
+def readme(lab: PastLab, present: list[str]) -> str:
+    mock = lab.mock
+    head = [f"# Lab 02: tensor-parallel inference, lab {lab.lab_id}"
+            + (" (MOCK)" if mock else ""), ""]
+    if mock:
+        head += ["**MOCK**: this lab ran on tplab's local mock cloud (`tplab run --mock`): the "
+                 "\"pods\" were processes on this machine's CPU (gloo), the spending simulated. "
+                 "Its figures show the lab's shape, not a GPU's.", ""]
+    head += [f"Gathered by `tplab handin` from `{lab.path}`. Status: {lab.status}"
+             + (f" ({lab.reason})" if lab.reason else "") + ".", "", "| file | what it is |",
+             "|---|---|"]
+    rows = [f"| `{name}` | {LAB_FILES[name]} |" for name in LAB_FILES if name in present]
+    rows += ["| `../35-cloud-budget/spend.jsonl` | this lab's lines of the budget ledger, "
+             "exactly as BudgetGuard recorded them (authorize, then actual) |",
+             "| `../35-cloud-budget.md` | the phase's spend table: each lab, authorized, actual, "
+             "remaining of the phase cap |",
+             "| `../35-reading-notes/` | the Megatron and FSDP reading notes, the pinned "
+             "Megatron SHA and the synthesis diagrams |"]
+    return "\n".join(head + rows) + "\n"
+
+
+def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
+    """Every file of the hand-in, in memory, and notes on what is missing."""
+    guard = guard or _guard(lab.mock)
+    files: list[Planned] = []
+    notes: list[str] = []
+    present = [name for name in LAB_FILES if (lab.path / name).is_file()]
+    for name in present:
+        files.append(Planned(f"{TP_DIR}/{name}", (lab.path / name).read_bytes()))
+    for name in ("scaling-curve.png", "proof-terminated.png"):
+        if name not in present:
+            notes.append(f"{name}: the lab has none (it ended before it could be drawn)")
+    files.append(Planned(f"{TP_DIR}/README.md", readme(lab, present).encode()))
+    auth = auth_id_of(lab.path)
+    lines = spend_lines(Path(guard.ledger_path), auth)
+    if not lines:
+        notes.append("spend.jsonl: the ledger has no line for this lab (nothing was authorized)")
+    files.append(Planned(f"{BUDGET_DIR}/spend.jsonl", lines))
+    lab_ids = {a: other.lab_id for other in find_labs(default_roots())
+               if (a := auth_id_of(other.path))}
+    if auth:
+        lab_ids.setdefault(auth, lab.lab_id)
+    files.append(Planned(BUDGET_MD, spend_table.render(guard.summary(), lab_ids, lab.mock,
+                                                       this_auth=auth).encode()))
+    if NOTES_SRC.is_dir():
+        for src in sorted(NOTES_SRC.iterdir()):
+            if src.is_file():
+                files.append(Planned(f"{NOTES_DIR}/{src.name}", src.read_bytes()))
+    else:
+        notes.append(f"reading notes: {NOTES_SRC} is missing from this install")
+    return files, notes
+
+
+def write(files: list[Planned], dest: Path, force: bool = False) -> Outcome:
+    """Write the plan under ``dest``; a different existing file stops everything unless ``force``."""
+    out = Outcome()
+    conflicts = []
+    for f in files:
+        path = dest / f.rel
+        if path.is_dir():
+            raise HandinError(f"{path} is a folder where the hand-in puts a file; move it away.")
+        if path.is_file():
+            if path.read_bytes() == f.data:
+                out.unchanged.append(f.rel)
+            else:
+                conflicts.append(f.rel)
+    if conflicts and not force:
+        listed = ", ".join(conflicts[:4]) + (f" and {len(conflicts) - 4} more"
+                                             if len(conflicts) > 4 else "")
+        raise HandinError(f"{dest} already has different {listed}; nothing was written (pass "
+                          "--force to overwrite them).")
+    for f in files:
+        if f.rel in out.unchanged:
+            continue
+        path = dest / f.rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".handin-tmp")
+        tmp.write_bytes(f.data)
+        tmp.replace(path)
+        out.written.append(f.rel)
+    return out
+
+
+def handin(dest: Path, lab_id: str | None = None, force: bool = False,
+           roots: Iterable[Path] | None = None) -> Outcome:
+    """Find the lab, plan the hand-in, write it."""
+    lab = find_lab(lab_id, roots)
+    files, notes = plan(lab)
+    out = write(files, dest, force)
+    out.lab, out.notes = lab, notes
+    return out

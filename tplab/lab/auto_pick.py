@@ -1,0 +1,107 @@
+"""``--provider auto``: spot first across clouds. Quote interruptible capacity on every cloud the
+user can use, pick the cheapest offer whose worst case (price x the wall cap) fits the lab cap,
+and say which and why.
+
+Why apart: choosing the cloud happens before the lab has a provider (and, in ``--mock`` mode,
+before its mock cloud starts), and it is a rule of its own: spot only; when no cloud has
+interruptible capacity under the cap the lab is an EDUCATIONAL_STUB whose sentence lists each
+cloud's answer (no spot at all / no capacity / over the cap with the price / could not be asked)
+and the on-demand quotes, and nothing is created anywhere. The lab never switches to on-demand by
+itself. The clouds asked: in mock mode every cloud's mock (each started for the quote and
+stopped); else every cloud with a key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from tplab.cloud import registry
+from tplab.cloud.base import ProviderError, Quote
+from tplab.lab.lab_config import STUB, LabConfig, LabStop
+from tplab.home.redact import one_line
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One cloud's answer to the spot question."""
+    name: str
+    quote: Quote | None = None
+    error: str = ""
+
+    @property
+    def label(self) -> str:
+        return registry.label(self.name)
+
+    def spot_price(self) -> float | None:
+        q = self.quote
+        return q.spot_usd_per_hr if q and q.spot_available and q.spot_usd_per_hr else None
+
+    def describe(self, hours: float, cap: float) -> str:
+        """This cloud's answer in a few words, for the pick and the stub."""
+        q = self.quote
+        if q is None:
+            return f"{self.label}: could not be asked ({self.error})"
+        price = self.spot_price()
+        if price is None:
+            kind = "no spot at all" if q.spot_offered is False else "no spot capacity"
+            return f"{self.label}: {kind} ({(q.spot_note or 'no offer').rstrip('.')})"
+        worst = price * hours
+        if worst > cap + 1e-9:
+            return (f"{self.label}: spot ${price:.3f}/h, worst case ${worst:.2f} over the lab cap "
+                    f"${cap:.2f}")
+        return f"{self.label}: spot ${price:.3f}/h, worst case ${worst:.2f}"
+
+
+def lab_cap(config: LabConfig) -> float:
+    from tplab.money.budget import BudgetConfig
+    return BudgetConfig.load(mock=config.mock).with_overrides(
+        lab_cap_usd=config.lab_cap_usd).lab_cap_usd
+
+
+def names(config: LabConfig) -> list[str]:
+    """The clouds ``auto`` asks: every mock in mock mode; else every cloud with a key."""
+    return list(registry.PROVIDERS) if config.mock else registry.configured()
+
+
+def _ask(config: LabConfig, name: str) -> Answer:
+    """One cloud's quote (blocking: runs in a worker thread)."""
+    from tplab.lab import providers
+    try:
+        if config.mock:
+            cloud = registry.package(name).start_mock(**providers.mock_options(config, name))
+            try:
+                prov = providers.provider_for(cloud.api_key, cloud.api_url, name)
+                return Answer(name, prov.quote(config.gpu_type, config.gpus))
+            finally:
+                cloud.stop()
+        prov = providers.real_provider(None, name)
+        return Answer(name, prov.quote(config.gpu_type, config.gpus))
+    except ProviderError as exc:
+        return Answer(name, error=one_line(exc).rstrip("."))
+
+
+def decide(config: LabConfig, answers: list[Answer], cap: float) -> tuple[str, str]:
+    """(the cloud picked, the sentence saying why); LabStop(STUB) with each cloud's answer and
+    the on-demand quotes when none has spot under the cap."""
+    hours = config.wall_cap_s / 3600.0
+    fits = [a for a in answers if (p := a.spot_price()) is not None and p * hours <= cap + 1e-9]
+    said = "; ".join(a.describe(hours, cap) for a in answers) or "no cloud has a key"
+    if fits:
+        best = min(fits, key=lambda a: a.spot_price() or 0.0)
+        return best.name, (f"--provider auto picked {best.label}: the cheapest spot offer for "
+                           f"{config.gpus}x {config.gpu_type} whose worst case fits the lab cap "
+                           f"${cap:.2f} ({said})")
+    ond = [f"{a.label} ${a.quote.on_demand_usd_per_hr:.3f}/h" for a in answers
+           if a.quote and a.quote.on_demand_available and a.quote.on_demand_usd_per_hr]
+    raise LabStop(STUB, (
+        f"no provider has spot (interruptible) capacity for {config.gpus}x {config.gpu_type} "
+        f"under the lab cap ${cap:.2f} ({said}); on-demand: {', '.join(ond) or 'none quoted'}; "
+        "the lab is spot-first and never switches to on-demand by itself (`tplab run "
+        "--on-demand --provider NAME` asks for it); nothing was created"))
+
+
+async def pick(config: LabConfig) -> tuple[str, str]:
+    """Ask every cloud at once, then ``decide``."""
+    answers = await asyncio.gather(*(asyncio.to_thread(_ask, config, n) for n in names(config)))
+    return decide(config, list(answers), lab_cap(config))

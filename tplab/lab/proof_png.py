@@ -1,0 +1,156 @@
+"""proof-terminated.png: a picture a person reads as proof that the lab's pod is gone.
+
+Why a picture beside ``proof-terminated.json``: the seed (lab 02) asks for a screenshot of the
+provider's console showing the instance terminated. tplab has no browser; what it has is better
+evidence: the provider's own answer after terminate (read by ``tplab.lab.teardown.write_proof``)
+and the lab's final frame. This module draws both, for every lab whose pod was terminated:
+
+* top: the provider's answer — pod id, its state as the provider reported it, when terminate was
+  asked and when the provider was checked, whether the pod still appeared in the provider's list,
+  and the API routes that gave those answers;
+* bottom: the lab's final frame — its phase timeline with times, and the final table that
+  ``tplab run`` prints (``HeadlessView.table``, folded from the same events the dashboard folds).
+
+It reads only files the lab already wrote (proof-terminated.json, stream.jsonl), so it can be
+drawn again for a finished lab. Client side: matplotlib is imported inside ``write_proof_png``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from tplab.records.events import Event, EventDecoder
+
+PROOF_PNG = "proof-terminated.png"
+#: what a mock lab's proof says above everything (its "provider" is the local mock cloud)
+MOCK_BANNER = "MOCK lab: the local mock cloud's answer, not a real provider's"
+
+#: the provider API routes whose answers ``Provider.verify_gone`` reads, by provider name
+GONE_ROUTES: dict[str, tuple[str, ...]] = {
+    "runpod": ("GET /v2/pods/{pod_id}  (the pod's own record: 404 or TERMINATED)",
+               "GET /v2/pods  (tplab's pods: is it still listed?)"),
+    "vast": ("GET /api/v0/instances/{pod_id}  (the instance's own record: none, or its state)",
+             "GET /api/v1/instances  (tplab's instances: is it still listed?)"),
+}
+
+
+def gone_routes(provider: str | None) -> list[str]:
+    """The routes that answered for the pod (``{pod_id}`` left as written in the API)."""
+    return list(GONE_ROUTES.get(str(provider or "").lower(),
+                                (f"{provider or 'the provider'}'s verify_gone",)))
+
+
+def _state(answer: Any) -> str:
+    """The pod's state as the provider reported it."""
+    if not isinstance(answer, dict):
+        return "no answer"
+    if "error" in answer and "pod" not in answer:
+        return f"no answer ({answer['error']})"
+    pod = answer.get("pod")
+    if pod is None:
+        return "no such pod (404: the provider has no record of it)"
+    status = pod.get("status") or pod.get("desiredStatus") if isinstance(pod, dict) else None
+    return f"{status or 'unknown'} (the provider still has a record of it)"
+
+
+def provider_lines(proof: dict[str, Any]) -> list[tuple[str, str]]:
+    """The provider's answer, one (label, value) row each, from proof-terminated.json."""
+    listed = proof.get("listed")
+    rows = [
+        ("pod id", str(proof.get("pod_id"))),
+        ("provider", str(proof.get("provider"))),
+        ("state reported", _state(proof.get("answer"))),
+        ("still listed", "no" if listed is False else "YES" if listed else "unknown"),
+        ("terminate asked", str(proof.get("terminate_requested_at") or "-")),
+        ("provider checked", str(proof.get("checked_at") or "-")),
+        ("verified gone", "YES" if proof.get("verified_gone") else "NO: check the console"),
+    ]
+    for n, route in enumerate(proof.get("routes") or gone_routes(proof.get("provider"))):
+        rows.append(("API route" if n == 0 else "", route))
+    raw = json.dumps(proof.get("answer"), sort_keys=True)
+    rows.append(("raw answer", raw if len(raw) <= 160 else raw[:157] + "..."))
+    return rows
+
+
+def read_events(path: Path) -> list[Event]:
+    """The lab's recorded events (stream.jsonl); an unreadable file gives none."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    return EventDecoder().feed(data if data.endswith(b"\n") else data + b"\n")
+
+
+def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
+    """The lab's last screen as text: its phase timeline (seconds since the lab began) and the
+    final table ``tplab run`` prints, folded from ``events`` by the headless view."""
+    from tplab.lab.faces.headless import HeadlessView
+    view = HeadlessView(io.StringIO(), tty=False)
+    for ev in events:
+        view.handle(ev)
+    t0 = events[0].ts if events else 0.0
+    phases = [f"[{ev.ts - t0:7.1f}s] {ev['name']}"
+              + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else "")
+              for ev in events if ev.type == "phase" and ev.src != "job"]
+    if len(phases) > max_phases:
+        phases = phases[:2] + ["  ..."] + phases[-(max_phases - 3):]
+    table = view.table({**summary, "artifacts": {}})
+    return "\n".join(phases + [""] + table.splitlines())
+
+
+def write_proof_png(out_dir: Path, summary: dict[str, Any], mock: bool = False) -> Path | None:
+    """Draw proof-terminated.png from the out dir's proof-terminated.json and stream.jsonl;
+    None (nothing drawn) when the lab has no proof (no pod was terminated)."""
+    proof_path = out_dir / "proof-terminated.json"
+    if not proof_path.is_file():
+        return None
+    proof = json.loads(proof_path.read_text(encoding="utf-8"))
+    frame = final_frame(read_events(out_dir / "stream.jsonl"), summary)
+    return draw(out_dir / PROOF_PNG, proof, frame, mock)
+
+
+def draw(path: Path, proof: dict[str, Any], frame: str, mock: bool) -> Path:
+    """The picture itself: banner, the provider's answer, the final frame (monospace)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from functools import partial
+
+    rows = provider_lines(proof)
+    frame_lines = [textwrap.shorten(ln, 118, placeholder="...") if len(ln) > 118 else ln
+                   for ln in frame.splitlines()]
+    height = 1.9 + 0.2 * len(rows) + 0.19 * len(frame_lines)
+    fig = plt.figure(figsize=(10, height), dpi=110)
+    text = partial(fig.text, parse_math=False)  # "$0.0181" is money, not mathtext
+    gone = bool(proof.get("verified_gone"))
+    y = 1.0 - 0.25 / height
+    if mock:
+        text(0.5, y, MOCK_BANNER, ha="center", va="top", fontsize=13, weight="bold",
+                 color="tab:red")
+        y -= 0.35 / height
+    verdict = (f"Pod {proof.get('pod_id')} is GONE: the provider's own answer" if gone
+               else f"Pod {proof.get('pod_id')} was NOT verified gone")
+    text(0.03, y, verdict, va="top", fontsize=14, weight="bold",
+             color="tab:green" if gone else "tab:red")
+    y -= 0.4 / height
+    for label, value in rows:
+        text(0.05, y, label, va="top", fontsize=9.5, family="monospace", weight="bold")
+        text(0.25, y, value, va="top", fontsize=9.5, family="monospace")
+        y -= 0.2 / height
+    y -= 0.15 / height
+    text(0.03, y, "The lab's final frame (tplab run's last screen)", va="top", fontsize=12,
+             weight="bold")
+    y -= 0.3 / height
+    text(0.05, y, "\n".join(frame_lines), va="top", fontsize=8.5, family="monospace",
+             linespacing=1.55,
+             bbox={"boxstyle": "round,pad=0.6", "facecolor": "#f4f4f4", "edgecolor": "0.7"})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,137 @@
+"""REPORT.md's stretch sections (seed 003's Stretch) and where the lab's time went, from the numbers
+``compile_stretch`` measured. No torch: plain data in, markdown lines out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _us(x: float) -> str:
+    return f"{x / 1000:.3f} ms" if x >= 1000 else f"{x:.1f} µs"
+
+
+def _spread(t: dict[str, float]) -> str:
+    return f"{_us(t['median_us'])} ({_us(t['min_us'])}–{_us(t['max_us'])})"
+
+
+def autotune_lines(a: dict[str, Any] | None) -> list[str]:
+    lines = ["", "## Stretch 1. `mode=\"max-autotune\"` vs `mode=\"default\"`", ""]
+    if a is None:
+        return lines + ["Not run: pass `--mode max-autotune` to compile the MiniGPT forward in both "
+                        "modes, side by side."]
+    d, m, t = a["default"], a["max-autotune"], a["timing"]
+    sp = a["speedup_vs_default"]
+    lines += [f"MiniGPT forward on {a['shape']}, each mode compiled from a reset Dynamo (so each pays "
+              "its whole compile), then both timed in alternating rounds (median, min–max of the "
+              "rounds):", "",
+              "| mode | compile | run per call | max abs diff vs eager | argmax equal |",
+              "|---|---:|---:|---:|---|"]
+    for name, r in (("default", d), ("max-autotune", m)):
+        lines.append(f"| {name} | {r['compile_s']:.1f} s | {_spread(t[name])} | "
+                     f"{r['max_abs_diff']:.2e} | {r['argmax_equal']} |")
+    lines += ["", f"max-autotune cost {m['compile_s'] / max(d['compile_s'], 1e-9):.1f}× the default "
+              f"mode's compile time and runs at {sp:.2f}× its speed: "
+              + ("worth it for a long run of this shape." if sp >= 1.1 else
+                 "on matrices this small there is little for autotuning to win, so the extra "
+                 "compile time does not pay back.")]
+    return lines
+
+
+def export_lines(e: dict[str, Any] | None) -> list[str]:
+    lines = ["", "## Stretch 2. `torch.export` of the decode step", ""]
+    if e is None:
+        return lines + ["Not run (no model)."]
+    top = ", ".join(f"`{op}` ×{n}" for op, n in e["top_ops"])
+    return lines + [
+        f"The static-cache decode step (`tplab/model/compiled.py`, one token at a tensor position) "
+        f"exported with `torch.export.export` in {e['export_s']:.1f} s (`torch._dynamo.export`, the "
+        f"seed's name, is its deprecated predecessor). Saved as `{e['file']}` ({e['bytes']:,} bytes), "
+        f"readable graph in `{e['graph_file']}`.", "",
+        f"- **{e['op_count']} ops** (call_function nodes), {e['distinct_ops']} distinct; most used: "
+        f"{top}.",
+        f"- {e['placeholders']} inputs (parameters, buffers, token, position). The KV cache is "
+        + (f"returned as mutated buffers ({', '.join(f'`{b}`' for b in e['mutated_buffers'])})"
+           if e["mutated_buffers"] else "written in place inside the graph ("
+           + (", ".join(f"`{op}` ×{n}" for op, n in e.get("in_place_ops", {}).items()) or "no in-place op")
+           + ")") + ".",
+        f"- Loaded back with `torch.export.load`, it gives the eager step's logits: "
+        f"{'yes' if e['reloaded_logits_equal'] else 'NO'}."]
+
+
+def attention_lines(att: dict[str, Any] | None, model: dict[str, Any] | None) -> list[str]:
+    lines = ["", "## Stretch 3. Attention kernels vs `scaled_dot_product_attention`", ""]
+    if att is None:
+        return lines + ["Not run (no model)."]
+    fwd = (model or {}).get("forward_attention") or {}
+    dec = (model or {}).get("decode_attention") or {}
+
+    def said(g: dict[str, list[str]]) -> str:
+        parts = []
+        if g.get("extern_attention"):
+            parts.append("an extern call to ATen's fused attention "
+                         + ", ".join(f"`{x}`" for x in g["extern_attention"]))
+        if g.get("softmax_kernels"):
+            parts.append("generated softmax kernel(s) " + ", ".join(f"`{x}`" for x in g["softmax_kernels"]))
+        return " and ".join(parts) or "no attention-specific kernel (it is split into GEMMs and pointwise kernels)"
+
+    lines += [f"In the full model's Inductor output, attention is: forward: {said(fwd)}; decode "
+              f"step: {said(dec)}. MiniGPT calls `F.scaled_dot_product_attention`, so Inductor keeps "
+              "ATen's fused kernel where it has one for the device.", "",
+              f"The same causal attention on {att['shape']} (the model's heads × the prompt's tokens × "
+              "head_dim), written out (matmul, mask, softmax, matmul) and as SDPA, eager and compiled, "
+              "timed in alternating rounds (median, min–max):", "",
+              "| attention | per call | max abs diff vs manual eager | compile | what Inductor made |",
+              "|---|---:|---:|---:|---|"]
+    for name, t in att["timing"].items():
+        gen = att["generated"].get(name)
+        made = said(gen) if gen is not None else "-"
+        comp = f"{att['compile_s'][name]:.1f} s" if name in att["compile_s"] else "-"
+        lines.append(f"| {name} | {_spread(t)} | {att['max_abs_diff'][name]:.1e} | {comp} | {made} |")
+    t = att["timing"]
+    best = min(t, key=lambda k: t[k]["median_us"])
+    lines += ["", f"Fastest here: **{best}**; SDPA eager runs at "
+              f"{t['manual eager']['median_us'] / t['sdpa eager']['median_us']:.2f}× the manual eager "
+              f"attention's speed, and compiling the manual one gives "
+              f"{t['manual eager']['median_us'] / t['manual compiled']['median_us']:.2f}×. At a few "
+              "dozen tokens the scores matrix is tiny, so call overhead decides, not the memory a "
+              "fused (flash) kernel saves by never writing the scores out."]
+    return lines
+
+
+def time_lines(r: dict[str, Any]) -> list[str]:
+    """Where the lab's wall time went, part by part."""
+    sec = dict(r.get("seconds") or {})
+    m = r.get("model") or {}
+    parts = [("substitute (TinyHead compile + timing)", sec.get("substitute"))]
+    if m:
+        st = (m.get("stretch") or {}).get("seconds") or {}
+        parts += [("MiniGPT forward compile", m.get("forward_compile_s")),
+                  ("MiniGPT decode-step compile", m.get("decode_compile_s")),
+                  ("export", st.get("export")), ("attention comparison", st.get("attention")),
+                  ("max-autotune side by side", st.get("max-autotune")),
+                  ("MiniGPT part in all (compiles, checks, timing rounds)", sec.get("model"))]
+    total = r["finished_at"] - r["started_at"]
+    lines = ["", "## Where the time goes", "", "| part | seconds |", "|---|---:|"]
+    lines += [f"| {name} | {s:.1f} |" for name, s in parts if s is not None]
+    lines += [f"| the whole lab in the child interpreter | {total:.1f} |", "",
+              "Compiles dominate: each `torch.compile` traces, lowers and builds C++ with the system "
+              "compiler. `--rounds` and `--calls` set the timing part; `--substitute-only` skips the "
+              "model."]
+    return lines
+
+
+def stretch_manifest(m: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stretch goals' headline figures for manifest.json."""
+    st = (m or {}).get("stretch")
+    if not st:
+        return None
+    a, e, att = st.get("autotune"), st["export"], st["attention"]
+    return {
+        "export_op_count": e["op_count"], "export_file": e["file"],
+        "export_reloaded_equal": e["reloaded_logits_equal"],
+        "attention_us": {k: v["median_us"] for k, v in att["timing"].items()},
+        "autotune": None if a is None else {
+            mode: {"compile_s": a[mode]["compile_s"], "run_us": a["timing"][mode]["median_us"]}
+            for mode in ("default", "max-autotune")},
+    }
