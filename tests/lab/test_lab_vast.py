@@ -110,3 +110,14 @@ def test_auto_with_no_spot_anywhere_is_a_stub_naming_both(lab_assets, tmp_path):
     assert "Vast.ai: no spot capacity" in outcome.reason
     assert "on-demand: RunPod $" in outcome.reason and "Vast.ai $" in outcome.reason
     assert "nothing was created" in outcome.reason
+
+
+def test_an_instance_that_never_gets_a_public_ssh_port_is_one_sentence(lab_assets, tmp_path,
+                                                                       vast_cloud):
+    vast_cloud.set_faults(no_ssh_port=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+                          boot_timeout_s=6.0)
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == FAILED and outcome.verified_gone
+    assert "never got a public SSH port within 6 s" in outcome.reason
+    assert _alive(vast_cloud) == [] and _settled()[-1] in ("actual", "release")
