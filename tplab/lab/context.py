@@ -30,6 +30,8 @@ class LabContext:
     facts: LabFacts
     #: ask the lab to stop now (terminate + verify gone); idempotent
     request_stop: Callable[[str], None] = _never
+    #: the same, when the provider took the spot instance back: the lab ends INTERRUPTED
+    interrupted: Callable[[str], None] = _never
 
     @property
     def cloud(self) -> Provider:

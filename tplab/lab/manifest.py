@@ -5,8 +5,9 @@ duration_hours, estimated_cost_usd, actual_cost_usd, terminated_screenshot,
 single_gpu_per_token_ms, tp_per_token_ms, speedup, lesson_notes, crossover_d_model) plus
 allreduce_ms_per_token, allreduce_share (its share of a TP token), comm_compute_ratio, outputs_match,
 the tplab version and a status:
-COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run)
-or FAILED (with the reason).
+COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run),
+STOPPED (by the user), INTERRUPTED (the provider took the spot instance back) or FAILED (with the
+reason).
 
 Money: ``estimated_cost_usd`` is what the caller expects the run to cost (the lab: the quote's
 price x the planned run's duration, tplab.lab.preflight.ESTIMATE_FORMULA), ``actual_cost_usd`` what
@@ -39,7 +40,7 @@ from tplab.records.jsonfile import write_json
 
 SEED = 35200
 LAB = "02-tp-inference-cloud"
-STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED", "STOPPED")
+STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED", "STOPPED", "INTERRUPTED")
 
 #: the seed's Block G fields, in its order
 SEED_FIELDS = (

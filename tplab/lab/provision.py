@@ -18,6 +18,7 @@ from tplab.cloud.base import (GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, Ambiguo
                               SpotUnavailableError)
 from tplab.lab import instances
 from tplab.lab.lab_config import FAILED, STUB, LabStop
+from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
 from tplab.lab.context import LabContext
 from tplab.home.redact import one_line
 
@@ -220,7 +221,7 @@ async def boot(ctx: LabContext) -> PodInfo:
                           f"({info.note or _label(ctx) + ' could not start its container'}); "
                           "it is terminated now")
         if info.state.upper() == INTERRUPTED:
-            raise LabStop(FAILED, f"spot interruption while booting: the pod {pod.id} went "
+            raise LabStop(LAB_INTERRUPTED, f"spot interruption while booting: the pod {pod.id} went "
                           f"{info.state} ({info.note or 'its provider took it back'}); it is "
                           "terminated now")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":

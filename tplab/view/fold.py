@@ -159,7 +159,7 @@ class LabState(LabSnapshot):
                 extra = f" {self.done_status or ''}" + (f": {self.done_reason}" if self.done_reason else "")
             level = "info"
             if name == "done" and self.done_status not in ("COMPLETE", None):
-                level = "warning" if self.done_status in ("STOPPED", "EDUCATIONAL_STUB") else "error"
+                level = "warning" if self.done_status in ("STOPPED", "INTERRUPTED", "EDUCATIONAL_STUB") else "error"
             self.add_line(ev.ts, ev.src, level, f"phase {name}{extra}")
         else:
             self.job_phase = name

@@ -14,7 +14,7 @@ from rich.text import Text
 from tplab.view.past_labs import PastLab
 from tui.format import DASH
 
-_STATUS_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow",
+_STATUS_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED": "bold yellow",
                  "EDUCATIONAL_STUB": "bold yellow", "FAILED": "bold red"}
 COLUMNS = ("when (UTC)", "", "status", "speedup", "crossover", "cost", "pod gone", "GPU", "lab")
 

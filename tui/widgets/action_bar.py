@@ -40,7 +40,7 @@ class StartPressed(Message):
 
 
 #: how each ending reads: a stop by the user is not a failure, a stub is a result
-_DONE_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow",
+_DONE_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED": "bold yellow",
                "EDUCATIONAL_STUB": "bold yellow"}
 
 
