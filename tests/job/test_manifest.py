@@ -226,9 +226,12 @@ def test_crossover_is_the_measured_one_when_the_sweep_found_it_and_notes_compare
 
 
 def test_the_manifest_gives_the_all_reduce_share_of_a_tp_token():
-    """allreduce_ms_per_token / tp_per_token_ms: 0.6 of 3.4 ms; none without both figures."""
-    assert _complete()["allreduce_share"] == pytest.approx(0.1765, abs=1e-4)
-    assert _complete(_results(allreduce_ms_per_token=None))["allreduce_share"] is None
+    """allreduce_ms_per_token over the instrumented pass's own per-token ms (the pass that timed
+    it): 0.6 of 4.0 ms; none without both figures."""
+    timed = {"instrumented_per_token_ms": {"n": 14, "mean": 4.0}}
+    assert _complete(_results(tp=timed))["allreduce_share"] == pytest.approx(0.15)
+    assert _complete(_results(tp=timed, allreduce_ms_per_token=None))["allreduce_share"] is None
+    assert _complete()["allreduce_share"] is None
 
 
 def test_lesson_notes_warn_when_the_runs_figures_are_flagged_unstable():

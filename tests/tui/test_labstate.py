@@ -172,12 +172,14 @@ def test_the_all_reduce_share_of_each_tp_token_reaches_the_strip_the_legend_and_
     w = EventWriter([], src="job", clock=lambda: 1.0)
     view = HeadlessView(io.StringIO(), tty=False)
     view.set_plan(num_prompts=1, new_tokens=2, world_size=2)
-    for mode, pos, ms, ar, measured in (("single", 1, 2.0, 0.0, False),
-                                        ("tp", 1, 4.0, 1.0, True), ("tp", 2, 6.0, 3.0, True)):
+    # a measured TP step's share is of its own (instrumented) time, not the uninstrumented ms
+    for mode, pos, ms, own, ar, measured in (("single", 1, 2.0, 2.0, 0.0, False),
+                                             ("tp", 1, 3.0, 4.0, 1.0, True),
+                                             ("tp", 2, 5.0, 6.0, 3.0, True)):
         view.handle(w.make("token", mode=mode, prompt=0, pos=pos, ms=ms, ar_ms=ar,
-                           ar_measured=measured))
+                           ms_instrumented=own, ar_measured=measured))
     tp = view.state.timings["tp"]
     assert tp.ar_share == pytest.approx(0.4) and tp.last_ar_share == pytest.approx(0.5)
     assert "AR 40%" in _timing_line(view.state).plain
-    assert "tp 6.000 ms (AR 50%)" in view.out.getvalue()
+    assert "tp 5.000 ms (AR 50%)" in view.out.getvalue()
     assert view.state.tokens.partial_figures()["allreduce_share"] == pytest.approx(0.4)

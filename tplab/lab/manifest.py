@@ -53,11 +53,18 @@ EXTRA_FIELDS = ("allreduce_ms_per_token", "allreduce_share", "comm_compute_ratio
 
 
 
-def _share(ar_ms: Any, token_ms: Any) -> float | None:
-    """All-reduce ms over token ms, rounded to 4 places; None unless both are positive numbers."""
-    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-             for v in (ar_ms, token_ms))
-    return round(ar_ms / token_ms, 4) if ok else None
+def _share(results: dict[str, Any]) -> float | None:
+    """The all-reduce share of a TP token: all-reduce ms over the instrumented pass's own
+    per-token ms (the pass that timed it), rounded to 4 places; None without both figures."""
+    ar_ms = _positive(results.get("allreduce_ms_per_token"))
+    token_ms = _positive(((results.get("tp") or {}).get("instrumented_per_token_ms") or {})
+                         .get("mean"))
+    return round(ar_ms / token_ms, 4) if ar_ms and token_ms else None
+
+
+def _positive(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    return float(v) if ok else None
 
 
 class ManifestError(ValueError):
@@ -394,8 +401,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "crossover_d_model": round(cross_value, 1) if cross_value else None,
         "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
         # the all-reduce share of a TP token: ar_ms / token ms of the measured steps
-        "allreduce_share": _share(figures.get("allreduce_ms_per_token"),
-                                  figures.get("tp_per_token_ms")),
+        "allreduce_share": _share(r) if r else (part or {}).get("allreduce_share"),
         "comm_compute_ratio": r.get("comm_compute_ratio"),
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,

@@ -90,14 +90,14 @@ class ModeTimings:
     # of which the instrumented TP steps whose all-reduce time was measured
     ar_measured_count: int = 0
     ar_measured_sum_ms: float = 0.0
-    ar_measured_token_ms: float = 0.0   # those steps' own wall time
+    ar_measured_token_ms: float = 0.0   # those instrumented steps' own wall time
     last_ar_share: float | None = None  # ar_ms / ms of the latest measured step
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=self.recent_len)
 
     def add(self, ms: float, ar_ms: float, *, pos: int | None = None,
-            ar_measured: bool = False) -> None:
+            ar_measured: bool = False, ms_instrumented: float | None = None) -> None:
         self.recent.append(ms)
         self.hist.add(ms)
         self.count += 1
@@ -110,9 +110,11 @@ class ModeTimings:
             if ar_measured:
                 self.ar_measured_count += 1
                 self.ar_measured_sum_ms += ar_ms
-                self.ar_measured_token_ms += ms
-                if ms > 0:
-                    self.last_ar_share = ar_ms / ms
+                # the share is of the instrumented step that timed the all-reduce (its own ms)
+                own = ms_instrumented if ms_instrumented is not None else ms
+                self.ar_measured_token_ms += own
+                if own > 0:
+                    self.last_ar_share = ar_ms / own
 
     @property
     def last_ms(self) -> float | None:
@@ -189,7 +191,8 @@ class TokenFold:
                 return False
             ar_ms = _num(ev.fields.get("ar_ms")) or 0.0
             t.add(ms, ar_ms, pos=_int(ev.fields.get("pos")),
-                  ar_measured=ev.fields.get("ar_measured") is True)
+                  ar_measured=ev.fields.get("ar_measured") is True,
+                  ms_instrumented=_num(ev.fields.get("ms_instrumented")))
             t.prompt = _int(ev.fields.get("prompt"))
             return True
         if ev.type == "prompt_done":
