@@ -19,7 +19,7 @@ from tplab.lab import instances
 from tplab.lab.lab_config import COMPLETE, FAILED
 from tplab.lab.context import LabContext
 from tplab.lab.ending import iso, terminate_with_retries, verify_gone
-from tplab.lab.proof_png import gone_routes
+from tplab.cloud.registry import gone_routes
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
 from tplab.home.redact import one_line
