@@ -161,7 +161,7 @@ def floor_app(factory):
     from textual.screen import Screen
     from textual.widgets import Button, Static
 
-    from tplab.lab.faces.state import LabState
+    from tplab.view.fold import LabState
 
     class FloorHelp(Screen):
         BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
@@ -247,7 +247,7 @@ async def key_latency(presses: int, rate: float, labs: int,
     from textual import events
 
     from tui.app import TplabApp
-    from tui.feed.synthetic import SyntheticLab
+    from tests.synthetic_lab import SyntheticLab
 
     def is_help(screen) -> bool:
         return type(screen).__name__ in ("HelpScreen", "FloorHelp")
@@ -299,7 +299,7 @@ async def key_latency(presses: int, rate: float, labs: int,
             app._driver.send_message(events.Key("ctrl+t", None))
             done = await log.until(n0, lambda v: v[:2] == (False, "TERMINATING…"))
             terminate.append((done - t_press) * 1000)
-            while app.lab_active:
+            while app.runner.lab_active:
                 await asyncio.sleep(0.01)
             dropped += holder["lab"].dropped
             while app.action_bar.start_button.disabled:  # the end drawn: ready for s again
@@ -315,8 +315,8 @@ async def key_latency(presses: int, rate: float, labs: int,
 
 # ---------------------------------------------------------------------- 3. memory
 def memory_labstate(n: int) -> dict:
-    from tplab.lab.faces.state import LabState
-    from tui.feed.synthetic import token_flood
+    from tplab.view.fold import LabState
+    from tests.synthetic_lab import token_flood
 
     s = LabState()
     samples = []
@@ -332,7 +332,7 @@ def memory_labstate(n: int) -> dict:
 
 async def memory_app(n: int, rate: float) -> dict:
     from tui.app import TplabApp
-    from tui.feed.synthetic import SyntheticLab
+    from tests.synthetic_lab import SyntheticLab
 
     lab = SyntheticLab(flood_rate=rate)
     app = TplabApp(lambda: lab, start=True, refresh_hz=10)
@@ -346,7 +346,7 @@ async def memory_app(n: int, rate: float) -> dict:
                 samples.append((app.state.events, round(rss_mb(), 1)))
                 nxt += step
         await pilot.press("ctrl+t")
-        while app.outcome is None:
+        while app.runner.outcome is None:
             await asyncio.sleep(0.01)
     return {"events": n, "rate": rate, "rss_mb": samples,
             "growth_after_first_20pct_mb": round(samples[-1][1] - samples[0][1], 1)}

@@ -98,6 +98,16 @@ def monotone(r: dict[str, Any]) -> bool | None:
     return all(a["tp_ms"] <= b["tp_ms"] for a, b in zip(pts, pts[1:]))
 
 
+def _interval(r: dict[str, Any]) -> str:
+    """The measured crossover's interval in a few characters."""
+    iv = r.get("measured_crossover_interval") or {}
+    if iv.get("ci95"):
+        return f"{iv['ci95'][0]:.0f}..{iv['ci95'][1]:.0f}"
+    if iv.get("resolved") is False:
+        return "not resolved"
+    return f"none, {iv['agreement']:.0%} agree" if iv.get("agreement") is not None else "n/a"
+
+
 def _cell(v: float | None, note: str) -> str:
     if v is None:
         return "n/a"
@@ -125,9 +135,7 @@ def report(runs: list[tuple[dict[str, Any] | None, float]], args: argparse.Names
             s = f"{spreads[n]:.0%}"
         rows.append([n] + [_cell(v, note) for v, note in vals] + [s])
     rows.append(["TP monotone in d_model"] + [str(monotone(r)) for r, _ in ok] + [""])
-    rows.append(["crossover interval"] + [
-        ((r.get("measured_crossover_interval") or {}).get("note") or "n/a")[:28] for r, _ in ok]
-        + [""])
+    rows.append(["crossover interval"] + [_interval(r) for r, _ in ok] + [""])
     rows.append(["flagged figures"] + [
         str(len((r.get("stability") or {}).get("unstable") or [])) for r, _ in ok] + [""])
     rows.append(["wall s"] + [f"{w:.1f}" for _, w in ok] + [""])

@@ -237,16 +237,6 @@ def _third_party(path: Path) -> set[str]:
 #: names that still mean two rooms, each with the work that renames it; an entry no longer
 #: shared fails the test (remove it then)
 SHARED_NAMES_PENDING = {
-    "budget": "tui/budget (the dashboard's budget panel) vs tplab/money/budget.py: tui's layout",
-    "commands": "tui/commands.py (the palette) vs tplab/commands/: tui's layout",
-    "lab": "tui/replay/lab.py vs tplab/lab/: tui's layout",
-    "labs": "tui/labs (the Labs screen) vs tplab/labs (the neighbouring labs): tui's layout",
-    "panel": "five tui/*/panel.py: tui's widgets",
-    "plot": "tui/plot.py vs tui/timings/plot.py: tui's widgets",
-    "records": "tplab/lab/faces/records.py vs tplab/records/: the view-model package",
-    "scaling": "tui/scaling vs tplab/scaling/: tui's layout",
-    "state": "tplab/mock/state.py vs tplab/lab/faces/state.py: the view-model package",
-    "timings": "tui/timings vs tplab/lab/faces/timings.py: the view-model package",
     "vast": "tplab/cloud/vast (the provider, as DESIGN.md lays cloud/ out) vs tplab/mock/vast "
             "(its mock cloud): the mocks' layout names its package",
 }
@@ -308,9 +298,7 @@ def test_the_name_rule_counts_packages_and_modules_but_not_subcommands(tmp_path)
 
 #: test folders whose source room is still on its way, each with the work that makes it; an
 #: entry whose room exists fails the test (remove it then)
-TEST_ROOMS_PENDING = {
-    "view": "tplab/view, the view-model package (today tplab/lab/faces): the view-model package",
-}
+TEST_ROOMS_PENDING: dict[str, str] = {}
 
 
 def mirrored_rooms(root: Path) -> dict[str, Path | None]:

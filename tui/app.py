@@ -14,13 +14,13 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from tui.dashboard import MAX_HZ, MIN_HZ, TplabApp  # noqa: F401 - TplabApp re-exported
 
 
 def _speed(text: str) -> float:
-    from tui.replay.lab import parse_speed
+    from tui.replay import parse_speed
     try:
         return parse_speed(text)
     except ValueError:
@@ -58,10 +58,10 @@ def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
     args = parser.parse_args(argv)
     if args.replay is not None:
         return _replay_app(parser, args)
-    from tplab.lab.faces.ledger_view import read_ledger_budget
+    from tplab.view.ledger_view import read_ledger_budget
     from tui.lab_port import LazyConfig, real_lab_factory, real_sweep_factory
     from tui.precheck import default_precheck
-    from tui.scaling.panel import ScalingSource
+    from tui.widgets.scaling_panel import ScalingSource
 
     # what the panels need comes from the parsed options; the LabConfig itself (which imports
     # tplab.lab) is built in a worker when the lab starts
@@ -79,8 +79,8 @@ def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
 
 
 def _replay_app(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TplabApp:
-    from tplab.lab.faces.past_labs import read_lab
-    from tui.lab_runner import source_for_lab
+    from tplab.view.past_labs import read_lab
+    from tui.runner import source_for_lab
 
     folder = args.replay.expanduser()
     if not (folder / "stream.jsonl").is_file():
@@ -101,10 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.captureWarnings(True)
     app = app_from_args(argv)
     code = app.run()
-    if app._left_running:
+    if app.runner.left_running:
         pod = app.state.instance.pod_id
         print(f"tplab-tui: pod {pod} left running; its watchdog still guards it. "
-              f"Stop it with: tplab terminate {pod or ''}{app._cloud_flags()}".rstrip(),
+              f"Stop it with: tplab terminate {pod or ''}{app.runner.cloud_flags()}".rstrip(),
               file=sys.stderr)
     return int(code or 0)
 

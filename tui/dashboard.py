@@ -2,14 +2,14 @@
 
 How it is wired (and why):
 
-* The app holds no lab logic. Its lab side (``tui/lab_runner.py``: Start, the worker that
-  builds and follows a lab, the end of a lab), TERMINATE (``tui/terminate/control.py``) and
-  quitting (``tui/screens/quit_flow.py``) are mixins grouped by feature; the panels live in
-  their feature packages (budget, instance, timings, scaling, log, labs, replay, layout).
+* The app holds no lab logic. It owns one ``LabRunner`` (``tui/runner.py``: Start, the worker
+  that builds and follows a lab, TERMINATE, the end of a lab, quitting), which owns the lab's
+  ``LabState``; the app's actions and messages hand over to it, and its long work runs in the
+  app's workers. The panels are ``tui/widgets/``, the full screens ``tui/screens/``.
 * Events are folded into a ``LabState`` as they arrive; the panels redraw from it on a timer
   (``refresh_hz``, 4–30 Hz), never once per event, so thousands of token events a second cost
   ten redraws a second and a key press is answered at once.
-* The layout follows the terminal's size (``tui/layout/sizes.py``): wide, medium or narrow, by
+* The layout follows the terminal's size (``tui/layout.py``): wide, medium or narrow, by
   CSS classes on the screen; a narrow screen keeps a summary strip and TERMINATE on screen and
   switches the rest with keys 1–4.
 * The budget is read from the ledger before the first frame (standard library only, no torch),
@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -30,32 +31,32 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header
 
-from tplab.lab.faces.records import Budget
-from tplab.lab.faces.state import LabState
-from tui.budget.panel import BudgetPanel
-from tui.commands import LabCommands
-from tui.instance.panel import InstancePanel
-from tui.lab_port import LabFactory, LabPort
-from tui.lab_runner import LIVE, PAST, PROOF_NAME, REPLAY, LabRunner  # noqa: F401
-from tui.layout.sizes import VIEWS, WIDE, effective_view, layout_for, switchable
-from tui.layout.summary import SummaryStrip
-from tui.layout.viewbar import ViewBar
-from tui.log.panel import LogPanel
-from tui.precheck import Precheck
-from tui.replay.lab import SPEEDS, speed_name
-from tui.scaling.panel import ScalingPanel, ScalingSource
-from tui.screens.quit_flow import QuitFlow
-from tui.terminate.bar import ActionBar
-from tui.terminate.control import TerminateControl
-from tui.timings.plot import TokenPlot
-from tui.timings.stats import TimingsStats
+from tplab.view.parts import Budget
+from tplab.view.fold import LabState
+from tui.palette import LabCommands
+from tui.lab_port import LabFactory
+from tui.layout import VIEWS, WIDE, effective_view, layout_for, switchable
+from tui.messages import LabFinished, PrecheckDone, SweepProgress
+from tui.precheck import Precheck, no_precheck, report_rows
+from tui.replay import SPEEDS, speed_name
+from tui.runner import LIVE, PAST, REPLAY, LabRunner
+from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
+from tui.widgets.action_bar import ActionBar, StartPressed, TerminatePressed
+from tui.widgets.budget_panel import BudgetPanel
+from tui.widgets.instance import InstancePanel
+from tui.widgets.log import LogPanel
+from tui.widgets.scaling_panel import ScalingPanel, ScalingSource
+from tui.widgets.summary import SummaryStrip
+from tui.widgets.timings import TimingsStats
+from tui.widgets.token_plot import TokenPlot
+from tui.widgets.view_bar import ViewBar
 
 MIN_HZ, MAX_HZ = 4.0, 30.0
 #: after a key press or a click, the dense panels wait this long (see ``input_quiet``)
 INPUT_QUIET_S = 0.25
 
 
-class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
+class TplabApp(App[int]):
     """The dashboard. ``lab_factory`` builds the lab on Start (None: nothing to start);
     ``replay_dir`` makes it a replay of that finished lab instead (no pod, ever)."""
 
@@ -92,39 +93,20 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         super().__init__()
         if not MIN_HZ <= refresh_hz <= MAX_HZ:
             raise ValueError(f"refresh_hz must be between {MIN_HZ} and {MAX_HZ}")
-        self.lab_factory = lab_factory
-        self.sweep_factory = sweep_factory
         self.autostart = start
         self.plan = plan or {}
-        self.clock = clock
         self.refresh_hz = refresh_hz
         self.scaling = scaling
-        self.save_proof = save_proof
-        self.mock = mock
-        self.api_url = api_url
-        self.ledger = ledger
-        self.ledger_budget: Budget | None = None
         self.precheck = precheck
         self.lab_dirs = list(lab_dirs)
-        self.replay_dir = replay_dir
-        self.replay_speed = replay_speed
         self.screenshots_dir = screenshots_dir
-        self.mode = REPLAY if replay_dir is not None else LIVE
-        self.shown_lab: Any = None
-        self.state = self._new_state()
-        self.lab: LabPort | None = None
-        self.lab_active = False
-        self.outcome: Any = None
-        self.lab_error: str | None = None
-        self.notice: str | None = None
-        self.proof_path: Path | None = None
+        #: the lab side: Start, the lab and its state, TERMINATE, quitting
+        self.runner = LabRunner(self, lab_factory=lab_factory, sweep_factory=sweep_factory,
+                                plan=self.plan, clock=clock, mock=mock, api_url=api_url,
+                                ledger=ledger, save_proof=save_proof, replay_dir=replay_dir,
+                                replay_speed=replay_speed)
         self.view = "plot"
         self.layout_name = WIDE
-        self._quit_after_lab = False
-        self._left_running = False
-        self._sweep: str | None = None
-        self._sweep_done = False
-        self._sweeping = False
         self._drawn_rev = -1
         self._last_tick = 0.0
         self._input_at = 0.0
@@ -168,18 +150,18 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         return f"{gpu} × {n or 2} · {kind}"
 
     def on_mount(self) -> None:
-        # The plots are built in worker threads (tui/plot.py). With CPython's default 5 ms GIL
+        # The plots are built in worker threads (tui/widgets/plot.py). With CPython's default 5 ms GIL
         # switch interval, every time the UI loop releases the GIL (each select) a busy plot
         # thread keeps it up to 5 ms: tens of such waits per frame add up to a sluggish key
         # press. 1 ms hands it back sooner; restored when the app unmounts.
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, 0.001))
-        self.refresh_budget()  # before the first frame: the budget is there from the start
+        self.runner.refresh_budget()  # before the first frame: the budget is there from the start
         self._apply_layout(self.size.width, self.size.height)
         self.set_interval(1.0 / self.refresh_hz, self.redraw)
         self.redraw(force=True)
-        self._install_stop_signals()
-        if self.mode == LIVE:
+        self.runner.install_stop_signals()
+        if self.runner.mode == LIVE:
             self.call_after_refresh(self.start_precheck)
         self.call_after_refresh(self._warm_help)
         if self.autostart:
@@ -200,10 +182,10 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         for v, _ in VIEWS:
             screen.set_class(v == view, f"-view-{v}")
         screen.set_class(self._mock_now(), "-mock")
-        screen.set_class(self.mode != LIVE, "-replay")
+        screen.set_class(self.runner.mode != LIVE, "-replay")
         self.layout_name = layout
         extra = "lower right" if layout == "medium" else ""
-        if self.mode == REPLAY:
+        if self.runner.mode == REPLAY:
             extra += f"  +/-: speed ({speed_name(self._speed())})"
         self.view_bar.show(switchable(layout), view, extra.strip())
 
@@ -225,21 +207,23 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         self.notify(f"log: {group}", timeout=1.5)
 
     def _speed(self) -> float:
-        lab_speed = getattr(self.lab, "speed", None) if self.mode == REPLAY else None
-        return self.replay_speed if lab_speed is None else lab_speed
+        runner = self.runner
+        lab_speed = getattr(runner.lab, "speed", None) if runner.mode == REPLAY else None
+        return runner.replay_speed if lab_speed is None else float(lab_speed)
 
     def action_speed(self, step: int) -> None:
         """+ / -: the replay's speed (×1, ×10, ×100, as fast as it draws)."""
-        if self.mode != REPLAY:
+        if self.runner.mode != REPLAY:
             self.notify("+/- change the speed of a replay (tplab-tui --replay DIR).")
             return
         order = list(SPEEDS)
         current = self._speed()
         i = order.index(current) if current in order else 1
         speed = order[max(0, min(len(order) - 1, i + step))]
-        self.replay_speed = speed
-        if self.lab is not None and hasattr(self.lab, "speed"):
-            self.lab.speed = speed
+        self.runner.replay_speed = speed
+        lab = self.runner.lab
+        if lab is not None and hasattr(lab, "speed"):
+            lab.speed = speed
         self._apply_layout(self.size.width, self.size.height)
         self.title = self._title()
         self.notify(f"replay speed {speed_name(speed)}", timeout=1.5)
@@ -251,17 +235,14 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
                 yield cmd
 
     # ------------------------------------------------------------------ redraw
-    def _new_state(self) -> LabState:
-        state = LabState(clock=self.clock)
-        state.set_plan(num_prompts=self.plan.get("num_prompts"),
-                       new_tokens=self.plan.get("new_tokens"),
-                       world_size=self.plan.get("world_size"),
-                       mock=self.mock if self.mode in (LIVE, REPLAY) else None)
-        return state
+    @property
+    def state(self) -> LabState:
+        """The lab shown: what every panel draws (the runner's)."""
+        return self.runner.state
 
     def _mock_now(self) -> bool:
         return bool(self.state.mock if self.state.mock is not None else
-                    (self.mock and self.mode == LIVE))
+                    (self.runner.mock and self.runner.mode == LIVE))
 
     async def on_event(self, event) -> None:
         if isinstance(event, (events.Key, events.MouseDown)):
@@ -285,9 +266,10 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         s = self.state
         self.instance_panel.show(s)
         self.summary.show(s)
-        self.action_bar.show(s, lab_active=self.lab_active, sweep=self._sweep or self.notice,
-                             sweeping=self._sweeping, sweep_done=self._sweep_done,
-                             mode=self.mode, start_label=self._start_label())
+        r = self.runner
+        self.action_bar.show(s, lab_active=r.lab_active, sweep=r.sweep or r.notice,
+                             sweeping=r.sweeping, sweep_done=r.sweep_done,
+                             mode=r.mode, start_label=self._start_label())
 
     def redraw(self, force: bool = False) -> None:
         """Redraw the panels from the state: all of them when it changed, else once a second
@@ -320,16 +302,18 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
             self.sub_title = sub
 
     def _start_label(self) -> str:
-        return "Replay" if self.mode == REPLAY and self.replay_dir is not None else "Start"
+        return ("Replay" if self.runner.mode == REPLAY and self.runner.replay_dir is not None
+                else "Start")
 
     def _title(self) -> str:
         parts = ["tplab"]
         if self._mock_now():
             parts.append("MOCK (simulated)")
-        if self.mode == REPLAY:
-            name = self.replay_dir.name if self.replay_dir else (self.state.lab_id or "")
+        mode, replay_dir = self.runner.mode, self.runner.replay_dir
+        if mode == REPLAY:
+            name = replay_dir.name if replay_dir else (self.state.lab_id or "")
             parts.append(f"REPLAY {speed_name(self._speed())} · {name} · no pod")
-        elif self.mode == PAST:
+        elif mode == PAST:
             parts.append(f"PAST LAB {self.state.lab_id or ''}".rstrip())
         return " · ".join(parts)
 
@@ -360,7 +344,7 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
             self.push_screen("help")
 
     def action_labs(self) -> None:
-        from tui.labs.screen import LabsScreen  # not needed for the first paint
+        from tui.screens.labs_screen import LabsScreen  # not needed for the first paint
 
         if isinstance(self.screen, LabsScreen):
             return
@@ -370,20 +354,89 @@ class TplabApp(LabRunner, TerminateControl, QuitFlow, App[int]):
         if not choice:
             return
         what, path = choice
-        self.open_past_lab(Path(path), 0.0 if what == "open" else 10.0)
+        self.runner.open_past_lab(Path(path), 0.0 if what == "open" else 10.0)
 
-    def action_screenshot(self) -> None:
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """ctrl+s: an SVG of the screen next to the lab shown (its folder), else in
-        TPLAB_HOME/screenshots; never in the current directory."""
-        out = Path(self.state.out_dir) if self.state.out_dir else self.screenshots_dir
+        TPLAB_HOME/screenshots; never in the current directory. (``filename`` and ``path``, as
+        Textual's own action takes them, override the name and the folder.)"""
+        out = (Path(path) if path else Path(self.state.out_dir) if self.state.out_dir
+               else self.screenshots_dir)
         if out is None:
             from tplab.home.paths import tplab_home
-            out = tplab_home(self.mock) / "screenshots"
+            out = tplab_home(self.runner.mock) / "screenshots"
         try:
             out.mkdir(parents=True, exist_ok=True)
-            name = time.strftime("tplab-%Y%m%d-%H%M%S.svg", time.localtime())
-            path = self.save_screenshot(name, path=str(out))
+            name = filename or time.strftime("tplab-%Y%m%d-%H%M%S.svg", time.localtime())
+            saved = self.save_screenshot(name, path=str(out))
         except OSError as exc:
             self.notify(f"could not save the screenshot in {out}: {exc}", severity="error")
             return
-        self.notify(f"saved {path}")
+        self.notify(f"saved {saved}")
+
+    # ------------------------------------------------------------------ the lab side
+    def action_start(self) -> None:
+        self.runner.start()
+
+    def action_terminate(self) -> None:
+        self.runner.terminate()
+
+    async def action_quit(self) -> None:
+        self.runner.quit()
+
+    def on_start_pressed(self, _: StartPressed) -> None:
+        self.runner.start()
+
+    def on_terminate_pressed(self, _: TerminatePressed) -> None:
+        self.runner.terminate()
+
+    def on_lab_finished(self, msg: LabFinished) -> None:
+        self.runner.finished(msg)
+
+    def on_sweep_progress(self, msg: SweepProgress) -> None:
+        self.runner.sweep_progress(msg)
+
+    def start_worker(self, work: Coroutine[Any, Any, None], group: str) -> None:
+        """The runner's long work (a lab, the leftover sweep): one per group, newest wins."""
+        self.run_worker(work, group=group, exclusive=True, exit_on_error=False)
+
+    def push_dialog(self, screen: Screen[Any], callback: Callable[[Any], None]) -> None:
+        self.push_screen(screen, callback)
+
+    def dialog_open(self) -> bool:
+        return isinstance(self.screen, (QuitScreen, ConfirmLeaveScreen))
+
+    def lab_began(self, scaling: ScalingSource | None) -> None:
+        """A lab (live, replayed or past) starts filling the panels: they start empty."""
+        if scaling is not None:
+            self.scaling_panel.set_source(scaling)
+        elif self.runner.mode == LIVE and self.scaling_panel.source is not self.scaling:
+            self.scaling_panel.set_source(self.scaling)
+        self.scaling_panel.reset()
+        self.log_panel.reset()
+
+    # ------------------------------------------------------------------ before Start
+    def start_precheck(self) -> None:
+        if self.precheck is None or self.precheck is no_precheck:
+            return
+        self.instance_panel.check_status = "checking the cloud…"
+        self.instance_panel.redo()
+        self._precheck_worker()
+
+    @work(thread=True, group="precheck", exclusive=True, exit_on_error=False)
+    def _precheck_worker(self) -> None:
+        check = self.precheck
+        report: Any = None
+        error: str | None = None
+        try:
+            report = check() if check is not None else None
+        except Exception as exc:  # noqa: BLE001 - shown in the panel
+            error = " ".join(str(exc).split()) or type(exc).__name__
+        self.post_message(PrecheckDone(report, error))
+
+    def on_precheck_done(self, msg: PrecheckDone) -> None:
+        panel = self.instance_panel
+        panel.check_rows = report_rows(msg.report)
+        panel.check_status = (f"check failed: {msg.error}" if msg.error else
+                              "" if panel.check_rows else "the check returned nothing")
+        panel.redo()

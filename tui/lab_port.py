@@ -52,33 +52,37 @@ class LazyConfig:
         return self._config
 
 
-def real_lab_factory(config: Any) -> LabFactory:
-    """A factory that builds ``tplab.lab.orchestrator.Lab(config)`` when called; ``config`` may be a
-    ``LazyConfig``. ``preload`` (run in a worker thread first) does the slow imports."""
+class RealLab:
+    """A factory that builds ``tplab.lab.orchestrator.Lab(config)`` when called; ``config`` may
+    be a ``LazyConfig``. ``preload`` (run in a worker thread first) does the slow imports;
+    ``refusal`` says why the lab cannot start (no key, a missing file, the budget) before
+    anything is created, or None when it may."""
 
-    def resolve() -> Any:
-        return config.get() if isinstance(config, LazyConfig) else config
+    def __init__(self, config: Any) -> None:
+        self.config = config
 
-    def preload() -> None:
+    def resolve(self) -> Any:
+        return self.config.get() if isinstance(self.config, LazyConfig) else self.config
+
+    def preload(self) -> None:
         import tplab.lab.orchestrator  # noqa: F401 - in a thread: the import is the slow part
 
-        resolve()
+        self.resolve()
 
-    def build() -> LabPort:
+    def refusal(self) -> str | None:
+        from tplab.view.startcheck import refusal as check
+
+        return check(self.resolve())
+
+    def __call__(self) -> LabPort:
         from tplab.lab.orchestrator import Lab  # deferred: not on the first-paint path
 
-        return Lab(resolve())
+        return Lab(self.resolve())
 
-    def refusal() -> str | None:
-        """Why this lab cannot start (no key, a missing file, the budget), before anything
-        is created; None when it may."""
-        from tplab.lab.faces.startcheck import refusal as check
 
-        return check(resolve())
-
-    build.preload = preload  # type: ignore[attr-defined]
-    build.refusal = refusal  # type: ignore[attr-defined]
-    return build
+def real_lab_factory(config: Any) -> LabFactory:
+    """The factory ``tplab-tui`` starts its lab with (see ``RealLab``)."""
+    return RealLab(config)
 
 
 def real_sweep_factory(config: Any) -> Callable[[], Any]:

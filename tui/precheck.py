@@ -40,7 +40,7 @@ def default_precheck(config: Any, mock: bool, api_url: str | None) -> Precheck:
         return no_precheck
 
     def check() -> Any:
-        from tplab.commands.check import gather_check
+        from tplab.cloud.check import gather_check
         cfg = config.get()
         return gather_check(mock=cfg.mock, api_url=cfg.api_url, gpu_type=cfg.gpu_type,
                             gpus=cfg.gpus, spot=cfg.spot, lab_cap_usd=cfg.lab_cap_usd,
@@ -75,8 +75,7 @@ def report_rows(report: Any) -> list[tuple[str, str]]:
         return []
     rows_fn = getattr(report, "rows", None)
     if callable(rows_fn):
-        out = [(str(a), str(b)) for a, b in rows_fn()]
-        return out[:_MAX_ROWS]
+        return [(str(a), str(b)) for a, b in rows_fn()][:_MAX_ROWS]
     if not dataclasses.is_dataclass(report):
         return [("check", " ".join(str(report).split()))]
     out: list[tuple[str, str]] = []

@@ -55,7 +55,7 @@ def test_check_with_a_bad_key_says_so_and_fails(cloud):
 
 
 def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkeypatch):
-    from tplab.commands.check import gather_check
+    from tplab.cloud.check import gather_check
     monkeypatch.setenv("RUNPOD_API_KEY", cloud.api_key)
     cloud.set_faults(spot_removed=True)
     report = gather_check(mock=True, api_url=cloud.api_url)
@@ -80,7 +80,7 @@ def test_check_on_its_own_mock_cloud_and_as_json():
 
 
 def test_check_report_is_importable_without_torch_or_the_sdk():
-    code = ("import sys; from tplab.commands.check import gather_check, CheckReport; "
+    code = ("import sys; from tplab.cloud.check import gather_check, CheckReport; "
             "bad = [m for m in ('torch', 'runpod', 'requests', 'aiohttp') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tplab.cloud.runpod import pod_self_end
 from tplab.lab import preflight
 from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
 from tplab.lab.options import add_lab_arguments, config_from_args
@@ -21,7 +22,10 @@ def _parse(*argv: str) -> LabConfig:
 
 
 def _job_args(cfg: LabConfig) -> list[str]:
-    fake = SimpleNamespace(ctx=SimpleNamespace(config=cfg), _wall_cap_left=lambda: 3600.0)
+    # the pod's self-termination travels with the job: the RunPod cloud's description of it
+    provider = SimpleNamespace(self_end=pod_self_end.self_end)
+    fake = SimpleNamespace(ctx=SimpleNamespace(config=cfg, provider=provider),
+                           _wall_cap_left=lambda: 3600.0)
     return PodSession.launch_spec(fake).job_args
 
 
@@ -60,7 +64,7 @@ def test_a_bad_size_list_is_refused_by_the_parser(capsys):
 
 def test_the_ui_state_keeps_the_sweep_points_as_they_arrive():
     from tplab.records.events import Event
-    from tplab.lab.faces.state import LabState
+    from tplab.view.fold import LabState
 
     s = LabState()
 

@@ -11,7 +11,7 @@ import pytest
 
 from tplab.lab import instances as instance_store
 from tplab.records.events import EventWriter
-from tplab.lab.faces.headless import HeadlessView
+from tplab.view.headless import HeadlessView
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.options import add_lab_arguments, config_from_args

@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
 from tplab.money.budget import BudgetGuard, default_ledger_path
-from tplab.lab.lab_config import COMPLETE, FAILED, STUB
+from tplab.lab.lab_config import COMPLETE, FAILED, INTERRUPTED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.mock.handle import start_mock_cloud
 
@@ -67,10 +67,11 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
                           num_prompts=10, new_tokens=100, status_poll_s=0.5)
     outcome = asyncio.run(Lab(cfg).run())
-    assert outcome.status == FAILED and "spot interruption" in outcome.reason
+    assert outcome.status == INTERRUPTED and "spot interruption" in outcome.reason
     assert "outbid" in outcome.reason or "paused" in outcome.reason
-    assert outcome.verified_gone and _alive(vast_cloud) == []
+    assert outcome.verified_gone and _alive(vast_cloud) == [] and outcome.exit_code == 5
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["status"] == INTERRUPTED and "spot interruption" in manifest["reason"]
     partial = manifest.get("partial") or {}
     assert manifest["vendor"] == "mock Vast.ai (local)"
     assert partial and partial["single_tokens"] > 0, \
@@ -118,3 +119,14 @@ def test_auto_with_no_spot_anywhere_is_a_stub_naming_both(lab_assets, tmp_path):
     assert "Vast.ai: no spot capacity" in outcome.reason
     assert "on-demand: RunPod $" in outcome.reason and "Vast.ai $" in outcome.reason
     assert "nothing was created" in outcome.reason
+
+
+def test_an_instance_that_never_gets_a_public_ssh_port_is_one_sentence(lab_assets, tmp_path,
+                                                                       vast_cloud):
+    vast_cloud.set_faults(no_ssh_port=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+                          boot_timeout_s=6.0)
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == FAILED and outcome.verified_gone
+    assert "never got a public SSH port within 6 s" in outcome.reason
+    assert _alive(vast_cloud) == [] and _settled()[-1] in ("actual", "release")

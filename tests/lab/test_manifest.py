@@ -225,6 +225,15 @@ def test_crossover_is_the_measured_one_when_the_sweep_found_it_and_notes_compare
     assert m["crossover_source"] == "predicted" and "predicted only" in m["lesson_notes"]
 
 
+def test_the_manifest_gives_the_all_reduce_share_of_a_tp_token():
+    """allreduce_ms_per_token over the instrumented pass's own per-token ms (the pass that timed
+    it): 0.6 of 4.0 ms; none without both figures."""
+    timed = {"instrumented_per_token_ms": {"n": 14, "mean": 4.0}}
+    assert _complete(_results(tp=timed))["allreduce_share"] == pytest.approx(0.15)
+    assert _complete(_results(tp=timed, allreduce_ms_per_token=None))["allreduce_share"] is None
+    assert _complete()["allreduce_share"] is None
+
+
 def test_lesson_notes_warn_when_the_runs_figures_are_flagged_unstable():
     quiet = manifest.lesson_notes(_results())
     assert "not trustworthy" not in quiet

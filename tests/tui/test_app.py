@@ -13,10 +13,10 @@ from textual.command import CommandPalette
 from textual.widgets import Button
 
 from tui.app import TplabApp
-from tui.feed.synthetic import ScriptOptions, SyntheticLab
+from tests.synthetic_lab import ScriptOptions, SyntheticLab
 from tui.screens.help import HelpScreen
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
-from tui.timings.plot import TokenPlot
+from tui.widgets.token_plot import TokenPlot
 
 from .helpers import svg_text, wait_for
 
@@ -33,8 +33,8 @@ async def test_start_runs_to_done_and_saves_the_proof_screen(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         assert app.state.idle and "idle" in str(app.sub_title)
         await pilot.press("s")
-        await wait_for(pilot, lambda: app.outcome is not None, what="the lab's end")
-        await wait_for(pilot, lambda: app.proof_path is not None, what="the proof screenshot")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the lab's end")
+        await wait_for(pilot, lambda: app.runner.proof_path is not None, what="the proof screenshot")
         s = app.state
         assert s.timings["single"].count == 16 and s.timings["tp"].count == 16
         assert s.done_status == "COMPLETE" and s.outputs_match() is True
@@ -43,9 +43,9 @@ async def test_start_runs_to_done_and_saves_the_proof_screen(tmp_path):
         await wait_for(pilot, lambda: not plot.busy, what="the plot build")
         assert plot.drawn_counts == (16, 16) and plot.builds >= 1
         proof = tmp_path / "proof-terminated.svg"
-        assert app.proof_path == proof and proof.read_text().startswith("<svg")
+        assert app.runner.proof_path == proof and proof.read_text().startswith("<svg")
         assert "POD GONE ✓" in svg_text(proof)
-        assert app.exit_code() == 0
+        assert app.runner.exit_code() == 0
         assert not app.query_one("#start", Button).disabled  # a new lab may start
 
 
@@ -64,7 +64,7 @@ async def test_terminate_mid_run_asks_the_lab_once_and_shows_progress(tmp_path):
         assert lab.terminate_calls == ["user"]
         assert _label(app) in ("TERMINATING…", "VERIFYING GONE…", "POD GONE ✓")
         labels = set()
-        while app.outcome is None:
+        while app.runner.outcome is None:
             labels.add(_label(app))
             await pilot.pause(0.02)
         await pilot.pause(0.3)
@@ -93,7 +93,7 @@ async def test_quit_with_a_pod_alive_offers_choices_then_terminates_and_quits(tm
                        what="confirmation")
         await pilot.press("escape")  # no
         await pilot.pause(0.1)
-        assert app.is_running and not app._left_running and lab.terminate_calls == []
+        assert app.is_running and not app.runner.left_running and lab.terminate_calls == []
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
         await pilot.press("t")  # terminate and quit
@@ -114,7 +114,7 @@ async def test_leave_running_needs_an_explicit_yes_and_does_not_terminate():
                        what="confirmation")
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
-    assert app._left_running and lab.terminate_calls == []
+    assert app.runner.left_running and lab.terminate_calls == []
 
 
 async def test_quit_when_idle_exits_at_once():
@@ -140,7 +140,7 @@ async def test_help_screen_and_palette_entries():
         assert app.state.idle  # typing went to the palette, not to the "s" binding
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.outcome is not None, what="the palette-started lab")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the palette-started lab")
         assert app.state.done_status == "COMPLETE"
 
 
@@ -182,7 +182,7 @@ async def test_terminate_with_no_lab_running_terminates_leftover_pods():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+t")
         await pilot.press("ctrl+t")  # while the sweep runs: nothing extra
-        await wait_for(pilot, lambda: app._sweep_done, what="the sweep")
+        await wait_for(pilot, lambda: app.runner.sweep_done, what="the sweep")
         await pilot.pause(0.2)
         assert fake.terminated == ["old1", "old2"]
         assert _label(app) == "NO POD ALIVE ✓"
@@ -200,7 +200,7 @@ async def test_panels_redraw_on_the_timer_not_per_event():
         dt = time.monotonic() - t0
         events, redraws = app.state.events - e0, app.redraws - r0
         await pilot.press("ctrl+t")
-        await wait_for(pilot, lambda: app.outcome is not None, what="flood end")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="flood end")
     assert events > 1000           # thousands of events arrived …
     assert redraws <= 10 * dt + 2  # … and at most refresh_hz redraws a second
 
@@ -223,8 +223,8 @@ async def test_panels_keep_updating_under_a_modal_screen(tmp_path):
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
         await pilot.press("escape")
         await pilot.press("s", "question_mark")
-        await wait_for(pilot, lambda: app.outcome is not None, timeout=60, what="the lab's end")
-        await wait_for(pilot, lambda: app.proof_path is not None, what="the proof")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, timeout=60, what="the lab's end")
+        await wait_for(pilot, lambda: app.runner.proof_path is not None, what="the proof")
         assert isinstance(app.screen, HelpScreen)
         assert app.timings_panel._shown is not None
         assert "120" in app.timings_panel._shown.plain  # 2 × 60 tokens per mode, drawn
@@ -236,7 +236,7 @@ def test_command_line_takes_the_lab_options():
     app = app_from_args(["--mock", "--prompts", "2", "--new-tokens", "8", "--no-sweep"])
     assert app.plan == {"num_prompts": 2, "new_tokens": 8, "world_size": 2,
                         "gpu_type": "NVIDIA GeForce RTX 4090", "spot": True}
-    assert not app.autostart and app.lab_factory is not None and app.sweep_factory is not None
+    assert not app.autostart and app.runner.lab_factory is not None and app.runner.sweep_factory is not None
     assert app.scaling is not None and app.scaling.mock
     assert app_from_args(["--start"]).autostart
     help_text = build_parser().format_help()

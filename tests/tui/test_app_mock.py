@@ -15,7 +15,7 @@ from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
-from tui.scaling.panel import ScalingSource
+from tui.widgets.scaling_panel import ScalingSource
 
 from .helpers import svg_text, wait_for
 
@@ -53,18 +53,18 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     token_seen_while_running = False
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("s")
-        while app.outcome is None and app.lab_error is None:
+        while app.runner.outcome is None and app.runner.lab_error is None:
             await pilot.pause(0.05)
-            if app.lab_active and app.state.timings["tp"].count + \
+            if app.runner.lab_active and app.state.timings["tp"].count + \
                     app.state.timings["single"].count > 0:
                 token_seen_while_running = True
             assert pilot.app.is_running
-        await wait_for(pilot, lambda: app.proof_path is not None, what="proof screenshot")
-    assert app.lab_error is None, app.lab_error
+        await wait_for(pilot, lambda: app.runner.proof_path is not None, what="proof screenshot")
+    assert app.runner.lab_error is None, app.runner.lab_error
     assert token_seen_while_running, "timings never appeared while the lab ran"
-    out = app.outcome
+    out = app.runner.outcome
     assert out.status == "COMPLETE", out.reason
-    assert out.verified_gone and out.exit_code == 0 and app.exit_code() == 0
+    assert out.verified_gone and out.exit_code == 0 and app.runner.exit_code() == 0
     s = app.state
     assert s.timings["single"].count == 2 * 8 and s.timings["tp"].count == 2 * 8
     assert s.outputs_match() is True and s.terminate_status == "gone"
@@ -72,7 +72,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert manifest["status"] == "COMPLETE" and manifest["verified_gone"] is True
     assert manifest["instance_id"] == s.instance.pod_id
     proof = cfg.out_dir / "proof-terminated.svg"
-    assert app.proof_path == proof
+    assert app.runner.proof_path == proof
     text = svg_text(proof)
     assert "POD GONE ✓" in text and "COMPLETE" in text and s.instance.pod_id in text
     assert "MOCK" in text and "MOCK" in app.title and s.mock  # unmistakable, in the proof too
@@ -91,7 +91,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert len(pods_before) == 1
     replay = app_from_args(["--replay", str(cfg.out_dir), "--speed", "max"])
     async with replay.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: replay.outcome is not None, what="the replay")
+        await wait_for(pilot, lambda: replay.runner.outcome is not None, what="the replay")
         s = replay.state
         assert "REPLAY" in replay.title and "no pod" in replay.title
         assert s.done_status == "COMPLETE" and s.instance.gone
@@ -127,21 +127,21 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
         app.action_bar.show = recording_show
         await pilot.press("ctrl+t")
         await pilot.click("#terminate")  # a second press: nothing extra
-        while app.outcome is None and app.lab_error is None:
+        while app.runner.outcome is None and app.runner.lab_error is None:
             await pilot.pause(0.02)
         await pilot.pause(0.3)
         final = str(app.query_one("#terminate", Button).label)
-    assert app.lab_error is None, app.lab_error
+    assert app.runner.lab_error is None, app.runner.lab_error
     progress = [label for label in labels if label != "TERMINATE"]
     assert progress[0] == "TERMINATING…" and progress[-1] == final == "POD GONE ✓", labels
-    assert app.outcome.verified_gone and app.outcome.pod_id == pod_id
+    assert app.runner.outcome.verified_gone and app.runner.outcome.pod_id == pod_id
     assert app.state.timings["tp"].count < MID["num_prompts"] * MID["new_tokens"]  # mid-run
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
     assert pod["desiredStatus"] == "TERMINATED"
     stops = [line for line in app.state.log if "terminate requested" in line.text]
     assert len(stops) == 1  # the lab was asked once
     # -- from tests/lab/test_lab_stops_e2e.py::test_terminate_mid_run_keeps_the_figures_measured_so_far
-    outcome = app.outcome
+    outcome = app.runner.outcome
     assert outcome.status == STOPPED and outcome.exit_code == 4, outcome.reason
     assert "stopped by the user" in outcome.reason and outcome.verified_gone
     m = json.loads((outcome.out_dir / "manifest.json").read_text())
@@ -167,12 +167,12 @@ async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cl
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
         await pilot.press("escape")
         await pilot.pause(0.3)
-        assert app.is_running and app.lab_active
+        assert app.is_running and app.runner.lab_active
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
         await pilot.press("t")  # terminate and quit: the app closes once the pod is gone
         await wait_for(pilot, lambda: not app.is_running, timeout=120, what="the app to exit")
-    assert app.outcome is not None and app.outcome.verified_gone
+    assert app.runner.outcome is not None and app.runner.outcome.verified_gone
     pod = next(p for p in mock_cloud.pods() if p["id"] == pod_id)
     assert pod["desiredStatus"] == "TERMINATED"
     assert (cfg.out_dir / "proof-terminated.svg").is_file()
@@ -193,7 +193,7 @@ async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_
         await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
         await wait_for(pilot, lambda: labs[0].detached, timeout=30, what="the lab to detach")
     lab = labs[0]
-    assert app._left_running and app.return_code == 0
+    assert app.runner.left_running and app.return_code == 0
     assert lab.detached and not lab.verified_gone and lab.pod_id == pod_id
     # the mock API (still up: the test's own mock cloud) shows the pod running
     assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]

@@ -7,11 +7,11 @@ import json
 import os
 from pathlib import Path
 
-from tplab.lab.faces.past_labs import find_labs
+from tplab.view.past_labs import find_labs
 from tui.app import TplabApp, app_from_args
-from tui.feed.synthetic import ScriptOptions, lab_script
-from tui.labs.screen import LabsScreen
-from tui.replay.lab import ReplayLab, parse_speed
+from tests.synthetic_lab import ScriptOptions, lab_script
+from tui.screens.labs_screen import LabsScreen
+from tui.replay import ReplayLab, parse_speed
 
 from .helpers import wait_for
 
@@ -50,7 +50,7 @@ def test_find_labs_reads_each_folder_and_says_what_is_wrong(tmp_path):
     broken.mkdir()
     (broken / "manifest.json").write_text("{not json")
     (broken / "stream.jsonl").write_text("")
-    from tplab.lab.faces.past_labs import default_roots
+    from tplab.view.past_labs import default_roots
     labs = find_labs(default_roots(), [tmp_path / "runs"])
     by_id = {lab.lab_id: lab for lab in labs}
     # newest first (a folder without a readable manifest or stream: by its own time)
@@ -71,9 +71,9 @@ async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
         detail = str(app.screen.query_one("#labs-detail-text").render())
         assert "mock-1" in detail and "MOCK" in detail and "verified gone ✓" in detail
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.state.done and not app.lab_active, what="the lab")
+        await wait_for(pilot, lambda: app.state.done and not app.runner.lab_active, what="the lab")
         s = app.state
-        assert app.mode == "past" and "PAST LAB" in app.title and "MOCK" in app.title
+        assert app.runner.mode == "past" and "PAST LAB" in app.title and "MOCK" in app.title
         assert s.done_status == "COMPLETE" and s.instance.gone
         assert s.timings["single"].count == N_PROMPTS * N_TOKENS
         assert s.timings["tp"].count == N_PROMPTS * N_TOKENS
@@ -81,7 +81,7 @@ async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
         assert app.scaling_panel.source.mock  # the curve of that lab's hardware
         await wait_for(pilot, lambda: app.scaling_panel.curve is not None, what="the curve")
         assert app.action_bar.terminate_button.label.plain == "NO POD (recording)"
-        assert app.proof_path is None and not (folder / "proof-terminated.svg").exists()
+        assert app.runner.proof_path is None and not (folder / "proof-terminated.svg").exists()
         await pilot.press("q")  # a recording has no pod: quit at once
         await wait_for(pilot, lambda: not app.is_running, what="exit")
 
@@ -89,20 +89,20 @@ async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
 async def test_replay_plays_to_the_labs_end_at_the_chosen_speed_and_has_no_pod(tmp_path):
     folder = write_lab(tmp_path / "lab", mock=False, until="terminated", status="STOPPED")
     app = app_from_args(["--replay", str(folder), "--speed", "max"])
-    assert app.replay_speed == 0 and app.autostart and not app.save_proof
+    assert app.runner.replay_speed == 0 and app.autostart and not app.runner.save_proof
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.outcome is not None, what="the replay's end")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the replay's end")
         assert "REPLAY" in app.title and "no pod" in app.title
-        assert app.state.done_status == "STOPPED" and app.exit_code() == 0
+        assert app.state.done_status == "STOPPED" and app.runner.exit_code() == 0
         await pilot.press("ctrl+t")  # nothing to terminate: it says so, nothing is swept
-        assert app.sweep_factory is None and not app._sweeping
+        assert app.runner.sweep_factory is None and not app.runner.sweeping
         await pilot.press("plus")  # the speed keys
         assert "×1" not in app.title
         await pilot.press("minus", "minus")
         assert "×10 " in app.title
         await pilot.press("s")  # again
-        await wait_for(pilot, lambda: app.lab_active, what="the second replay")
-        assert app.lab.speed == 10.0
+        await wait_for(pilot, lambda: app.runner.lab_active, what="the second replay")
+        assert app.runner.lab.speed == 10.0
 
 
 async def test_replay_speed_and_clock():

@@ -43,7 +43,7 @@ def test_the_guard_sees_function_level_imports(tmp_path):
 
 
 def test_dashboard_and_labstate_do_not_import_torch():
-    code = ("import sys, tui.app, tplab.lab.faces.state, tui.feed.synthetic; "
+    code = ("import sys, tui.app, tplab.view.fold, tests.synthetic_lab; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=120)

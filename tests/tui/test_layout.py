@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from tplab.lab.faces.records import Budget
+from tplab.view.parts import Budget
 from tui.app import TplabApp
-from tui.budget.panel import budget_bar
-from tui.feed.synthetic import ScriptOptions, lab_script
-from tui.layout.sizes import MEDIUM, NARROW, WIDE, layout_for
-from tui.plot import ThreadedPlot
+from tui.widgets.budget_panel import budget_bar
+from tests.synthetic_lab import ScriptOptions, lab_script
+from tui.layout import MEDIUM, NARROW, WIDE, layout_for
+from tui.widgets.plot import ThreadedPlot
 
 from .helpers import wait_for
 
@@ -40,7 +40,7 @@ async def test_at_80x24_terminate_state_budget_timings_and_phase_stay_on_screen(
     app = _app(mock=True)
     events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30, until="running"))
     async with app.run_test(size=(80, 24)) as pilot:
-        app.feed(events)
+        app.runner.feed(events)
         app.redraw(force=True)
         await pilot.pause(0.2)
         assert app.layout_name == NARROW
@@ -92,7 +92,7 @@ async def test_a_plot_below_its_useful_size_shows_its_numbers():
     app = _app()
     events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30, until="running"))
     async with app.run_test(size=(70, 15)) as pilot:  # the plot view gets 8 columns of braille
-        app.feed(events)
+        app.runner.feed(events)
         app.redraw(force=True)
         plot = app.token_plot
         await wait_for(pilot, lambda: plot.builds > 0 and not plot.busy, what="a build")
@@ -112,7 +112,7 @@ async def test_every_visible_plot_is_readable_at_each_size():
     app = _app()
     events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30, until="running"))
     async with app.run_test(size=(80, 24)) as pilot:
-        app.feed(events)
+        app.runner.feed(events)
         for size in ((80, 24), (100, 35), (120, 40), (160, 36), (200, 60)):
             await pilot.resize_terminal(*size)
             app.redraw(force=True)
@@ -151,9 +151,9 @@ async def test_start_answers_at_once_and_a_refused_start_creates_nothing(tmp_pat
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
         # the very next frame: Start disabled, the status says starting
-        assert app.lab_active and app.action_bar.start_button.disabled
+        assert app.runner.lab_active and app.action_bar.start_button.disabled
         assert "starting" in app.action_bar._status_shown.plain
-        await wait_for(pilot, lambda: not app.lab_active, what="the refusal")
+        await wait_for(pilot, lambda: not app.runner.lab_active, what="the refusal")
         assert built == [] and app.state.idle
         assert "not started: No RunPod API key" in app.action_bar._status_shown.plain
         assert not app.action_bar.start_button.disabled

@@ -4,8 +4,8 @@ errors marked so they read without colour, and the pod's job.log as the stderr s
 from __future__ import annotations
 
 from tplab.records.events import EventWriter
-from tplab.lab.faces.past_labs import remote_stderr
-from tplab.lab.faces.state import LabState
+from tplab.view.past_labs import remote_stderr
+from tplab.view.fold import LabState
 from tui.app import TplabApp
 
 from .helpers import wait_for
@@ -24,7 +24,7 @@ async def test_long_lines_wrap_whole_and_the_filter_picks_a_source():
     lab, job = EventWriter(src="lab"), EventWriter(src="job")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
-        app.feed([lab.make("log", level="info", msg=LONG),
+        app.runner.feed([lab.make("log", level="info", msg=LONG),
                   job.make("log", level="warning", msg="gloo on the CPU"),
                   job.make("error", msg="CUDA error: an illegal memory access", fatal=True)])
         app.state.add_remote_lines(["Traceback (most recent call last):",
@@ -64,13 +64,13 @@ async def test_scrollback_is_bounded_and_follows_the_tail_until_scrolled_up():
     w = EventWriter(src="lab")
     async with app.run_test(size=(120, 40)) as pilot:
         view = app.log_panel.view
-        app.feed([w.make("log", level="info", msg=f"line {i}") for i in range(2500)])
+        app.runner.feed([w.make("log", level="info", msg=f"line {i}") for i in range(2500)])
         app.redraw(force=True)
         await pilot.pause(0.2)
         assert len(app.state.log) == 2000 and len(view._rows) == 2000
         assert view.following and _rows(app)[-1].rstrip().endswith("line 2499")
         view.scroll_to(y=0, animate=False, immediate=True)
-        app.feed([w.make("log", level="info", msg="newer")])
+        app.runner.feed([w.make("log", level="info", msg="newer")])
         app.redraw(force=True)
         await pilot.pause(0.1)
         assert view.scroll_offset.y == 0  # reading back: not pulled down
@@ -89,12 +89,12 @@ def test_job_log_lines_without_the_event_lines(tmp_path):
 
 
 async def test_the_pod_stderr_joins_the_log_when_a_lab_ends(tmp_path):
-    from tui.feed.synthetic import ScriptOptions, SyntheticLab
+    from tests.synthetic_lab import ScriptOptions, SyntheticLab
     (tmp_path / "job.log").write_text("RuntimeError: the job's own words\n")
     lab = SyntheticLab(ScriptOptions(num_prompts=1, new_tokens=4), out_dir=str(tmp_path))
     app = TplabApp(lambda: lab, save_proof=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
-        await wait_for(pilot, lambda: app.outcome is not None, what="the lab's end")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the lab's end")
         assert [ln.text for ln in app.state.log if ln.src == "stderr"] == [
             "RuntimeError: the job's own words"]

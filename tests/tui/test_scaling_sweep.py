@@ -4,8 +4,8 @@ crossover beside the predicted one."""
 from __future__ import annotations
 
 from tplab.records.events import Event
-from tplab.lab.faces.state import LabState
-from tui.scaling.panel import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
+from tplab.view.fold import LabState
+from tui.widgets.scaling_panel import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
 
 
 class _Plt:

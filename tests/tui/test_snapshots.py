@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from tplab.records.events import Event
-from tplab.lab.faces.records import Budget
+from tplab.view.parts import Budget
 from tui.app import TplabApp
-from tui.feed.synthetic import ScriptOptions, lab_script
-from tui.plot import ThreadedPlot
-from tui.scaling.panel import ScalingSource
+from tests.synthetic_lab import ScriptOptions, lab_script
+from tui.widgets.plot import ThreadedPlot
+from tui.widgets.scaling_panel import ScalingSource
 
 NARROW, MEDIUM, WIDE = (80, 24), (120, 40), (200, 60)
 PLAN = {"num_prompts": 3, "new_tokens": 24, "world_size": 2,
@@ -34,7 +34,7 @@ def _app(events: list[Event], *, requested: bool = False, keys: tuple[str, ...] 
     async def run_before(pilot) -> None:
         if requested:
             app.state.note_terminate_requested()
-        app.feed(events)
+        app.runner.feed(events)
         app.redraw(force=True)  # may start the scaling recalibration (a thread worker)
         if keys:
             await pilot.press(*keys)

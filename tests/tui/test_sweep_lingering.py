@@ -35,21 +35,21 @@ async def test_the_leftover_sweep_waits_for_a_lingering_pod_and_never_calls_a_st
         app = TplabApp(None, sweep_factory=lambda: Lab(cfg, provider=prov))
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("ctrl+t")
-            await wait_for(pilot, lambda: app._sweep and not app._sweeping, timeout=60,
+            await wait_for(pilot, lambda: app.runner.sweep and not app.runner.sweeping, timeout=60,
                            what="the sweep's end")
             await pilot.pause(0.2)
             label = str(app.query_one("#terminate", Button).label)
             log = [line.text for line in app.state.log]
             status = cloud.pods()[0]["desiredStatus"]
             if lingers > 0:
-                assert status == "TERMINATED" and app._sweep_done
+                assert status == "TERMINATED" and app.runner.sweep_done
                 assert label == "NO POD ALIVE ✓"
                 assert any(left.id in t and "verified gone" in t for t in log)
             else:
-                assert status == "RUNNING" and not app._sweep_done
+                assert status == "RUNNING" and not app.runner.sweep_done
                 assert label != "NO POD ALIVE ✓"
                 assert any(left.id in t and "NOT verified gone" in t for t in log), log
-                assert "NOT verified gone" in app._sweep and "console" in app._sweep
+                assert "NOT verified gone" in app.runner.sweep and "console" in app.runner.sweep
                 assert cloud.state()["calls"].get("DELETE /v2/pods/{id}", 0) >= 2  # re-sent
     finally:
         cloud.stop()

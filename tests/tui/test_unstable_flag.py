@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from tplab.lab.faces.state import LabState
+from tplab.view.fold import LabState
 from tplab.records.harness import unstable_text
-from tui.timings.stats import TimingsStats
+from tui.widgets.timings import TimingsStats
 
 
 def test_the_dashboard_figures_view_flags_unstable_figures():

@@ -7,8 +7,9 @@ import random
 import pytest
 
 from tplab.records.events import EventWriter
-from tplab.lab.faces.state import LabState, LogHistogram
-from tui.feed.synthetic import ScriptOptions, lab_script, token_flood
+from tplab.view.fold import LabState
+from tplab.view.tokens import LogHistogram
+from tests.synthetic_lab import ScriptOptions, lab_script, token_flood
 
 
 class Clock:
@@ -136,3 +137,49 @@ def test_fatal_error_is_kept_and_logged():
     assert s.fatal_error and "CUDA" in s.fatal_error
     assert any(line.level == "error" for line in s.log)
     assert s.done_status == "FAILED"
+
+
+def test_the_partial_figures_of_a_stopped_lab_come_from_the_same_fold_as_the_views():
+    """A lab stopped before results.json reports, per mode, the decode steps the stream timed
+    (each prompt's prefill step, pos 0, left out, as results.json does), the all-reduce time
+    of the instrumented TP steps only, and how many TP prompts matched; the dashboard's plot,
+    from the same fold, still shows every token."""
+    w = EventWriter([], src="job", clock=lambda: 1.0)
+    s = LabState()
+    for pos, ms in enumerate((9.0, 2.0, 4.0)):
+        s.apply(w.make("token", mode="single", prompt=0, pos=pos, ms=ms, ar_ms=0.0))
+    for pos, (ms, ar, measured) in enumerate(((8.0, 0.0, False), (3.0, 1.0, False),
+                                               (5.0, 2.0, True))):
+        s.apply(w.make("token", mode="tp", prompt=0, pos=pos, ms=ms, ar_ms=ar,
+                       ar_measured=measured))
+    s.apply(w.make("prompt_done", mode="tp", prompt=0, text="a", n_tokens=3, match=True))
+    part = s.tokens.partial_figures()
+    assert (part["single_tokens"], part["tp_tokens"]) == (2, 2)
+    assert part["single_per_token_ms"] == 3.0 and part["tp_per_token_ms"] == 4.0
+    assert part["speedup"] == 0.75
+    assert (part["allreduce_ms_per_token"], part["allreduce_tokens"]) == (2.0, 1)
+    assert (part["tp_prompts_done"], part["tp_prompts_matching"]) == (1, 1)
+    assert s.tokens.measured and list(s.timings["tp"].recent) == [8.0, 3.0, 5.0]
+
+
+def test_the_all_reduce_share_of_each_tp_token_reaches_the_strip_the_legend_and_the_progress_line():
+    """ar_ms / ms of the measured TP steps: the strip shows the lab's share so far, the live
+    plot's legend and the headless progress line the latest step's."""
+    import io
+
+    from tplab.view.headless import HeadlessView
+    from tui.widgets.summary import _timing_line
+    w = EventWriter([], src="job", clock=lambda: 1.0)
+    view = HeadlessView(io.StringIO(), tty=False)
+    view.set_plan(num_prompts=1, new_tokens=2, world_size=2)
+    # a measured TP step's share is of its own (instrumented) time, not the uninstrumented ms
+    for mode, pos, ms, own, ar, measured in (("single", 1, 2.0, 2.0, 0.0, False),
+                                             ("tp", 1, 3.0, 4.0, 1.0, True),
+                                             ("tp", 2, 5.0, 6.0, 3.0, True)):
+        view.handle(w.make("token", mode=mode, prompt=0, pos=pos, ms=ms, ar_ms=ar,
+                           ms_instrumented=own, ar_measured=measured))
+    tp = view.state.timings["tp"]
+    assert tp.ar_share == pytest.approx(0.4) and tp.last_ar_share == pytest.approx(0.5)
+    assert "AR 40%" in _timing_line(view.state).plain
+    assert "tp 5.000 ms (AR 50%)" in view.out.getvalue()
+    assert view.state.tokens.partial_figures()["allreduce_share"] == pytest.approx(0.4)

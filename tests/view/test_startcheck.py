@@ -9,7 +9,7 @@ import sys
 
 from tplab.money.budget import BudgetGuard
 from tplab.lab.lab_config import LabConfig
-from tplab.lab.faces.startcheck import refusal
+from tplab.view.startcheck import refusal
 
 LABEL = "lab02-tp-spinup-rtx4090x2"
 

@@ -3,7 +3,7 @@
 Why a registry: the lab, ``tplab check/status/terminate`` and the dashboard ask for a provider
 by the name the user gave (``--provider runpod|vast|auto``) and never import a cloud's package
 themselves. Each package under ``tplab/cloud/`` describes itself in its ``__init__`` (``NAME``,
-``LABEL``, ``find_key``, ``NO_KEY``, ``API_URL_VAR``, ``make``, ``start_mock``) without importing
+``LABEL``, ``GONE_ROUTES``, ``find_key``, ``NO_KEY``, ``API_URL_VAR``, ``make``, ``start_mock``) without importing
 anything heavy, so ``tplab --help`` stays fast. Adding a cloud: one folder, one line below, its
 mock.
 """
@@ -46,6 +46,14 @@ def label(name: str) -> str:
         return str(package(name).LABEL)
     except ProviderError:
         return name
+
+
+def gone_routes(name: str | None) -> list[str]:
+    """The API routes whose answers tell that cloud's pod is gone (``{pod_id}`` as written)."""
+    try:
+        return list(package(str(name or "")).GONE_ROUTES)
+    except ProviderError:
+        return [f"{name or 'the provider'}'s verify_gone"]
 
 
 def provider_for(name: str, api_key: str | None = None, api_url: str | None = None,

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 HELP = "show the budget (cap, spent, held, remaining, ledger) or release a stale authorization"
 DESCRIPTION = (
@@ -86,7 +87,8 @@ def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
 
-def render(summary, preflight, mock: bool = False) -> str:  # noqa: ANN001 - tplab.money.budget types
+def render(summary: Any, preflight: Any, mock: bool = False) -> str:
+    # summary, preflight: tplab.money.budget's BudgetSummary and PreflightResult (imported lazily)
     """The human-readable report."""
     from tplab.money.budget import fmt_usd
 

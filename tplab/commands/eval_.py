@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported when the command runs, not at `tplab --help`
+    from tplab.model.evaluate import EvalReport
 
 HELP = "exact-match accuracy of the MiniGPT-grammar checkpoint (held-out split and outside-corpus set)"
 
@@ -26,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
 
 
-def _print_report(title: str, report) -> None:
+def _print_report(title: str, report: EvalReport) -> None:
     print(f"{title} exact match: {report.accuracy:.1%} ({report.correct}/{report.total})   "
           f"content words changed: {report.content_change_rate:.1%} ({report.content_changed}/{report.total})   "
           f"repeated n-grams: {report.repeat_rate:.1%} ({report.repeated}/{report.total})")

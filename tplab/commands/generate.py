@@ -11,6 +11,10 @@ import argparse
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported when the command runs, not at `tplab --help`
+    from tplab.model.tokenizer import Tokenizer
 
 HELP = "correct a sentence with MiniGPT-grammar (add --tp 2 to run it tensor-parallel)"
 
@@ -62,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
     return _run_tp(checkpoint, args.tp, args.max_new_tokens, text)
 
 
-def _note_unknown_words(tok, text: str) -> None:
+def _note_unknown_words(tok: Tokenizer, text: str) -> None:
     """Tell the user which words the model does not know: they are carried through as placeholders
     (copied, never corrected); words past the checkpoint's placeholder slots are read as <unk>."""
     unknown = tok.unknown_words(text)

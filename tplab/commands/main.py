@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from types import ModuleType
 import sys
 from typing import Sequence
 
@@ -34,7 +35,7 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def _load(module: str):
+def _load(module: str) -> ModuleType:
     return importlib.import_module(f"tplab.commands.{module}")
 
 

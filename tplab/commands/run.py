@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from tplab.lab.lab_config import LabConfig  # a dataclass; tplab.lab's heavy modules are not imported
 
 HELP = "run the TP lab headless (add --mock for the local mock cloud)"
 DESCRIPTION = ("Run lab 02 end to end: authorize, create a spot pod, upload, run single vs TP "
@@ -35,8 +39,8 @@ def quiet_third_party_logs(verbose: bool = False) -> None:
     a no-op; ``--verbose`` makes it a stderr handler at INFO instead of a silent one."""
     import logging
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     if verbose:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
@@ -49,7 +53,7 @@ def quiet_third_party_logs(verbose: bool = False) -> None:
 
 def main(args: argparse.Namespace) -> int:
     import asyncio
-    from tplab.lab.faces.startcheck import refusal
+    from tplab.view.startcheck import refusal
     from tplab.lab.options import config_from_args
     quiet_third_party_logs(args.verbose)
     config = config_from_args(args)
@@ -74,7 +78,7 @@ class _Output:
     """stdout for the lab's view: when the reader goes away (``| head``, a closed terminal) the
     output stops quietly and the lab is asked to stop; the lab itself never waits on it."""
 
-    def __init__(self, out, on_closed) -> None:
+    def __init__(self, out: TextIO, on_closed: Callable[[], None]) -> None:
         self.out = out
         self.closed = False
         self._on_closed = on_closed
@@ -107,7 +111,7 @@ class _Output:
         self._on_closed()
 
 
-def _silence(stream) -> None:
+def _silence(stream: TextIO) -> None:
     """Point a dead stdout/stderr at /dev/null, so nothing (the interpreter's exit flush
     included) prints a BrokenPipeError traceback."""
     import os
@@ -131,9 +135,9 @@ def _say(text: str) -> None:
         _silence(sys.stderr)
 
 
-async def run_lab(config, as_json: bool = False, out=None) -> int:
-    from tplab.lab.faces.headless import HeadlessView
-    from tplab.lab.faces.signals import StopOnSignals
+async def run_lab(config: LabConfig, as_json: bool = False, out: TextIO | None = None) -> int:
+    from tplab.view.headless import HeadlessView
+    from tplab.view.signals import StopOnSignals
     from tplab.lab.orchestrator import Lab
     lab = Lab(config)
     output = _Output(out or sys.stdout,
@@ -170,7 +174,7 @@ async def run_lab(config, as_json: bool = False, out=None) -> int:
     return outcome.exit_code
 
 
-def _same_terminal(a, b) -> bool:
+def _same_terminal(a: TextIO, b: TextIO) -> bool:
     """Whether two streams write to the same terminal (then one line saying it is enough)."""
     import os
     try:

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 HELP = "predict single vs TP decode latency over d_model; plot the crossover"
 DESCRIPTION = (
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-terminal", action="store_true", help="do not draw the terminal plot")
 
 
-def _fmt_num(n) -> str:
+def _fmt_num(n: Any) -> str:  # a tplab.scaling Number (value, source)
     return f"{n.value:g} ({n.source})"
 
 
@@ -106,7 +107,8 @@ def main(args: argparse.Namespace) -> int:
         shape = latency.load_shape()
         measured = None
         tp = args.tp or int((results or {}).get("world_size") or 2)
-        cross = {"measured": None, "measured_reason": "no run given (--calibrate)"}
+        cross: dict[str, Any] = {"measured": None,
+                                 "measured_reason": "no run given (--calibrate)"}
         if results is not None:
             shape = latency.shape_from_results(results, shape)
             profile = calibration.calibrate(profile, results, shape)
@@ -128,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
     sweep = (results or {}).get("d_model_sweep") or None
     if sweep:
         summary["d_model_sweep"] = sweep
-        summary["calibration"] = results.get("calibration")
+        summary["calibration"] = (results or {}).get("calibration")
     if not args.no_terminal:
         print(chart.render_plotext(profile, tp, shape, measured, sweep=sweep,
                                           measured_crossover=cross["measured"],
@@ -147,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
               f"{measured['single_ms']:.4f} ms, TP {measured['tp_ms']:.4f} ms")
     if sweep:
         from tplab.scaling.dmodel_table import dmodel_report
-        print(dmodel_report(results, f"{Path(args.out) / 'scaling.json'} (calibration, "
+        print(dmodel_report(results or {}, f"{Path(args.out) / 'scaling.json'} (calibration, "
                                     "d_model_sweep[i].predicted_*)" if args.out else None))
     print("\n" + explain(summary, profile.name))
     if args.out is not None:

@@ -11,7 +11,11 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the command imports the provider side lazily, when it runs
+    from tplab.cloud.base import PodInfo
+    from tplab.lab.instances import InstanceRecord
 
 HELP = "list tplab's live pods and what they have cost so far"
 #: a mock lab's pod whose mock cloud is no longer running ended with it
@@ -66,7 +70,8 @@ def _gather_mocks() -> list[dict]:
     return rows
 
 
-def _row(pod, rec, found_in: str, cloud: str | None = None) -> dict:
+def _row(pod: PodInfo, rec: InstanceRecord | None, found_in: str,
+         cloud: str | None = None) -> dict[str, Any]:
     rate = pod.usd_per_hr if pod.usd_per_hr is not None else (rec.usd_per_hr if rec else None)
     up = pod.uptime_s
     if up is None and rec is not None and rec.created_at:

@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tplab.lab.faces.past_labs import find_labs
+from tplab.view.past_labs import find_labs
 
 COPIED = ("manifest.json", "results.json", "scaling-curve.png", "proof-terminated.png")
 PLOT = "terminal-plot.txt"
@@ -46,8 +46,9 @@ def readme(manifest: dict) -> str:
         "cloud: the two \"GPUs\" are two processes on a 2-core CPU talking over gloo, the money is "
         "simulated in the mock ledger. The figures show the lab's shape (TP slower than one device "
         "at d_model 64), not a GPU's; the machine was shared, so its timings are noisy.", "",
-        f"Lab status {manifest.get('status')}, speedup {manifest.get('speedup')}, "
-        f"simulated cost ${manifest.get('actual_cost_usd')}.", "",
+        f"Lab status {manifest.get('status')}, speedup (single / TP) "
+        f"{float(manifest.get('speedup') or 0):.3f}, simulated cost "
+        f"${float(manifest.get('actual_cost_usd') or 0):.4f}.", "",
         "| file | what it is |", "|---|---|",
         "| `manifest.json` | the seed's manifest (lab 02, block G) and tplab's own fields |",
         "| `results.json` | the job's measurements the manifest was built from |",

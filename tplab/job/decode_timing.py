@@ -167,6 +167,8 @@ def decode_timed_static(decoder: Any, prompt_ids: list[int], new_tokens: int,
         else:
             nxt = decoder.next_token(nxt, t)
             t += 1
+        if nxt is None:
+            raise ValueError("an empty prompt has no token to decode from")
         return nxt
 
     return _timed_steps(new_tokens, device, instrument, sync, step)

@@ -16,8 +16,8 @@ Every visit decodes ``visit_warmup_tokens`` untimed, then ``tokens / rounds`` ti
 an uninstrumented pass, the latency, and an instrumented one, the collective time per token the
 decode loop really pays). A round gives one sample per figure (the median per-token ms of the
 visit); a point's figure is the median over the rounds, with the per-round samples kept so the
-spread, the interval and the flag (``dmodel_results``) can be computed. On CUDA the per-step
-clock is a pair of CUDA events (``timing.decode_timed``); the rounds are the same.
+spread, the interval and the flag (``tplab.records.dmodel``) can be computed. On CUDA the per-step
+clock is a pair of CUDA events (``decode_timing.decode_timed``); the rounds are the same.
 
 A size is skipped, with the reason, when TP cannot split it (heads, d_ff or vocab not divisible),
 when its weights would not fit the device's free memory, or when, extrapolated from the previous

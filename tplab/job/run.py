@@ -18,6 +18,7 @@ Pod-side: torch and the standard library only.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import threading
@@ -29,6 +30,7 @@ from typing import IO, Any, Sequence
 import torch
 import torch.distributed as dist
 
+from tplab.model.gpt import MiniGPT
 from tplab.records.events import EventWriter
 from tplab.records.job_flags import add_job_flags, positive_int
 from tplab.records.jsonfile import write_json
@@ -41,10 +43,11 @@ from tplab.records.results import (
     timing_notes,
 )
 from tplab.tp import ShmError
+from tplab.tp.shm import ShmComm
 
 from . import comm as comm_
 from . import runtime
-from .allreduce_sweep import fit_points, run_sweep, sweep_sizes
+from .allreduce_sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
 from .decode_timing import DecodeRun, decode_timed, decode_timed_static
 from .runtime import JobError, Runtime
 
@@ -82,6 +85,11 @@ def read_prompts(path: str, count: int) -> list[str]:
     if len(prompts) < count:
         raise JobError(f"{path} has {len(prompts)} prompts, fewer than --num-prompts {count}.")
     return prompts[:count]
+
+
+def _shm_in_place(shm: ShmComm, t: torch.Tensor) -> torch.Tensor:
+    """The shm transport's all-reduce, in place (what the sweep times)."""
+    return shm.all_reduce(t, out=t)
 
 
 class _Heartbeat:
@@ -142,7 +150,7 @@ class Job:
         dist.barrier(device_ids=[self.rt.device.index] if self.rt.is_cuda else None)
 
     # ------------------------------------------------------------------ steps
-    def _prepare(self, model: torch.nn.Module) -> Any:
+    def _prepare(self, model: MiniGPT) -> Any:
         """The model itself, or with --compile its static-cache compiled decoder."""
         model.eval()
         if self.args.compile:
@@ -311,6 +319,11 @@ class Job:
                                   f"token {_first_diff(rec)}).")
         return records
 
+    def _sweep_point(self, label: str, p: SweepPoint) -> None:
+        self.emit("sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
+                  busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread,
+                  unstable=p.unstable, comm=label)
+
     def _sweep(self) -> dict[str, tuple[list[dict[str, Any]], Any, str]]:
         """Per transport: all-reduce sizes on this run's ranks, and their alpha-beta fit."""
         a, rt = self.args, self.rt
@@ -327,11 +340,8 @@ class Job:
             iters = a.sweep_iters or (120 if shm and not rt.is_cuda else 20)
             points = run_sweep(
                 rt.device, sizes, iters,
-                all_reduce=(lambda t, shm=shm: shm.all_reduce(t, out=t)) if shm else None,
-                on_point=lambda p, label=label: self.emit(
-                    "sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                    busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread, unstable=p.unstable,
-                    comm=label))
+                all_reduce=functools.partial(_shm_in_place, shm) if shm else None,
+                on_point=functools.partial(self._sweep_point, label))
             try:
                 out[name] = ([p.to_dict() for p in points], fit_points(points, rt.world_size), "")
             except ValueError as exc:

@@ -38,6 +38,7 @@ it must keep working even if torch is broken. Time and HTTP are injectable for t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -141,6 +142,9 @@ class Watchdog:
         key = self.config.api_key
         return text.replace(key, REDACTED) if key else text
 
+    def _log_round(self, rnd: int, line: str) -> None:
+        self.log(f"terminate round {rnd}: {line}")
+
     def log(self, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
         line = f"{stamp} watchdog[{os.getpid()}] pod={self.config.pod_id}: {self.redact(message)}\n"
@@ -203,8 +207,7 @@ class Watchdog:
         while True:
             rnd += 1
 
-            attempts = self.terminator.terminate(
-                lambda line, r=rnd: self.log(f"terminate round {r}: {line}"))
+            attempts = self.terminator.terminate(functools.partial(self._log_round, rnd))
             if any(a.ok for a in attempts):
                 return True
             if cfg.max_attempts and rnd >= cfg.max_attempts:

@@ -19,9 +19,9 @@ A lab's life, one module each (read them in this order):
 - ``artifacts``   the closing artifacts (scaling-curve.png, manifest.json) from that prediction
 - ``bundle``      what travels to the pod
 - ``orchestrator`` the ``Lab`` that runs these in order and tears down on every exit
-- ``faces/``      what the two faces consume: the state fold (``faces.state.LabState``) and the
-                  headless view (``faces.headless.HeadlessView``); the dashboard lives in ``tui/``
+What the two faces consume (the view-model: ``LabState``, ``HeadlessView``) is ``tplab/view/``;
+the dashboard lives in ``tui/``.
 
-This file imports nothing: the dashboard imports ``tplab.lab.faces.state`` on its first-paint
-path, and must not pay for asyncssh, the provider or anything else here.
+This file imports nothing: a face importing ``tplab.lab.options`` must not pay for asyncssh,
+the provider or anything else here.
 """

@@ -92,7 +92,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         status, reason = FAILED, "the TP output differs from the single-device output"
     # the dashboard's screenshot when it saved one, else the proof picture, else the json
     proof = next((n for n in (PROOF_SVG, PROOF_PNG, PROOF) if (facts.out_dir / n).is_file()), None)
-    partial = None if res or not facts.partial.measured else facts.partial.to_dict()
+    partial = None if res or not facts.partial.measured else facts.partial.partial_figures()
     money_fields = facts.money.manifest_fields()
     return manifest.build_manifest(
         res, status=status, reason=reason,

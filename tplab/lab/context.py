@@ -30,6 +30,16 @@ class LabContext:
     facts: LabFacts
     #: ask the lab to stop now (terminate + verify gone); idempotent
     request_stop: Callable[[str], None] = _never
+    #: the same, when the provider took the spot instance back: the lab ends INTERRUPTED
+    interrupted: Callable[[str], None] = _never
+
+    @property
+    def cloud(self) -> Provider:
+        """The provider, for the phases that run only once the lab has one (``run()`` sets it
+        before the first phase)."""
+        if self.provider is None:
+            raise RuntimeError("the lab has no provider yet: it is set when the lab runs")
+        return self.provider
 
     @property
     def provider_name(self) -> str:

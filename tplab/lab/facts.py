@@ -15,8 +15,8 @@ from typing import Any
 from tplab.cloud.base import GoneProof, PodInfo
 from tplab.lab.lab_config import FAILED
 from tplab.lab.instances import InstanceRecord
-from tplab.lab.partial import PartialFigures
 from tplab.money.lab_money import LabMoney
+from tplab.view.tokens import TokenFold
 
 
 @dataclass
@@ -54,7 +54,7 @@ class LabFacts:
     transport: TransportFacts = field(default_factory=TransportFacts)
     results: dict[str, Any] | None = None
     #: the live stream's figures, for a lab that ends without results.json
-    partial: PartialFigures = field(default_factory=PartialFigures)
+    partial: TokenFold = field(default_factory=TokenFold)
     #: file name -> path of every artifact in the out dir
     artifacts: dict[str, str] = field(default_factory=dict)
 
@@ -74,5 +74,5 @@ class LabFacts:
             "duplicates": self.transport.duplicates, "gaps": self.transport.gaps,
             "results": self.results, "artifacts": dict(self.artifacts),
             "partial": None if self.results or not self.partial.measured
-            else self.partial.to_dict(),
+            else self.partial.partial_figures(),
         }

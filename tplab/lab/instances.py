@@ -14,6 +14,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from tplab.home.paths import tplab_home
@@ -67,7 +68,7 @@ def store_dir(mock: bool) -> Path:
     return d
 
 
-def save(record: InstanceRecord, copies: list[Path] = ()) -> Path:
+def save(record: InstanceRecord, copies: Sequence[Path] = ()) -> Path:
     """Write the record to the store (and to each extra path, e.g. the lab's out dir)."""
     path = store_dir(record.mock) / f"{record.lab_id}.json"
     data = record.to_dict()

@@ -25,6 +25,9 @@ DEFAULT_SWEEP_BUDGET_S = 180.0
 GUARD_AFTER_CONNECT_S = 120.0
 #: the user ended the lab (TERMINATE, Ctrl-C, a signal): not a failure of the lab itself
 STOPPED = "STOPPED"
+#: the provider took the spot (interruptible) instance back while the lab wanted it running (an
+#: outbid Vast instance is paused, not gone): ended, verified gone, the figures measured so far kept
+INTERRUPTED = "INTERRUPTED"
 
 
 @dataclass
@@ -120,7 +123,7 @@ class LabConfig:
 
 @dataclass(frozen=True)
 class LabOutcome:
-    status: str                 # COMPLETE | FAILED | EDUCATIONAL_STUB | STOPPED
+    status: str                 # COMPLETE | FAILED | EDUCATIONAL_STUB | STOPPED | INTERRUPTED
     reason: str
     out_dir: Path
     pod_id: str | None
@@ -139,8 +142,9 @@ class LabStop(Exception):
 
 def exit_code(status: str, pod_left: bool) -> int:
     """0 only when COMPLETE with no pod left; 3 for EDUCATIONAL_STUB, 4 for STOPPED (by the
-    user, pod gone), else 1 (FAILED, or any lab that left a pod behind)."""
+    user, pod gone), 5 for INTERRUPTED (a spot interruption, pod gone), else 1 (FAILED, or any
+    lab that left a pod behind)."""
     if pod_left:
         return 1
-    return {COMPLETE: 0, STUB: 3, STOPPED: 4}.get(status, 1)
+    return {COMPLETE: 0, STUB: 3, STOPPED: 4, INTERRUPTED: 5}.get(status, 1)
 

@@ -3,9 +3,11 @@
 The seed's fields (seed, lab, vendor, instance_type, nvlink_present, instance_id, start_ts, end_ts,
 duration_hours, estimated_cost_usd, actual_cost_usd, terminated_screenshot,
 single_gpu_per_token_ms, tp_per_token_ms, speedup, lesson_notes, crossover_d_model) plus
-allreduce_ms_per_token, comm_compute_ratio, outputs_match, the tplab version and a status:
-COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run)
-or FAILED (with the reason).
+allreduce_ms_per_token, allreduce_share (its share of a TP token), comm_compute_ratio, outputs_match,
+the tplab version and a status:
+COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run),
+STOPPED (by the user), INTERRUPTED (the provider took the spot instance back) or FAILED (with the
+reason).
 
 Money: ``estimated_cost_usd`` is what the caller expects the run to cost (the lab: the quote's
 price x the planned run's duration, tplab.lab.preflight.ESTIMATE_FORMULA), ``actual_cost_usd`` what
@@ -38,7 +40,7 @@ from tplab.records.jsonfile import write_json
 
 SEED = 35200
 LAB = "02-tp-inference-cloud"
-STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED", "STOPPED")
+STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED", "STOPPED", "INTERRUPTED")
 
 #: the seed's Block G fields, in its order
 SEED_FIELDS = (
@@ -46,9 +48,24 @@ SEED_FIELDS = (
     "duration_hours", "estimated_cost_usd", "actual_cost_usd", "terminated_screenshot",
     "single_gpu_per_token_ms", "tp_per_token_ms", "speedup", "lesson_notes", "crossover_d_model",
 )
-EXTRA_FIELDS = ("allreduce_ms_per_token", "comm_compute_ratio", "outputs_match", "tplab_version",
+EXTRA_FIELDS = ("allreduce_ms_per_token", "allreduce_share", "comm_compute_ratio", "outputs_match",
+                "tplab_version",
                 "status", "reason", "crossover_source")
 
+
+
+def _share(results: dict[str, Any]) -> float | None:
+    """The all-reduce share of a TP token: all-reduce ms over the instrumented pass's own
+    per-token ms (the pass that timed it), rounded to 4 places; None without both figures."""
+    ar_ms = _positive(results.get("allreduce_ms_per_token"))
+    token_ms = _positive(((results.get("tp") or {}).get("instrumented_per_token_ms") or {})
+                         .get("mean"))
+    return round(ar_ms / token_ms, 4) if ar_ms and token_ms else None
+
+
+def _positive(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    return float(v) if ok else None
 
 
 class ManifestError(ValueError):
@@ -285,13 +302,13 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
     fits = {name: (t.get("sweep") or {}).get("fit") for name, t in
             (r.get("transports") or {}).items()}
     fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
-    fits = {k: v for k, v in fits.items() if v}
-    if here not in fits or here not in ("shm", "gloo"):
+    found: dict[str, dict[str, Any]] = {k: v for k, v in fits.items() if v}
+    if here not in found or here not in ("shm", "gloo"):
         return ""
     other = "gloo" if here == "shm" else "shm"
-    a_here = fits[here]["alpha_us"]
-    if other in fits:
-        a_other, source = fits[other]["alpha_us"], "in the same run"
+    a_here = found[here]["alpha_us"]
+    if other in found:
+        a_other, source = found[other]["alpha_us"], "in the same run"
         t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
         t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
     else:
@@ -384,6 +401,8 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
             why_no_run="" if r else reason, partial=part),
         "crossover_d_model": round(cross_value, 1) if cross_value else None,
         "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
+        # the all-reduce share of a TP token: ar_ms / token ms of the measured steps
+        "allreduce_share": _share(r) if r else (part or {}).get("allreduce_share"),
         "comm_compute_ratio": r.get("comm_compute_ratio"),
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,

@@ -29,7 +29,7 @@ from tplab.money.budget_config import BudgetError
 from tplab.cloud.base import GoneProof, PodInfo, Provider, ProviderError
 from tplab.records.events import Event
 from tplab.lab import artifacts, leftovers, preflight, provision, teardown
-from tplab.lab.lab_config import (COMPLETE, FAILED, STOPPED, LabConfig, LabOutcome, LabStop,
+from tplab.lab.lab_config import (COMPLETE, FAILED, INTERRUPTED, STOPPED, LabConfig, LabOutcome, LabStop,
                               exit_code)
 from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
@@ -70,12 +70,15 @@ class Lab:
         self.stream = LabStream()
         self.facts = LabFacts(lab_id=self.lab_id, out_dir=out_dir)
         self.ctx = LabContext(config, provider, self.stream, self.facts,
-                              lambda reason: self.request_terminate(reason, by_user=False))
+                              lambda reason: self.request_terminate(reason, by_user=False),
+                              self._interrupted)
         self.session: PodSession | None = None
         self._creation = provision.Creation()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_reason: str | None = None
-        self._stopped_by_user = False
+        #: how a lab cancelled by a stop request ends: STOPPED (the user asked), FAILED (the lab's
+        #: own stop: a cap, a lost pod) or INTERRUPTED (the provider took the spot instance back)
+        self._stop_status = FAILED
         self._stop_event: asyncio.Event | None = None
         self._detach_requested = False    # detach(): leave the pod running, stop the client
         self.detached = False             # True once run() ended by detaching (pod left alive)
@@ -134,12 +137,18 @@ class Lab:
         """Ask the lab to stop now (terminate + verify gone). Idempotent, safe from any thread.
         ``by_user``: the user asked (TERMINATE, Ctrl-C, a signal), so a lab without results ends
         STOPPED; the lab's own stops (a cap, a lost pod) pass False and end FAILED."""
-        if not self._in_loop(self._request, reason, by_user) and self._stop_reason is None:
-            self._stop_reason, self._stopped_by_user = reason, by_user
+        status = STOPPED if by_user else FAILED
+        if not self._in_loop(self._request, reason, status) and self._stop_reason is None:
+            self._stop_reason, self._stop_status = reason, status
 
-    def _request(self, reason: str, by_user: bool = True) -> None:
+    def _interrupted(self, reason: str) -> None:
+        """The provider took the spot instance back while the job ran: stop now, end INTERRUPTED."""
+        if not self._in_loop(self._request, reason, INTERRUPTED) and self._stop_reason is None:
+            self._stop_reason, self._stop_status = reason, INTERRUPTED
+
+    def _request(self, reason: str, status: str = STOPPED) -> None:
         if self._stop_reason is None:
-            self._stop_reason, self._stopped_by_user = reason, by_user
+            self._stop_reason, self._stop_status = reason, status
             self.stream.log(f"terminate requested: {reason}", "warning")
         if self._stop_event is not None:
             self._stop_event.set()
@@ -245,6 +254,7 @@ class Lab:
 
     async def _run_with_provider(self) -> LabOutcome:
         body = asyncio.create_task(self._body(), name="lab-body")
+        assert self._stop_event is not None  # run() made it before the provider
         stopper = asyncio.create_task(self._stop_event.wait(), name="lab-stop")
         ticker = asyncio.create_task(cost_ticker(self.ctx), name="lab-cost")
         cancelled = False
@@ -255,7 +265,7 @@ class Lab:
             # unless the pod is being left running on purpose (detach)
             cancelled = True
             if not self._detach_requested:
-                self._request("the lab task was cancelled", by_user=True)
+                self._request("the lab task was cancelled", STOPPED)
         stopper.cancel()
         # from here on nothing may cut the teardown short: it runs as a task of its own and
         # a further cancellation of run() only waits for it again
@@ -288,10 +298,10 @@ class Lab:
         except asyncio.CancelledError:
             why = self._stop_reason or ("detach requested before a pod existed"
                                         if self._detach_requested else "cancelled")
-            facts.status = STOPPED if (self._stopped_by_user or self._detach_requested) \
-                else FAILED
-            facts.reason = (f"stopped by the user ({why})" if facts.status == STOPPED
-                            else f"terminated on request ({why})")
+            facts.status = STOPPED if self._detach_requested else self._stop_status
+            facts.reason = {STOPPED: f"stopped by the user ({why})",
+                            INTERRUPTED: f"{why}; what was measured before it is kept"}.get(
+                                facts.status, f"terminated on request ({why})")
         except Exception as exc:
             facts.status, facts.reason = FAILED, failure_sentence(exc, self.out_dir)
         self._tearing_down = True

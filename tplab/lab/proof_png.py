@@ -23,26 +23,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from tplab.cloud.registry import gone_routes
 from tplab.records.events import Event, EventDecoder
 
 PROOF_PNG = "proof-terminated.png"
 #: what a mock lab's proof says above everything (its "provider" is the local mock cloud)
 MOCK_BANNER = "MOCK lab: the local mock cloud's answer, not a real provider's"
-
-#: the provider API routes whose answers ``Provider.verify_gone`` reads, by provider name
-GONE_ROUTES: dict[str, tuple[str, ...]] = {
-    "runpod": ("GET /v2/pods/{pod_id}  (the pod's own record: 404 or TERMINATED)",
-               "GET /v2/pods  (tplab's pods: is it still listed?)"),
-    "vast": ("GET /api/v0/instances/{pod_id}  (the instance's own record: none, or its state)",
-             "GET /api/v1/instances  (tplab's instances: is it still listed?)"),
-}
-
-
-def gone_routes(provider: str | None) -> list[str]:
-    """The routes that answered for the pod (``{pod_id}`` left as written in the API)."""
-    return list(GONE_ROUTES.get(str(provider or "").lower(),
-                                (f"{provider or 'the provider'}'s verify_gone",)))
-
 
 def _state(answer: Any) -> str:
     """The pod's state as the provider reported it."""
@@ -88,7 +74,7 @@ def read_events(path: Path) -> list[Event]:
 def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
     """The lab's last screen as text: its phase timeline (seconds since the lab began) and the
     final table ``tplab run`` prints, folded from ``events`` by the headless view."""
-    from tplab.lab.faces.headless import HeadlessView
+    from tplab.view.headless import HeadlessView
     view = HeadlessView(io.StringIO(), tty=False)
     for ev in events:
         view.handle(ev)

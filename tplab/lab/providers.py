@@ -92,7 +92,8 @@ def cli_provider(mock: bool, api_url: str | None, name: str | None = None) -> Pr
     if mock and not api_url:
         return None
     if name == registry.AUTO:  # the first cloud with a key (a mock: RunPod's)
-        name = None if mock else (registry.configured() or [None])[0]
+        configured = registry.configured()
+        name = None if mock or not configured else configured[0]
     if mock:
         return provider_for(_mock_key(name), api_url, name)
     return real_provider(api_url, name)

@@ -18,6 +18,7 @@ from tplab.cloud.base import (GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, Ambiguo
                               SpotUnavailableError)
 from tplab.lab import instances
 from tplab.lab.lab_config import FAILED, STUB, LabStop
+from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
 from tplab.lab.context import LabContext
 from tplab.home.redact import one_line
 
@@ -45,7 +46,7 @@ async def authorize(ctx: LabContext, lab_cap: float) -> None:
     money.authorized_usd = lab_cap
     ctx.budget_event()
     try:
-        money.balance_before = await asyncio.to_thread(ctx.provider.balance)
+        money.balance_before = await asyncio.to_thread(ctx.cloud.balance)
     except ProviderError:
         money.balance_before = None
 
@@ -99,7 +100,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
                    public_key=public_key, spot=cfg.spot,
                    bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
                    boot=_boot_step(ctx))
-    creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.provider.create, spec))
+    creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.cloud.create, spec))
     try:
         info = await asyncio.shield(creation.future)
     except SpotUnavailableError as exc:
@@ -163,7 +164,7 @@ async def find_after_ambiguous_create(ctx: LabContext, exc: AmbiguousCreateError
     last_error = ""
     while True:
         try:
-            pods = await asyncio.to_thread(ctx.provider.list_pods)
+            pods = await asyncio.to_thread(ctx.cloud.list_pods)
             listed_once = True
             match = next((p for p in pods if p.name == name and
                           p.state.upper() not in GONE_STATES), None)
@@ -220,7 +221,7 @@ async def boot(ctx: LabContext) -> PodInfo:
                           f"({info.note or _label(ctx) + ' could not start its container'}); "
                           "it is terminated now")
         if info.state.upper() == INTERRUPTED:
-            raise LabStop(FAILED, f"spot interruption while booting: the pod {pod.id} went "
+            raise LabStop(LAB_INTERRUPTED, f"spot interruption while booting: the pod {pod.id} went "
                           f"{info.state} ({info.note or 'its provider took it back'}); it is "
                           "terminated now")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":

@@ -18,8 +18,9 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from tplab.wire import event_tail, remote
+from tplab.cloud.base import INTERRUPTED as POD_INTERRUPTED
 from tplab.cloud.base import PodInfo, ProviderError
-from tplab.lab.lab_config import FAILED, LabStop
+from tplab.lab.lab_config import FAILED, INTERRUPTED, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.provision import self_end_arg
 from tplab.home.paths import tplab_home
@@ -123,7 +124,7 @@ class PodSession:
         text = ""
         async with self.conn.start_sftp_client() as sftp:
             while True:
-                with contextlib.suppress(asyncssh_errors()):
+                with contextlib.suppress(*asyncssh_errors()):
                     async with sftp.open(log, "rb") as fh:
                         text = (await fh.read(64 * 1024)).decode("utf-8", "replace")
                 bad = next((ln for ln in text.splitlines() if "not started:" in ln), None)
@@ -172,7 +173,9 @@ class PodSession:
                     await asyncio.sleep(min(2.0 * idle_drops, 10.0))
                     continue
                 try:
-                    await self.connect(ctx.facts.pod.info)
+                    info = ctx.facts.pod.info
+                    assert info is not None  # the pod was created before the session
+                    await self.connect(info)
                 except LabStop:
                     await self._check_pod_alive()  # say "the pod went X" when that is why
                     raise
@@ -225,9 +228,13 @@ class PodSession:
             return False
         if info.state.upper() != "RUNNING":
             ctx.instance_event(info)
-            if info.note:  # the provider says why: an outbid, paused instance
-                raise LabStop(FAILED, f"spot interruption: the pod {pod.id} went {info.state} "
-                              f"({info.note}); what was measured before it is kept")
+            if info.state.upper() == POD_INTERRUPTED:  # the provider took it back (outbid)
+                raise LabStop(INTERRUPTED, f"spot interruption: the pod {pod.id} went "
+                              f"{info.state} ({info.note or 'its provider took it back'}); "
+                              "what was measured before it is kept")
+            if info.note:  # the provider says why
+                raise LabStop(FAILED, f"the pod {pod.id} went {info.state} ({info.note}); "
+                              "what was measured before it is kept")
             raise LabStop(FAILED, f"the pod {pod.id} is {info.state} (spot interruption "
                           "or watchdog); the run is lost")
         return True
@@ -291,9 +298,11 @@ class PodSession:
                 continue
             pod.info = info
             ctx.instance_event(info)
-            ctx.request_stop(f"spot interruption: the pod went {info.state} ({info.note})"
-                             if info.note else
-                             f"the pod went {info.state} (a spot interruption, or its watchdog)")
+            if info.state.upper() == POD_INTERRUPTED:  # the provider says it took it back
+                ctx.interrupted(f"spot interruption: the pod went {info.state} ({info.note})")
+            else:
+                ctx.request_stop(f"the pod went {info.state} ({info.note})" if info.note else
+                                 f"the pod went {info.state} (a spot interruption, or its watchdog)")
             return
 
     # ---- after the job -----------------------------------------------------------------

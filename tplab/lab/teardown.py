@@ -19,7 +19,7 @@ from tplab.lab import instances
 from tplab.lab.lab_config import COMPLETE, FAILED
 from tplab.lab.context import LabContext
 from tplab.lab.ending import iso, terminate_with_retries, verify_gone
-from tplab.lab.proof_png import gone_routes
+from tplab.cloud.registry import gone_routes
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
 from tplab.home.redact import one_line
@@ -181,7 +181,7 @@ async def settle(ctx: LabContext) -> None:
             end = ctx.stream.timeline.get("verify") or pod.gone_at or time.time()
             start = min(pod.created_at or end, end)
             report = await asyncio.to_thread(
-                ctx.provider.actual_cost, pod.id, money.balance_before, start, end,
+                ctx.cloud.actual_cost, pod.id, money.balance_before, start, end,
                 pod.usd_per_hr or 0.0)
             money.actual_cost_usd = report.actual_usd
             money.actual_cost_note = report.note

@@ -27,6 +27,7 @@ from torch import nn
 from tplab.labs import compile_report, compile_stretch, distributed_survey, inductor_dump
 from tplab.labs.inductor_env import DEBUG_SUBDIR, missing_env
 from tplab.labs.pair_timing import time_pair
+from tplab.model.gpt import MiniGPT
 
 SEED = 42
 
@@ -213,7 +214,7 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
     return result
 
 
-def stretch_part(out: Path, watch: GraphWatch, model: nn.Module, ckpt: Any, idx: torch.Tensor,
+def stretch_part(out: Path, watch: GraphWatch, model: MiniGPT, ckpt: Any, idx: torch.Tensor,
                  prompt: list[int], calls: int, rounds: int, device: str,
                  modes: tuple[str, ...]) -> dict[str, Any]:
     """Seed 003's stretch goals (``compile_stretch``), each with the seconds it took."""

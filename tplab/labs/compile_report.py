@@ -140,7 +140,7 @@ def report(out: Path, r: dict[str, Any]) -> str:
                      + ", ".join(k for k, v in fs["steps"].items() if v) + ".")
     else:
         lines.append("No fused softmax kernel was found in the substitute's generated code.")
-    n_k = {}
+    n_k: dict[str, int] = {}
     for part_kernels in [s["kernels"]] + ([m["forward_kernels"], m["decode_kernels"]] if m else []):
         for k in part_kernels:
             n_k[k["part"]] = n_k.get(k["part"], 0) + 1

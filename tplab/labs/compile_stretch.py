@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from tplab.labs.inductor_dump import extract_kernels
+from tplab.model.gpt import MiniGPT
 
 #: extern calls in Inductor's output code that are a fused attention (ATen's SDPA kernels)
 _EXTERN_ATTENTION = re.compile(r"(?:aten|torch\.ops\.aten)\.(_?scaled_dot_product\w*|_flash_attention\w*|"
@@ -106,7 +107,7 @@ def autotune_part(model: torch.nn.Module, idx: torch.Tensor, calls: int, rounds:
 
 
 # ------------------------------------------------------------------ torch.export of the decode step
-def export_part(model: torch.nn.Module, out_dir: Path, token_id: int) -> dict[str, Any]:
+def export_part(model: MiniGPT, out_dir: Path, token_id: int) -> dict[str, Any]:
     """Export the static-cache decode step, save it, count its ops, load it back and check it."""
     from tplab.model.compiled import StaticDecodeStep
 

@@ -224,7 +224,8 @@ def closing_sentences(m: ModelShapes, ddp_run: DDPMeasured | None, tp_run: TPMea
           f"PP would leave {p.bubble:.0%} of each step idle across only {m.config['n_layer']} blocks.")
     cross = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo" and v is not None}
     tp_when = (f"for serving, TP=2 starts to beat one device between d_model {_d(min(cross.values()))} "
-               f"(`{min(cross, key=cross.get)}`) and {_d(max(cross.values()))} (`{max(cross, key=cross.get)}`) "
+               f"(`{min(cross, key=cross.__getitem__)}`) and {_d(max(cross.values()))} "
+               f"(`{max(cross, key=cross.__getitem__)}`) "
                "in tplab's scaling model" if cross else "tplab's scaling model finds no width where TP=2 "
                "decodes faster than one device")
     s3 = (f"The answer changes only with a much larger model of the same pattern ({m.config['n_layer']} "

@@ -10,6 +10,7 @@ run always compiles (and therefore dumps) from scratch.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 #: subdirectories of the lab's output directory
@@ -31,8 +32,8 @@ def inductor_env(out_dir: Path, base: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-def missing_env(environ: dict[str, str] | None = None) -> list[str]:
+def missing_env(environ: Mapping[str, str] | None = None) -> list[str]:
     """Names of the variables above that are not set in ``environ`` (default ``os.environ``)."""
-    environ = os.environ if environ is None else environ
+    env = os.environ if environ is None else environ
     return [k for k in ("TORCH_LOGS", "TORCH_COMPILE_DEBUG", "TORCH_COMPILE_DEBUG_DIR",
-                        "TORCHINDUCTOR_CACHE_DIR") if not environ.get(k)]
+                        "TORCHINDUCTOR_CACHE_DIR") if not env.get(k)]

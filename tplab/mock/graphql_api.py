@@ -74,7 +74,7 @@ class Root:
 
     def gpuTypes(self, info: Any, input: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         self._check_scope()
-        from tplab.mock.catalog import CATALOG
+        from tplab.mock.catalog import CATALOG, GpuOffer
 
         wanted: set[str] | None = None
         if input:
@@ -87,7 +87,8 @@ class Root:
             if wanted is not None and offer.id not in wanted:
                 continue
 
-            def lowest(info: Any, input: dict[str, Any] | None = None, _o=offer) -> dict[str, Any]:
+            def lowest(info: Any, input: dict[str, Any] | None = None,
+                       _o: GpuOffer = offer) -> dict[str, Any]:
                 count = int((input or {}).get("gpuCount") or 1)
                 fits = count <= _o.max_count
                 spot = fits and not (faults.no_spot_capacity or faults.spot_removed)
@@ -158,12 +159,11 @@ async def execute(state: CloudState, query: str, scope: str | None,
     root = Root(state, scope)
     result = graphql.execute(gql_schema, document, root_value=root,
                              variable_values=variables, operation_name=operation_name)
-    if graphql.pyutils.is_awaitable(result):
-        result = await result  # type: ignore[misc]
+    done = await result if graphql.pyutils.is_awaitable(result) else result
+    assert isinstance(done, graphql.ExecutionResult)
     if root.answer_500:  # the pod exists; the answer is a server error page (body None)
         return 500, None
-    body: dict[str, Any] = {"data": result.data}  # type: ignore[union-attr]
-    if result.errors:  # type: ignore[union-attr]
-        body["errors"] = [{"message": e.message, "path": e.path}
-                          for e in result.errors]  # type: ignore[union-attr]
+    body: dict[str, Any] = {"data": done.data}
+    if done.errors:
+        body["errors"] = [{"message": e.message, "path": e.path} for e in done.errors]
     return 200, body

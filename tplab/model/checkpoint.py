@@ -25,6 +25,7 @@ from tplab.model.config import GPTConfig
 from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_state_dict
 from tplab.model.tokenizer import Tokenizer
 from tplab.tp import get_rank, get_world_size
+from tplab.tp.collectives import ProcessGroup
 
 FORMAT = "tplab-minigpt-grammar"
 VERSION = 1
@@ -126,7 +127,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if not isinstance(state_dict, dict):
         raise CheckpointError(f"{path} has no state_dict; re-create it with `tplab train`.")
     check_state_dict(state_dict, config, str(path))
-    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    meta = data["meta"] if isinstance(data.get("meta"), dict) else {}
     return Checkpoint(config=config, state_dict=state_dict, tokenizer=tokenizer, meta=meta, path=str(path))
 
 
@@ -147,7 +148,8 @@ def check_divisible(config: GPTConfig, world_size: int) -> None:
                                   f"divisible by {world_size}; use a world size that divides {dim}.")
 
 
-def build_tp(ckpt: Checkpoint, device: torch.device | str = "cpu", group=None) -> MiniGPTTP:
+def build_tp(ckpt: Checkpoint, device: torch.device | str = "cpu",
+             group: ProcessGroup | None = None) -> MiniGPTTP:
     """This rank's shard of the model: the full checkpoint sliced the Megatron way, loaded strictly."""
     check_state_dict(ckpt.state_dict, ckpt.config, ckpt.path or "checkpoint")
     world_size, rank = get_world_size(group), get_rank(group)

@@ -19,22 +19,30 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tplab.model.gpt import Block, MiniGPT
+
 
 class StaticDecodeStep(nn.Module):
     """``forward(token[B,1], pos[]) -> logits[B,vocab]`` for the token at position ``pos``."""
 
-    def __init__(self, model: nn.Module, batch_size: int = 1) -> None:
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    key_pos: torch.Tensor
+
+    def __init__(self, model: MiniGPT, batch_size: int = 1) -> None:
         super().__init__()
         self.model = model
+        #: the model's blocks, typed (an ``nn.ModuleList`` indexes as a plain ``Module``)
+        self.blocks = cast("list[Block]", list(model.blocks))
         cfg = model.config
         p = model.pos_emb.weight
-        heads = model.blocks[0].attn.n_head  # heads on this rank
+        heads = self.blocks[0].attn.n_head  # heads on this rank
         shape = (cfg.n_layer, batch_size, heads, cfg.block_size, cfg.head_dim)
         self.register_buffer("k_cache", torch.zeros(shape, device=p.device, dtype=p.dtype), persistent=False)
         self.register_buffer("v_cache", torch.zeros(shape, device=p.device, dtype=p.dtype), persistent=False)
@@ -46,7 +54,7 @@ class StaticDecodeStep(nn.Module):
         at = pos.reshape(1)
         x = m.tok_emb(token) + m.pos_emb(at)  # [B, 1, d]
         visible = (self.key_pos <= pos).view(1, 1, 1, -1)  # keys 0..pos; later slots hold stale data
-        for i, block in enumerate(m.blocks):
+        for i, block in enumerate(self.blocks):
             attn = block.attn
             local = attn.n_head * attn.head_dim
             q, k, v = attn.qkv(block.ln_1(x)).split(local, dim=-1)
@@ -109,6 +117,7 @@ class CompiledDecoder:
         nxt = None
         for t, tok in enumerate(prompt_ids):  # prefill through the same fixed-shape step
             nxt = self._call(torch.tensor([[tok]], device=self.device), t)
+        assert nxt is not None  # the prompt is not empty (checked above)
         t = len(prompt_ids)
         while True:
             token = int(nxt.item())
@@ -121,7 +130,7 @@ class CompiledDecoder:
             t += 1
 
 
-def build_decoder(model: nn.Module, compile: bool = True, mode: str | None = None,
+def build_decoder(model: MiniGPT, compile: bool = True, mode: str | None = None,
                   fullgraph: bool | None = None, cpp_wrapper: bool | None = None) -> CompiledDecoder:
     """Wrap a loaded (eval) MiniGPT in a static-cache greedy decoder, compiled unless ``compile=False``.
 

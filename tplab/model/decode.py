@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
-from torch import nn
+
+from tplab.model.gpt import MiniGPT
 
 
 @torch.no_grad()
-def greedy_decode(model: nn.Module, prompt_ids: Sequence[int], max_new_tokens: int,
+def greedy_decode(model: MiniGPT, prompt_ids: Sequence[int], max_new_tokens: int,
                   eos_id: int | None = None,
                   on_token: Callable[[int], None] | None = None) -> list[int]:
     """Return the new token ids chosen by argmax after ``prompt_ids``.
@@ -48,7 +49,7 @@ def greedy_decode(model: nn.Module, prompt_ids: Sequence[int], max_new_tokens: i
 
 
 @torch.no_grad()
-def greedy_decode_batch(model: nn.Module, prompts: torch.Tensor, max_new_tokens: int,
+def greedy_decode_batch(model: MiniGPT, prompts: torch.Tensor, max_new_tokens: int,
                         eos_id: int | None = None) -> torch.Tensor:
     """Greedy decoding of a batch of *equal-length* prompts ``[B, T]``; returns ``[B, n]`` new ids.
 

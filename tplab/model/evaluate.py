@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import torch
-from torch import nn
+
+from tplab.model.gpt import MiniGPT
 
 from tplab.model.corpus import Example
 from tplab.model.decode import greedy_decode_batch
@@ -90,7 +91,7 @@ class EvalReport:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, tokenizer: Tokenizer, examples: list[Example], batch_size: int = 128,
+def evaluate(model: MiniGPT, tokenizer: Tokenizer, examples: list[Example], batch_size: int = 128,
              keep_failures: int = 20) -> EvalReport:
     was_training = model.training
     model.eval()

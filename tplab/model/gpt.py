@@ -33,6 +33,7 @@ from torch import nn
 
 from tplab.model.config import GPTConfig
 from tplab.tp import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, get_rank, get_world_size
+from tplab.tp.collectives import ProcessGroup
 
 
 @dataclass
@@ -64,7 +65,7 @@ class KVCache:
         self.length = 0
 
 
-def _tp_world(group, parallel: bool) -> int:
+def _tp_world(group: ProcessGroup, parallel: bool) -> int:
     return get_world_size(group) if parallel else 1
 
 
@@ -77,9 +78,12 @@ def _divide(config: GPTConfig, dimension: str, world_size: int) -> int:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig, parallel: bool = False, group=None) -> None:
+    def __init__(self, config: GPTConfig, parallel: bool = False,
+                 group: ProcessGroup = None) -> None:
         super().__init__()
         ws = _tp_world(group, parallel)
+        self.qkv: ColumnParallelLinear | nn.Linear
+        self.proj: RowParallelLinear | nn.Linear
         self.n_head = _divide(config, "n_head", ws)  # heads on this rank
         self.head_dim = config.head_dim
         d = config.d_model
@@ -111,8 +115,11 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, config: GPTConfig, parallel: bool = False, group=None) -> None:
+    def __init__(self, config: GPTConfig, parallel: bool = False,
+                 group: ProcessGroup = None) -> None:
         super().__init__()
+        self.up: ColumnParallelLinear | nn.Linear
+        self.down: RowParallelLinear | nn.Linear
         if parallel:
             _divide(config, "d_ff", _tp_world(group, parallel))
             self.up = ColumnParallelLinear(config.d_model, config.d_ff, group=group)
@@ -126,7 +133,8 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, config: GPTConfig, parallel: bool = False, group=None) -> None:
+    def __init__(self, config: GPTConfig, parallel: bool = False,
+                 group: ProcessGroup = None) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.d_model)
         self.attn = CausalSelfAttention(config, parallel, group)
@@ -142,8 +150,14 @@ class MiniGPT(nn.Module):
     """The single-device model. ``forward(idx[B,T], cache=None) -> logits[B,T,vocab]``."""
 
     parallel = False
+    config: GPTConfig
+    tok_emb: ShardedEmbedding | nn.Embedding
+    pos_emb: nn.Embedding
+    blocks: nn.ModuleList
+    ln_f: nn.LayerNorm
+    lm_head: ColumnParallelLinear | nn.Linear
 
-    def __init__(self, config: GPTConfig, group=None) -> None:
+    def __init__(self, config: GPTConfig, group: ProcessGroup = None) -> None:
         super().__init__()
         self.config = config
         self.group = group

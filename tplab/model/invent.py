@@ -196,6 +196,7 @@ def swap_content_words(rng: random.Random, bad: str, good: str, avoid: set[str],
             new_sg = invent_word(rng, entry.role, starts_with_vowel(entry.singular), used)
             new_pl = pluralize(new_sg)
             used.update((new_sg, new_pl))
+        new_pl = new_pl or new_sg  # only a plural entry's form is used below
         mapping[entry.singular] = new_sg
         if entry.plural:
             mapping[entry.plural] = new_pl
@@ -223,14 +224,16 @@ def adjunct(rng: random.Random, avoid: set[str], invented_preposition: bool = Tr
         return join(prep, name)
     if rng.random() < 0.5:
         noun = invent_word(rng, "noun", rng.random() < 0.3, avoid)
-        plural = pluralize(noun)
+        plural: str | None = pluralize(noun)
     else:
         entry = rng.choice(SWAPPABLE_NOUNS)
-        noun, plural = entry.singular, entry.plural if entry.plural in _LEXICON else None
+        noun = entry.singular
+        plural = entry.plural if entry.plural in _LEXICON else None
         if plural is None:
             r = 1.0  # a singular noun phrase: "near the park"
     if r < 0.45:
-        return join(prep, rng.choice(["two", "three", "some", "many", "the", "my", "our"]), plural)
+        return join(prep, rng.choice(["two", "three", "some", "many", "the", "my", "our"]),
+                    plural or noun)  # a noun without a plural set r = 1.0 above
     adj = rng.choice(ADJECTIVES) if rng.random() < 0.2 else ""
     det = rng.choice(ADJUNCT_DETS)
     head = join(adj, noun)

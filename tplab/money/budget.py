@@ -215,18 +215,19 @@ def _fold(lines: list[LedgerLine], damaged: list[DamagedLine]) -> _State:
         amount = to_money(data["amount_usd"])
         entry = Entry(line.line_no, float(data["ts"]), kind, data["label"], float(amount), auth_id)
         state.entries.append(entry)
+        key = auth_id if isinstance(auth_id, str) else ""  # _field_error: a str where needed
         if kind == "authorize":
-            state.seen_ids.add(auth_id)
+            state.seen_ids.add(key)
             pid, host = data.get("pid"), data.get("host")
-            auth = Authorization(auth_id, entry.label, entry.amount_usd, entry.ts, line.line_no,
+            auth = Authorization(key, entry.label, entry.amount_usd, entry.ts, line.line_no,
                                  pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
                                  host if isinstance(host, str) else None)
-            state.open[auth_id] = (auth, amount)
+            state.open[key] = (auth, amount)
         elif kind == "actual":
             state.spent += amount
-            state.open.pop(auth_id, None)
+            state.open.pop(key, None)
         else:
-            state.open.pop(auth_id)
+            state.open.pop(key)
     state.damaged.sort(key=lambda d: d.line_no)
     return state
 
@@ -406,8 +407,9 @@ class BudgetGuard:
             auth = self._find_open(state, label, auth_id, required=True)
             assert auth is not None
             amount = to_money(auth.amount_usd)
-            record = {"v": LEDGER_VERSION, "ts": self._clock(), "kind": "release",
-                      "label": auth.label, "amount_usd": amount, "auth_id": auth.auth_id}
+            record: dict[str, Any] = {"v": LEDGER_VERSION, "ts": self._clock(), "kind": "release",
+                                      "label": auth.label, "amount_usd": amount,
+                                      "auth_id": auth.auth_id}
             line_no = held.append(record)
         return Entry(line_no, record["ts"], "release", auth.label, float(amount), auth.auth_id)
 

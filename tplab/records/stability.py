@@ -7,8 +7,8 @@ IQR / median) exceeds ``harness.SPREAD_LIMIT``. The samples are:
 
 * the lab's per-token single and TP figures: one per prompt (the prompt's median per-token ms),
   per transport (``per_pass_figures``, stored as ``single.passes`` / ``tp.passes``);
-* each d_model sweep point: one per round, single and TP (``dmodel_results.DModelPoint``);
-* each all-reduce sweep size: one per round (``sweep.SweepPoint``).
+* each d_model sweep point: one per round, single and TP (``dmodel.DModelPoint``);
+* each all-reduce sweep size: one per round (``tplab.job.allreduce_sweep.SweepPoint``).
 
 Standard library only.
 """

@@ -19,6 +19,7 @@ This module travels to the pod: it imports only torch and the standard library.
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -56,9 +57,9 @@ def _linear_params(
 ) -> tuple[nn.Parameter, nn.Parameter | None]:
     """A shard's weight and bias (None when ``bias_size`` is None) with nn.Linear's default init
     (uniform in ±1/sqrt(fan_in)), using the *full* layer's fan-in."""
-    kw = {"device": device, "dtype": dtype}
-    weight = nn.Parameter(torch.empty(*weight_shape, **kw))
-    bias = nn.Parameter(torch.empty(bias_size, **kw)) if bias_size is not None else None
+    weight = nn.Parameter(torch.empty(*weight_shape, device=device, dtype=dtype))
+    bias = (nn.Parameter(torch.empty(bias_size, device=device, dtype=dtype))
+            if bias_size is not None else None)
     bound = 1.0 / math.sqrt(fan_in)
     with torch.no_grad():
         weight.uniform_(-bound, bound)
@@ -67,7 +68,12 @@ def _linear_params(
     return weight, bias
 
 
-def _layer_for_full(cls: type, full: nn.Module, group: ProcessGroup, kw: dict) -> nn.Module:
+#: the two sharded linears, which ``from_full`` builds and loads the same way
+_Sharded = TypeVar("_Sharded", "ColumnParallelLinear", "RowParallelLinear")
+
+
+def _layer_for_full(cls: type[_Sharded], full: nn.Module, group: ProcessGroup,
+                    kw: dict[str, bool]) -> _Sharded:
     """``cls`` (a parallel linear) built with the full nn.Linear's shape, bias, device and dtype."""
     if not isinstance(full, nn.Linear):
         raise TypeError(f"{cls.__name__}.from_full expects an nn.Linear, got {type(full).__name__}.")
@@ -82,11 +88,11 @@ def _layer_for_full(cls: type, full: nn.Module, group: ProcessGroup, kw: dict) -
     )
 
 
-def _load_shard_(layer: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
+def _load_shard_(layer: _Sharded, weight: torch.Tensor, bias: torch.Tensor | None) -> _Sharded:
     """Copy this rank's slices of the full weight and bias into ``layer``; returns ``layer``."""
     with torch.no_grad():
         layer.weight.copy_(weight)
-        if layer.bias is not None:
+        if layer.bias is not None and bias is not None:
             layer.bias.copy_(bias)
     return layer
 
@@ -97,6 +103,9 @@ class ColumnParallelLinear(nn.Module):
     The input is replicated (identity forward, all-reduce of its gradient backward). The output
     stays sharded on the last dimension unless ``gather_output=True``.
     """
+
+    weight: nn.Parameter
+    bias: nn.Parameter | None
 
     def __init__(
         self,
@@ -159,6 +168,9 @@ class RowParallelLinear(nn.Module):
     output of a ColumnParallelLinear); otherwise it is split here. Partial products are summed
     with one all-reduce, and the full bias is added once, after it.
     """
+
+    weight: nn.Parameter
+    bias: nn.Parameter | None
 
     def __init__(
         self,

@@ -199,7 +199,7 @@ class ShmComm:
         n, cap = x.numel(), self._slot_elems
         flat = x.reshape(-1)
         direct = out is not None and out.is_contiguous()
-        res = out.view(-1) if direct else torch.empty(n, dtype=x.dtype)
+        res = out.view(-1) if direct and out is not None else torch.empty(n, dtype=x.dtype)
         for c0 in range(0, n, cap):
             m = min(cap, n - c0)
             k = self._round = self._round + 1
@@ -211,8 +211,8 @@ class ShmComm:
             torch.add(slots[0][:m], slots[1][:m], out=dst)
             for s in slots[2:]:
                 dst.add_(s[:m])
-        if direct:
-            return out  # type: ignore[return-value]
+        if direct and out is not None:
+            return out
         if out is not None:
             return out.copy_(res.view(x.shape))
         return res.view(x.shape)
@@ -373,7 +373,7 @@ class ShmComm:
             self._w[Layout.state_word(self.rank)] = STATE_CLOSED
         self._views.clear()
         self._slots = []
-        self._w = None  # type: ignore[assignment]
+        self._w = None  # type: ignore[assignment]  # closed: any later use must fail loudly
         self._bells.close()
         self.segment.close()
         atexit.unregister(self.close)

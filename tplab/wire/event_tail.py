@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncIterator, cast
 
 import asyncssh
 
@@ -173,6 +173,7 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
     fh = None
 
     async def drain() -> AsyncIterator[list[Event]]:
+        assert fh is not None  # opened before the first drain
         while True:
             data = await fh.read(chunk, state.read_pos)
             if not data:
@@ -225,7 +226,7 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
 async def _read_exit_code(sftp: asyncssh.SFTPClient, path: str) -> int | None:
     try:
         async with sftp.open(path, "rb") as fh:
-            text = (await fh.read()).decode(errors="replace").strip()
+            text = cast(bytes, await fh.read()).decode(errors="replace").strip()  # "rb": bytes
     except asyncssh.SFTPNoSuchFile:
         return None
     try:

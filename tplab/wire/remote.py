@@ -15,12 +15,13 @@ Client side only; no torch import.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, cast
 
 import asyncssh
 
@@ -72,6 +73,11 @@ class ConnectionDropped(RemoteError):
 
 # --------------------------------------------------------------------------------------------
 # keys and host-key pinning
+
+
+def _same(client: _PinningClient) -> _PinningClient:
+    """asyncssh's client factory for one attempt: that attempt's client."""
+    return client
 
 
 def generate_client_key() -> asyncssh.SSHKey:
@@ -170,7 +176,7 @@ async def connect(opts: ConnectOptions, client_key: asyncssh.SSHKey,
         try:
             conn, _ = await asyncio.wait_for(
                 asyncssh.create_connection(
-                    lambda client=client: client, opts.host, opts.port, username=opts.user,
+                    functools.partial(_same, client), opts.host, opts.port, username=opts.user,
                     client_keys=[client_key], known_hosts=pin.known_hosts(),
                     agent_path=None, config=None, password=None, kbdint_auth=False,
                     gss_host=None, preferred_auth="publickey",
@@ -355,7 +361,7 @@ async def fetch(conn: asyncssh.SSHClientConnection, out_dir: Path,
                 result.got.append(name)
             elif name.endswith(_LOGS):
                 async with sftp.open(path, "rb") as fh:
-                    tail = await fh.read(cap, size - cap)
+                    tail = cast(bytes, await fh.read(cap, size - cap))  # "rb": bytes
                 (out_dir / name).write_bytes(
                     f"[tplab: the first {size - cap} bytes of this {size}-byte log were not "
                     "fetched]\n".encode() + tail)

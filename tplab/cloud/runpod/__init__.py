@@ -11,6 +11,9 @@ from typing import Any, Mapping
 
 NAME = "runpod"
 LABEL = "RunPod"
+#: the API routes whose answers ``verify_gone`` reads: the proof picture names them
+GONE_ROUTES = ("GET /v2/pods/{pod_id}  (the pod's own record: 404 or TERMINATED)",
+               "GET /v2/pods  (tplab's pods: is it still listed?)")
 #: the variable a user (or a mock) sets to send the provider to another API URL
 API_URL_VAR = "RUNPOD_API_BASE_URL"
 #: the variable that holds the key for an already running mock (``--api-url``)

@@ -11,6 +11,9 @@ from typing import Any, Mapping
 
 NAME = "vast"
 LABEL = "Vast.ai"
+#: the API routes whose answers ``verify_gone`` reads: the proof picture names them
+GONE_ROUTES = ("GET /api/v0/instances/{pod_id}  (the instance's own record: none, or its state)",
+               "GET /api/v1/instances  (tplab's instances: is it still listed?)")
 #: the variable a user (or a mock) sets to send the provider to another API URL
 API_URL_VAR = "VAST_API_BASE_URL"
 #: the variable that holds the key (for the real cloud, and for an already running mock)

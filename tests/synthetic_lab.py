@@ -1,0 +1,319 @@
+"""A synthetic lab: a deterministic, realistic event script and a fake Lab that plays it.
+
+Why it exists: the dashboard's speed bars (5,000 token events per second, 1M events) and its
+snapshot tests of fixed states (idle, running, terminated, error) need an event stream that is
+reproducible to the byte and fast to produce, which a real lab on the mock cloud is not. The
+events are built with the real ``EventWriter`` so they satisfy the wire contract; the figures
+(prices, timings) are invented and the log says so ("synthetic").
+
+A test and benchmark helper (the tests of the dashboard and ``benchmarks/bench_tui.py``): not part
+of the product, which never plays invented figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, replace
+from typing import Any, AsyncIterator, Iterator
+
+from tplab.records.events import Event, EventWriter
+
+T0 = 1_764_450_000.0  # a fixed epoch for deterministic timestamps
+
+OUTPUTS = ("he went to school", "the cats are happy", "she has two apples")
+
+
+class _Clock:
+    """A settable clock for the EventWriter so timestamps are part of the script."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@dataclass
+class ScriptOptions:
+    num_prompts: int = 3
+    new_tokens: int = 24
+    seed: int = 0
+    #: where the script ends: "done" (complete lab), "running" (mid TP decode),
+    #: "terminated" (user TERMINATE mid-run), "error" (fatal job error)
+    until: str = "done"
+
+
+def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]:
+    """Every event of one synthetic lab, lab and job sources interleaved as the orchestrator
+    merges them."""
+    o = opts or ScriptOptions()
+    rng = random.Random(o.seed)
+    clock = _Clock(t0)
+    lab = EventWriter(src="lab", clock=clock)
+    job = EventWriter(src="job", clock=clock)
+    out: list[Event] = []
+    pod = "synth7x2k9q"
+    rate = 0.69
+    cap, spent = 3.00, 0.42
+    started = [0.0]
+
+    def at(dt: float) -> None:
+        clock.t += dt
+
+    def L(type_: str, **f: Any) -> None:
+        out.append(lab.make(type_, **f))
+
+    def J(type_: str, **f: Any) -> None:
+        out.append(job.make(type_, **f))
+
+    def instance(state: str) -> None:
+        L("instance", state=state, pod_id=pod, provider="runpod", gpu_type="NVIDIA GeForce RTX 4090",
+          gpu_count=2, spot=True, usd_per_hr=rate, ssh_host="203.0.113.7", ssh_port=22017,
+          uptime_s=round(max(0.0, clock.t - started[0]), 1) if started[0] else 0.0)
+
+    def cost() -> None:
+        accrued = rate * (clock.t - started[0]) / 3600 if started[0] else 0.0
+        L("cost", accrued_usd=round(accrued, 4), usd_per_hr=rate,
+          seconds_left=round((cap - spent - accrued) / rate * 3600, 1))
+
+    def finish(status: str, reason: str) -> list[Event]:
+        at(0.4)
+        L("phase", name="terminate")
+        at(1.8)
+        L("phase", name="verify")
+        if started[0]:
+            at(1.1)
+            instance("GONE")
+        at(0.2)
+        L("phase", name="record")
+        accrued = rate * (clock.t - started[0]) / 3600 if started[0] else 0.0
+        L("budget", cap_usd=cap, spent_usd=round(spent + accrued, 4), held_usd=0.0,
+          remaining_usd=round(cap - spent - accrued, 4))
+        at(0.1)
+        L("phase", name="manifest")
+        at(0.1)
+        L("phase", name="done", status=status, reason=reason,
+          out_dir="/tmp/tplab-synthetic/run-0001")
+        return out
+
+    L("log", level="info", msg="synthetic lab (invented figures, for tests and benchmarks)")
+    L("phase", name="preflight")
+    L("budget", cap_usd=cap, spent_usd=spent, held_usd=0.0, remaining_usd=cap - spent)
+    at(0.6)
+    L("phase", name="authorize")
+    L("budget", cap_usd=cap, spent_usd=spent, held_usd=0.75, remaining_usd=cap - spent - 0.75,
+      authorized_usd=0.75)
+    at(0.3)
+    L("phase", name="create")
+    instance("CREATED")
+    at(2.5)
+    L("phase", name="boot")
+    started[0] = clock.t
+    instance("RUNNING")
+    at(9.0)
+    L("phase", name="connect")
+    L("ssh", state="connecting")
+    at(1.2)
+    L("ssh", state="connected")
+    L("heartbeat", age_s=0.4)
+    at(0.5)
+    L("phase", name="upload")
+    at(2.0)
+    L("phase", name="run")
+    cost()
+    J("phase", name="load", num_prompts=o.num_prompts, new_tokens=o.new_tokens, world_size=2)
+    J("log", level="info", msg="rank 0: nccl backend, world_size=2")
+    for mode, base, ar in (("single", 0.92, 0.0), ("tp", 1.55, 0.62)):
+        at(0.3)
+        J("phase", name="baseline" if mode == "single" else "tp")
+        for p in range(o.num_prompts):
+            for pos in range(o.new_tokens):
+                ms = base * (1 + 0.08 * rng.random()) + (0.9 if rng.random() < 0.02 else 0.0)
+                a = ar * (1 + 0.1 * rng.random()) if ar else 0.0
+                at(ms / 1000)
+                J("token", mode=mode, prompt=p, pos=pos, ms=round(ms, 4), ar_ms=round(a, 4),
+                  token=rng.randrange(64))
+                if (mode == "tp" and o.until in ("running", "terminated", "error")
+                        and p == o.num_prompts - 1 and pos == o.new_tokens // 2):
+                    at(0.7)
+                    L("heartbeat", age_s=0.7)
+                    cost()
+                    if o.until == "running":
+                        return out
+                    if o.until == "terminated":
+                        L("log", level="warning", msg="terminate requested: user")
+                        return finish("STOPPED", "stopped by the user (user)")
+                    J("log", level="error", msg="Traceback (most recent call last): ...")
+                    J("error", msg="CUDA error: an illegal memory access was encountered",
+                      fatal=True)
+                    return finish("FAILED", "job failed: CUDA error: an illegal memory access")
+            text = OUTPUTS[p % len(OUTPUTS)]
+            J("prompt_done", mode=mode, prompt=p, text=text, n_tokens=o.new_tokens)
+        at(0.5)
+        L("heartbeat", age_s=0.5)
+        cost()
+    singles = [e["ms"] for e in out if e.type == "token" and e["mode"] == "single"]
+    tps = [e["ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
+    ars = [e["ar_ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
+
+    def summary(xs: list[float]) -> dict[str, float]:
+        s = sorted(xs)
+        return {"n": len(s), "mean": round(sum(s) / len(s), 4), "p50": s[len(s) // 2],
+                "p99": s[min(len(s) - 1, int(0.99 * len(s)))]}
+
+    single, tp = summary(singles), summary(tps)
+    ar_mean = sum(ars) / len(ars)
+    # shaped like the job's results.json (tplab/records/results.py), the fields the views read
+    J("result", results={
+        "outputs_match": True, "world_size": 2, "device_type": "cuda", "backend": "nccl",
+        "single_per_token_ms": single["mean"], "tp_per_token_ms": tp["mean"],
+        "speedup": round(single["mean"] / tp["mean"], 3),
+        "allreduce_ms_per_token": round(ar_mean, 4),
+        "comm_compute_ratio": round(ar_mean / (tp["mean"] - ar_mean), 3),
+        "single": {"per_token_ms": single}, "tp": {"per_token_ms": tp},
+        "model": {"d_model": 128, "n_layer": 6, "n_head": 8, "vocab_size": 600}})
+    at(0.4)
+    L("phase", name="fetch")
+    return finish("COMPLETE", "")
+
+
+def token_flood(n: int | None = None, t0: float = T0, rate: float = 5000.0) -> Iterator[Event]:
+    """Token events without end (or n of them), alternating modes, timestamps at ``rate``/s."""
+    clock = _Clock(t0)
+    w = EventWriter(src="job", clock=clock)
+    i = 0
+    per_prompt = 100
+    while n is None or i < n:
+        clock.t = t0 + i / rate
+        mode = "single" if (i // per_prompt) % 2 == 0 else "tp"
+        yield w.make("token", mode=mode, prompt=(i // (2 * per_prompt)) % 10,
+                     pos=i % per_prompt, ms=0.9 + (i % 17) * 0.01,
+                     ar_ms=0.3 if mode == "tp" else 0.0, token=i % 64)
+        i += 1
+
+
+@dataclass
+class SyntheticOutcome:
+    """Shaped like the orchestrator's LabOutcome, so the app treats both alike."""
+
+    status: str
+    reason: str
+    out_dir: str | None
+    pod_id: str | None
+    verified_gone: bool
+    exit_code: int
+
+
+class SyntheticLab:
+    """Plays ``lab_script`` (or a token flood) through the Lab API the dashboard uses:
+    ``subscribe()``, ``await run()``, ``request_terminate()``.
+
+    ``speed`` scales the script's time (0 = as fast as possible). With ``flood_rate`` set, the
+    lab emits that many token events per second, in 10 ms batches, until terminated: the
+    benchmark's load. A terminate request switches the script to its terminate path.
+    ``restamp`` moves the script's timestamps to wall time (for a person watching it).
+    """
+
+    def __init__(self, opts: ScriptOptions | None = None, *, speed: float = 0.0,
+                 flood_rate: float | None = None, out_dir: str | None = None,
+                 restamp: bool = False) -> None:
+        self.opts = opts or ScriptOptions()
+        self.speed = speed
+        self.flood_rate = flood_rate
+        self.out_dir = out_dir
+        self.terminate_calls: list[str] = []
+        self._queues: list[asyncio.Queue[Event | None]] = []
+        self._terminate = asyncio.Event()
+        self.emitted = 0
+        self.dropped = 0
+        self.restamp = restamp
+        self._t_base: tuple[float, float] | None = None
+
+    def subscribe(self, maxsize: int = 100_000) -> AsyncIterator[Event]:
+        """Like the orchestrator's: a bounded queue that drops its oldest event when full."""
+        q: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=maxsize)
+        self._queues.append(q)
+        return self._drain(q)
+
+    @staticmethod
+    async def _drain(q: asyncio.Queue[Event | None]) -> AsyncIterator[Event]:
+        while True:
+            ev = await q.get()
+            if ev is None:
+                return
+            yield ev
+
+    def request_terminate(self, reason: str = "user") -> None:
+        self.terminate_calls.append(reason)
+        self._terminate.set()
+
+    def _emit(self, ev: Event) -> None:
+        self.emitted += 1
+        if self.restamp:  # script time -> wall time, so "time in state" etc. read true
+            if self._t_base is None:
+                self._t_base = (time.time(), ev.ts)
+            wall, t0 = self._t_base
+            ev = replace(ev, ts=wall + (ev.ts - t0) / (self.speed or 1.0))
+        for q in self._queues:
+            if q.full():
+                q.get_nowait()
+                self.dropped += 1
+            q.put_nowait(ev)
+
+    async def run(self) -> SyntheticOutcome:
+        try:
+            if self.flood_rate:
+                return await self._run_flood()
+            return await self._run_script()
+        finally:
+            for q in self._queues:
+                if q.full():
+                    q.get_nowait()
+                q.put_nowait(None)
+
+    async def _run_script(self) -> SyntheticOutcome:
+        full = lab_script(self.opts)
+        cut = lab_script(ScriptOptions(**{**self.opts.__dict__, "until": "terminated"}))
+        events, prev_ts = full, None
+        i = 0
+        while i < len(events):
+            ev = events[i]
+            if self._terminate.is_set() and events is full:
+                # switch to the terminate path at the same point of the script
+                j = next((k for k, e in enumerate(cut) if e.type == "phase"
+                          and e["name"] == "terminate"), len(cut))
+                shift = (prev_ts or cut[j].ts) - cut[j].ts
+                events = [replace(e, ts=e.ts + shift) for e in cut[j:]]
+                i = 0
+                continue
+            if self.speed and prev_ts is not None and ev.ts > prev_ts:
+                await asyncio.sleep((ev.ts - prev_ts) / self.speed)
+            elif i % 64 == 0:
+                await asyncio.sleep(0)
+            prev_ts = ev.ts
+            self._emit(ev)
+            i += 1
+        done = events[-1]
+        status = done.get("status", "FAILED")
+        return SyntheticOutcome(status=status, reason=done.get("reason", ""),
+                                out_dir=self.out_dir or done.get("out_dir"), pod_id="synth7x2k9q",
+                                verified_gone=True,
+                                exit_code={"COMPLETE": 0, "STOPPED": 4}.get(status, 1))
+
+    async def _run_flood(self) -> SyntheticOutcome:
+        loop = asyncio.get_running_loop()
+        # the load generator should cost little next to the app it loads: build a pool of
+        # events once and cycle it (LabState does not look at seq)
+        pool = await asyncio.to_thread(list, token_flood(n=4000, rate=self.flood_rate))
+        start = loop.time()
+        sent = 0
+        while not self._terminate.is_set():
+            due = int((loop.time() - start) * self.flood_rate)
+            while sent < due:
+                self._emit(pool[sent % len(pool)])
+                sent += 1
+            await asyncio.sleep(0.01)
+        return SyntheticOutcome(status="STOPPED", reason="stopped by the user (user)",
+                                out_dir=self.out_dir, pod_id=None, verified_gone=True, exit_code=4)

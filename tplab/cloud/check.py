@@ -1,0 +1,209 @@
+"""Can a lab run right now? Asked of the cloud, read-only (what `tplab check` prints and the
+dashboard shows in its Instance panel before Start; here, not in the command, because both
+faces use it).
+
+Why: a first lab on a real account should not be the way to learn that the key is wrong, the
+balance is empty, the GPU is out of stock or the cloud no longer offers spot. ``gather_check``
+asks one cloud (by registry name), creating nothing: which key (and from where) and whether the
+cloud accepts it; the account balance; the on-demand price (and stock) for the lab's GPUs;
+whether spot (interruptible) capacity is offered right now (and its bid); whether the lab's
+worst case fits the lab cap and the ledger. With ``--provider auto`` (or keys for several
+clouds) `tplab check` asks each and shows them side by side. It returns a ``CheckReport`` (one ``CheckLine`` per fact), which the dashboard can show
+before Start; `tplab check` prints it and exits non-zero when a lab could not run.
+
+Import-light: the standard library at module level; the provider, its SDK and the mock cloud
+are imported inside ``gather_check``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    name: str            # key, balance, on-demand, spot, budget
+    ok: bool | None      # True: fine; False: a lab could not run; None: worth knowing
+    text: str
+
+
+@dataclass
+class CheckReport:
+    mock: bool
+    api_url: str | None
+    gpu_type: str
+    gpus: int
+    spot: bool                         # the lab this check is for: spot unless --on-demand
+    key_source: str | None = None
+    key_ok: bool = False
+    balance_usd: float | None = None
+    on_demand_usd_per_hr: float | None = None
+    availability: str | None = None
+    spot_offered: bool | None = None
+    spot_usd_per_hr: float | None = None
+    lab_cap_usd: float | None = None
+    worst_case_usd: float | None = None
+    provider: str = ""                 # the cloud asked (its registry name)
+    lines: list[CheckLine] = field(default_factory=list)
+
+    @property
+    def can_run(self) -> bool:
+        return bool(self.lines) and all(line.ok is not False for line in self.lines)
+
+    def add(self, name: str, ok: bool | None, text: str) -> None:
+        self.lines.append(CheckLine(name, ok, text))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "can_run": self.can_run}
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(name, marked sentence) per line, then whether a lab can run: the dashboard's rows."""
+        mark = {True: "✓", False: "✗", None: "·"}
+        out = [(line.name, f"{mark[line.ok]} {line.text}") for line in self.lines]
+        out.append(("can run", "✓ yes" if self.can_run else "✗ no: nothing would be created"))
+        return out
+
+
+def gather_check(*, mock: bool = False, api_url: str | None = None,
+                 gpu_type: str = DEFAULT_GPU_TYPE, gpus: int = 2, spot: bool = True,
+                 lab_cap_usd: float | None = None, wall_cap_s: float = 7200.0,
+                 provider: Any = None, name: str | None = None) -> CheckReport:
+    """Every fact `tplab check` prints (see the module docstring). Creates nothing; in ``--mock``
+    mode without ``api_url`` a mock cloud is started for the check and stopped after it."""
+    from tplab.cloud import registry
+    name = name or registry.DEFAULT
+    report = CheckReport(mock=mock, api_url=api_url, gpu_type=gpu_type, gpus=gpus, spot=spot,
+                         provider=name)
+    if provider is not None:
+        report.key_source = "the caller's provider"
+        _ask(report, provider, lab_cap_usd, wall_cap_s)
+        return report
+    if mock and not api_url:
+        cloud = registry.package(name).start_mock()
+        try:
+            report.api_url = cloud.api_url
+            report.key_source = "the mock cloud's own key"
+            from tplab.lab.providers import provider_for
+            _ask(report, provider_for(cloud.api_key, cloud.api_url, name), lab_cap_usd,
+                 wall_cap_s)
+        finally:
+            cloud.stop()
+        return report
+    from tplab.cloud.base import ProviderError
+    from tplab.lab.options import api_url_problem
+    problem = api_url_problem(mock, api_url)
+    if problem:
+        report.add("key", False, problem)
+        return report
+    found = registry.package(name).find_key()
+    if found is None:
+        report.add("key", False, registry.package(name).NO_KEY)
+        return report
+    report.key_source = found.source
+    from tplab.lab.providers import provider_for, real_api_url
+    try:
+        url = api_url if mock else real_api_url(api_url, name)
+        prov = provider_for(found.key, url, name)
+    except ProviderError as exc:
+        report.add("key", False, str(exc))
+        return report
+    report.api_url = getattr(prov, "api_base_url", url)
+    _ask(report, prov, lab_cap_usd, wall_cap_s)
+    return report
+
+
+def where_asked(report: CheckReport) -> str:
+    from tplab.cloud.registry import label
+    name = label(report.provider)
+    return f"the mock {name} cloud" if report.mock else name
+
+
+def _accepted(report: CheckReport) -> str:
+    where = where_asked(report)
+    return f"{where} accepts the API key (from {report.key_source})"
+
+
+def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
+         wall_cap_s: float) -> None:
+    from tplab.cloud.base import AuthError, ProviderError
+    from tplab.home.redact import one_line
+    gpus, gpu = report.gpus, report.gpu_type
+    try:
+        quote = provider.quote(gpu, gpus)
+    except AuthError as exc:
+        report.add("key", False, f"{one_line(exc).rstrip('.')}; the key used came from "
+                   f"{report.key_source}.")
+        return
+    except ProviderError as exc:
+        report.key_ok = True
+        report.add("key", True, _accepted(report))
+        report.add("on-demand", False, one_line(exc))
+        return
+    report.key_ok = True
+    report.add("key", True, _accepted(report))
+    report.on_demand_usd_per_hr = quote.on_demand_usd_per_hr
+    report.availability = quote.availability
+    report.spot_offered = quote.spot_offered
+    report.spot_usd_per_hr = quote.spot_usd_per_hr
+    hours = wall_cap_s / 3600.0
+    try:
+        report.balance_usd = provider.balance()
+    except ProviderError as exc:
+        report.add("balance", None, f"the balance could not be read ({one_line(exc)})")
+    price = quote.spot_usd_per_hr if report.spot else quote.on_demand_usd_per_hr
+    if quote.on_demand_usd_per_hr is not None:
+        report.add("on-demand", quote.on_demand_available or (None if report.spot else False),
+                   f"{gpus}x {gpu} on-demand ${quote.on_demand_usd_per_hr:.3f}/h"
+                   + (f", stock {quote.availability}" if quote.availability else ""))
+    else:
+        report.add("on-demand", None if report.spot else False,
+                   f"{where_asked(report)} quotes no on-demand price for {gpus}x {gpu}")
+    if quote.spot_available and quote.spot_usd_per_hr is not None:
+        report.add("spot", True, f"spot offered now: minimum bid ${quote.spot_usd_per_hr:.3f}/h "
+                   f"for {gpus}x {gpu}")
+    else:
+        why = quote.spot_note or "no spot offer"
+        hint = (" — the default lab cannot run; `tplab run --on-demand` can"
+                if report.spot and quote.on_demand_available else "")
+        report.add("spot", False if report.spot else None, f"spot not available: {why}{hint}")
+    if report.balance_usd is not None:
+        worst = (price or 0.0) * hours
+        ok: bool | None = True
+        if report.balance_usd <= 0:
+            ok = False
+        elif price and report.balance_usd < worst:
+            ok = None
+        report.add("balance", ok, f"account balance ${report.balance_usd:.2f}"
+                   + ("" if ok else f" (the lab's worst case is ${worst:.2f}; the provider "
+                                    "stops pods when the balance runs out)"))
+    _budget(report, price, hours, lab_cap_usd)
+
+
+def _budget(report: CheckReport, price: float | None, hours: float,
+            lab_cap_usd: float | None) -> None:
+    from tplab.money.budget import BudgetConfig, BudgetGuard
+    try:
+        conf = BudgetConfig.load(mock=report.mock).with_overrides(lab_cap_usd=lab_cap_usd)
+        guard = BudgetGuard.from_config(conf, mock=report.mock)
+        pre = guard.check_preflight(conf.lab_cap_usd, conf.preflight_buffer_usd)
+    except Exception as exc:  # noqa: BLE001 - a broken config or ledger is a finding
+        report.add("budget", False, f"the budget could not be read: {exc}")
+        return
+    report.lab_cap_usd = conf.lab_cap_usd
+    if not pre.ok:
+        report.add("budget", False, pre.message)
+        return
+    if price is None:
+        report.add("budget", None, f"ledger fine ({pre.message}); no price to check against "
+                   f"the lab cap ${conf.lab_cap_usd:.2f}")
+        return
+    worst = price * hours
+    report.worst_case_usd = round(worst, 6)
+    kind = "spot" if report.spot else "on-demand"
+    fits = worst <= conf.lab_cap_usd + 1e-9
+    report.add("budget", fits, f"{kind} worst case ${worst:.2f} ({hours:.2f} h wall cap) "
+               f"{'within' if fits else 'ABOVE'} the lab cap ${conf.lab_cap_usd:.2f}; "
+               f"{pre.message}")

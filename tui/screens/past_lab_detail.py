@@ -1,0 +1,111 @@
+"""What the Labs screen says about one past lab: its row cells and its manifest, as text.
+
+Pure functions of a ``PastLab`` (``tplab.view.past_labs``), so the table, the detail pane
+and the tests read the same figures the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from rich.text import Text
+
+from tplab.view.past_labs import PastLab
+from tui.format import DASH
+
+_STATUS_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED": "bold yellow",
+                 "EDUCATIONAL_STUB": "bold yellow", "FAILED": "bold red"}
+COLUMNS = ("when (UTC)", "", "status", "speedup", "crossover", "cost", "pod gone", "GPU", "lab")
+
+
+def when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else DASH
+
+
+def short_gpu(instance_type: str) -> str:
+    """'2x NVIDIA GeForce RTX 4090 spot' -> '2× RTX 4090 spot'."""
+    text = re.sub(r"\b(NVIDIA|GeForce)\s+", "", instance_type).replace("x ", "× ", 1)
+    return text or DASH
+
+
+def gone_text(lab: PastLab) -> Text:
+    if lab.pod_id is None:
+        return Text("no pod", style="dim")
+    if lab.verified_gone:
+        return Text("✓ verified", style="green")
+    return Text("✗ NOT verified", style="bold red")
+
+
+def row_cells(lab: PastLab) -> tuple[Text | str, ...]:
+    return (when(lab.started),
+            Text("MOCK", style="bold black on yellow") if lab.mock else Text("real"),
+            Text(lab.status, style=_STATUS_STYLE.get(lab.status, "")),
+            f"{lab.speedup:.2f}×" if lab.speedup is not None else DASH,
+            lab.crossover_text,
+            f"${lab.cost_usd:.4f}" if lab.cost_usd is not None else DASH,
+            gone_text(lab),
+            short_gpu(lab.gpu),
+            lab.lab_id)
+
+
+def _num(m: dict, key: str, fmt: str) -> str:
+    v = m.get(key)
+    return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else DASH
+
+
+def detail(lab: PastLab) -> Text:
+    """The selected lab's manifest, the figures first and the lesson notes last."""
+    m = lab.manifest
+    t = Text()
+    t.append(lab.lab_id, style="bold")
+    if lab.mock:
+        t.append("  ")
+        t.append(" MOCK ", style="bold black on yellow")
+    t.append("  ")
+    t.append(lab.status, style=_STATUS_STYLE.get(lab.status, "bold"))
+    if lab.reason:
+        t.append(f" — {lab.reason}")
+    lines = [
+        ("folder", str(lab.path)),
+        ("GPU", f"{lab.gpu or DASH}  {_num(m, 'usd_per_hr', '${:.3f}/h')}"),
+        ("started", f"{m.get('start_ts') or DASH}"),
+        ("ended", f"{m.get('end_ts') or DASH}"),
+        ("cost", f"{_num(m, 'actual_cost_usd', '${:.4f}')} actual · "
+                 f"{_num(m, 'estimated_cost_usd', '${:.2f}')} authorized"),
+        ("per token", f"single {_num(m, 'single_gpu_per_token_ms', '{:.3f}')} ms · "
+                      f"TP {_num(m, 'tp_per_token_ms', '{:.3f}')} ms · "
+                      f"speedup {_num(m, 'speedup', '{:.2f}×')}"),
+        ("all-reduce", f"{_num(m, 'allreduce_ms_per_token', '{:.3f}')} ms/token · "
+                       f"comm/compute {_num(m, 'comm_compute_ratio', '{:.2f}')}"),
+        ("outputs", "TP == single ✓" if m.get("outputs_match") is True
+         else "TP ≠ single ✗" if m.get("outputs_match") is False else DASH),
+        ("crossover", _crossover(lab)),
+        ("pod", f"{lab.pod_id or 'none created'}" + (
+            "" if lab.pod_id is None else " · verified gone ✓" if lab.verified_gone
+            else " · NOT verified gone ✗: check `tplab status`")),
+        ("replay", "stream.jsonl ✓ (r: replay ×10, enter: open)" if lab.has_stream
+         else "no stream.jsonl: nothing to replay"),
+    ]
+    for label, value in lines:
+        t.append(f"\n{label:<11}", style="bold")
+        t.append(value)
+    if lab.problem:
+        t.append(f"\n⚠ {lab.problem}", style="bold yellow")
+    notes = m.get("lesson_notes")
+    if isinstance(notes, str) and notes:
+        t.append("\n\nlesson notes\n", style="bold")
+        t.append(notes)
+    return t
+
+
+def _crossover(lab: PastLab) -> str:
+    parts = []
+    if lab.speedup is not None and lab.d_model:
+        side = "slower" if lab.speedup < 1 else "faster"
+        parts.append(f"measured: TP {side} at d_model {lab.d_model}")
+    if lab.crossover:
+        parts.append(f"predicted ≈{lab.crossover:,.0f}"
+                     + (" (calibrated on this run)" if lab.speedup is not None else
+                        " (model only)"))
+    return "; ".join(parts) or DASH
