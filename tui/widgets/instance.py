@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tplab.cloud.registry import label as cloud_label
 from tplab.view.fold import LabState
 from tui.format import DASH, duration, usd
 from tui.widgets.panel import StatePanel, rows
@@ -61,9 +62,10 @@ class InstancePanel(StatePanel):
         rate = state.cost.usd_per_hr if state.cost.usd_per_hr is not None else i.usd_per_hr
         left = state.seconds_left()
         ssh = f"root@{i.ssh_host}:{i.ssh_port or 22}" if i.ssh_host else DASH
-        provider = Text(f"{i.provider or DASH}   pod {i.pod_id or DASH}")
+        cloud = cloud_label(i.provider) if i.provider else DASH  # "RunPod", "Vast.ai"
+        provider = Text(f"{cloud}   pod {i.pod_id or DASH}")
         if state.mock:
-            provider = Text.assemble(mock_tag(), f" pod {i.pod_id or DASH} · local")
+            provider = Text.assemble(mock_tag(), f" {cloud} pod {i.pod_id or DASH} · local")
         price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
         if state.mock:
             price.append(" simulated", style="bold")

@@ -13,6 +13,7 @@ from tplab.view.fold import LabState
 from tplab.view.tokens import share_text
 from tui.widgets.budget_panel import budget_bar
 from tui.format import DASH, duration, ms, usd
+from tplab.cloud.registry import label as cloud_label
 from tui.widgets.instance import STATE_STYLE, mock_tag
 from tui.widgets.panel import StatePanel
 
@@ -28,7 +29,8 @@ def _pod_line(state: LabState, plan: str) -> Text:
         if plan:
             t.append(f" · Start rents {plan}", style="dim")
         return t
-    t.append(f"pod {i.pod_id} ")
+    cloud = f"{cloud_label(i.provider)} " if i.provider else ""  # the cloud that ran the lab
+    t.append(f"{cloud}pod {i.pod_id} ")
     t.append(i.state or DASH, style=STATE_STYLE.get((i.state or "").upper(), "bold"))
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
