@@ -127,3 +127,16 @@ def terminate_all(api_url: str, api_key: str) -> list[str]:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     return [out.stdout, out.stderr]
+
+
+class FullDisk:
+    """A file on a full disk: every write and flush fails with ENOSPC (for stream.jsonl)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+    def flush(self) -> None:
+        raise OSError(28, "No space left on device")
+
+    def close(self) -> None:
+        pass

@@ -15,7 +15,8 @@ from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import COMPLETE, FAILED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for
-from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
+from tests.e2e_fixtures import (FullDisk, assert_key_unwritten, assert_ledgers_settled,
+                                tiny_lab_config)
 
 pytestmark = pytest.mark.slow
 
@@ -65,16 +66,6 @@ async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
     # /dev/full; read back, that never ends, so here the disk is full under the open file.)
     from tplab.lab.stream import LabStream
     real_open = LabStream.open_record
-
-    class FullDisk:
-        def write(self, text):
-            raise OSError(28, "No space left on device")
-
-        def flush(self):
-            raise OSError(28, "No space left on device")
-
-        def close(self):
-            pass
 
     def open_on_a_full_disk(self, path):
         real_open(self, path)

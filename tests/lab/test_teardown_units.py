@@ -23,6 +23,7 @@ from tplab.lab.cost import cost_ticker
 from tplab.lab.ending import verify_gone
 from tplab.lab.facts import LabFacts
 from tplab.lab.stream import LabStream
+from tests.e2e_fixtures import FullDisk
 
 
 @pytest.fixture
@@ -180,16 +181,6 @@ async def test_cost_ticker_failures_are_warnings_and_it_keeps_ticking(tmp_path):
 async def test_a_full_disk_stops_the_record_not_the_lab(tmp_path):
     stream = LabStream()
     stream.open_record(tmp_path / "stream.jsonl")
-
-    class FullDisk:
-        def write(self, text):
-            raise OSError(28, "No space left on device")
-
-        def flush(self):
-            raise OSError(28, "No space left on device")
-
-        def close(self):
-            pass
 
     stream._fh = FullDisk()
     seen, task = await _collect(stream)
