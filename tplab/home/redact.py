@@ -6,7 +6,7 @@ that turns a provider error into text goes through ``redact`` / ``error_text``.
 
 Two layers:
 - values registered with ``register_secret`` (the API key in use, pod keys) and those of
-  environment variables named like secrets (``RUNPOD_API_KEY``, ``*TOKEN*``, ``*PASSWORD*``...)
+  environment variables named like secrets (``*_API_KEY``, ``*TOKEN*``, ``*PASSWORD*``...)
   are replaced wherever they appear;
 - patterns catch what was never registered: private key blocks, RunPod-style ``rpa_…`` keys,
   ``Bearer …`` tokens and ``api_key=…`` pairs.
@@ -25,7 +25,7 @@ from typing import Any, Iterable
 MASK = "[REDACTED]"
 _MIN_SECRET_LEN = 8
 
-#: environment variables whose values are secrets by their name (RUNPOD_API_KEY among them)
+#: environment variables whose values are secrets by their name (every cloud's ``*_API_KEY``)
 _SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 
 _lock = threading.Lock()
