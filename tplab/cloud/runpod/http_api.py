@@ -16,17 +16,16 @@ tplab.home.redact):
   have made the pod) at once ``AmbiguousCreateError``.
 
 404 is returned to the caller (``None`` body, ``found=False``), who knows what it means.
-``requests`` is imported when the first client is built (not at module import).
+The call loop (timeouts, retries, the create rule) is ``tplab.cloud.rest_client``'s, shared with
+Vast's client; this module holds RunPod's routes, error shape and sentences.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from tplab.cloud.base import (
-    AmbiguousCreateError,
     AuthError,
     BalanceError,
     ForbiddenError,
@@ -35,9 +34,8 @@ from tplab.cloud.base import (
     RateLimitedError,
     RequestBugError,
     RequestRejectedError,
-    TransientError,
 )
-from tplab.home.redact import redact, register_secret
+from tplab.cloud.rest_client import Answer, RestClient
 
 DEFAULT_API_BASE_URL = "https://api.runpod.io"
 AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY, or the key in "
@@ -45,16 +43,6 @@ AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY, or 
 CAPACITY_HINTS = ("no longer any instances", "no instances", "not enough", "no available",
                   "out of stock", "insufficient capacity", "could not be placed", "capacity")
 USER_AGENT = "tplab (REST v2)"
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: Any                   # parsed JSON, or None (204, 404)
-
-    @property
-    def found(self) -> bool:
-        return self.status != 404
 
 
 def _detail(body: Any, text: str) -> str:
@@ -68,94 +56,45 @@ def _detail(body: Any, text: str) -> str:
     return " ".join(text.split())[:300] or "no detail"
 
 
-class RestV2:
-    """RunPod's REST v2 at ``<api_base_url>/v2`` with one key. Thread-safe for tplab's use
-    (requests' Session is shared by the worker threads that call the provider)."""
+class RestV2(RestClient):
+    """RunPod's REST v2 at ``<api_base_url>/v2`` with one key; the call rules are
+    ``RestClient``'s, the error sentences RunPod's."""
+
+    cloud = "RunPod"
+    noun = "pod"
+    accept = "application/json, application/problem+json"
+    user_agent = USER_AGENT
 
     def __init__(self, api_key: str, api_base_url: str = DEFAULT_API_BASE_URL, *,
                  timeout_s: float = 30.0, create_timeout_s: float = 60.0,
                  retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
                  rate_limit_tries: int = 4, max_retry_after_s: float = 30.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        import requests
-
-        if not api_key:
-            raise AuthError("No RunPod API key was given.")
-        register_secret(api_key)
-        self._key = api_key
-        self.base_url = api_base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.create_timeout_s = create_timeout_s
-        self.retry_delays = tuple(retry_delays)
+        super().__init__(api_key, api_base_url, timeout_s=timeout_s,
+                         create_timeout_s=create_timeout_s, retry_delays=retry_delays, sleep=sleep)
         self.rate_limit_tries = rate_limit_tries
         self.max_retry_after_s = max_retry_after_s
-        self._sleep = sleep
-        self._requests = requests
-        self.session = requests.Session()
-        self.session.headers.update({"Authorization": f"Bearer {api_key}",
-                                     "Accept": "application/json, application/problem+json",
-                                     "User-Agent": USER_AGENT})
 
-    def __repr__(self) -> str:  # never the key
-        return f"RestV2({self.base_url!r})"
-
-    def redact(self, text: object) -> str:
-        return redact(text, [self._key])
-
-    # ---- one call ------------------------------------------------------------------------
     def call(self, what: str, method: str, path: str, *, params: Mapping[str, Any] | None = None,
              json: Any = None, create_name: str | None = None) -> Answer:
         """``method path`` under ``/v2``; ``what`` names the call in errors ("reading the pod").
         ``create_name``: this call creates a pod of that name (no retry on 5xx/timeouts)."""
-        url = f"{self.base_url}/v2{path}"
-        failures = 0
-        limited = 0
-        waited = 0.0
-        while True:
-            try:
-                resp = self.session.request(
-                    method, url, params=params, json=json,
-                    timeout=self.create_timeout_s if create_name else self.timeout_s)
-            except self._requests.exceptions.RequestException as exc:
-                why = ("did not answer in time" if isinstance(exc, self._requests.exceptions.Timeout)
-                       else f"could not be reached ({type(exc).__name__})")
-                if create_name:
-                    raise AmbiguousCreateError(
-                        f"RunPod's API {why} while {what}; the pod may have been created anyway.",
-                        create_name, f"RunPod's API {why}") from None
-                failures += 1
-                if failures > len(self.retry_delays):
-                    raise TransientError(f"RunPod's API at {self.base_url} {why} while {what}, "
-                                         f"{failures} times; check the network and try again."
-                                         ) from None
-                self._sleep(self.retry_delays[failures - 1])
-                continue
-            status = resp.status_code
-            if status == 429:
-                limited += 1
-                wait = self._retry_after(resp)
-                if limited >= self.rate_limit_tries:
-                    raise RateLimitedError(
-                        f"RunPod kept rate-limiting tplab (HTTP 429) while {what}, after "
-                        f"waiting {waited:.0f} s as its Retry-After asked; try again in a few "
-                        "minutes.")
-                waited += wait
-                self._sleep(wait)
-                continue
-            if status >= 500:
-                body, detail = self._problem(resp)
-                if create_name:
-                    raise AmbiguousCreateError(
-                        f"RunPod answered HTTP {status} while {what} ({detail}); the pod may "
-                        "have been created anyway.", create_name, f"HTTP {status}: {detail}")
-                failures += 1
-                if failures > len(self.retry_delays):
-                    raise TransientError(
-                        f"RunPod's API failed while {what} (HTTP {status}: {detail}) "
-                        f"{failures} times; try again in a minute.")
-                self._sleep(self.retry_delays[failures - 1])
-                continue
-            return self._answer(what, resp)
+        return self._request(what, method, path, params, json, create_name)
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}/v2{path}"
+
+    def _detail(self, body: Any, text: str) -> str:
+        return _detail(body, text)
+
+    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float) -> float:
+        wait = self._retry_after(resp)
+        if limited >= self.rate_limit_tries:
+            raise RateLimitedError(
+                f"RunPod kept rate-limiting tplab (HTTP 429) while {what}, after "
+                f"waiting {waited:.0f} s as its Retry-After asked; try again in a few "
+                "minutes.")
+        return wait
 
     def _retry_after(self, resp: Any) -> float:
         try:
@@ -164,13 +103,6 @@ class RestV2:
             wait = 1.0
         return min(max(wait, 0.0), self.max_retry_after_s)
 
-    def _problem(self, resp: Any) -> tuple[Any, str]:
-        try:
-            body = resp.json() if resp.content else None
-        except ValueError:
-            body = None
-        return body, self.redact(_detail(body, resp.text if body is None else ""))
-
     def _answer(self, what: str, resp: Any) -> Answer:
         status = resp.status_code
         if status == 204 or (status == 404):
@@ -178,8 +110,7 @@ class RestV2:
         body, detail = self._problem(resp)
         if status < 300:
             if body is None:
-                raise TransientError(f"RunPod's API answered {what} with something that is not "
-                                     f"JSON (HTTP {status}); try again.")
+                raise self._not_json(what, status)
             return Answer(status, body)
         if status == 401:
             raise AuthError(AUTH_FAILED)

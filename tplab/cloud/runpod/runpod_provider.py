@@ -28,32 +28,31 @@ Every error is one sentence, what happened and what to do, with no secret in it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import time
 from typing import Any, Callable, Sequence
 
-from tplab.cloud import spend
 from tplab.cloud.runpod import pod_self_end
 from tplab.cloud.runpod import v2_pods
-from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError, CostReport,
-                              GoneProof, NotReadyError, PodInfo, PodSpec, ProviderError, Quote,
-                              SpotUnavailableError, SshEndpoint, UnknownGpuError)
+from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError, PodInfo,
+                              PodSpec, ProviderError, Quote, SpotUnavailableError, UnknownGpuError)
+from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.runpod.http_api import DEFAULT_API_BASE_URL, RestV2
 from tplab.cloud.runpod.runpod_keys import NO_KEY, load_api_key
 from tplab.cloud.runpod.sdk import RunPodApi
 from tplab.cloud.runpod.spot import Spot
-from tplab.home.redact import error_text
 
 MAX_PAGES = 50
 
 
-def _utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+class RunPodProvider(PodLifecycle):
+    """See the module docstring; waiting, terminating, the gone proof and the cost are
+    ``PodLifecycle``'s, in RunPod's words."""
 
-
-class RunPodProvider:
-    """See the module docstring."""
+    words = Words(noun="pod", verb="terminate", gerund="terminating", done="terminated",
+                  still="running and billing",
+                  by_hand="terminate it in the RunPod console or with `tplab terminate`",
+                  bill="RunPod's billing", billed_by="RunPod's billing record")
 
     name = "runpod"
     label = "RunPod"
@@ -187,88 +186,23 @@ class RunPodProvider:
                        gpu_type=spec.gpu_type, gpu_count=spec.gpu_count,
                        usd_per_hr=rented.get("costPerHr"), spot=True)
 
-    # ---- readiness -----------------------------------------------------------------------
-    def wait_ready(self, pod_id: str, timeout_s: float, client_key: Any = None) -> PodInfo:
-        key = client_key if client_key is not None else self.client_key
-        deadline = time.monotonic() + timeout_s
-        last = "the pod was never seen"
-        while True:
-            try:
-                info: PodInfo | None = self.status(pod_id)
-            except AuthError:
-                raise
-            except ProviderError as exc:
-                info, last = None, f"the API failed ({error_text(exc)})"
-            if info is not None:
-                if info.state in DEAD_STATES or info.state in GONE_STATES:
-                    why = ("RunPod could not start its container" if info.state == "ERROR" else
-                           "a spot interruption, or its container stopped")
-                    self._give_up(pod_id, f"it went {info.state} before SSH came up ({why})")
-                if info.ssh is None:
-                    last = (f"the pod is {info.state} and 22/tcp has no public port yet")
-                else:
-                    remaining = deadline - time.monotonic()
-                    if remaining > 0:
-                        try:
-                            host_key = self._probe(info.ssh, min(self.ssh_probe_timeout_s,
-                                                                 max(remaining, 0.5)), key)
-                        except Exception as exc:  # noqa: BLE001 - any failure means not yet
-                            last = (f"SSH on {info.ssh.host}:{info.ssh.port} did not complete a "
-                                    f"handshake ({type(exc).__name__})")
-                        else:
-                            ssh = SshEndpoint(info.ssh.host, info.ssh.port, info.ssh.user, host_key)
-                            return dataclasses.replace(info, ssh=ssh)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._give_up(pod_id, f"it was not reachable over SSH within {timeout_s:.0f} s "
-                                      f"({last})")
-            self._sleep(min(self.poll_interval_s, max(remaining, 0.05)))
+    # ---- the lifecycle's RunPod parts (tplab.cloud.pod_lifecycle) ----------------------------
+    def _why_dead(self, info: PodInfo) -> str | None:
+        if info.state in DEAD_STATES or info.state in GONE_STATES:
+            return ("RunPod could not start its container" if info.state == "ERROR" else
+                    "a spot interruption, or its container stopped")
+        return None
 
-    def _probe(self, ssh: SshEndpoint, timeout_s: float, key: Any) -> str:
-        from tplab.cloud.ssh_probe import probe_host_key
+    def _probe_timeout(self, info: PodInfo, remaining: float) -> float | None:
+        return min(self.ssh_probe_timeout_s, max(remaining, 0.5)) if remaining > 0 else None
 
-        return probe_host_key(ssh.host, ssh.port, timeout_s, client_key=key, username=ssh.user)
+    def _delete(self, pod_id: str) -> None:
+        self._rest.call("terminating the pod", "DELETE", f"/pods/{pod_id}")
+        # 204, or 404: not found means gone
 
-    def _give_up(self, pod_id: str, why: str) -> None:
-        try:
-            self.terminate(pod_id)
-        except ProviderError as exc:
-            raise NotReadyError(
-                f"Pod {pod_id} was not ready: {why}; terminating it failed too ({error_text(exc)})"
-                f" — terminate it in the RunPod console or with `tplab terminate`.") from None
-        raise NotReadyError(f"Pod {pod_id} was not ready: {why}; it has been terminated.")
-
-    # ---- terminate -----------------------------------------------------------------------
-    def terminate(self, pod_id: str) -> None:
-        last: ProviderError | None = None
-        for attempt in range(len(self.terminate_delays) + 1):
-            try:
-                self._rest.call("terminating the pod", "DELETE", f"/pods/{pod_id}")
-                return  # 204, or 404: not found means gone
-            except AuthError:
-                raise
-            except ProviderError as exc:
-                last = exc
-                try:
-                    if self.status(pod_id).state in GONE_STATES:
-                        return
-                except AuthError:
-                    raise
-                except ProviderError:
-                    pass
-            if attempt < len(self.terminate_delays):
-                self._sleep(self.terminate_delays[attempt])
-        raise ProviderError(
-            f"Could not terminate pod {pod_id} after {len(self.terminate_delays) + 1} attempts "
-            f"({error_text(last) if last else 'unknown error'}); it may still be running and "
-            "billing: terminate it in the RunPod console or with `tplab terminate`.")
-
-    def verify_gone(self, pod_id: str) -> GoneProof:
-        checked = _utc_now()
+    def _record(self, pod_id: str) -> dict[str, Any] | None:
         raw = self._pod(pod_id)
-        answer: dict[str, Any] = {"pod": None if raw is None else v2_pods.pod_info(raw).raw}
-        listed = any(p.id == pod_id and p.state not in GONE_STATES for p in self.list_pods())
-        return GoneProof(pod_id=pod_id, checked_at=checked, answer=answer, listed=listed)
+        return None if raw is None else v2_pods.pod_info(raw).raw
 
     # ---- cost ----------------------------------------------------------------------------
     def billing_usd(self, pod_id: str, since: float) -> float | None:
@@ -280,24 +214,6 @@ class RunPodProvider:
             "startTime": day.strftime("%Y-%m-%dT%H:%M:%SZ")})
         return v2_pods.billing_total((ans.body or {}).get("records") or [], pod_id)
 
-    def actual_cost(self, pod_id: str, balance_before: float | None, started_at: float,
-                    ended_at: float, usd_per_hr: float) -> CostReport:
-        notes: list[str] = []
-        try:
-            billed = self.billing_usd(pod_id, started_at)
-        except AuthError:
-            raise
-        except ProviderError as exc:
-            billed = None
-            notes.append(f"RunPod's billing could not be read ({error_text(exc)})")
-        delta: float | None = None
-        if balance_before is not None:
-            try:
-                after = self.balance()
-            except ProviderError as exc:
-                after = None
-                notes.append(f"balance unreadable after the lab ({error_text(exc)})")
-            if after is not None:
-                delta = round(balance_before - after, 6)
-        return spend.settle(pod_id, usd_per_hr, max(0.0, ended_at - started_at), billed, delta,
-                            notes, billed_by="RunPod's billing record")
+    def _billed_usd(self, pod_id: str, started_at: float, ended_at: float) -> float | None:
+        return self.billing_usd(pod_id, started_at)
+

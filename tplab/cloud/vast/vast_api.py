@@ -7,33 +7,23 @@ every cloud: every call has a timeout; 429 and 5xx (and a timeout or no connecti
 with bounded backoff when the call is safe to repeat; a create is never repeated (Vast may have
 made the instance: ``AmbiguousCreateError``, and the caller looks for it by label). 401 and 403
 are ``AuthError`` (a refused key); 404 is returned (``found=False``): the caller knows what it
-means. The key never appears in an error (tplab.home.redact).
+means. The key never appears in an error (tplab.home.redact). Those shared rules live in
+``tplab.cloud.rest_client``; this module holds Vast's error shape, 429 rule and sentences.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from tplab.cloud.base import (AmbiguousCreateError, AuthError, BalanceError, ProviderError,
-                              RateLimitedError, RequestRejectedError, TransientError)
-from tplab.home.redact import redact, register_secret
+from tplab.cloud.base import (AuthError, BalanceError, ProviderError, RateLimitedError,
+                              RequestRejectedError)
+from tplab.cloud.rest_client import Answer, RestClient
 
 DEFAULT_API_BASE_URL = "https://console.vast.ai"
 AUTH_FAILED = ("Vast.ai refused the API key (HTTP {status}); check VAST_API_KEY, or the key in "
                "~/.config/vastai/vast_api_key (`tplab check --provider vast` says which is used).")
 USER_AGENT = "tplab (Vast REST)"
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: Any                   # parsed JSON, or None (404)
-
-    @property
-    def found(self) -> bool:
-        return self.status != 404
 
 
 def detail(body: Any, text: str = "") -> str:
@@ -45,81 +35,38 @@ def detail(body: Any, text: str = "") -> str:
     return " ".join(text.split())[:300] or "no detail"
 
 
-class VastApi:
-    """Vast's REST API at ``<api_base_url>/api/...`` with one key; thread-safe for tplab's use."""
+class VastApi(RestClient):
+    """Vast's REST API at ``<api_base_url>/api/...`` with one key; the call rules are
+    ``RestClient``'s, the error sentences Vast's."""
+
+    cloud = "Vast.ai"
+    noun = "instance"
+    user_agent = USER_AGENT
 
     def __init__(self, api_key: str, api_base_url: str = DEFAULT_API_BASE_URL, *,
                  timeout_s: float = 30.0, create_timeout_s: float = 60.0,
                  retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
                  rate_limit_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        import requests
-
-        if not api_key:
-            raise AuthError("No Vast.ai API key was given.")
-        register_secret(api_key)
-        self._key = api_key
-        self.base_url = api_base_url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.create_timeout_s = create_timeout_s
-        self.retry_delays = tuple(retry_delays)
+        super().__init__(api_key, api_base_url, timeout_s=timeout_s,
+                         create_timeout_s=create_timeout_s, retry_delays=retry_delays, sleep=sleep)
         self.rate_limit_delays = tuple(rate_limit_delays)
-        self._sleep = sleep
-        self._requests = requests
-        self.session = requests.Session()
-        self.session.headers.update({"Authorization": f"Bearer {api_key}",
-                                     "Accept": "application/json", "User-Agent": USER_AGENT})
-
-    def __repr__(self) -> str:  # never the key
-        return f"VastApi({self.base_url!r})"
 
     def call(self, what: str, method: str, path: str, *, params: Mapping[str, Any] | None = None,
              json: Any = None, create_label: str | None = None) -> Answer:
         """``method path`` (``/api/v0/...``); ``what`` names the call in errors. ``create_label``:
         this call creates an instance of that label (never repeated on 5xx or a timeout)."""
-        url = f"{self.base_url}{path}"
-        failures = limited = 0
-        while True:
-            try:
-                resp = self.session.request(
-                    method, url, params=params, json=json,
-                    timeout=self.create_timeout_s if create_label else self.timeout_s)
-            except self._requests.exceptions.RequestException as exc:
-                why = ("did not answer in time" if isinstance(exc, self._requests.exceptions.Timeout)
-                       else f"could not be reached ({type(exc).__name__})")
-                if create_label:
-                    raise AmbiguousCreateError(
-                        f"Vast.ai's API {why} while {what}; the instance may have been created "
-                        "anyway.", create_label, f"Vast.ai's API {why}") from None
-                failures += 1
-                if failures > len(self.retry_delays):
-                    raise TransientError(f"Vast.ai's API at {self.base_url} {why} while {what}, "
-                                         f"{failures} times; check the network and try again."
-                                         ) from None
-                self._sleep(self.retry_delays[failures - 1])
-                continue
-            status = resp.status_code
-            if status == 429:
-                limited += 1
-                if limited > len(self.rate_limit_delays):
-                    raise RateLimitedError(
-                        f"Vast.ai kept answering \"API requests too frequent\" (HTTP 429) while "
-                        f"{what}, {limited} times with backoff; try again in a minute.")
-                self._sleep(self._retry_after(resp, self.rate_limit_delays[limited - 1]))
-                continue
-            if status >= 500:
-                body, text = self._body(resp)
-                if create_label:
-                    raise AmbiguousCreateError(
-                        f"Vast.ai answered HTTP {status} while {what} ({text}); the instance "
-                        "may have been created anyway.", create_label, f"HTTP {status}: {text}")
-                failures += 1
-                if failures > len(self.retry_delays):
-                    raise TransientError(f"Vast.ai's API failed while {what} (HTTP {status}: "
-                                         f"{text}) {failures} times; try again in a minute.")
-                self._sleep(self.retry_delays[failures - 1])
-                continue
-            return self._answer(what, resp)
+        return self._request(what, method, path, params, json, create_label)
+
+    def _detail(self, body: Any, text: str) -> str:
+        return detail(body, text)
+
+    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float) -> float:
+        if limited > len(self.rate_limit_delays):
+            raise RateLimitedError(
+                f"Vast.ai kept answering \"API requests too frequent\" (HTTP 429) while "
+                f"{what}, {limited} times with backoff; try again in a minute.")
+        return self._retry_after(resp, self.rate_limit_delays[limited - 1])
 
     @staticmethod
     def _retry_after(resp: Any, default: float) -> float:
@@ -128,22 +75,14 @@ class VastApi:
         except ValueError:
             return default
 
-    def _body(self, resp: Any) -> tuple[Any, str]:
-        try:
-            body = resp.json() if resp.content else None
-        except ValueError:
-            body = None
-        return body, redact(detail(body, resp.text if body is None else ""), [self._key])
-
     def _answer(self, what: str, resp: Any) -> Answer:
         status = resp.status_code
-        body, text = self._body(resp)
+        body, text = self._problem(resp)
         if status == 404:
             return Answer(404, None)
         if status < 300:
             if body is None:
-                raise TransientError(f"Vast.ai's API answered {what} with something that is not "
-                                     f"JSON (HTTP {status}); try again.")
+                raise self._not_json(what, status)
             return Answer(status, body)
         if status == 401 or (status == 403 and _is_auth(body)):
             raise AuthError(AUTH_FAILED.format(status=status))

@@ -27,17 +27,14 @@ Methods are synchronous; the orchestrator calls them through ``asyncio.to_thread
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import time
 from typing import Any, Callable, Sequence
 
-from tplab.cloud import spend
-from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, AuthError,
-                              CostReport, GoneProof, NoCapacityError, NotReadyError, PodInfo,
-                              PodSpec,
-                              ProviderError, Quote, SpotUnavailableError, SshEndpoint,
-                              UnknownGpuError)
+from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX,
+                              NoCapacityError, PodInfo, PodSpec, ProviderError, Quote,
+                              SpotUnavailableError, UnknownGpuError)
+from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.vast import instance_self_end as pod_self_end
 from tplab.cloud.vast import shapes
 from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, VastApi
@@ -48,12 +45,15 @@ MAX_PAGES = 50
 BID_MARGIN = 1.02
 
 
-def _utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+class VastProvider(PodLifecycle):
+    """See the module docstring; waiting, destroying, the gone proof and the cost are
+    ``PodLifecycle``'s, in Vast's words."""
 
-
-class VastProvider:
-    """See the module docstring."""
+    words = Words(noun="instance", verb="destroy", gerund="destroying", done="destroyed",
+                  still="billing",
+                  by_hand=("destroy it in the Vast console or with `tplab terminate {pod_id} "
+                           "--provider vast`"),
+                  bill="Vast's charges", billed_by="Vast's charges")
 
     name = "vast"
     label = "Vast.ai"
@@ -207,88 +207,27 @@ class VastProvider:
                 f"({error_text(exc)}); destroy it in the Vast console or with `tplab terminate "
                 f"{pod_id} --provider vast`.") from None
 
-    # ---- readiness -----------------------------------------------------------------------
-    def wait_ready(self, pod_id: str, timeout_s: float, client_key: Any = None) -> PodInfo:
-        key = client_key if client_key is not None else self.client_key
-        deadline = time.monotonic() + timeout_s
-        last = "the instance was never seen"
-        while True:
-            try:
-                info: PodInfo | None = self.status(pod_id)
-            except AuthError:
-                raise
-            except ProviderError as exc:
-                info, last = None, f"the API failed ({error_text(exc)})"
-            if info is not None:
-                if info.state in DEAD_STATES | GONE_STATES | {INTERRUPTED}:
-                    self._give_up(pod_id, f"it went {info.state} before SSH came up "
-                                          f"({info.note or 'it will not reach running'})")
-                if info.ssh is None:
-                    last = f"the instance is {info.state} and 22/tcp has no public port yet"
-                elif info.state == "RUNNING":
-                    try:
-                        host_key = self._probe(info.ssh, max(0.5, min(
-                            self.ssh_probe_timeout_s, deadline - time.monotonic())), key)
-                    except Exception as exc:  # noqa: BLE001 - any failure means not yet
-                        last = (f"SSH on {info.ssh.host}:{info.ssh.port} did not complete a "
-                                f"handshake ({type(exc).__name__})")
-                    else:
-                        ssh = SshEndpoint(info.ssh.host, info.ssh.port, info.ssh.user, host_key)
-                        return dataclasses.replace(info, ssh=ssh)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._give_up(pod_id, f"it was not reachable over SSH within {timeout_s:.0f} s "
-                                      f"({last})")
-            self._sleep(min(self.poll_interval_s, max(remaining, 0.05)))
+    # ---- the lifecycle's Vast parts (tplab.cloud.pod_lifecycle) ------------------------------
+    def _why_dead(self, info: PodInfo) -> str | None:
+        if info.state in DEAD_STATES | GONE_STATES | {INTERRUPTED}:
+            return info.note or "it will not reach running"
+        return None
 
-    def _probe(self, ssh: SshEndpoint, timeout_s: float, key: Any) -> str:
-        from tplab.cloud.ssh_probe import probe_host_key
-        return probe_host_key(ssh.host, ssh.port, timeout_s, client_key=key, username=ssh.user)
+    def _probe_timeout(self, info: PodInfo, remaining: float) -> float | None:
+        if info.state != "RUNNING":
+            return None
+        return max(0.5, min(self.ssh_probe_timeout_s, remaining))
 
-    def _give_up(self, pod_id: str, why: str) -> None:
-        try:
-            self.terminate(pod_id)
-        except ProviderError as exc:
-            raise NotReadyError(
-                f"Instance {pod_id} was not ready: {why}; destroying it failed too "
-                f"({error_text(exc)}) — destroy it in the Vast console or with `tplab terminate "
-                f"{pod_id} --provider vast`.") from None
-        raise NotReadyError(f"Instance {pod_id} was not ready: {why}; it has been destroyed.")
+    def _delete(self, pod_id: str) -> None:
+        self._api.call("destroying the instance", "DELETE", f"/api/v0/instances/{pod_id}")
+        # {"success": true}, or 404: already gone
 
-    # ---- terminate -----------------------------------------------------------------------
-    def terminate(self, pod_id: str) -> None:
-        last: ProviderError | None = None
-        for attempt in range(len(self.terminate_delays) + 1):
-            try:
-                self._api.call("destroying the instance", "DELETE", f"/api/v0/instances/{pod_id}")
-                return  # {"success": true}, or 404: already gone
-            except AuthError:
-                raise
-            except ProviderError as exc:
-                last = exc
-                try:
-                    if self.status(pod_id).state in GONE_STATES:
-                        return
-                except AuthError:
-                    raise
-                except ProviderError:
-                    pass
-            if attempt < len(self.terminate_delays):
-                self._sleep(self.terminate_delays[attempt])
-        raise ProviderError(
-            f"Could not destroy instance {pod_id} after {len(self.terminate_delays) + 1} attempts "
-            f"({error_text(last) if last else 'unknown error'}); it may still be billing: "
-            f"destroy it in the Vast console or with `tplab terminate {pod_id} --provider vast`.")
-
-    def verify_gone(self, pod_id: str) -> GoneProof:
-        checked = _utc_now()
+    def _record(self, pod_id: str) -> dict[str, Any] | None:
         inst = self._instance(pod_id)
-        answer: dict[str, Any] = {"pod": None}
-        if inst is not None:
-            info = shapes.pod_info(inst)
-            answer = {"pod": {**info.raw, "status": info.state}}
-        listed = any(p.id == pod_id and p.state not in GONE_STATES for p in self.list_pods())
-        return GoneProof(pod_id=pod_id, checked_at=checked, answer=answer, listed=listed)
+        if inst is None:
+            return None
+        info = shapes.pod_info(inst)
+        return {**info.raw, "status": info.state}
 
     # ---- cost ----------------------------------------------------------------------------
     def charges_usd(self, pod_id: str, since: float, until: float) -> float | None:
@@ -299,27 +238,8 @@ class VastProvider:
                              params={"select_filters": json.dumps(filters)})
         return shapes.charges_total((ans.body or {}).get("results") or [], pod_id)
 
-    def actual_cost(self, pod_id: str, balance_before: float | None, started_at: float,
-                    ended_at: float, usd_per_hr: float) -> CostReport:
-        notes: list[str] = []
-        try:
-            billed = self.charges_usd(pod_id, started_at, ended_at)
-        except AuthError:
-            raise
-        except ProviderError as exc:
-            billed = None
-            notes.append(f"Vast's charges could not be read ({error_text(exc)})")
-        delta: float | None = None
-        if balance_before is not None:
-            try:
-                after = self.balance()
-            except ProviderError as exc:
-                after = None
-                notes.append(f"balance unreadable after the lab ({error_text(exc)})")
-            if after is not None:
-                delta = round(balance_before - after, 6)
-        return spend.settle(pod_id, usd_per_hr, max(0.0, ended_at - started_at), billed, delta,
-                            notes, billed_by="Vast's charges", unit="instance")
+    def _billed_usd(self, pod_id: str, started_at: float, ended_at: float) -> float | None:
+        return self.charges_usd(pod_id, started_at, ended_at)
 
 
 def shapes_detail(body: dict[str, Any]) -> str:
