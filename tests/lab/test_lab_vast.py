@@ -61,11 +61,12 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
 
 def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,
                                                                     vast_cloud):
-    # outbid 40 s after the instance runs: the job (10 prompts x 100 tokens, three passes) is
-    # decoding by then and still far from done, even on a loaded machine
-    vast_cloud.set_faults(outbid_after_s=40.0, outbid_resume_s=-1)
+    # outbid 30 s after the instance runs: the job (all 16 shipped prompts x 100 tokens, three
+    # passes) is decoding by then on a loaded machine, and still far from done on a quiet one
+    # (10 prompts finished within 39 s of a quiet run, before an outbid at 40 s)
+    vast_cloud.set_faults(outbid_after_s=30.0, outbid_resume_s=-1)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
-                          num_prompts=10, new_tokens=100, status_poll_s=0.5)
+                          num_prompts=16, new_tokens=100, status_poll_s=0.5)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == INTERRUPTED and "spot interruption" in outcome.reason
     assert "outbid" in outcome.reason or "paused" in outcome.reason
