@@ -161,8 +161,9 @@ RECORDS = "tplab.records"
 #: an entry no longer needed fails the test (remove it then)
 CLIENT_JOB_IMPORTS_PENDING = {
     "tplab.lab.provision":
-        "tplab.job.boot_guard.guard_args: the boot guard's container command is packed from pod-side modules; the per-provider "
-        "seam (issue 22) owns boot_guard.py and moves guard_args out of the job",
+        "tplab.job.boot_guard.boot_step and tplab.job.self_terminate.encode: the boot guard's zip is packed from the pod-side "
+        "modules themselves, and the self-termination word is encoded where it is decoded; next: the word's format in "
+        "tplab.records and the packing on the client side, reading the pod's files by path as lab/bundle.py does",
 }
 
 
