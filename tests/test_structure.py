@@ -159,12 +159,7 @@ POD_SIDE = ("tplab.job", "tplab.tp", "tplab.model")
 RECORDS = "tplab.records"
 #: client modules that still reach into the job, each with the engineer's task that removes it;
 #: an entry no longer needed fails the test (remove it then)
-CLIENT_JOB_IMPORTS_PENDING = {
-    "tplab.lab.provision":
-        "tplab.job.boot_guard.boot_step and tplab.job.self_terminate.encode: the boot guard's zip is packed from the pod-side "
-        "modules themselves, and the self-termination word is encoded where it is decoded; next: the word's format in "
-        "tplab.records and the packing on the client side, reading the pod's files by path as lab/bundle.py does",
-}
+CLIENT_JOB_IMPORTS_PENDING: dict[str, str] = {}
 
 
 def _within(module: str, package: str) -> bool:

@@ -11,7 +11,8 @@ import zipfile
 import io
 from pathlib import Path
 
-from tplab.job.boot_guard import BACKUP_MARGIN_S, BootGuard, GuardConfig, boot_step, pack
+from tplab.job.boot_guard import BACKUP_MARGIN_S, BootGuard, GuardConfig
+from tplab.lab.guard_payload import boot_step, pack
 
 
 class Clock:
@@ -97,7 +98,7 @@ def test_the_guard_travels_whole_in_the_create_args(tmp_path):
     from tplab.cloud.base import BootStep, PodSpec
     from tplab.cloud.runpod.pod_self_end import self_end
     from tplab.cloud.runpod.v2_pods import container_args
-    from tplab.job.self_terminate import encode
+    from tplab.records.self_end import encode
     path, payload, command = boot_step(900, 7200, 600, encode(self_end()))
     args = container_args(PodSpec(name="tplab-x", gpu_type="g", gpu_count=1, public_key="k",
                                   boot=BootStep(path, payload, command)))
@@ -106,7 +107,8 @@ def test_the_guard_travels_whole_in_the_create_args(tmp_path):
     b64 = re.search(r"echo ([A-Za-z0-9+/=]+) \| base64 -d", args).group(1)
     assert base64.b64decode(b64) == pack() and len(args) < 16_000
     names = zipfile.ZipFile(io.BytesIO(pack())).namelist()
-    assert {"__main__.py", "tplab/job/boot_guard.py", "tplab/job/self_terminate.py"} <= set(names)
+    assert {"__main__.py", "tplab/job/boot_guard.py", "tplab/job/self_terminate.py",
+            "tplab/records/self_end.py"} <= set(names)
     # the zip runs on its own, with nothing of tplab installed
     z = tmp_path / "guard.zip"
     z.write_bytes(pack())

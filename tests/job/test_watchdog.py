@@ -13,8 +13,8 @@ import pytest
 from tests.job.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
 from tplab.cloud.runpod.pod_self_end import self_end as runpod_self_end
 from tplab.cloud.vast.instance_self_end import self_end as vast_self_end
-from tplab.job.self_terminate import (PodCredentials, SelfEnd, SelfTerminator, encode,
-                                      load_credentials)
+from tplab.job.self_terminate import PodCredentials, SelfEnd, SelfTerminator, load_credentials
+from tplab.records.self_end import encode
 from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError
 
 KEY = "rpa_SECRET_pod_scoped_key_0123456789"

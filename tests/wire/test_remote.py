@@ -336,7 +336,7 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     await remote.upload(conn, items)
     from tplab.cloud.runpod.pod_self_end import self_end
-    from tplab.job.self_terminate import encode
+    from tplab.records.self_end import encode
     await remote.launch(conn, remote.LaunchSpec(nproc=2, job_args=["--out", "."],
                                                 python=server.python, heartbeat_stale_s=60,
                                                 self_end=encode(self_end())))

@@ -3,7 +3,7 @@
 Why: the watchdog beside the job (``tplab.job.watchdog``) only starts after boot, connect and
 upload; a laptop that crashes, sleeps or loses its terminal before that used to leave a pod
 billing with nothing on it to end it. So the create call itself starts this guard: the
-provider carries ``boot_step()`` in its create (RunPod: the container command, before it hands
+provider carries ``tplab.lab.guard_payload.boot_step()`` in its create (RunPod: the container command, before it hands
 over to the image's start script; Vast: ``onstart``), which unpacks it and starts it in the
 background. It
 
@@ -20,8 +20,9 @@ Termination goes through ``tplab.job.self_terminate``, following the provider's 
 is given (``--self-end``: which URLs, which key variable, which id variable), retried with
 capped backoff whatever fails; every decision and answer goes to ``--log``; the key never does.
 
-Before the pod has any of tplab's code, this module travels inside the create call: ``pack()``
-zips it with ``self_terminate`` and ``boot_step()`` says where to unpack it and how to start it.
+Before the pod has any of tplab's code, this module travels inside the create call: the client's
+``tplab.lab.guard_payload`` zips it with ``self_terminate`` and the word's format
+(``tplab.records.self_end``) and says where to unpack it and how to start it.
 What the guard cannot cover: the minutes before the container starts (the cloud pulling the
 image); from the container's start its bound is ``--first-heartbeat``.
 
@@ -31,13 +32,10 @@ Standard library only (pod side, before torch or anything else is there).
 from __future__ import annotations
 
 import argparse
-import base64
-import io
 import json
 import os
 import sys
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -45,9 +43,6 @@ from typing import Callable, Sequence
 # the same import in the lab's package and in the zip the create call carries (same layout)
 from tplab.job.self_terminate import SelfEnd, SelfEndError, SelfTerminator, load_credentials
 
-#: where the container command unpacks the guard on the pod (per pod: the mock's pods share a
-#: machine, and $HOME is each pod's own)
-GUARD_DIR = "$HOME/.tplab-guard"
 #: how much staler than the watchdog's bound the heartbeat must be before the guard steps in
 BACKUP_MARGIN_S = 60.0
 
@@ -166,35 +161,6 @@ def _terminate_this_pod(spec: SelfEnd | None, log: Callable[[str], None]) -> boo
         return False
     attempts = SelfTerminator(creds, spec).terminate(log)
     return any(a.ok for a in attempts)
-
-
-# ------------------------------------------------------------------ travelling in the create
-
-def pack() -> bytes:
-    """This guard and its terminator as a zip Python runs (``python3 guard.zip ...``)."""
-    here = Path(__file__).resolve().parent
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("tplab/__init__.py", "")
-        zf.writestr("tplab/job/__init__.py", "")
-        for name in ("boot_guard.py", "self_terminate.py"):
-            zf.write(here / name, f"tplab/job/{name}")
-        zf.writestr("__main__.py", "import sys\nfrom tplab.job.boot_guard import main\n"
-                                   "sys.exit(main())\n")
-    return buf.getvalue()
-
-
-def boot_step(first_heartbeat_s: float, wall_cap_s: float, stale_after_s: float,
-              self_end_arg: str) -> tuple[str, str, str]:
-    """Where the guard's zip goes on the pod, the zip (base64) and the POSIX sh line that starts
-    it in the background; each provider puts these in its own create field."""
-    path = f"{GUARD_DIR}/guard.zip"
-    d = f'"{GUARD_DIR}"'
-    command = (f"(setsid nohup python3 {d}/guard.zip "
-               f"--first-heartbeat {first_heartbeat_s:g} --wall-cap {wall_cap_s:g} "
-               f"--stale-after {stale_after_s:g} --self-end {self_end_arg} "
-               f">> {d}/guard.out 2>&1 < /dev/null &)")
-    return path, base64.b64encode(pack()).decode(), command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,6 @@ runner are injectable.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import os
@@ -37,6 +36,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from tplab.records.self_end import decode
 
 POD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 REDACTED = "[redacted]"
@@ -95,19 +96,14 @@ class SelfEnd:
 
     @classmethod
     def from_arg(cls, text: str) -> SelfEnd:
-        """From ``encode``'s form (base64 of the JSON), as the command line carries it."""
+        """From ``tplab.records.self_end.encode``'s word, as the command line carries it."""
         try:
-            data = json.loads(base64.urlsafe_b64decode(text.encode()).decode())
-        except (ValueError, UnicodeDecodeError) as exc:
+            data = decode(text)
+        except ValueError as exc:
             raise SelfEndError(f"the self-termination data is not base64 JSON ({exc})") from None
         if not isinstance(data, dict):
             raise SelfEndError("the self-termination data is not a JSON object")
         return cls.from_dict(data)
-
-
-def encode(data: Mapping[str, Any]) -> str:
-    """A provider's self-termination data (a dict) as one shell-safe word."""
-    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
 
 
 @dataclass(frozen=True)

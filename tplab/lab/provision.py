@@ -21,6 +21,8 @@ from tplab.lab.lab_config import FAILED, STUB, LabStop
 from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
 from tplab.lab.context import LabContext
 from tplab.home.redact import one_line
+from tplab.lab.guard_payload import boot_step
+from tplab.records.self_end import encode
 
 
 async def authorize(ctx: LabContext, lab_cap: float) -> None:
@@ -131,18 +133,16 @@ def _label(ctx: LabContext) -> str:
 
 def self_end_arg(ctx: LabContext) -> str:
     """How the lab's pod ends itself (the provider's description, one shell-safe word)."""
-    from tplab.job.self_terminate import encode
     assert ctx.provider is not None
     return encode(ctx.provider.self_end())
 
 
 def _boot_step(ctx: LabContext) -> BootStep | None:
     """The pod's boot guard, started with its container by the provider's create
-    (``tplab.job.boot_guard``); None without a guard."""
+    (``tplab.job.boot_guard``, packed by ``tplab.lab.guard_payload``); None without a guard."""
     cfg = ctx.config
     if not cfg.boot_guard:
         return None
-    from tplab.job.boot_guard import boot_step
     path, payload, command = boot_step(cfg.guard_bound_s(), cfg.wall_cap_s,
                                        cfg.heartbeat_timeout_s, self_end_arg(ctx))
     return BootStep(path=path, payload_b64=payload, command=command)
