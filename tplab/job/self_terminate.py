@@ -84,6 +84,8 @@ class SelfEnd:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SelfEnd:
         try:
+            # the fields come from JSON, checked by Way's own construction (a wrong name is a
+            # TypeError, reported below): mypy cannot type a JSON object's values per field
             ways = tuple(Way(**{str(k): (tuple(v) if isinstance(v, list) else v)  # type: ignore[arg-type]
                                 for k, v in w.items()}) for w in data["ways"])
             fields = {k: v for k, v in data.items() if k != "ways"}
