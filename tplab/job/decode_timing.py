@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import torch
 
+from tplab.records.results import ModeRun
 from tplab.tp import comm_timing
 
 
@@ -35,14 +36,10 @@ class Decoder(Protocol):
 
 
 @dataclass(slots=True)
-class DecodeRun:
-    """One prompt decoded in one mode. Lists are per step; step 0 is the prefill."""
+class DecodeRun(ModeRun):
+    """One prompt decoded in one mode: the record results.json keeps (``ModeRun``: lists per
+    step, step 0 the prefill) and whether this pass was the instrumented one."""
 
-    tokens: list[int]
-    step_ms: list[float]
-    ar_ms: list[float] = field(default_factory=list)
-    ar_calls: list[int] = field(default_factory=list)
-    ar_bytes: list[int] = field(default_factory=list)
     instrumented: bool = False
 
     @property

@@ -26,7 +26,7 @@ RESULTS_SCHEMA = 1
 
 @dataclass(slots=True)
 class ModeRun:
-    """One prompt in one mode (torch-free view of ``timing.DecodeRun``)."""
+    """One prompt in one mode; the job's ``decode_timing.DecodeRun`` extends it."""
 
     tokens: list[int]
     step_ms: list[float]
