@@ -146,6 +146,8 @@ def build_decoder(model: MiniGPT, compile: bool = True, mode: str | None = None,
     device = model.pos_emb.weight.device
     if not compile:
         return CompiledDecoder(step, step.greedy, device, "eager")
+    from tplab.tp.collectives import prepare_compile
+    prepare_compile()  # the shm collectives' graph break, made before tracing starts
     mode = mode or default_mode(device)
     if fullgraph is None:
         fullgraph = not getattr(model, "parallel", False) or getattr(model, "world_size", 1) == 1

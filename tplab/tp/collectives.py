@@ -127,12 +127,24 @@ def _shm_call(fn: Any, op: str, x: torch.Tensor, nbytes: int) -> torch.Tensor:
 
 
 # under torch.compile the shm protocol (Python ints, memoryview flags, waits) runs eagerly at a
-# graph break: traced, its round counter would become a guarded constant and its waits vanish
-_shm_call_eager = torch.compiler.disable(_shm_call)
+# graph break: traced, its round counter would become a guarded constant and its waits vanish.
+# The wrapper is made by ``prepare_compile`` (``torch.compiler.disable`` imports torch._dynamo,
+# ~1.7 s of every rank's start-up on a small CPU, which an eager job never needs).
+_shm_call_eager: Any = None
+
+
+def prepare_compile() -> None:
+    """Make the shm collectives' eager wrapper; call before ``torch.compile`` traces a model
+    whose collectives may go over shared memory (``tplab.model.compiled`` does)."""
+    global _shm_call_eager
+    if _shm_call_eager is None:
+        _shm_call_eager = torch.compiler.disable(_shm_call)
 
 
 def _via_shm(fn: Any, op: str, x: torch.Tensor, nbytes: int) -> torch.Tensor:
     if torch.compiler.is_compiling():
+        if _shm_call_eager is None:  # compiled by hand, without prepare_compile: make it now
+            prepare_compile()
         return _shm_call_eager(fn, op, x, nbytes)
     return _shm_call(fn, op, x, nbytes)
 
