@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
 from tplab.money.budget import BudgetGuard, default_ledger_path
-from tplab.lab.lab_config import COMPLETE, FAILED, INTERRUPTED, STUB
+from tplab.lab.lab_config import COMPLETE, FAILED, INTERRUPTED, STUB, LabOutcome
 from tplab.lab.orchestrator import Lab
 from tplab.mock.handle import start_mock_cloud
 
@@ -61,13 +61,32 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
 
 def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,
                                                                     vast_cloud):
-    # outbid 30 s after the instance runs: the job (all 16 shipped prompts x 100 tokens, three
-    # passes) is decoding by then on a loaded machine, and still far from done on a quiet one
-    # (10 prompts finished within 39 s of a quiet run, before an outbid at 40 s)
-    vast_cloud.set_faults(outbid_after_s=30.0, outbid_resume_s=-1)
+    # outbid the moment the job has measured its first prompt (the baseline's first prompt_done
+    # reached the client): the job (all 16 shipped prompts x 100 tokens, three passes) is then
+    # decoding and far from done, on a quiet machine or a loaded one. (It was a timer, outbid
+    # 30 s after the instance ran: 30 s of two ranks decoding, and a guess at the machine's speed.)
+    vast_cloud.set_faults(outbid_resume_s=-1)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
                           num_prompts=16, new_tokens=100, status_poll_s=0.5)
-    outcome = asyncio.run(Lab(cfg).run())
+    lab = Lab(cfg)
+    events = lab.subscribe()
+    outbid_after: list[str] = []
+
+    async def outbid_on_the_first_prompt() -> None:
+        async for ev in events:
+            if ev.src == "job" and ev.type == "prompt_done" and not outbid_after:
+                outbid_after.append(f"prompt {ev['prompt']} ({ev['mode']})")
+                await asyncio.to_thread(vast_cloud.outbid, lab.pod_id)
+
+    async def run() -> LabOutcome:
+        watcher = asyncio.create_task(outbid_on_the_first_prompt())
+        try:
+            return await lab.run()
+        finally:
+            await asyncio.wait_for(watcher, 30)  # the events end with the lab
+
+    outcome = asyncio.run(run())
+    assert outbid_after == ["prompt 0 (single)"], outbid_after
     assert outcome.status == INTERRUPTED and "spot interruption" in outcome.reason
     assert "outbid" in outcome.reason or "paused" in outcome.reason
     assert outcome.verified_gone and _alive(vast_cloud) == [] and outcome.exit_code == 5

@@ -92,6 +92,13 @@ class MockCloud:
         (VastFaults() if self.provider == "vast" else Faults()).merged(changes)  # clear error
         return self._admin("/_mock/faults", changes)
 
+    def outbid(self, instance_id: int | str) -> None:
+        """Vast only: a higher bid takes that running bid instance now (``POST /_mock/outbid``),
+        for a test that waits for its moment instead of a timer (``outbid_after_s``)."""
+        if self.provider != "vast":
+            raise ValueError("only a Vast instance can be outbid")
+        self._admin("/_mock/outbid", {"id": int(instance_id)})
+
     # ---- lifecycle ---------------------------------------------------------------------
     @property
     def running(self) -> bool:

@@ -5,7 +5,8 @@
 - Admin, as on the RunPod mock (so ``MockCloud`` in handle.py drives both alike):
   ``GET /_mock/state`` (credit, faults, ``calls`` per route as ``METHOD /route``,
   ``schemaViolations``), ``GET /_mock/pods`` (every instance ever created, with its live pids),
-  ``POST /_mock/faults`` (merge fault switches: fault_switches.py). Account key only.
+  ``POST /_mock/faults`` (merge fault switches: fault_switches.py), ``POST /_mock/outbid``
+  (``{"id": N}``: a higher bid takes that running bid instance now). Account key only.
 - Anything else — an unknown route, a method a route does not take, a crash of the mock's own —
   answers in Vast's JSON error shape (404 ``not_found``, 405 ``method_not_allowed``, 500
   ``server_error``), never a text page; a crash is also recorded in ``schemaViolations``, so
@@ -24,7 +25,7 @@ from tplab.mock.loopback import LoopbackServer
 from tplab.mock.vast import routes
 from tplab.mock.vast.fault_switches import VastFaults
 from tplab.mock.vast.routes import STATE, bug, error_body, json_answer
-from tplab.mock.vast.rentals import VastState
+from tplab.mock.vast.rentals import VastError, VastState
 
 
 @web.middleware
@@ -94,6 +95,22 @@ async def admin_faults(request: web.Request) -> web.Response:
     return web.json_response(state.faults.to_dict())
 
 
+async def admin_outbid(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if not _admin(request):
+        return _unauthorized()
+    try:
+        inst = state.get(int((await request.json())["id"]))
+    except VastError as exc:
+        return json_answer(exc.status, error_body(exc.error, exc.msg))
+    except (ValueError, TypeError, KeyError) as exc:
+        return json_answer(400, error_body("invalid_args", f"bad outbid: {exc}"))
+    if not inst.is_bid:
+        return json_answer(400, error_body("invalid_args", f"instance {inst.id} is not a bid"))
+    inst.tasks.append(asyncio.get_running_loop().create_task(state.outbid(inst)))
+    return web.json_response({"id": inst.id})
+
+
 def build_app(state: VastState) -> web.Application:
     app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[vast_errors])
     app[STATE] = state
@@ -101,6 +118,7 @@ def build_app(state: VastState) -> web.Application:
     app.router.add_get("/_mock/state", admin_state)
     app.router.add_get("/_mock/pods", admin_pods)
     app.router.add_post("/_mock/faults", admin_faults)
+    app.router.add_post("/_mock/outbid", admin_outbid)
     return app
 
 

@@ -277,6 +277,12 @@ class VastState:
     async def _outbid_later(self, inst: Instance) -> None:
         assert inst.faults.outbid_after_s is not None
         await asyncio.sleep(inst.faults.outbid_after_s)
+        await self.outbid(inst)
+
+    async def outbid(self, inst: Instance) -> None:
+        """A higher bid takes a running bid instance now (``outbid_after_s``'s timer, or a test
+        that waits for its moment: ``POST /_mock/outbid``); it resumes after
+        ``outbid_resume_s`` unless that is -1."""
         if inst.actual_status != "running":
             return
         await self.pause(inst, "outbid", "Instance stopped: outbid by a higher bid")
