@@ -107,7 +107,7 @@ def run_mutant(m: Mutant, python: str) -> tuple[bool, float, str]:
         env = {**os.environ, "PYTHONPATH": str(root)}
         t0 = time.monotonic()
         out = subprocess.run([python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                              *m.tests], cwd=root, env=env, capture_output=True, text=True)
+                              "-n", "0", *m.tests], cwd=root, env=env, capture_output=True, text=True)
         took = time.monotonic() - t0
         last = (out.stdout.strip().splitlines() or ["no output"])[-1]
         return out.returncode != 0, took, last

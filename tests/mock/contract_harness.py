@@ -13,15 +13,16 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import hypothesis
-import requests
-import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
-from schemathesis.checks import CHECKS
+from typing import TYPE_CHECKING, Any
 
 from tplab.mock.rejections import explain
+
+if TYPE_CHECKING:
+    import requests
+
+# hypothesis and schemathesis are imported by ``run``, in the child process only: imported by the
+# test module they would be collected (and their hundreds of modules assertion-rewritten) in
+# every pytest process, seconds each
 
 CHECK_NAMES = ("not_a_server_error", "response_schema_conformance", "content_type_conformance")
 #: refusals that depend on state, not on the data's shape: allowed for generated data
@@ -60,6 +61,12 @@ def run(provider: str, document: dict[str, Any], base_url: str, api_key: str,
         examples: int = 25) -> Report:
     """Run the generated cases of ``operations`` ((method, path) pairs, as the document spells
     them) against ``base_url``; return what happened."""
+    import hypothesis
+    import requests
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis.checks import CHECKS
+
     schema = schemathesis.openapi.from_dict(copy.deepcopy(document))
     checks = [CHECKS.get_one(name) for name in CHECK_NAMES]
     headers = {"Authorization": f"Bearer {api_key}"}

@@ -44,8 +44,24 @@ class SandboxServer:
                 env={**os.environ, "HOME": str(outer.root)},
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE)
-            await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
-            process.exit(await proc.wait())
+            await process.redirect(stdin=proc.stdin)
+
+            async def pump(src: asyncio.StreamReader, dst: asyncssh.SSHWriter) -> None:
+                while chunk := await src.read(65536):
+                    dst.write(chunk.decode("utf-8", "replace"))
+
+            # the output is forwarded to its end before the exit status: with redirect() for
+            # stdout too, exit() could overtake the last bytes on a loaded machine (the client
+            # then saw exit 0 and no output); bounded, in case a child the command left in the
+            # background still holds the pipe
+            pumps = asyncio.gather(pump(proc.stdout, process.stdout),
+                                   pump(proc.stderr, process.stderr))
+            code = await proc.wait()
+            try:
+                await asyncio.wait_for(pumps, 5)
+            except TimeoutError:
+                pass
+            process.exit(code)
 
         self._server = await asyncssh.create_server(
             _Server, "127.0.0.1", port, server_host_keys=[self.host_key],
