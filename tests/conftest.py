@@ -21,6 +21,13 @@ import pytest
 REAP_ENV = "TPLAB_TEST_REAP"
 
 
+def pytest_collection_modifyitems(config, items):
+    """The `slow` tests (whole labs, gloo ranks, torch.compile: 10-40 s each) run first, the
+    rest in their order after them: on pytest-xdist's workers a long test that starts last keeps
+    one worker busy while the others are done. A stable sort, the same on every worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _tplab_home(tmp_path, monkeypatch):
     home = tmp_path / "tplab-home"

@@ -3,7 +3,7 @@ and that no plot is squeezed into a sliver (its numbers are shown instead)."""
 
 from __future__ import annotations
 
-import time
+import threading
 
 from tplab.view.parts import Budget
 from tui.app import TplabApp
@@ -142,17 +142,22 @@ async def test_start_answers_at_once_and_a_refused_start_creates_nothing(tmp_pat
         built.append(1)
         raise AssertionError("a refused lab is never built")
 
+    checked = threading.Event()  # the check answers once the test has seen the next frame
+
     def refusal():  # runs in a worker thread, as the real check (reads files, the ledger)
-        time.sleep(0.5)
+        checked.wait(10)  # (was a 0.5 s sleep: on a loaded machine it could end first)
         return "No RunPod API key found: set RUNPOD_API_KEY."
 
     factory.refusal = refusal
     app = TplabApp(factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
-        # the very next frame: Start disabled, the status says starting
-        assert app.runner.lab_active and app.action_bar.start_button.disabled
-        assert "starting" in app.action_bar._status_shown.plain
+        try:
+            # the very next frame, while the check still runs: Start disabled, status starting
+            assert app.runner.lab_active and app.action_bar.start_button.disabled
+            assert "starting" in app.action_bar._status_shown.plain
+        finally:
+            checked.set()
         await wait_for(pilot, lambda: not app.runner.lab_active, what="the refusal")
         assert built == [] and app.state.idle
         assert "not started: No RunPod API key" in app.action_bar._status_shown.plain
