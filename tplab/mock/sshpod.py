@@ -82,9 +82,14 @@ class PodSshServer:
 
     def reserve(self, port: int = 0) -> int:
         """Bind 127.0.0.1 on ``port`` (0: a free one) without listening: connections are
-        refused for now."""
+        refused for now. A fresh port is bound without SO_REUSEADDR: Linux lets two
+        SO_REUSEADDR sockets that do not listen yet share a port, so another mock (or any
+        server binding port 0) could be handed this one and one of the two listens would fail
+        (EADDRINUSE, seen with mocks side by side). Re-binding a pod's own port after a
+        suspend keeps it, past the TIME_WAIT of its dropped connections."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
         self._sock = sock
         self.port = sock.getsockname()[1]
