@@ -79,7 +79,7 @@ def stability_section(results: dict[str, Any]) -> dict[str, Any]:
 
 def machine_note(spread: float) -> str:
     return (f"unstable: the machine's own speed varied {spread:.0%} during this run (a fixed "
-            "reference loop); no figure can be steadier, so compare runs on a quieter machine")
+            "reference loop); no figure can be steadier, so compare runs on a quieter machine.")
 
 
 def flagged_note(results: dict[str, Any], prefix: str) -> str:
