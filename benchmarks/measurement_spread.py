@@ -8,7 +8,10 @@ own spread and the unstable flag), the calibrated model's worst error, whether T
 d_model, the measured crossover with its interval, the number of flagged figures and the wall
 time. Then, per figure, the run-to-run spread ((max - min) / median over the runs) and the bars of
 the issue, marked "met" / "NOT met". A future change to the measurement shows it made the numbers
-steadier by a smaller run-to-run spread here. It asserts nothing (a benchmark, not a test); the
+steadier by a smaller run-to-run spread here. The row "machine reference loop ms" is the
+machine's own floor (``tplab.job.machine_probe``: a fixed matmul loop timed all through each run):
+when it moves run to run or is flagged within a run, the machine's speed moved, and no figure
+can be steadier than that. It asserts nothing (a benchmark, not a test); the
 load average is printed before and after, because figures from a busy machine are not comparable.
 
     .venv/bin/python benchmarks/measurement_spread.py [--runs 5] [--comm gloo|shm]
@@ -79,6 +82,12 @@ def figures(r: dict[str, Any]) -> dict[str, tuple[float | None, str]]:
         fig = ((r.get(mode) or {}).get("passes") or {}).get("p50") or {}
         note = (f"±{fig['spread']:.0%}" + ("!" if fig.get("unstable") else "")) if fig else ""
         out[f"lab {mode} p50 ms/token"] = (per.get("p50"), note)
+    single, tp = (((r.get(m) or {}).get("per_token_ms") or {}).get("p50") for m in ("single", "tp"))
+    out["lab tp / single (p50s)"] = (tp / single if tp and single else None, "")
+    probe = (r.get("machine") or {}).get("ms") or {}
+    if probe:  # the machine's own steadiness: a fixed loop timed all through the run
+        out["machine reference loop ms"] = (probe.get("median"), f"±{probe['spread']:.0%}"
+                                            + ("!" if probe.get("unstable") else ""))
     for p in r.get("d_model_sweep") or []:
         for key in ("single_ms", "tp_ms"):
             fig = (p.get("figures") or {}).get(key) or {}

@@ -82,7 +82,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     events = list(read_events(str(out / "events.jsonl")))
     assert [e.seq for e in events] == list(range(len(events)))  # every event once, in order
     phases = [e["name"] for e in events if e.type == "phase"]
-    assert phases == ["setup", "load", "baseline", "tp", "sweep", "d_model_sweep", "results",
+    assert phases == ["setup", "load", "warmup", "decode", "sweep", "d_model_sweep", "results",
                       "finished"]
     # the d_model sweep (over shm, the transport carrying the figures): each point streamed, TP
     # output equal to single at each, and the calibrated prediction stored beside each point
@@ -102,6 +102,10 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert "note" in r["measured_crossover_interval"]
     tokens = [e for e in events if e.type == "token"]
     assert len(tokens) == 2 * N_PROMPTS * N_TOKENS  # single and the primary transport's TP
+    # single and TP interleave prompt by prompt, the mode going first alternating (issue 24)
+    pass_order = [(e["prompt"], e["mode"]) for e in tokens if e["pos"] == 0]
+    assert pass_order == [(i, m) for i in range(N_PROMPTS)
+                          for m in (("single", "tp") if i % 2 == 0 else ("tp", "single"))]
     done_modes = [e["mode"] for e in events if e.type == "prompt_done"]
     assert done_modes.count("tp") == done_modes.count("tp-gloo") == N_PROMPTS
     assert {e["comm"] for e in events if e.type == "sweep"} == {"shm", "gloo"}

@@ -170,6 +170,15 @@ def test_per_pass_figures_and_the_stability_block():
     quiet = {"single": {"passes": f}, "tp": {"passes": f}}
     assert stability_section(quiet) == {**stability_section(quiet), "unstable": [],
                                         "clean": True}
+    # the machine's own reference loop: a run whose machine slowed by half for a stretch says so
+    # first-hand, beside the figures it made unstable; a steady machine adds no flag
+    slow = figure([1.0, 1.0, 1.5, 1.5, 1.0, 1.5]).to_dict()  # IQR 0.5 over a median of 1.25
+    st = stability_section({**quiet, "machine": {"ms": slow}})
+    assert [e["figure"] for e in st["unstable"]] == ["machine speed (reference loop)"]
+    assert "machine's own speed varied 40%" in st["unstable"][0]["note"]
+    assert st["machine_spread"] == slow["spread"] and st["clean"] is False
+    steady = {**quiet, "machine": {"ms": figure([1.0, 1.01, 0.99, 1.0]).to_dict()}}
+    assert stability_section(steady)["clean"] is True
 
 
 def test_the_sweep_table_shows_spread_rounds_flags_and_the_crossover_interval():

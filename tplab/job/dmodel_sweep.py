@@ -128,8 +128,10 @@ class DModelSweep:
     def __init__(self, settings: SweepSettings, base_config: Any, prompt_ids: list[int],
                  device: torch.device, rank: int, world_size: int,
                  barrier: Callable[[], None], sync: Callable[[], None] | None,
-                 emit: Callable[..., None], log: Callable[..., None]) -> None:
+                 emit: Callable[..., None], log: Callable[..., None],
+                 probe: Callable[[], None] | None = None) -> None:
         self.s = settings
+        self.probe = probe  # rank 0 times the machine's reference loop once a round
         self.base = base_config
         self.device = device
         self.rank, self.world = rank, world_size
@@ -272,6 +274,8 @@ class DModelSweep:
         for mode in mode_order(r):
             if mode == "single":
                 if self.rank == 0:
+                    if self.probe is not None:
+                        self.probe()
                     for d in order:
                         self._visit_single(d)
                 self.barrier()

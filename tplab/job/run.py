@@ -1,12 +1,14 @@
 """The lab job's sequence, run on every rank under torchrun.
 
-    setup ─► load (full checkpoint, strict shard per rank) ─► baseline (rank 0 alone, others at a
-    barrier) ─► tp (warm-up, then per prompt an uninstrumented and an instrumented pass) ─► sweep
-    (all-reduce sizes on this process group, alpha-beta fit) ─► results.json
+    setup ─► load (full checkpoint, strict shard per rank) ─► warmup (rank 0 builds the single
+    model; both modes warmed up) ─► decode (per prompt a single-device pass on rank 0 alone, the
+    others at a barrier, and a TP pass, uninstrumented then instrumented; the mode going first
+    alternates prompt by prompt) ─► sweep (all-reduce sizes on this process group, alpha-beta
+    fit) ─► d_model_sweep (with --sweep-d-model) ─► results.json
 
 ``--comm`` chooses the transport of the TP collectives (``comm.py``): the process group's own
-(gloo), the shared-memory transport (shm), or both, in which case the tp and sweep phases run once
-per transport, alternating prompt by prompt, and results.json holds each one's figures.
+(gloo), the shared-memory transport (shm), or both, in which case the TP passes and the sweep run
+once per transport, alternating prompt by prompt, and results.json holds each one's figures.
 
 Only rank 0 writes events (stdout and ``events.jsonl``, flushed per line) and results; the other
 ranks print to stderr only when they fail. The exit status is 0 only when the run completed and
@@ -21,7 +23,6 @@ import argparse
 import functools
 import os
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -49,6 +50,8 @@ from . import comm as comm_
 from . import runtime
 from .allreduce_sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
 from .decode_timing import DecodeRun, decode_timed, decode_timed_static
+from .heartbeat import Heartbeat
+from .machine_probe import MachineProbe
 from .runtime import JobError, Runtime
 
 
@@ -92,30 +95,6 @@ def _shm_in_place(shm: ShmComm, t: torch.Tensor) -> torch.Tensor:
     return shm.all_reduce(t, out=t)
 
 
-class _Heartbeat:
-    """Emits a heartbeat event every ``period_s`` so the client can tell the job is alive."""
-
-    def __init__(self, writer: EventWriter, period_s: float) -> None:
-        self._writer = writer
-        self._period = period_s
-        self._stop = threading.Event()
-        self.phase = "setup"
-        self._thread = threading.Thread(target=self._loop, name="tplab-heartbeat", daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._period):
-            self._writer.emit("heartbeat", phase=self.phase)
-
-    def start(self) -> None:
-        if self._period > 0:
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2 * self._period)
-
-
 class Job:
     """State of one run on one rank."""
 
@@ -125,13 +104,14 @@ class Job:
         self.rt = rt
         self.comms = comms or comm_.Transports(names=["gloo"], backend=rt.backend)
         self.w = writer
-        self.heartbeat: _Heartbeat | None = None
+        self.heartbeat: Heartbeat | None = None
         self.tp_model: Any = None
         self.n_instr = 0
         self.params_full = 0
         self.params_rank = 0
         self.d_models: list[int] = []
         self.prompt_slots: list[list[str]] = []  # per prompt: its unknown words (placeholder slots)
+        self.probe = MachineProbe() if rt.rank == 0 else None  # how steady the machine was
 
     # ------------------------------------------------------------------ events (rank 0 only)
     def emit(self, type_: str, **fields: Any) -> None:
@@ -190,8 +170,7 @@ class Job:
         prompts = self._check_args()
         self.phase("load", checkpoint=str(self.args.checkpoint))
         ckpt, prompt_ids = self._load(prompts)
-        singles = self._baseline(ckpt, prompt_ids)
-        records = self._tensor_parallel(ckpt, prompts, prompt_ids, singles)
+        records = self._passes(ckpt, prompts, prompt_ids)
         sweeps = self._sweep()
         dmodel = self._dmodel_sweep(ckpt, prompt_ids)
         if self.rt.rank != 0:
@@ -252,42 +231,55 @@ class Job:
         self.tp_model = self._prepare(tp_raw)
         return ckpt, prompt_ids
 
-    def _baseline(self, ckpt: Any, prompt_ids: list[list[int]]) -> list[DecodeRun]:
-        """Single-device decoding on rank 0 alone (its device only); the others wait."""
+    def _warm_up(self, ckpt: Any, prompt_ids: list[list[int]]) -> Any:
+        """Rank 0 builds the single-device model; both modes (and every transport) are warmed
+        up before any pass is timed. Returns rank 0's single model (None elsewhere)."""
         from tplab.model.checkpoint import build_single
-        self.phase("baseline")
-        singles: list[DecodeRun] = []
+        self.phase("warmup", modes=["single", "tp"])
+        single = None
         self.params_full = 0
         if self.rt.rank == 0:
             single_raw = build_single(ckpt, self.rt.device)
             self.params_full = sum(p.numel() for p in single_raw.parameters())
             single = self._prepare(single_raw)
             self._warmup(single, prompt_ids)
-            for i, ids in enumerate(prompt_ids):
-                run = self._decode(single, ids)
-                singles.append(run)
-                self._emit_tokens("single", i, run)
-                self.emit("prompt_done", mode="single", prompt=i,
-                          text=ckpt.tokenizer.decode(run.tokens, self.prompt_slots[i]), n_tokens=len(run.tokens))
-            del single, single_raw
-            if self.rt.is_cuda:
-                torch.cuda.empty_cache()
         self.barrier()
-        return singles
-
-    def _tensor_parallel(self, ckpt: Any, prompts: list[str], prompt_ids: list[list[int]],
-                         singles: list[DecodeRun]) -> dict[str, list[PromptRecord]]:
-        """Per prompt and transport an uninstrumented pass (latency) and an instrumented one
-        (all-reduce time); rank 0 compares each with the baseline. With several transports the
-        one going first alternates prompt by prompt, so drift in the machine's load hits each
-        alike."""
-        self.phase("tp", transports=[self.comms.label(n) for n in self.comms.names])
         for name in self.comms.names:
             with self.comms.use(name):
                 self._warmup(self.tp_model, prompt_ids)
+        return single
+
+    def _single_pass(self, single: Any, i: int, ids: list[int], tok: Any) -> DecodeRun | None:
+        """One single-device pass on rank 0 alone; the others wait at a barrier, blocked in the
+        kernel (not spinning: on a 2-core machine the cores may be one core's two hyperthreads,
+        and a spinning peer would slow rank 0's compute)."""
+        run = None
+        if self.rt.rank == 0:
+            if self.probe is not None:
+                self.probe.sample()
+            run = self._decode(single, ids)
+            self._emit_tokens("single", i, run)
+            self.emit("prompt_done", mode="single", prompt=i,
+                      text=tok.decode(run.tokens, self.prompt_slots[i]), n_tokens=len(run.tokens))
+        self.barrier()
+        return run
+
+    def _passes(self, ckpt: Any, prompts: list[str],
+                prompt_ids: list[list[int]]) -> dict[str, list[PromptRecord]]:
+        """The timed passes, interleaved prompt by prompt: a single-device pass and, per
+        transport, an uninstrumented TP pass (latency) and for the first prompts an instrumented
+        one (all-reduce time). Which mode goes first alternates prompt by prompt (single first
+        on even prompts), as does the first transport, so drift in the machine's speed hits
+        single and TP alike and every figure's samples span the whole phase (a slow stretch of
+        a few seconds no longer owns one mode's figure). Rank 0 compares the outputs."""
+        single = self._warm_up(ckpt, prompt_ids)
+        self.phase("decode", modes=["single", "tp"], order="interleaved prompt by prompt",
+                   transports=[self.comms.label(n) for n in self.comms.names])
         tok = ckpt.tokenizer
         records: dict[str, list[PromptRecord]] = {n: [] for n in self.comms.names}
         for i, ids in enumerate(prompt_ids):
+            first_single = i % 2 == 0
+            s_run = self._single_pass(single, i, ids, tok) if first_single else None
             runs: dict[str, tuple[DecodeRun, DecodeRun | None]] = {}
             for name in comm_.rotated(self.comms.names, i):
                 with self.comms.use(name):
@@ -295,29 +287,37 @@ class Job:
                     instr = (self._decode(self.tp_model, ids, instrument=True)
                              if i < self.n_instr else None)
                 runs[name] = (plain, instr)
-            if self.rt.rank != 0:
+                if name == self.comms.primary:
+                    self._emit_tokens("tp", i, plain, instr)
+            if not first_single:
+                s_run = self._single_pass(single, i, ids, tok)
+            if self.rt.rank != 0 or s_run is None:
                 continue
             for name in self.comms.names:
-                plain, instr = runs[name]
-                rec = PromptRecord(
-                    index=i, prompt=prompts[i], single=_mode_run(singles[i]), tp=_mode_run(plain),
-                    tp_instr=_mode_run(instr) if instr is not None else None,
-                    single_text=tok.decode(singles[i].tokens, self.prompt_slots[i]),
-                    tp_text=tok.decode(plain.tokens, self.prompt_slots[i]))
-                records[name].append(rec)
-                primary = name == self.comms.primary
-                if primary:
-                    self._emit_tokens("tp", i, plain, instr)
-                mode = "tp" if primary else f"tp-{self.comms.label(name)}"
-                self.emit("prompt_done", mode=mode, prompt=i, text=rec.tp_text,
-                          n_tokens=len(plain.tokens), match=rec.match,
-                          comm=self.comms.label(name))
-                if not rec.match:
-                    self.emit("error", fatal=False,
-                              msg=f"prompt {i}: TP output differs from the single-device "
-                                  f"output (over {self.comms.label(name)}; first difference at "
-                                  f"token {_first_diff(rec)}).")
+                self._record(records[name], name, i, prompts[i], s_run, *runs[name], tok)
+        if single is not None:
+            del single
+            if self.rt.is_cuda:
+                torch.cuda.empty_cache()
         return records
+
+    def _record(self, into: list[PromptRecord], name: str, i: int, prompt: str,
+                s_run: DecodeRun, plain: DecodeRun, instr: DecodeRun | None, tok: Any) -> None:
+        """Rank 0: one prompt's record over one transport, its prompt_done and a mismatch's error
+        (the TP tokens were emitted as their pass ended)."""
+        rec = PromptRecord(
+            index=i, prompt=prompt, single=_mode_run(s_run), tp=_mode_run(plain),
+            tp_instr=_mode_run(instr) if instr is not None else None,
+            single_text=tok.decode(s_run.tokens, self.prompt_slots[i]),
+            tp_text=tok.decode(plain.tokens, self.prompt_slots[i]))
+        into.append(rec)
+        mode = "tp" if name == self.comms.primary else f"tp-{self.comms.label(name)}"
+        self.emit("prompt_done", mode=mode, prompt=i, text=rec.tp_text,
+                  n_tokens=len(plain.tokens), match=rec.match, comm=self.comms.label(name))
+        if not rec.match:
+            self.emit("error", fatal=False,
+                      msg=f"prompt {i}: TP output differs from the single-device output (over "
+                          f"{self.comms.label(name)}; first difference at token {_first_diff(rec)}).")
 
     def _sweep_point(self, label: str, p: SweepPoint) -> None:
         self.emit("sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
@@ -365,7 +365,7 @@ class Job:
                    budget_s=settings.budget_s, comm=label)
         sweep = DModelSweep(settings, ckpt.config, prompt_ids[0], rt.device, rt.rank,
                             rt.world_size, self.barrier, rt.sync if rt.is_cuda else None,
-                            self.emit, self.log)
+                            self.emit, self.log, self.probe.sample if self.probe else None)
         with self.comms.use(self.comms.primary):
             points, skipped = sweep.run()
         return sweep_section(points, skipped,
@@ -405,6 +405,7 @@ class Job:
             per_transport[label] = res
         results = combine_transports(per_transport, comms.label(comms.primary))
         results.update(dmodel or {})
+        results["machine"] = self.probe.section() if self.probe else None
         results["config"]["sweep_d_model"], results["stability"] = self.d_models, stability_section(results)
         # a TP mismatch at any size of the d_model sweep fails the run like a prompt's does
         bad_d = [p["d_model"] for p in results.get("d_model_sweep", []) if not p["outputs_match"]]
@@ -460,7 +461,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         job.phase("setup", rank_count=rt.world_size, backend=rt.backend, comm=args.comm)
         comms = job.comms = comm_.setup(args.comm, rt, args.pg_timeout)
         if writer is not None:
-            job.heartbeat = _Heartbeat(writer, args.heartbeat_s)
+            job.heartbeat = Heartbeat(writer, args.heartbeat_s)
             job.heartbeat.start()
         code = job.run()
         # every rank leaves together: a gloo rank that tore its process group down while its peer

@@ -28,7 +28,7 @@ SCHEMA_VERSION = 1
 #: Required fields per event type, with the Python types they must have. Extra fields are kept.
 _NUM = (int, float)
 EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    # a lab or job phase begins: name is e.g. "preflight", "create", "boot", "baseline", "tp"
+    # a lab or job phase begins: name is e.g. "preflight", "create", "boot", "warmup", "decode"
     "phase": {"name": (str,)},
     # a line of text for the log; level is "debug" | "info" | "warning" | "error"
     "log": {"level": (str,), "msg": (str,)},

@@ -8,7 +8,10 @@ IQR / median) exceeds ``harness.SPREAD_LIMIT``. The samples are:
 * the lab's per-token single and TP figures: one per prompt (the prompt's median per-token ms),
   per transport (``per_pass_figures``, stored as ``single.passes`` / ``tp.passes``);
 * each d_model sweep point: one per round, single and TP (``dmodel.DModelPoint``);
-* each all-reduce sweep size: one per round (``tplab.job.allreduce_sweep.SweepPoint``).
+* each all-reduce sweep size: one per round (``tplab.job.allreduce_sweep.SweepPoint``);
+* the machine itself: a fixed reference loop timed all through the run
+  (``tplab.job.machine_probe``, results.json's ``machine``). When it is flagged the machine's own
+  speed moved during the run, and the other flags are the machine's before they are the lab's.
 
 Standard library only.
 """
@@ -65,8 +68,18 @@ def stability_section(results: dict[str, Any]) -> dict[str, Any]:
             if fig.get("unstable"):
                 flagged.append(_entry(f"sweep{f'[{name}]' if name else ''}[{q['bytes']} B].ms",
                                       fig))
+    machine = ((results.get("machine") or {}).get("ms")) or {}
+    if machine.get("unstable"):  # first: when the machine moved, that is the news
+        flagged.insert(0, {"figure": "machine speed (reference loop)", "spread": machine["spread"],
+                        "n": machine.get("n"), "note": machine_note(machine["spread"])})
     return {"spread_limit": SPREAD_LIMIT, "definition": SPREAD_DEFINITION,
-            "unstable": flagged, "clean": not flagged}
+            "unstable": flagged, "clean": not flagged,
+            "machine_spread": machine.get("spread")}
+
+
+def machine_note(spread: float) -> str:
+    return (f"unstable: the machine's own speed varied {spread:.0%} during this run (a fixed "
+            "reference loop); no figure can be steadier, so compare runs on a quieter machine.")
 
 
 def flagged_note(results: dict[str, Any], prefix: str) -> str:
