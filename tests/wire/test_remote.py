@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import asyncssh
@@ -405,6 +406,13 @@ async def test_the_launch_line_survives_a_missing_env_file(server, tmp_path, mon
     finally:
         conn.close()
     assert (run / "heartbeat").is_file()
+    # the job launched here has no arguments and ends at once with a usage error (torchrun then
+    # exits 1): wait for it (bounded), so that the test leaves no torchrun behind
+    deadline = time.monotonic() + 60
+    while not (run / "exit_code").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert (run / "exit_code").exists(), "the launched job did not end within 60 s"
+    assert (run / "exit_code").read_text().strip() == "1"
 
 
 async def test_a_silent_sshd_is_noticed_by_keepalive_without_stray_errors(ssh_user, tmp_path):
