@@ -393,6 +393,7 @@ async def test_a_big_event_file_is_read_whole_in_capped_reads(server, tmp_path):
     assert asyncio.get_running_loop().time() - t0 < 20
 
 
+@pytest.mark.slow  # it starts torchrun (which imports torch) and waits for it to end
 async def test_the_launch_line_survives_a_missing_env_file(server, tmp_path, monkeypatch):
     """Not every pod has /etc/rp_environment; under a POSIX sh login shell (dash: the OpenSSH
     server's test user) a bare `. missing-file` ended the whole launch line."""
