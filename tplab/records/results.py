@@ -90,7 +90,8 @@ def timing_notes(device_type: str, threads: int, warmup: int, sync_desc: str,
         "warmup": (f"{warmup} untimed warm-up decode(s)"
                    + (f" of {warmup_tokens} tokens" if warmup_tokens else "")
                    + " per mode before the timed prompts, excluded"),
-        "single": ("rank 0 alone while the other ranks wait at a barrier; "
+        "single": ("rank 0 alone while the other ranks wait at a barrier, interleaved with TP "
+                   "prompt by prompt (single first on even prompts, TP first on odd ones); "
                    + ("only rank 0's GPU" if device_type == "cuda"
                       else f"torch.set_num_threads({threads}) as on every TP rank, so the "
                            "comparison is apples to apples")),
