@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.mock.helpers import GPU
+from tests.fresh_imports import packages_loaded_by
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,12 +81,8 @@ def test_check_on_its_own_mock_cloud_and_as_json():
 
 
 def test_check_report_is_importable_without_torch_or_the_sdk():
-    code = ("import sys; from tplab.cloud.check import gather_check, CheckReport; "
-            "bad = [m for m in ('torch', 'runpod', 'requests', 'aiohttp') if m in sys.modules];"
-            "print(bad); sys.exit(1 if bad else 0)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert packages_loaded_by(["tplab.cloud.check"],
+                              ["torch", "runpod", "requests", "aiohttp"], timeout_s=30) == []
 
 
 async def test_real_key_goes_only_to_https(monkeypatch, tmp_path):

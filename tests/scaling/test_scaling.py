@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import subprocess
-import sys
 
 import pytest
 
+from tests.fresh_imports import packages_loaded_by
 from tplab.scaling import calibration, chart, latency
 from tplab.scaling.latency import HardwareProfile, ModelShape, Number
 
@@ -101,11 +100,10 @@ def test_plots(tmp_path):
 
 
 def test_client_modules_do_not_import_torch_or_plot_libraries():
-    code = ("import sys, tplab.scaling.latency, tplab.scaling.calibration, tplab.scaling.chart, tplab.lab.manifest, tplab.commands.local, "
-            "tplab.commands.scaling\n"
-            "bad = [m for m in ('torch', 'matplotlib', 'plotext') if m in sys.modules]\n"
-            "assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert packages_loaded_by(["tplab.scaling.latency", "tplab.scaling.calibration",
+                               "tplab.scaling.chart", "tplab.lab.manifest",
+                               "tplab.commands.local", "tplab.commands.scaling"],
+                              ["torch", "matplotlib", "plotext"], timeout_s=60) == []
 
 
 def test_shape_from_results_takes_the_runs_model():

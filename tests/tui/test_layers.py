@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import tplab
+from tests.fresh_imports import packages_loaded_by
 
 TPLAB_DIR = Path(tplab.__file__).resolve().parent
 REPO = TPLAB_DIR.parent
@@ -43,12 +44,8 @@ def test_the_guard_sees_function_level_imports(tmp_path):
 
 
 def test_dashboard_and_labstate_do_not_import_torch():
-    code = ("import sys, tui.app, tplab.view.fold, tests.synthetic_lab; "
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert packages_loaded_by(["tui.app", "tplab.view.fold", "tests.synthetic_lab"],
+                              ["torch"]) == []
 
 
 _FIRST_PAINT = r"""
