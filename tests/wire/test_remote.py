@@ -192,26 +192,35 @@ async def _start_writer(server, tmp_path, n: int) -> None:
     conn.close()
 
 
-async def test_tail_resumes_after_drops_exactly_once(server, tmp_path):
-    n = 600
-    await _start_writer(server, tmp_path, n)
+async def _tail_dropping(server, tmp_path, drop_after: tuple[int, ...]):
+    """Tail the run's events to the end, reconnecting after each drop: every connection to the
+    server is dropped once the tail has read more than each count of ``drop_after``. Returns the
+    tail's state, the seqs read, what each drop closed, and the last connection (still open:
+    the caller closes it)."""
     state = TailState()
     seqs: list[int] = []
-    drops = 0
-    while not state.finished:
+    drops: list[int] = []
+    while True:
         conn = await remote.connect(_opts(server, tmp_path), server.client_key)
         try:
             async with conn.start_sftp_client() as sftp:
                 async for batch in event_tail.tail_events(sftp, state):
                     seqs.extend(ev.seq for ev in batch)
-                    if drops < 2 and len(seqs) > (drops + 1) * 150:
-                        drops += 1
-                        server.drop_all()
+                    if len(drops) < len(drop_after) and len(seqs) > drop_after[len(drops)]:
+                        drops.append(server.drop_all())
         except (asyncssh.Error, OSError):
             pass
-        finally:
-            conn.close()
-    assert drops == 2
+        if state.finished:
+            return state, seqs, drops, conn
+        conn.close()
+
+
+async def test_tail_resumes_after_drops_exactly_once(server, tmp_path):
+    n = 600
+    await _start_writer(server, tmp_path, n)
+    state, seqs, drops, conn = await _tail_dropping(server, tmp_path, drop_after=(150, 300))
+    conn.close()
+    assert len(drops) == 2
     assert seqs == list(range(n))
     assert state.exit_code == 0
     assert state.gaps == 0 and state.duplicates == 0  # resumed at its byte, not re-read
@@ -342,23 +351,9 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
                                                 python=server.python, heartbeat_stale_s=60,
                                                 self_end=encode(self_end())))
     conn.close()  # the session ends; the job and the watchdog must not
-    state = TailState()
-    seqs: list[int] = []
-    dropped = False
-    while not state.finished:
-        conn = await remote.connect(_opts(server, tmp_path), server.client_key)
-        try:
-            async with conn.start_sftp_client() as sftp:
-                async for batch in event_tail.tail_events(sftp, state):
-                    seqs.extend(ev.seq for ev in batch)
-                    if not dropped and len(seqs) > 150:
-                        dropped = True
-                        assert server.drop_all() > 0
-        except (asyncssh.Error, OSError):
-            pass
-        if not state.finished:
-            conn.close()
-    assert dropped and seqs == list(range(402)) and state.duplicates == 0
+    state, seqs, drops, conn = await _tail_dropping(server, tmp_path, drop_after=(150,))
+    assert len(drops) == 1 and drops[0] > 0  # the drop closed the live session
+    assert seqs == list(range(402)) and state.duplicates == 0
     assert state.exit_code == 0
     got = await remote.fetch(conn, tmp_path / "out")
     conn.close()
