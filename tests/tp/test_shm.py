@@ -108,6 +108,7 @@ def ws3() -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("shm-ws3")  # one spawn of the module's ranks, on one worker
 def test_sums_and_gathers_are_exact_at_world_size_3(ws3: list[dict[str, Any]]) -> None:
     for rank, r in enumerate(ws3):
         failed = [k for k, v in r.items() if isinstance(v, bool) and k.startswith(
@@ -117,6 +118,7 @@ def test_sums_and_gathers_are_exact_at_world_size_3(ws3: list[dict[str, Any]]) -
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("shm-ws3")  # one spawn of the module's ranks, on one worker
 def test_every_rank_gets_the_same_bits(ws3: list[dict[str, Any]]) -> None:
     sums = [r["random_sum"] for r in ws3]
     assert all(torch.equal(sums[0], s) for s in sums[1:])
@@ -125,6 +127,7 @@ def test_every_rank_gets_the_same_bits(ws3: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("shm-ws3")  # one spawn of the module's ranks, on one worker
 def test_selection_fallback_and_gradients(ws3: list[dict[str, Any]]) -> None:
     for r in ws3:
         assert (r["name"], r["name_after"]) == ("shm", "gloo")
@@ -134,6 +137,7 @@ def test_selection_fallback_and_gradients(ws3: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("shm-ws3")  # one spawn of the module's ranks, on one worker
 def test_a_long_wait_halves_the_spin(ws3: list[dict[str, Any]]) -> None:
     from tplab.tp.shm import SPIN_MIN_S, SPIN_S
 
@@ -143,6 +147,7 @@ def test_a_long_wait_halves_the_spin(ws3: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("shm-ws3")  # one spawn of the module's ranks, on one worker
 def test_segment_is_unlinked_once_every_rank_mapped_it(ws3: list[dict[str, Any]]) -> None:
     assert not any(r["segment_exists"] for r in ws3)
     assert ws3[0]["pids"] == [r["pid"] for r in ws3]

@@ -249,12 +249,14 @@ def _assert_close(results: list[dict[str, Any]], part: str, *keys: str) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_each_rank_ran_on_gloo_with_one_thread(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     assert [r["env"] for r in ranks] == [(k, ws, "gloo", 1) for k in range(ws)]
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_column_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     shards = [r["column"]["shard"] for r in ranks]
@@ -270,6 +272,7 @@ def test_column_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_row_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     assert all(r["row"]["weight_shape"] == (OUT, IN // ws) for r in ranks)
@@ -282,6 +285,7 @@ def test_row_parallel_matches_single_gpu(ranks: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_sharded_embedding_lookup(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     per = VOCAB // ws
@@ -294,6 +298,7 @@ def test_sharded_embedding_lookup(ranks: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_mlp_pattern_minimal(ranks: list[dict[str, Any]]) -> None:
     _assert_close(ranks, "mlp", "out_err", "inference_err", "grad_x_err", "grad_up_err", "grad_down_err")
     for r in ranks:
@@ -306,6 +311,7 @@ def test_mlp_pattern_minimal(ranks: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_collectives_are_conjugate_pairs(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     total = ws * (ws + 1) / 2  # sum over ranks of (rank + 1)
@@ -324,6 +330,7 @@ def test_collectives_are_conjugate_pairs(ranks: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
 def test_non_dividing_world_size_is_a_clear_error(ranks: list[dict[str, Any]]) -> None:
     ws = len(ranks)
     odd = 4 * ws + 1

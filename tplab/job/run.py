@@ -51,6 +51,7 @@ from . import runtime
 from .allreduce_sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
 from .decode_timing import DecodeRun, decode_timed, decode_timed_static
 from .heartbeat import Heartbeat
+from .input_check import read_prompts
 from .machine_probe import MachineProbe
 from .runtime import JobError, Runtime
 
@@ -75,19 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg-timeout", type=float, default=600.0, help="process-group timeout, s")
     p.add_argument("--heartbeat-s", type=float, default=5.0, help="heartbeat event period, s")
     return p
-
-
-def read_prompts(path: str, count: int) -> list[str]:
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise JobError(f"cannot read the prompts file {path}: {exc.strerror}.") from None
-    prompts = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    if count < 1:
-        raise JobError(f"--num-prompts must be at least 1, got {count}.")
-    if len(prompts) < count:
-        raise JobError(f"{path} has {len(prompts)} prompts, fewer than --num-prompts {count}.")
-    return prompts[:count]
 
 
 def _shm_in_place(shm: ShmComm, t: torch.Tensor) -> torch.Tensor:

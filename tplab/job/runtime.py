@@ -22,12 +22,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .job_error import JobError  # noqa: F401 - raised here, and imported from here by callers
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nvidia-smi underlines its header
-
-
-class JobError(RuntimeError):
-    """A failure the user can act on; its message is one clear sentence."""
 
 
 @dataclass(frozen=True, slots=True)

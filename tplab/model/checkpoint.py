@@ -21,18 +21,17 @@ from typing import Any
 
 import torch
 
+from tplab.model.checkpoint_file import (FORMAT, VERSION, CheckpointError, check_divisible,
+                                        check_payload, check_weights, missing_file_error)
 from tplab.model.config import GPTConfig
 from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_state_dict
 from tplab.model.tokenizer import Tokenizer
 from tplab.tp import get_rank, get_world_size
 from tplab.tp.collectives import ProcessGroup
 
-FORMAT = "tplab-minigpt-grammar"
-VERSION = 1
-
-
-class CheckpointError(Exception):
-    """A checkpoint cannot be used; the message says why and what to do."""
+__all__ = ["FORMAT", "VERSION", "Checkpoint", "CheckpointError", "build_single", "build_tp",
+           "check_divisible", "check_state_dict", "expected_shapes", "load_checkpoint",
+           "save_checkpoint"]
 
 
 @dataclass
@@ -79,55 +78,24 @@ def expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
 
 def check_state_dict(state_dict: dict[str, Any], config: GPTConfig, where: str) -> None:
     """Raise CheckpointError unless ``state_dict`` has exactly the keys and shapes of ``config``'s model."""
-    expected = expected_shapes(config)
-    missing = sorted(set(expected) - set(state_dict))
-    extra = sorted(set(state_dict) - set(expected))
-    if missing:
-        raise CheckpointError(f"{where} is missing {len(missing)} weight(s) ({', '.join(missing[:3])}"
-                              f"{', ...' if len(missing) > 3 else ''}); re-create it with `tplab train`.")
-    if extra:
-        raise CheckpointError(f"{where} has {len(extra)} unexpected weight(s) ({', '.join(extra[:3])}"
-                              f"{', ...' if len(extra) > 3 else ''}); it was not written for this model, "
-                              "re-create it with `tplab train`.")
-    for key, shape in expected.items():
-        value = state_dict[key]
-        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-            raise CheckpointError(f"{where}: weight {key} is not a floating-point tensor; re-create it with `tplab train`.")
-        if tuple(value.shape) != shape:
-            raise CheckpointError(f"{where}: weight {key} has shape {tuple(value.shape)} but the config needs "
-                                  f"{shape}; re-create it with `tplab train`.")
+    found = {k: (tuple(v.shape), v.is_floating_point()) if isinstance(v, torch.Tensor) else None
+             for k, v in state_dict.items()}
+    check_weights(found, expected_shapes(config), where)
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read and validate a checkpoint file (CPU tensors). Raises CheckpointError."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist; pass --checkpoint PATH or run `tplab train`.")
+        raise missing_file_error(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for non-torch / truncated files
         raise CheckpointError(f"{path} is not a readable torch checkpoint (not a file "
                               "torch.save wrote, or damaged); pass a file written by "
                               "`tplab train`.") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is a torch file but not a tplab MiniGPT-grammar checkpoint; "
-                              "pass a file written by `tplab train`.")
-    if data.get("version") != VERSION:
-        raise CheckpointError(f"{path} has checkpoint version {data.get('version')!r}, this tplab reads "
-                              f"version {VERSION}; re-create it with `tplab train`.")
-    try:
-        config = GPTConfig.from_dict(data["config"])
-        tokenizer = Tokenizer.from_dict(data["tokenizer"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{path} has a damaged config or tokenizer ({exc}); re-create it with `tplab train`.") from exc
-    if len(tokenizer) > config.vocab_size:
-        raise CheckpointError(f"{path}: the tokenizer has {len(tokenizer)} words but the model only "
-                              f"{config.vocab_size}; re-create it with `tplab train`.")
-    state_dict = data.get("state_dict")
-    if not isinstance(state_dict, dict):
-        raise CheckpointError(f"{path} has no state_dict; re-create it with `tplab train`.")
+    config, tokenizer, state_dict, meta = check_payload(data, str(path))
     check_state_dict(state_dict, config, str(path))
-    meta = data["meta"] if isinstance(data.get("meta"), dict) else {}
     return Checkpoint(config=config, state_dict=state_dict, tokenizer=tokenizer, meta=meta, path=str(path))
 
 
@@ -137,15 +105,6 @@ def build_single(ckpt: Checkpoint, device: torch.device | str = "cpu") -> MiniGP
     model = MiniGPT(ckpt.config)
     model.load_state_dict(ckpt.state_dict, strict=True)
     return model.to(device).eval()
-
-
-def check_divisible(config: GPTConfig, world_size: int) -> None:
-    """Raise CheckpointError naming the first dimension that ``world_size`` does not divide."""
-    for dim in ("n_head", "d_ff", "vocab_size"):
-        size = getattr(config, dim)
-        if size % world_size:
-            raise CheckpointError(f"the model cannot be split over {world_size} ranks: {dim}={size} is not "
-                                  f"divisible by {world_size}; use a world size that divides {dim}.")
 
 
 def build_tp(ckpt: Checkpoint, device: torch.device | str = "cpu",

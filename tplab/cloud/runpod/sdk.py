@@ -9,9 +9,15 @@ from several threads (the orchestrator uses ``asyncio.to_thread``) are serialize
 each other's key or URL. Code elsewhere that reads ``RUNPOD_API_BASE_URL`` while a call is in
 flight may briefly see this provider's URL.
 
-``import runpod`` costs about 1.5 s, so it happens on the first call, never at import time. That
+``import runpod`` costs about 0.5 s, so it happens on the first call, never at import time. That
 import also runs ``logging.basicConfig(level=INFO)`` (runpod/serverless/utils/rp_upload.py), which
 would flood stderr (and the dashboard) with every library's INFO lines; ``import_runpod`` undoes it.
+And it imports the serverless worker's debugger (runpod/serverless/utils/rp_debugger.py), which
+calls ``cpuinfo.get_cpu_info()`` at import: py-cpuinfo starts a second Python interpreter
+(``cpuinfo.py --json``, which runs lscpu, dmesg, ...) to name the CPU for a debugger tplab never
+uses, about 1.2 s of CPU on every first call. ``import_runpod`` lends that import a stand-in
+``cpuinfo`` that names the CPU from ``/proc/cpuinfo`` in-process, then takes it back out of
+``sys.modules`` (``_CpuInfoStandIn``).
 
 Error mapping (messages never contain the key; everything passes through tplab.home.redact):
 - HTTP 401 (``runpod.error.AuthenticationError``) -> ``AuthError``
@@ -23,8 +29,11 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
+import sys
 import threading
 import time
+import types
 from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
@@ -35,6 +44,37 @@ _LOCK = threading.RLock()
 _RUNPOD: Any = None  # the runpod module, once imported
 T = TypeVar("T")
 
+
+
+class _CpuInfoStandIn:
+    """While ``import runpod`` runs, ``sys.modules["cpuinfo"]`` is a module whose
+    ``get_cpu_info()`` reads the CPU's name from ``/proc/cpuinfo`` (``platform.processor()``
+    elsewhere) instead of starting an interpreter; on exit the stand-in is removed, so anything
+    that imports ``cpuinfo`` later gets py-cpuinfo itself. When py-cpuinfo is already imported,
+    nothing is lent."""
+
+    def __enter__(self) -> None:
+        self._lent = "cpuinfo" not in sys.modules
+        if self._lent:
+            module = types.ModuleType("cpuinfo", "tplab's stand-in for py-cpuinfo during import runpod")
+            module.get_cpu_info = _cpu_brand  # type: ignore[attr-defined]
+            sys.modules["cpuinfo"] = module
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lent and getattr(sys.modules.get("cpuinfo"), "get_cpu_info", None) is _cpu_brand:
+            del sys.modules["cpuinfo"]
+
+
+def _cpu_brand() -> dict[str, str]:
+    """What the SDK's debugger reads of ``cpuinfo.get_cpu_info()``: the CPU's name."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return {"brand_raw": line.split(":", 1)[1].strip()}
+    except OSError:
+        pass
+    return {"brand_raw": platform.processor() or "unknown"}
 
 
 def import_runpod() -> Any:
@@ -49,8 +89,9 @@ def import_runpod() -> Any:
         if _RUNPOD is None:
             root = logging.getLogger()
             level, handlers = root.level, list(root.handlers)
-            import runpod
-            import runpod.api.graphql  # noqa: F401 - fully loaded before anyone uses it
+            with _CpuInfoStandIn():
+                import runpod
+                import runpod.api.graphql  # noqa: F401 - fully loaded before anyone uses it
 
             root.setLevel(level)
             for handler in list(root.handlers):
