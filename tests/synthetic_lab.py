@@ -210,7 +210,8 @@ class SyntheticLab:
     """Plays ``lab_script`` (or a token flood) through the Lab API the dashboard uses:
     ``subscribe()``, ``await run()``, ``request_terminate()``.
 
-    ``speed`` scales the script's time (0 = as fast as possible). With ``flood_rate`` set, the
+    ``speed`` scales the script's time (0 = as fast as possible); ``boot_speed``, when given,
+    scales it until the first token instead (the script boots for 16 s). With ``flood_rate`` set, the
     lab emits that many token events per second, in 10 ms batches, until terminated: the
     benchmark's load. A terminate request switches the script to its terminate path.
     ``restamp`` moves the script's timestamps to wall time (for a person watching it).
@@ -218,9 +219,10 @@ class SyntheticLab:
 
     def __init__(self, opts: ScriptOptions | None = None, *, speed: float = 0.0,
                  flood_rate: float | None = None, out_dir: str | None = None,
-                 restamp: bool = False) -> None:
+                 restamp: bool = False, boot_speed: float | None = None) -> None:
         self.opts = opts or ScriptOptions()
         self.speed = speed
+        self.boot_speed = boot_speed or speed  # until the first token (a 16 s boot in the script)
         self.flood_rate = flood_rate
         self.out_dir = out_dir
         self.terminate_calls: list[str] = []
@@ -275,21 +277,25 @@ class SyntheticLab:
 
     async def _run_script(self) -> SyntheticOutcome:
         full = lab_script(self.opts)
-        cut = lab_script(ScriptOptions(**{**self.opts.__dict__, "until": "terminated"}))
         events, prev_ts = full, None
-        i = 0
+        i, booting = 0, True
         while i < len(events):
             ev = events[i]
             if self._terminate.is_set() and events is full:
-                # switch to the terminate path at the same point of the script
+                # switch to the terminate path at the same point of the script (built only now:
+                # a long script costs a fifth of a second to build)
+                cut = lab_script(ScriptOptions(**{**self.opts.__dict__, "until": "terminated"}))
                 j = next((k for k, e in enumerate(cut) if e.type == "phase"
                           and e["name"] == "terminate"), len(cut))
                 shift = (prev_ts or cut[j].ts) - cut[j].ts
                 events = [replace(e, ts=e.ts + shift) for e in cut[j:]]
                 i = 0
                 continue
-            if self.speed and prev_ts is not None and ev.ts > prev_ts:
-                await asyncio.sleep((ev.ts - prev_ts) / self.speed)
+            if ev.type == "token":
+                booting = False
+            pace = self.boot_speed if booting else self.speed
+            if pace and prev_ts is not None and ev.ts > prev_ts:
+                await asyncio.sleep((ev.ts - prev_ts) / pace)
             elif i % 64 == 0:
                 await asyncio.sleep(0)
             prev_ts = ev.ts

@@ -33,6 +33,7 @@ def test_ruff_finds_nothing():
     assert out.returncode == 0, f"ruff check found problems:\n{out.stdout}{out.stderr}"
 
 
+@pytest.mark.slow  # ~25 s of CPU on a fresh clone (no .mypy_cache): it reads torch's 1,400 modules
 def test_mypy_finds_no_error():
     out = _run("mypy")  # files and flags from [tool.mypy] in pyproject.toml
     errors = [line for line in out.stdout.splitlines() if re.search(r":\d+: error:", line)]

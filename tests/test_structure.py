@@ -11,6 +11,7 @@ the importing module itself lives in.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -58,6 +59,11 @@ def _targets(node: ast.AST, module: str, is_pkg: bool, files: dict[str, Path]) -
     else:
         return []
     return [t for t in found if t]
+
+
+@functools.lru_cache(maxsize=None)  # the repository's graph is read once per test run
+def _repo_graph() -> dict[str, frozenset[str]]:
+    return {m: frozenset(d) for m, d in import_graph(REPO).items()}
 
 
 def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
@@ -122,7 +128,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle_under_tplab_and_tui():
-    graph = import_graph(REPO)
+    graph = _repo_graph()
     assert len(graph) > 50 and graph["tplab.lab.orchestrator"], "the graph was not read"
     assert find_cycles(graph) == []
 
@@ -175,7 +181,7 @@ def client_job_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def test_client_code_never_imports_the_job():
-    found = client_job_imports(import_graph(REPO))
+    found = client_job_imports(_repo_graph())
     new = {(m, d) for m, d in found if m not in CLIENT_JOB_IMPORTS_PENDING}
     assert not new, ("client modules import tplab.job; read what the job writes through "
                      f"tplab.records instead: {sorted(new)}")
@@ -200,7 +206,7 @@ def test_the_client_job_rule_sees_a_deferred_import(tmp_path):
 def test_pod_side_and_records_import_only_what_travels_to_the_pod():
     """The job, tp and model import only torch, the standard library, each other and the
     records; the records import only the standard library and themselves."""
-    graph, files = import_graph(REPO), module_files(REPO)
+    graph, files = _repo_graph(), module_files(REPO)
     bad = {}
     for m, deps in graph.items():
         if _within(m, RECORDS):

@@ -50,7 +50,7 @@ async def test_start_runs_to_done_and_saves_the_proof_screen(tmp_path):
 
 
 async def test_terminate_mid_run_asks_the_lab_once_and_shows_progress(tmp_path):
-    lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0,
+    lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0, boot_speed=40.0,
                        out_dir=str(tmp_path))
     app = TplabApp(lambda: lab, start=True)
     async with app.run_test(size=SIZE) as pilot:
@@ -215,7 +215,7 @@ def test_refresh_rate_is_bounded():
 async def test_panels_keep_updating_under_a_modal_screen(tmp_path):
     """The redraw reaches the main screen's panels while help (or the quit dialog) is on top,
     and a lab that ends meanwhile still saves its proof."""
-    lab = SyntheticLab(ScriptOptions(num_prompts=2, new_tokens=60), speed=8.0,
+    lab = SyntheticLab(ScriptOptions(num_prompts=2, new_tokens=60), speed=8.0, boot_speed=40.0,
                        out_dir=str(tmp_path))
     app = TplabApp(lambda: lab)
     async with app.run_test(size=SIZE) as pilot:
