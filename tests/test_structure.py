@@ -61,7 +61,7 @@ def _targets(node: ast.AST, module: str, is_pkg: bool, files: dict[str, Path]) -
     return [t for t in found if t]
 
 
-@functools.lru_cache(maxsize=None)  # the repository's graph is read once per test run
+@functools.cache  # the repository's graph is read once per test run
 def _repo_graph() -> dict[str, frozenset[str]]:
     return {m: frozenset(d) for m, d in import_graph(REPO).items()}
 
