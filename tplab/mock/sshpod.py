@@ -15,15 +15,19 @@ job detached, tail its events, fetch results) must run unchanged, so the pod spe
 - ``reserve()`` binds the port without listening, so connections are refused (the
   ``ssh_refuse_s`` fault, or the moment before sshd starts); ``listen()`` then serves on it.
   ``suspend()`` stops serving (drops every connection) but keeps the port bound and the host key,
-  so a later ``listen()`` serves again on the same port (a Vast instance stopped and resumed).
+  so a later ``listen()`` serves again on the same port (a Vast instance stopped and resumed),
+  or on a fresh one when another server was handed the kept port meanwhile (``listen``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import signal
 import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -84,13 +88,20 @@ class PodSshServer:
         """Bind 127.0.0.1 on ``port`` (0: a free one) without listening: connections are
         refused for now. A fresh port is bound without SO_REUSEADDR: Linux lets two
         SO_REUSEADDR sockets that do not listen yet share a port, so another mock (or any
-        server binding port 0) could be handed this one and one of the two listens would fail
-        (EADDRINUSE, seen with mocks side by side). Re-binding a pod's own port after a
-        suspend keeps it, past the TIME_WAIT of its dropped connections."""
+        server binding port 0: asyncio's servers set SO_REUSEADDR) could be handed this one and
+        one of the two listens would fail (EADDRINUSE, seen with mocks side by side). A pod's
+        own port is bound again after a suspend the same way, and only when that fails (a
+        dropped connection of its own in TIME_WAIT) with SO_REUSEADDR, which reopens that
+        window for as long as the pod is suspended."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if port:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if not port or exc.errno != errno.EADDRINUSE:
+                sock.close()
+                raise
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
+            sock.bind(("127.0.0.1", port))
         self._sock = sock
         self.port = sock.getsockname()[1]
         return self.port
@@ -112,8 +123,22 @@ class PodSshServer:
         return False
 
     async def listen(self) -> None:
+        """Serve SSH on the reserved port. When a kept port was taken meanwhile (bound again
+        with SO_REUSEADDR after a suspend, it can be handed to another server binding port 0),
+        serve on a fresh one, as a resumed Vast instance may get new port mappings."""
         if self._sock is None:
             self.reserve(self.port or 0)
+        try:
+            await self._listen()
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            if self._sock is not None:
+                self._sock.close()
+            self.reserve(0)
+            await self._listen()
+
+    async def _listen(self) -> None:
         assert self._sock is not None
         sandbox = str(self.sandbox).encode()
         self._acceptor = await asyncssh.listen(
@@ -143,7 +168,14 @@ class PodSshServer:
             self.reserve(port)
 
     async def close(self) -> None:
-        """Stop accepting, drop every connection and free the port."""
+        """Stop accepting, drop every connection and free the port. The connections are reset
+        (SO_LINGER 0) before the listener closes: closed gracefully, this side would keep each
+        in TIME_WAIT and the port could not be bound again without SO_REUSEADDR."""
+        for conn in list(self.connections):
+            sock = conn.get_extra_info("socket")
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.abort()
         if self._acceptor is not None:
             self._acceptor.close()
             try:
