@@ -50,3 +50,16 @@ async def test_a_kept_port_taken_meanwhile_is_exchanged_for_a_fresh_one(tmp_path
     finally:
         other.close()
         await server.close()
+
+
+async def test_listening_twice_serves_once(tmp_path):
+    """A Vast instance stopped and resumed while its boot waits for sshd is asked to listen by
+    the resume and by the boot: the second is a no-op, not EADDRINUSE."""
+    server = PodSshServer("p3", tmp_path, {})
+    port = server.reserve()
+    try:
+        await server.listen()
+        await server.listen()
+        assert server.port == port and await _serves(server)
+    finally:
+        await server.close()

@@ -125,7 +125,11 @@ class PodSshServer:
     async def listen(self) -> None:
         """Serve SSH on the reserved port. When a kept port was taken meanwhile (bound again
         with SO_REUSEADDR after a suspend, it can be handed to another server binding port 0),
-        serve on a fresh one, as a resumed Vast instance may get new port mappings."""
+        serve on a fresh one, as a resumed Vast instance may get new port mappings. Already
+        serving: nothing to do (a Vast instance resumed while its boot still waited for sshd
+        is asked twice, by the resume and by the boot)."""
+        if self._acceptor is not None:
+            return
         if self._sock is None:
             self.reserve(self.port or 0)
         try:
