@@ -288,6 +288,13 @@ def test_launch_command_is_detached_and_hands_the_watchdog_its_providers_descrip
     assert cmd.count("setsid nohup") == 2
     assert "--nproc-per-node=2" in cmd and "tplab.job.watchdog" in cmd
     assert "> exit_code.tmp" in cmd
+    # the first heartbeat (which sends the boot guard back) is written by the watchdog's own
+    # detached supervisor, never by the session's shell before it: a client killed mid-launch
+    # leaves either no heartbeat (the guard ends the pod) or a watchdog
+    before_setsid = cmd.split("setsid nohup", 1)[0]
+    assert "> heartbeat" not in before_setsid and "rm -f heartbeat" in before_setsid
+    supervisor = cmd.split("setsid nohup sh -c ", 1)[1]
+    assert supervisor.lstrip("'").startswith("date +%s > heartbeat; while :; do")
 
 
 def test_finished_is_seen_even_when_a_heartbeat_follows_it_in_the_same_read() -> None:
@@ -401,6 +408,9 @@ async def test_the_launch_line_survives_a_missing_env_file(server, tmp_path, mon
         await remote.launch(conn, remote.LaunchSpec(nproc=1, job_args=[], python=server.python))
     finally:
         conn.close()
+    deadline = time.monotonic() + 30  # written by the detached supervisor, once it runs
+    while not (run / "heartbeat").is_file() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     assert (run / "heartbeat").is_file()
     # the job launched here has no arguments and ends at once with a usage error (torchrun then
     # exits 1): wait for it (bounded), so that the test leaves no torchrun behind

@@ -290,12 +290,17 @@ def launch_command(spec: LaunchSpec) -> str:
            + (f" --wall-cap-left {spec.wall_cap_left_s:.1f}"
               if spec.wall_cap_left_s is not None else ""))
     # the supervisor: restart the watchdog whenever it exits, unless it ended in order
-    # (watchdog.log.done: terminated, or told to stop) or could not start at all (exit 2)
-    supervised = (f"while :; do {dog}; c=$?; [ -e watchdog.log.done ] && break; "
+    # (watchdog.log.done: terminated, or told to stop) or could not start at all (exit 2).
+    # It writes the first heartbeat itself, once it runs in its own session: the boot guard
+    # stands back (to stale + 60 s) when the heartbeat appears, so the heartbeat must never
+    # exist without a watchdog that survives the client (a client killed mid-launch dropped
+    # the session's shell between the two, and the pod lived ~65 s past its 13 s bound)
+    supervised = (f"date +%s > heartbeat; "
+                  f"while :; do {dog}; c=$?; [ -e watchdog.log.done ] && break; "
                   f"[ $c -eq 2 ] && break; echo \"$(date -u +%Y-%m-%dT%H:%M:%SZ) supervisor: "
                   f"the watchdog exited ($c); restarting it\" >> watchdog.log; sleep 1; done")
     return (f"cd {REMOTE_DIR} || exit 3; "
-            f"date +%s > heartbeat; rm -f exit_code events.jsonl watchdog.log.done; "
+            f"rm -f heartbeat exit_code events.jsonl watchdog.log.done; "
             f"setsid nohup sh -c {shlex.quote(supervised)} > /dev/null 2>&1 < /dev/null & "
             f"setsid nohup sh -c {shlex.quote(job)} > /dev/null 2>&1 < /dev/null & "
             f"echo launched")
