@@ -79,8 +79,12 @@ def _left_behind(before: dict[int, tuple[int, str]], marker: bytes) -> dict[int,
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
             except OSError:
                 continue
-            if "multiprocessing.resource_tracker" not in cmd:  # pytest's own, for the session
-                out[pid] = cmd
+            if "multiprocessing.resource_tracker" in cmd:  # pytest's own, for the session
+                continue
+            if "multiprocessing.forkserver" in cmd and now[pid][0] == os.getpid():
+                continue  # this worker's fork server (tests/distributed.py), for the session;
+                # the ranks it forks are its children, and are not spared
+            out[pid] = cmd
     return out
 
 

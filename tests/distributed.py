@@ -39,6 +39,10 @@ __all__ = ["DistributedTestError", "run_distributed"]
 DEFAULT_PG_TIMEOUT_S = 15.0
 
 
+#: what the fork server imports before it forks any rank
+FORKSERVER_PRELOAD = ["torch", "torch.distributed"]
+
+
 class DistributedTestError(AssertionError):
     """A rank raised, crashed, or the run passed its wall-clock limit."""
 
@@ -128,6 +132,10 @@ def run_distributed(
     pg_timeout = pg_timeout_s if pg_timeout_s is not None else min(DEFAULT_PG_TIMEOUT_S, timeout_s)
     if pg_timeout <= 0 or timeout_s <= 0:
         raise ValueError("timeout_s and pg_timeout_s must be positive.")
+    # A fork server that has imported torch (once per test worker) forks the ranks: each
+    # spawned rank imported torch again, ~2 s of CPU. It imports torch and runs nothing, so no
+    # thread exists to be lost in the fork; tests/conftest.py's reaper leaves it alone.
+    mp.set_forkserver_preload(FORKSERVER_PRELOAD)
     with tempfile.TemporaryDirectory(prefix="tplab-dist-") as tmp:
         init_file = os.path.join(tmp, "rendezvous")
         context = mp.start_processes(
@@ -135,7 +143,7 @@ def run_distributed(
             args=(fn, world_size, args, init_file, tmp, pg_timeout, timeout_s, comm),
             nprocs=world_size,
             join=False,
-            start_method="spawn",
+            start_method="forkserver",
         )
         deadline = time.monotonic() + timeout_s
         try:
