@@ -175,11 +175,7 @@ class PodSshServer:
         """Stop accepting, drop every connection and free the port. The connections are reset
         (SO_LINGER 0) before the listener closes: closed gracefully, this side would keep each
         in TIME_WAIT and the port could not be bound again without SO_REUSEADDR."""
-        for conn in list(self.connections):
-            sock = conn.get_extra_info("socket")
-            with contextlib.suppress(OSError, AttributeError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.abort()
+        self._reset_connections()
         if self._acceptor is not None:
             self._acceptor.close()
             try:
@@ -190,11 +186,17 @@ class PodSshServer:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        for conn in list(self.connections):
-            conn.abort()
+        self._reset_connections()  # any that came up while the listener closed
         self.connections.clear()
         for task in list(self._sessions):
             task.cancel()
+
+    def _reset_connections(self) -> None:
+        for conn in list(self.connections):
+            sock = conn.get_extra_info("socket")
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.abort()
 
     def _session(self, process: asyncssh.SSHServerProcess) -> Any:
         task = asyncio.ensure_future(self._run(process))
