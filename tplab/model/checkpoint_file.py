@@ -82,7 +82,6 @@ class _StorageType:
 @dataclass(frozen=True)
 class _Storage:
     dtype: str
-    itemsize: int
     floating: bool
     numel: int
 
@@ -129,7 +128,7 @@ class _HeaderUnpickler(pickle.Unpickler):
             raise Unrecognised(f"storage {pid[2]} is not in the archive") from None
         if stored < pid[4] * itemsize:
             raise Unrecognised(f"storage {pid[2]} holds fewer bytes than its tensor")
-        return _Storage(dtype, itemsize, floating, pid[4])
+        return _Storage(dtype, floating, pid[4])
 
 
 def read_payload(path: str | os.PathLike) -> Any:
