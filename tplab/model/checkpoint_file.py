@@ -208,8 +208,7 @@ def check_divisible(config: GPTConfig, world_size: int) -> None:
 
 def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Weight name -> shape of the single-device MiniGPT for ``config``, written out without
-    torch (``tplab.model.gpt``'s layout; ``checkpoint.expected_shapes`` builds the model itself,
-    and a test holds the two equal)."""
+    torch (``tplab.model.gpt``'s layout; a test holds it equal to the model's own state dict)."""
     d = config.d_model
     out: dict[str, tuple[int, ...]] = {}
     out["tok_emb.weight"] = (config.vocab_size, d)
