@@ -9,9 +9,12 @@ killed (SIGKILL), and the test is told which processes were left behind.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import secrets
 import signal
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -21,11 +24,46 @@ import pytest
 REAP_ENV = "TPLAB_TEST_REAP"
 
 
+def pytest_configure(config):
+    """Python's cyclic garbage collector runs a full collection every ~70k allocations (the
+    thresholds 700, 10, 10), each one walking every object torch, Textual and the tests hold:
+    ~4 s of CPU per worker over the fast set. Full collections ~60x rarer (young ones as often as
+    before, in larger batches) keep a test process's memory bounded and cost ~1 s."""
+    gc.set_threshold(10_000, 20, 20)
+
+
+def _start_rank(item) -> int:
+    """0: `slow` (whole labs, gloo ranks, torch.compile: 10-40 s each); 1: the `waits` group
+    (tests that mostly sleep to a deadline, ~40 s in all on one worker); 2: the rest."""
+    if item.get_closest_marker("slow") is not None:
+        return 0
+    group = item.get_closest_marker("xdist_group")
+    return 1 if group is not None and group.args[:1] == ("waits",) else 2
+
+
 def pytest_collection_modifyitems(config, items):
-    """The `slow` tests (whole labs, gloo ranks, torch.compile: 10-40 s each) run first, the
-    rest in their order after them: on pytest-xdist's workers a long test that starts last keeps
-    one worker busy while the others are done. A stable sort, the same on every worker."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The long tests start first, the rest in their order after them: on pytest-xdist's
+    workers a long test that starts last keeps one worker busy while the others are done, and
+    the waiting tests, started early on one worker, sleep while the other workers use the cores
+    (spread through the run, they would sleep on every worker at once and leave the cores idle).
+    A stable sort, the same on every worker."""
+    items.sort(key=_start_rank)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """An xdist worker ends here, once every other plugin has unconfigured: it has sent the
+    controller its last report ("workerfinished", at session finish), so what remains is pytest's
+    five full garbage collections (their warnings could no longer reach the controller) and the
+    interpreter's teardown of torch's and Textual's ~500k objects: ~3 s of CPU per worker, at the
+    end of the run, while the controller waits. Every process a test started is gone already
+    (the reaper, and the session fixtures' teardown)."""
+    if not hasattr(config, "workerinput"):
+        return
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(int(config.workeroutput.get("exitstatus", 0)))
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,10 @@ from tplab.lab.facts import LabFacts
 from tplab.lab.stream import LabStream
 from tests.e2e_fixtures import FullDisk
 
+# One xdist worker runs the suite's waiting tests (deadlines, paced writers, bounds) one after
+# another while the other workers keep the cores busy; tests/conftest.py starts them first.
+pytestmark = pytest.mark.xdist_group("waits")
+
 
 @pytest.fixture
 def short_waits(monkeypatch):
