@@ -41,13 +41,32 @@ def _start_rank(item) -> int:
     return 1 if group is not None and group.args[:1] == ("waits",) else 2
 
 
+def _shares_a_module_fixture(item) -> bool:
+    """Whether the test uses a module-scoped fixture (a module's mock cloud, its rank spawn)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(d.scope == "module" for fixturedefs in defs.values() for d in fixturedefs)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The long tests start first, the rest in their order after them: on pytest-xdist's
-    workers a long test that starts last keeps one worker busy while the others are done, and
-    the waiting tests, started early on one worker, sleep while the other workers use the cores
-    (spread through the run, they would sleep on every worker at once and leave the cores idle).
-    A stable sort, the same on every worker."""
-    items.sort(key=_start_rank)
+    """The order the workers take the tests in (a stable sort, the same on every worker).
+
+    The long tests start first: on pytest-xdist's workers a long test that starts last keeps one
+    worker busy while the others are done. The waiting tests come next, started early on one
+    worker, and sleep while the other workers use the cores. The rest is mixed: each folder's
+    tests spread evenly over the run, so the workers are rarely all in the dashboard's tests
+    (CPU and timers), or all waiting on mock clouds, at once. A module whose tests share a
+    module-scoped fixture becomes one group, run by one worker (one mock cloud, not three)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(f"module:{item.module.__name__}"))
+    folders: dict[str, list] = {}
+    for item in items:
+        folders.setdefault(item.nodeid.split("::")[0].rsplit("/", 1)[0], []).append(item)
+    spread = {id(item): i / len(tests) for tests in folders.values()
+              for i, item in enumerate(tests)}
+    items.sort(key=lambda item: (_start_rank(item), spread[id(item)] if _start_rank(item) == 2
+                                 else 0.0))
 
 
 @pytest.hookimpl(trylast=True)
