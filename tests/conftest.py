@@ -69,6 +69,23 @@ def pytest_collection_modifyitems(config, items):
                                  else 0.0))
 
 
+def _end_own_fork_server() -> None:
+    """SIGKILL and reap this process's multiprocessing fork server, if it started one (the
+    ranks it forked are gone: each test's reaper ended them)."""
+    me = os.getpid()
+    for pid, (ppid, _) in _processes().items():
+        if ppid != me:
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"multiprocessing.forkserver" in cmd:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """An xdist worker ends here, once every other plugin has unconfigured: it has sent the
@@ -76,9 +93,12 @@ def pytest_unconfigure(config):
     five full garbage collections (their warnings could no longer reach the controller) and the
     interpreter's teardown of torch's and Textual's ~500k objects: ~3 s of CPU per worker, at the
     end of the run, while the controller waits. Every process a test started is gone already
-    (the reaper, and the session fixtures' teardown)."""
+    (the reaper, and the session fixtures' teardown); the worker's own fork server
+    (tests/distributed.py), which would only notice the worker gone and then spend a second
+    unloading torch, is ended and reaped here, so nothing outlives the run."""
     if not hasattr(config, "workerinput"):
         return
+    _end_own_fork_server()
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(Exception):
             stream.flush()
