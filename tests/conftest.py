@@ -65,8 +65,12 @@ def pytest_collection_modifyitems(config, items):
         folders.setdefault(item.nodeid.split("::")[0].rsplit("/", 1)[0], []).append(item)
     spread = {id(item): i / len(tests) for tests in folders.values()
               for i, item in enumerate(tests)}
-    items.sort(key=lambda item: (_start_rank(item), spread[id(item)] if _start_rank(item) == 2
-                                 else 0.0))
+
+    def order(item) -> tuple[int, float]:
+        rank = _start_rank(item)
+        return rank, spread[id(item)] if rank == 2 else 0.0
+
+    items.sort(key=order)
 
 
 def _end_own_fork_server() -> None:

@@ -220,7 +220,7 @@ async def _tail_dropping(server, tmp_path, drop_after: tuple[int, ...]):
 
 
 async def test_tail_resumes_after_drops_exactly_once(server, tmp_path):
-    n = 400  # ~1.6 s of writing: both drops come while the writer still writes
+    n = 400  # ~1.6 s of writing; the drops come a quarter and half way through the events
     await _start_writer(server, tmp_path, n)
     state, seqs, drops, conn = await _tail_dropping(server, tmp_path, drop_after=(100, 200))
     conn.close()
