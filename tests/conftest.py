@@ -76,15 +76,8 @@ def pytest_collection_modifyitems(config, items):
 def _end_own_fork_server() -> None:
     """SIGKILL and reap this process's multiprocessing fork server, if it started one (the
     ranks it forked are gone: each test's reaper ended them)."""
-    me = os.getpid()
     for pid, (ppid, _) in _processes().items():
-        if ppid != me:
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"multiprocessing.forkserver" in cmd:
+        if _is_own_fork_server(ppid, _cmdline(pid) or ""):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -156,17 +149,28 @@ def _left_behind(before: dict[int, tuple[int, str]], marker: bytes) -> dict[int,
         if before.get(pid, (0, ""))[1] == start:
             continue  # alive before this test began (a module's shared mock cloud)
         if pid in mine or _carries(pid, marker):
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
-            except OSError:
+            cmd = _cmdline(pid)
+            if cmd is None:
                 continue
             if "multiprocessing.resource_tracker" in cmd:  # pytest's own, for the session
                 continue
-            if "multiprocessing.forkserver" in cmd and now[pid][0] == os.getpid():
-                continue  # this worker's fork server (tests/distributed.py), for the session;
-                # the ranks it forks are its children, and are not spared
-            out[pid] = cmd
+            if _is_own_fork_server(now[pid][0], cmd):
+                continue  # for the session; the ranks it forks are its children, not spared
+            out[pid] = cmd[:160]
     return out
+
+
+def _cmdline(pid: int) -> str | None:
+    """The process's command line, its arguments joined by spaces (None once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+
+
+def _is_own_fork_server(ppid: int, cmd: str) -> bool:
+    """Whether a process is this worker's multiprocessing fork server (tests/distributed.py)."""
+    return ppid == os.getpid() and "multiprocessing.forkserver" in cmd
 
 
 @pytest.fixture(autouse=True)
