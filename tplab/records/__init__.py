@@ -7,6 +7,8 @@
   intervals; ``harness``: a figure as a median with its spread; ``stability``: which figures of a
   run are not trustworthy (results.json's ``stability`` block);
 - ``job_flags``: the job's command line, declared once (the job, `tplab run`, `tplab local`);
+- ``torch_support``: the torch releases the pod side runs on (the job checks it at start, the
+  client before it rents);
 - ``jsonfile``: the one atomic JSON writer; ``pids``: the one "is that process alive" check.
 
 Why a package of its own: the job writes these and the client reads them, so they are the seam

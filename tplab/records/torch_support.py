@@ -1,0 +1,59 @@
+"""The torch versions the pod side runs on, declared once.
+
+Why a record of its own: a mock pod runs the client's torch, a real pod runs its image's, and the
+two are years apart (the default images carry torch 2.4.0; the client pins the newest CPU build).
+The job reads this range before any timing and refuses, in one sentence, a torch outside it; the
+client reads it to refuse, before anything is rented, an image whose torch is outside it; the
+docs quote it. Standard library only: it travels to the pod with the job.
+
+The range is by release (major.minor), both ends included: every patch release of a supported
+minor release is supported, and a local suffix (``+cpu``, ``+cu124``) is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class TorchRange:
+    """Releases ``oldest`` .. ``newest`` (major, minor), both included."""
+
+    oldest: tuple[int, int]
+    newest: tuple[int, int]
+
+    def __str__(self) -> str:
+        return f"{_dotted(self.oldest)} to {_dotted(self.newest)}"
+
+    def contains(self, version: str) -> bool:
+        release = torch_release(version)
+        return release is not None and self.oldest <= release <= self.newest
+
+
+#: the pod side is tested at both ends: the oldest under a second interpreter, the newest as the
+#: client's own torch (scripts/setup pins it)
+SUPPORTED_TORCH = TorchRange(oldest=(2, 4), newest=(2, 13))
+
+
+def _dotted(release: tuple[int, int]) -> str:
+    return f"{release[0]}.{release[1]}"
+
+
+def torch_release(version: str) -> tuple[int, int] | None:
+    """``"2.4.0+cu124"`` -> (2, 4); None when the text is not a version."""
+    m = _VERSION.match(str(version))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def unsupported_torch(version: str, supported: TorchRange = SUPPORTED_TORCH) -> str | None:
+    """One sentence saying why ``version`` cannot run the job, or None when it can."""
+    if supported.contains(version):
+        return None
+    if torch_release(version) is None:
+        return (f"torch reports the version {version!r}, which is not a release number; the job "
+                f"runs on torch {supported}.")
+    return (f"torch {version} is outside the releases the job runs on ({supported}): use an "
+            f"image with a torch in that range.")
