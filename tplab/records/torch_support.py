@@ -57,3 +57,32 @@ def unsupported_torch(version: str, supported: TorchRange = SUPPORTED_TORCH) -> 
                 f"runs on torch {supported}.")
     return (f"torch {version} is outside the releases the job runs on ({supported}): use an "
             f"image with a torch in that range.")
+
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)[a-z]?$")
+
+
+def _arch(entry: str) -> tuple[str, tuple[int, int]] | None:
+    m = _ARCH.match(entry.strip())
+    return (m.group(1), (int(m.group(2)), int(m.group(3)))) if m else None
+
+
+def has_kernels_for(capability: tuple[int, int], arch_list: list[str] | tuple[str, ...]) -> bool:
+    """Whether a torch built for ``arch_list`` (``torch.cuda.get_arch_list()``: ``sm_86``,
+    ``sm_90``, ``compute_90``, ...) can drive a GPU of compute ``capability`` (major, minor).
+
+    A cubin (``sm_MN``) runs on GPUs of the same major and a minor at least its own (sm_80 runs
+    on an 8.6 and an 8.9, never on a 9.0); PTX (``compute_MN``) is compiled by the driver for any
+    GPU at least that capability. So an RTX 5090 (12.0) needs a torch with ``sm_120`` (or PTX):
+    torch 2.4's CUDA 12.4 build stops at ``sm_90``.
+    """
+    for entry in arch_list:
+        parsed = _arch(entry)
+        if parsed is None:
+            continue
+        kind, (major, minor) = parsed
+        if kind == "sm" and major == capability[0] and minor <= capability[1]:
+            return True
+        if kind == "compute" and (major, minor) <= capability:
+            return True
+    return False
