@@ -14,8 +14,8 @@ loops, outside them); the point's ``ms`` is the median of its rounds, ``figure``
 ``harness.Figure`` (quartiles, 95 % interval, n) and ``spread`` its relative IQR, with
 ``unstable`` set past ``harness.SPREAD_LIMIT``.
 ``all_reduce`` chooses the transport being measured (default: ``dist.all_reduce`` on ``group``;
-the job passes the shm transport's in-place all-reduce for ``--comm shm``). The loop runs under
-``torch.inference_mode`` for every transport alike.
+the job passes the shm transport's in-place all-reduce for ``--comm shm``). The loop runs without
+autograd (``tplab.tp.without_autograd``) for every transport alike.
 Bandwidths follow nccl-tests: ``algbw = bytes / time`` and ``busbw = algbw · 2(p-1)/p``, which
 is comparable across world sizes. The points are then fitted to the alpha-beta ring model with a
 Theil–Sen line and bootstrap intervals over the rounds (``tplab.records.robust_fit``).
@@ -36,6 +36,7 @@ import torch.distributed as dist
 from tplab.records.fit import AlphaBeta, bus_bandwidth, percentile
 from tplab.records.robust_fit import robust_alpha_beta
 from tplab.records.harness import figure, round_order
+from tplab.tp import without_autograd
 
 #: untimed calls before every timed visit of a size (the first visit also gets ``warmup``)
 REVISIT_WARMUP = 2
@@ -120,7 +121,7 @@ def run_sweep(device: torch.device, sizes: list[int], iters: int, warmup: int = 
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     calls: dict[int, list[float]] = {n: [] for n in sizes}
     bufs: dict[int, torch.Tensor] = {}
-    with torch.inference_mode():
+    with without_autograd():
         for r in range(repeats):
             for nbytes in round_order(sizes, r):
                 if nbytes not in bufs:

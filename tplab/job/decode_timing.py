@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 import torch
 
 from tplab.records.results import ModeRun
-from tplab.tp import comm_timing
+from tplab.tp import comm_timing, without_autograd
 
 
 class Decoder(Protocol):
@@ -100,7 +100,7 @@ def _timed_steps(new_tokens: int, device: torch.device, instrument: bool,
     ar_ms: list[float] = []
     ar_calls: list[int] = []
     ar_bytes: list[int] = []
-    with torch.inference_mode():
+    with without_autograd():
         ctx = comm_timing(sync) if instrument else contextlib.nullcontext()
         with ctx as timer:
             for i in range(new_tokens):
@@ -129,7 +129,7 @@ def decode_timed(model: Decoder, prompt_ids: list[int], new_tokens: int, device:
     """
     if new_tokens < 1:
         raise ValueError("new_tokens must be at least 1")
-    with torch.inference_mode():
+    with without_autograd():
         cache = model.new_cache(batch_size=1, device=device)
         idx = torch.tensor([prompt_ids], dtype=torch.long, device=device)
 

@@ -16,6 +16,7 @@ from .collectives import (
     set_transport,
     transport_name,
     use_transport,
+    without_autograd,
 )
 from .layers import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, shard_size
 from .shm import ShmComm, ShmError, ShmPeerError, ShmTimeoutError
@@ -41,4 +42,5 @@ __all__ = [
     "shard_size",
     "transport_name",
     "use_transport",
+    "without_autograd",
 ]

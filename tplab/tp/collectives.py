@@ -26,6 +26,7 @@ This module travels to the pod: it imports only torch and the standard library.
 from __future__ import annotations
 
 from collections.abc import Iterator
+import contextlib
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +51,30 @@ __all__ = [
     "set_transport",
     "transport_name",
     "use_transport",
+    "without_autograd",
 ]
 
 ProcessGroup = Any  # torch.distributed.ProcessGroup, or None for the default group
 
 # the shm communicator carrying each group's collectives (key None: the default group)
 _SHM: dict[Any, ShmComm] = {}
+
+
+# --------------------------------------------------------------------------- autograd off
+
+
+def without_autograd() -> contextlib.AbstractContextManager[None]:
+    """The context every timed loop of the job runs in: ``torch.no_grad()``, not
+    ``torch.inference_mode()``.
+
+    Tensors made under inference mode are inference tensors, which only code running in
+    inference mode may update in place. gloo runs each collective on a worker thread of its own,
+    and torch 2.4 does not carry inference mode over to it, so that thread's writes into an
+    inference tensor (an all-gather's outputs; under ``torch.compile`` every functional
+    collective's ``wait_tensor``) are refused and the job dies at its first token. Under
+    ``no_grad`` the tensors are plain ones and every torch the job supports runs the same code.
+    """
+    return torch.no_grad()
 
 
 # --------------------------------------------------------------------------- transport selection
@@ -204,7 +223,12 @@ def _gather_last(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
 
     def op() -> torch.Tensor:
         local = x.contiguous()
-        parts = [torch.empty_like(local) for _ in range(world)]
+        # gloo fills the outputs on a worker thread of its own, where inference mode is not in
+        # force on every torch (2.4 does not carry it over): outputs made under inference mode
+        # are inference tensors, and that thread's copy into them is refused. Outputs made
+        # outside it are plain tensors, which every torch lets any thread write.
+        with torch.inference_mode(False):
+            parts = [torch.empty_like(local) for _ in range(world)]
         dist.all_gather(parts, local, group=group)
         return torch.cat(parts, dim=-1)
 

@@ -14,10 +14,12 @@ Pod-side: torch and the standard library only.
 
 from __future__ import annotations
 
+import json
 import platform
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 import torch.distributed as dist
 
 from .shm_doorbell import Doorbells, fifo_path
@@ -39,6 +41,48 @@ def unsupported_reason() -> str:
     return ""
 
 
+# The set-up's messages are small JSON values carried as byte tensors. torch's own object
+# collectives (``broadcast_object_list``, ``all_gather_object``) unpickle through NumPy on
+# torch 2.4, which a pod's torch does not bring by itself.
+
+
+def _bytes_tensor(value: Any, size: int | None = None) -> torch.Tensor:
+    data = json.dumps(value).encode()
+    out = torch.zeros(len(data) if size is None else size, dtype=torch.uint8)
+    if data:
+        out[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return out
+
+
+def _value(t: torch.Tensor, size: int) -> Any:
+    return json.loads(bytes(t[:size].tolist()).decode())
+
+
+def _all_gather_json(value: Any, group: Any) -> list[Any]:
+    """Every rank's ``value``, in rank order, on every rank."""
+    world = dist.get_world_size(group)
+    mine = _bytes_tensor(value)
+    size = torch.tensor([mine.numel()], dtype=torch.int64)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size, group=group)
+    longest = max(int(n.item()) for n in sizes)
+    parts = [torch.zeros(longest, dtype=torch.uint8) for _ in range(world)]
+    dist.all_gather(parts, _bytes_tensor(value, longest), group=group)
+    return [_value(t, int(n.item())) for t, n in zip(parts, sizes)]
+
+
+def _broadcast_json(value: Any, group: Any) -> Any:
+    """The group's rank 0's ``value``, on every rank (``src`` is a global rank on every torch)."""
+    src = 0 if group is None else dist.get_global_rank(group, 0)
+    mine = _bytes_tensor(value)
+    size = torch.tensor([mine.numel()], dtype=torch.int64)
+    dist.broadcast(size, src=src, group=group)
+    buf = _bytes_tensor(value, int(size.item())) if dist.get_rank(group) == 0 else \
+        torch.zeros(int(size.item()), dtype=torch.uint8)
+    dist.broadcast(buf, src=src, group=group)
+    return _value(buf, int(size.item()))
+
+
 def _all_or_none(step: Callable[[], None], group: Any) -> None:
     """Run this rank's part of a set-up step; raise ShmError on every rank if any rank failed."""
     problem = ""
@@ -47,8 +91,7 @@ def _all_or_none(step: Callable[[], None], group: Any) -> None:
     except (OSError, SegmentError) as exc:
         problem = (str(exc) if isinstance(exc, SegmentError) or not exc.filename
                    else f"{exc.strerror} ({exc.filename})")
-    problems: list[Any] = [None] * dist.get_world_size(group)
-    dist.all_gather_object(problems, problem, group=group)
+    problems = _all_gather_json(problem, group)
     bad = [(j, p) for j, p in enumerate(problems) if p]
     if bad:
         j, p = bad[0]
@@ -64,16 +107,15 @@ def join(group: Any, slot_bytes: int) -> tuple[Segment, Doorbells]:
         raise ShmError(str(exc)) from None
     seg: Segment | None = None
     bells: Doorbells | None = None
-    info: list[Any] = [("", 0, unsupported_reason())]
-    if rank == 0 and not info[0][2]:
+    info: list[Any] = ["", 0, unsupported_reason()]
+    if rank == 0 and not info[2]:
         try:
             seg = Segment.create(layout)
-            info = [(str(seg.path), seg.nonce, "")]
+            info = [str(seg.path), seg.nonce, ""]
         except SegmentError as exc:
-            info = [("", 0, str(exc))]
+            info = ["", 0, str(exc)]
     try:
-        dist.broadcast_object_list(info, group_src=0, group=group)
-        path, nonce, problem = info[0]
+        path, nonce, problem = _broadcast_json(info, group)
         if problem:
             raise ShmError(problem)
         seg_path = Path(path)
