@@ -22,18 +22,28 @@ def test_read_prompts_skips_blanks_and_comments(tiny_assets):
         read_prompts(str(prompts) + ".missing", 1)
 
 
-def test_device_choice(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert runtime.choose("auto", 2, 0) == ("gloo", torch.device("cpu"), "no GPU is visible")
-    with pytest.raises(JobError, match="asked for 2 GPUs but no GPU is visible"):
-        runtime.choose("cuda", 2, 0)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(JobError, match="2 ranks need 2 GPUs but only 1 is visible"):
-        runtime.choose("auto", 2, 0)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+def test_device_choice():
+    """Once the pod check passed: gloo on the CPU without GPUs, NCCL on this rank's GPU."""
+    assert runtime.choose("auto", 0, 0) == ("gloo", torch.device("cpu"), "no GPU is visible")
     assert runtime.choose("auto", 2, 1) == ("nccl", torch.device("cuda", 1), "")
     assert runtime.choose("cpu", 2, 1)[0] == "gloo"
+
+
+def test_init_refuses_a_device_it_does_not_know(monkeypatch):
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    with pytest.raises(JobError, match="--device must be auto, cuda or cpu, not 'tpu'"):
+        runtime.init("tpu")
+
+
+def test_init_asks_the_pod_check_before_joining_a_group(monkeypatch):
+    """A GPU lab on a pod whose torch sees no GPU ends in the check's sentence, before any
+    process group (which would wait for peers) is joined."""
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(JobError, match="sees no GPU on this pod|is a CPU build"):
+        runtime.init("cuda")
 
 
 def test_init_outside_torchrun_says_how_to_launch(monkeypatch):
@@ -106,8 +116,12 @@ def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkey
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "0")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    from tplab.job import pod_check
+
+    one_gpu = pod_check.TorchFacts(version=str(torch.__version__), cuda="12.4",
+                                   cuda_available=True, nccl=True, arch_list=("sm_89",),
+                                   gpus=(pod_check.Gpu("NVIDIA GeForce RTX 4090", (8, 9)),))
+    monkeypatch.setattr(pod_check, "facts", lambda: one_gpu)
     ckpt, prompts = tiny_assets
     out = tmp_path / "out"
     stdout = io.StringIO()
@@ -115,8 +129,8 @@ def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkey
     assert rc == 1
     (err,) = [e for e in read_events(str(out / "events.jsonl")) if e.type == "error"]
     assert err["fatal"] is True
-    assert err["msg"] == ("2 ranks need 2 GPUs but only 1 is visible; launch with "
-                          "--nproc-per-node=1 or on a machine with more GPUs.")
+    assert err["msg"] == ("2 ranks need 2 GPUs but only 1 is visible on this pod; rent 2 GPUs "
+                          "or run with --gpus 1.")
     assert '"type":"error"' in stdout.getvalue()
     assert "tplab.job rank 0: 2 ranks need 2 GPUs" in capsys.readouterr().err
 

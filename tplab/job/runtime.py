@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import pod_check
 from .job_error import JobError  # noqa: F401 - raised here, and imported from here by callers
 
 
@@ -58,21 +59,13 @@ def _env_int(name: str) -> int:
         raise JobError(f"{name}={value!r} is not an integer.") from None
 
 
-def choose(device: str, world_size: int, local_rank: int) -> tuple[str, torch.device, str]:
-    """(backend, device, fallback reason) for ``device`` in {"auto", "cuda", "cpu"}."""
-    if device not in ("auto", "cuda", "cpu"):
-        raise JobError(f"--device must be auto, cuda or cpu, not {device!r}.")
-    n_gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
+def choose(device: str, n_gpu: int, local_rank: int) -> tuple[str, torch.device, str]:
+    """(backend, device, fallback reason) for ``device`` in {"auto", "cuda", "cpu"}, once
+    ``pod_check`` has found that the pod can run the job (so "cuda" has its GPUs)."""
     if device == "cpu":
         return "gloo", torch.device("cpu"), "the CPU was asked for (--device cpu)"
     if n_gpu == 0:
-        if device == "cuda":
-            raise JobError(f"--device cuda asked for {world_size} GPUs but no GPU is visible.")
         return "gloo", torch.device("cpu"), "no GPU is visible"
-    if n_gpu < world_size:
-        raise JobError(f"{world_size} ranks need {world_size} GPUs but only {n_gpu} "
-                       f"{'is' if n_gpu == 1 else 'are'} visible; launch with "
-                       f"--nproc-per-node={n_gpu} or on a machine with more GPUs.")
     return "nccl", torch.device("cuda", local_rank), ""
 
 
@@ -84,7 +77,13 @@ def init(device: str = "auto", threads: int = 1, timeout_s: float = 600.0) -> Ru
     if world < 2:
         raise JobError(f"tensor parallelism needs at least 2 ranks; got WORLD_SIZE={world} "
                        "(use --nproc-per-node=2).")
-    backend, dev, reason = choose(device, world, local_rank)
+    if device not in ("auto", "cuda", "cpu"):
+        raise JobError(f"--device must be auto, cuda or cpu, not {device!r}.")
+    found = pod_check.facts()
+    bad = pod_check.problem(found, device, world)
+    if bad is not None:
+        raise JobError(bad)
+    backend, dev, reason = choose(device, len(found.gpus), local_rank)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout_s),

@@ -422,6 +422,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
     if r:
         m["world_size"] = r.get("world_size")
         m["backend"] = r.get("backend")
+        m["pod_torch_version"] = (r.get("env") or {}).get("torch_version")
         m["timing"] = (r.get("timing") or {}).get("tp_latency")
     for k, v in (extra or {}).items():
         if k in m:

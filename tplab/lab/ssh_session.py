@@ -102,7 +102,9 @@ class PodSession:
         if cfg.d_model_sweep():
             args += ["--sweep-d-model", cfg.d_model_sweep(),
                      "--sweep-budget-s", f"{cfg.sweep_budget_s:g}"]
-        python = cfg.remote_python or (sys.executable if cfg.mock else "python3")
+        if not cfg.mock:  # a GPU was rented: the pod's check refuses a pod that cannot use it
+            args += ["--device", "cuda"]
+        python = cfg.pod_python or (sys.executable if cfg.mock else "python3")
         return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,
                                  wall_cap_s=cfg.wall_cap_s,

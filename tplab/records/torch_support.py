@@ -37,6 +37,10 @@ class TorchRange:
 #: client's own torch (scripts/setup pins it)
 SUPPORTED_TORCH = TorchRange(oldest=(2, 4), newest=(2, 13))
 
+#: the oldest release as the default images carry it: ``scripts/setup --pod-torch`` installs it
+#: into ``.venv-pod``, where the tests run the pod side on it
+OLDEST_TORCH_PIN = "2.4.0"
+
 
 def _dotted(release: tuple[int, int]) -> str:
     return f"{release[0]}.{release[1]}"
