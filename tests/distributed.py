@@ -122,8 +122,10 @@ def run_distributed(
     with the failing rank's traceback if any rank raises or dies, or if the whole run takes
     longer than ``timeout_s`` (then every rank is killed).
     """
+    import inspect
+
     import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import ProcessException
+    from torch.multiprocessing.spawn import ProcessContext, ProcessException
 
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}.")
@@ -146,8 +148,12 @@ def run_distributed(
             start_method="forkserver",
         )
         deadline = time.monotonic() + timeout_s
+        # the ranks a failed rank leaves get 2 s to end before they are killed (torch 2.4's
+        # join has no grace period and kills them at once)
+        grace = ({"grace_period": 2} if "grace_period" in inspect.signature(ProcessContext.join).parameters
+                 else {})
         try:
-            while not context.join(timeout=max(0.0, deadline - time.monotonic()), grace_period=2):
+            while not context.join(timeout=max(0.0, deadline - time.monotonic()), **grace):
                 if time.monotonic() >= deadline:
                     raise DistributedTestError(
                         f"{getattr(fn, '__name__', fn)} on {world_size} ranks did not finish "

@@ -56,11 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or cpu-shm with --comm shm or both)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="give up on the job after this many seconds (default 600)")
+    parser.add_argument("--pod-python", metavar="PATH", default=None,
+                        help="the Python the job runs with (default: this one), e.g. a venv with "
+                             "the pod images' torch 2.4.0")
     parser.add_argument("--quiet", action="store_true", help="do not show the job's progress")
 
 
 def _job_command(args: argparse.Namespace) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    cmd = [args.pod_python or sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={args.tp}", "-m", "tplab.job",
            "--checkpoint", str(args.checkpoint), "--prompts", str(args.prompts),
            "--out", str(args.out), "--num-prompts", str(args.num_prompts),
@@ -120,6 +123,9 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     from tplab.records.events import EventDecoder, EventError
 
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if args.pod_python:  # another interpreter: it finds the job's packages by path, as a pod does
+        src = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     log_path = out_dir / "torchrun.log"
     errors: list[str] = []
     with open(log_path, "w", encoding="utf-8") as log:
@@ -255,6 +261,12 @@ def main(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
             return 2
+    from tplab.lab.pod_python import pod_python_problem
+
+    bad_python = pod_python_problem(args.pod_python, mock=True)
+    if bad_python:
+        print(f"tplab local: {bad_python}", file=sys.stderr)
+        return 2
     from tplab.lab import manifest
     from tplab.scaling import latency
     from tplab.records.results import load_results

@@ -65,7 +65,7 @@ class LabConfig:
     label: str | None = None              # ledger label; None: lab02-tp-spinup-<gpu>x<n>
     refuse_leftovers: bool = True         # headless: refuse to start while old pods live
     api_url: str | None = None            # an already running (mock) API to use
-    remote_python: str | None = None      # None: python3 on a real pod, this python on the mock
+    pod_python: str | None = None         # --pod-python (mock only): the mock pods' interpreter
     mock_options: dict[str, Any] = field(default_factory=dict)  # passed to start_mock_cloud
     finish_grace_s: float | None = 1.0    # after the job's `finished`, wait this long for torchrun
     cost_tick_s: float = 1.0

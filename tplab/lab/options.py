@@ -88,6 +88,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--boot-guard", type=positive_float, default=None, metavar="S",
                    help="the pod ends itself when this client has not shown up S seconds after "
                         "its container started (default: the connect timeout + 120 s = 300 s)")
+    g.add_argument("--pod-python", metavar="PATH", default=None,
+                   help="mock lab only: the Python its pods run the job with (e.g. a venv with "
+                        "the images' torch 2.4.0); a real pod runs its image's python3")
     g.add_argument("--yes", "-y", action="store_true",
                    help="do not ask before spending real money")
 
@@ -106,4 +109,5 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
         sweep_d_model=args.sweep_d_model, sweep_budget_s=args.sweep_budget_s,
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
-        boot_timeout_s=args.boot_timeout, guard_first_heartbeat_s=args.boot_guard)
+        boot_timeout_s=args.boot_timeout, guard_first_heartbeat_s=args.boot_guard,
+        pod_python=args.pod_python)

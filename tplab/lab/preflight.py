@@ -18,6 +18,7 @@ from tplab.cloud.base import Quote
 from tplab.lab import leftovers
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
+from tplab.lab.pod_python import pod_python_problem
 from tplab.records.job_flags import COMM_CHOICES
 
 
@@ -33,6 +34,9 @@ def check_inputs(ctx: LabContext) -> None:
     for path, what in ((cfg.checkpoint, "checkpoint"), (cfg.prompts, "prompts file")):
         if not Path(path).is_file():
             raise LabStop(FAILED, f"the {what} {path} does not exist; pass an existing file")
+    bad_python = pod_python_problem(cfg.pod_python, cfg.mock)
+    if bad_python:
+        raise LabStop(FAILED, f"{bad_python} Nothing was created.")
 
 
 async def settle_dead_holds(ctx: LabContext) -> None:

@@ -62,9 +62,11 @@ def mock_options(config: LabConfig, name: str) -> dict[str, Any]:
     """The mock options for cloud ``name``: ``mock_options[name]`` when the options are given per
     cloud (``{<name>: {...}, ...}``, as ``--provider auto`` tests do), else all."""
     opts = config.mock_options or {}
-    if any(key in registry.PROVIDERS for key in opts):
-        return dict(opts.get(name) or {})
-    return dict(opts)
+    chosen = dict(opts.get(name) or {}) if any(key in registry.PROVIDERS for key in opts) \
+        else dict(opts)
+    if config.pod_python:
+        chosen.setdefault("pod_python", config.pod_python)
+    return chosen
 
 
 @contextlib.asynccontextmanager

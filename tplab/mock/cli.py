@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where pods' sandboxes go (default $TPLAB_HOME/mock/cloud)")
     parser.add_argument("--keep-sandboxes", action="store_true",
                         help="leave pods' sandbox directories on disk at exit")
+    parser.add_argument("--pod-python", metavar="PATH", default=None,
+                        help="the Python the pods run their commands with (default: this one); "
+                             "e.g. a venv with the images' torch")
     parser.add_argument("--exit-with-parent", action="store_true",
                         help="shut down (terminating all pods) when the parent process exits")
     add_fault_arguments(parser)
@@ -63,6 +66,14 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError, TypeError) as exc:
         print(f"tplab mock-cloud: bad fault switches: {exc}", file=sys.stderr)
         return 2
+    if args.pod_python:
+        from tplab.mock import container
+
+        if not os.access(args.pod_python, os.X_OK):
+            print(f"tplab mock-cloud: --pod-python {args.pod_python} is not an executable file",
+                  file=sys.stderr)
+            return 2
+        container.POD_PYTHON = args.pod_python
     from tplab.mock.server import MockCloudServer  # aiohttp, asyncssh, graphql: after the checks
     from tplab.mock.vast.http_server import VastMockServer
     if args.state_dir:

@@ -28,6 +28,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+#: the Python the pods' commands run with (``--pod-python``); None: the mock's own
+POD_PYTHON: str | None = None
+
 START_SH = r"""#!/bin/bash
 # tplab mock cloud: this pod's stand-in for /start.sh of RunPod's official images.
 # It installs $PUBLIC_KEY, exports the RUNPOD_* variables to /etc/rp_environment (here
@@ -113,7 +116,7 @@ def base_env(sandbox: Path) -> dict[str, str]:
     import os
     import sys
 
-    bindir = os.path.dirname(sys.executable)
+    bindir = os.path.dirname(os.path.abspath(POD_PYTHON or sys.executable))
     return {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(sandbox),
             "TMPDIR": str(sandbox / "tmp"), "LANG": "C.UTF-8", "SHELL": "/bin/bash",
             "USER": "root"}

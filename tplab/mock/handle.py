@@ -144,7 +144,7 @@ def start_mock_cloud(faults: Faults | VastFaults | dict[str, Any] | None = None,
                      provider: str = "runpod", boot_delay_s: float = 1.0,
                      balance_usd: float = 10.0, api_key: str | None = None, port: int = 0,
                      state_dir: str | Path | None = None, keep_sandboxes: bool = False,
-                     start_timeout_s: float = 30.0) -> MockCloud:
+                     start_timeout_s: float = 30.0, pod_python: str | None = None) -> MockCloud:
     """Start ``python -m tplab.mock --cloud <provider>`` and return once it serves.
     ``api_key=None``: a random key. ``faults``: that provider's switches."""
     if provider not in PROVIDERS:
@@ -158,6 +158,8 @@ def start_mock_cloud(faults: Faults | VastFaults | dict[str, Any] | None = None,
         argv += ["--state-dir", str(state_dir)]
     if keep_sandboxes:
         argv.append("--keep-sandboxes")
+    if pod_python:
+        argv += ["--pod-python", pod_python]
     faults_file = None
     if faults is not None:
         fd, faults_file = tempfile.mkstemp(prefix="tplab-mock-faults-", suffix=".json")

@@ -1,0 +1,72 @@
+"""The job end to end under the oldest torch the pod side supports: the pod bundle, copied
+exactly as the lab uploads it (``tplab.lab.bundle.bundle_items``), run by torchrun with 2 ranks
+on that torch — over shared memory with gloo alongside, the d_model sweep included — and the
+pod's own check refusing, in one sentence and before any timing, a GPU lab on a pod whose torch
+sees no GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.pod_torch import run_pod
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.lab.bundle import bundle_items
+from tplab.records.events import read_events
+from tplab.records.torch_support import OLDEST_TORCH_PIN
+
+pytestmark = pytest.mark.slow  # torchrun under a second interpreter
+
+
+def _pod_dir(tmp_path: Path) -> Path:
+    """What a pod's run directory holds after the upload, and nothing else."""
+    pod = tmp_path / "pod"
+    for item in bundle_items(DEFAULT_CHECKPOINT, DEFAULT_PROMPTS):
+        dest = pod / item.remote
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(item.local, dest)
+    return pod
+
+
+def _torchrun(pod: Path, *job_args: str, timeout_s: float = 240) -> tuple[int, str]:
+    done = run_pod(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                    "-m", "tplab.job", "--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt",
+                    "--out", "out", *job_args], cwd=pod, timeout_s=timeout_s)
+    return done.returncode, done.stdout
+
+
+def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
+    pod = _pod_dir(tmp_path)
+    rc, log = _torchrun(pod, "--num-prompts", "2", "--new-tokens", "12", "--warmup", "1",
+                        "--comm", "both", "--sweep-max-bytes", "8192",
+                        "--sweep-d-model", "64,256", "--sweep-tokens", "8")
+    assert rc == 0, log[-4000:]
+    r = json.loads((pod / "out" / "results.json").read_text())
+    assert r["env"]["torch_version"].startswith(OLDEST_TORCH_PIN)
+    assert r["ok"] is True and r["outputs_match"] is True
+    assert set(r["transports"]) == {"shm", "gloo"}
+    for name, t in r["transports"].items():
+        assert t["outputs_match"] is True and t["mismatched_prompts"] == [], name
+        assert t["tp_per_token_ms"] > 0 and t["sweep"]["points"], name
+    measured = {p["d_model"]: p for p in r["d_model_sweep"]}
+    assert sorted(measured) == [64, 256] and r["d_model_sweep_skipped"] == []
+    assert all(p["outputs_match"] and p["single_ms"] > 0 and p["tp_ms"] > 0
+               for p in measured.values())
+    phases = [e["name"] for e in read_events(str(pod / "out" / "events.jsonl")) if e.type == "phase"]
+    assert phases[-1] == "finished" and "d_model_sweep" in phases
+
+
+def test_a_gpu_lab_on_a_pod_whose_torch_sees_no_gpu_is_refused_before_any_timing(tmp_path):
+    pod = _pod_dir(tmp_path)
+    rc, log = _torchrun(pod, "--device", "cuda", "--num-prompts", "1", "--new-tokens", "2",
+                        timeout_s=120)
+    assert rc == 1
+    events = read_events(str(pod / "out" / "events.jsonl"))
+    (err,) = [e for e in events if e.type == "error"]
+    assert err["fatal"] is True
+    assert err["msg"].startswith(f"torch {OLDEST_TORCH_PIN}") and "sees no GPU on this pod" in err["msg"]
+    assert "\n" not in err["msg"] and "Traceback" not in log.split(err["msg"])[0]
+    assert not [e for e in events if e.type in ("phase", "token")], "timing began before the check"
