@@ -47,11 +47,16 @@ def _budget_json(capsys) -> dict:
 
 @pytest.mark.slow
 def test_handin_after_a_mock_lab(lab_assets, tmp_path, capsys) -> None:
+    """The lab is written where the README's real run writes it (``--out runs/lab02``, outside
+    TPLAB_HOME), and `tplab handin DIR` with no --lab finds it there."""
     from tplab.commands.run import run_lab
-    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=None)
+    lab_dir = tmp_path / "runs" / "lab02"
+    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=lab_dir)
     assert asyncio.run(run_lab(cfg, out=io.StringIO())) == 0
     capsys.readouterr()
-    lab_dir = next((Path(default_ledger_path(True)).parent / "labs").iterdir())
+    assert not (Path(default_ledger_path(True)).parent / "labs").exists()
+    assert cli.main(["handin", "--list"]) == 0
+    assert str(lab_dir) in capsys.readouterr().out
     # the lab itself wrote the proof picture and names it
     manifest = json.loads((lab_dir / "manifest.json").read_text())
     assert (lab_dir / "proof-terminated.png").read_bytes()[:8] == PNG
@@ -105,7 +110,32 @@ def test_no_lab_yet_is_one_sentence(tmp_path, capsys) -> None:
     assert cli.main(["handin", str(tmp_path / "student")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no finished lab yet" in err and "tplab run --mock" in err
+    assert "--lab DIR" in err
     assert not (tmp_path / "student").exists()
+
+
+def test_the_newest_finished_lab_is_found_in_the_labs_folder_and_in_remembered_out_folders(
+        tmp_path) -> None:
+    from tplab.handin.gather import find_lab
+    from tplab.home import lab_folders
+    from tplab.home.paths import tplab_home
+
+    def finished(folder: Path, start: float) -> Path:
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"start_ts": start, "status": "COMPLETE"}))
+        return folder
+
+    home_lab = finished(tplab_home(True) / "labs" / "20261201-000000-aaaaaa", 1_800_000_000)
+    assert find_lab(None).path == home_lab.resolve()
+    out_lab = finished(tmp_path / "runs" / "lab02", 1_800_000_100)
+    assert find_lab(None).path == home_lab.resolve()  # an --out folder no lab remembered
+    lab_folders.remember(out_lab, mock=False)
+    lab_folders.remember(out_lab, mock=False)  # once
+    assert lab_folders.remembered(False) == [out_lab.resolve()]
+    assert find_lab(None).path == out_lab.resolve()
+    import shutil
+    shutil.rmtree(out_lab)  # deleted since: skipped
+    assert lab_folders.remembered(False) == [] and find_lab(None).path == home_lab.resolve()
 
 
 def test_the_spend_table_has_a_row_per_lab_and_tplab_budgets_totals(tmp_path) -> None:

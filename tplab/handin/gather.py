@@ -76,7 +76,8 @@ def find_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> PastLab
     else:
         labs = find_labs(roots)
     finished = [lab for lab in labs if lab.manifest]
-    where = " or ".join(str(r) for r in roots)
+    # the labs folders, not each --out folder remembered: those were all looked in too
+    where = " or ".join(str(r) for r in roots[:2]) + " (and the --out folders of past labs)"
     if lab_id:
         match = [lab for lab in finished if lab.lab_id == lab_id or str(lab.path) == lab_id
                  or Path(lab_id).expanduser().resolve() == lab.path]
@@ -86,7 +87,8 @@ def find_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> PastLab
         return match[0]
     if not finished:
         raise HandinError(f"no finished lab yet under {where}; run one first (`tplab run "
-                          "--mock` runs the lab on the local mock cloud).")
+                          "--mock` runs the lab on the local mock cloud), or name its folder "
+                          "with --lab DIR.")
     return finished[0]
 
 

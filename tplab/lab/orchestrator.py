@@ -38,6 +38,7 @@ from tplab.lab.job_check import check_job_inputs
 from tplab.lab.prediction import LabPrediction, predict_lab
 from tplab.lab.ssh_session import PodSession
 from tplab.lab.stream import LabStream
+from tplab.home import lab_folders
 from tplab.home.paths import tplab_home
 from tplab.home.redact import one_line
 from tplab.wire.remote import RemoteError, quiet_lost_connections
@@ -223,6 +224,8 @@ class Lab:
         if self._stop_reason is not None:
             self._stop_event.set()
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.out_dir:  # outside TPLAB_HOME/labs: remembered, so handin finds it
+            lab_folders.remember(self.out_dir, self.config.mock)
         self.stream.open_record(self.facts.add_artifact("stream.jsonl"))
         restore_handler = quiet_lost_connections(self._loop)
         mock_cm = None

@@ -60,9 +60,12 @@ class PastLab:
 
 
 def default_roots() -> list[Path]:
-    """TPLAB_HOME/labs and TPLAB_HOME/mock/labs (where labs go without --out)."""
+    """TPLAB_HOME/labs and TPLAB_HOME/mock/labs (where labs go without --out), and the ``--out``
+    folders labs on this machine were written to (``tplab.home.lab_folders``)."""
+    from tplab.home.lab_folders import remembered
     from tplab.home.paths import tplab_home
-    return [tplab_home(False) / "labs", tplab_home(True) / "labs"]
+    return [tplab_home(False) / "labs", tplab_home(True) / "labs",
+            *remembered(False), *remembered(True)]
 
 
 def is_lab_dir(path: Path) -> bool:
