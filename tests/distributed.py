@@ -99,9 +99,15 @@ def _rank_main(
             from tplab.tp import set_transport
 
             set_transport(None)
-            dist.barrier()  # no rank closes its transport while a peer may still be using it
+        # every rank leaves together: no rank closes its transport while a peer may still be
+        # using it
+        dist.barrier()
+        if shm is not None:
             shm.close()
-        dist.destroy_process_group()
+        from tplab.job.runtime import shutdown
+
+        if not shutdown():  # torch 2.4's gloo can wait forever here: the result is written
+            os._exit(0)
 
 
 def run_distributed(

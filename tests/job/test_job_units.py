@@ -3,6 +3,8 @@ the results summary."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -149,3 +151,21 @@ def test_static_step_loop_decodes_like_greedy_decode(tiny_assets):
     run = decode_timed_static(build_decoder(model, compile=False), ids, 10, torch.device("cpu"))
     assert run.tokens == greedy_decode(model, ids, 10)
     assert len(run.step_ms) == 10
+
+
+def test_leaving_the_process_group_is_bounded(monkeypatch):
+    """A rank whose destroy_process_group never returns (seen on torch 2.4's gloo) is told so
+    within the bound, instead of keeping a finished job, and its pod, waiting."""
+    import threading
+
+    import torch.distributed as dist
+
+    never = threading.Event()
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: never.wait(30))
+    t0 = time.monotonic()
+    assert runtime.shutdown(timeout_s=0.2) is False
+    assert time.monotonic() - t0 < 5
+    never.set()
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: None)
+    assert runtime.shutdown(timeout_s=5) is True

@@ -430,7 +430,19 @@ def _first_diff(rec: PromptRecord) -> int:
 
 def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stdout = stdout or sys.stdout
+    code, left = _run(args, stdout or sys.stdout)
+    if not left:  # the run is over and written: end without the process group, not never
+        print(f"tplab.job rank {os.environ.get('RANK', '?')}: the process group did not close "
+              f"within {runtime.SHUTDOWN_TIMEOUT_S:.0f} s after the run ended; exiting without "
+              "it.", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(args: argparse.Namespace, stdout: IO[str]) -> tuple[int, bool]:
+    """The job's exit status, and whether its process group closed in time."""
     rt: Runtime | None = None
     writer: EventWriter | None = None
     events_fh: IO[str] | None = None
@@ -456,7 +468,6 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         # was still writing results has aborted at exit ("terminate called without an active
         # exception"), turning a finished run into a failed torchrun
         job.barrier()
-        return code
     except Exception as exc:  # noqa: BLE001 - every failure becomes one error event
         user_error = isinstance(exc, JobError) or type(exc).__name__ == "CheckpointError"
         # a dead or stuck peer in the shm transport says so in one sentence of its own
@@ -468,7 +479,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
         print(f"tplab.job rank {rank}: {msg}", file=sys.stderr)
         if not user_error:
             traceback.print_exc(file=sys.stderr)
-        return 1
+        code = 1
     finally:
         if job is not None and job.heartbeat is not None:
             job.heartbeat.stop()
@@ -476,4 +487,5 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> in
             events_fh.close()
         if comms is not None:
             comms.close()  # tells the peers this rank left, then unmaps
-        runtime.shutdown()
+        left = runtime.shutdown()
+    return code, left
