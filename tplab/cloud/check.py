@@ -7,7 +7,9 @@ balance is empty, the GPU is out of stock or the cloud no longer offers spot. ``
 asks one cloud (by registry name), creating nothing: which key (and from where) and whether the
 cloud accepts it; the account balance; the on-demand price (and stock) for the lab's GPUs;
 whether spot (interruptible) capacity is offered right now (and its bid); whether the lab's
-worst case fits the lab cap and the ledger. With ``--provider auto`` (or keys for several
+worst case fits the lab cap and the ledger; the image the pod would get (``--image``, else the
+default for the cloud and the GPU's generation) and whether it can drive the GPU, and, per
+offer (a Vast host; RunPod's hosts of one CUDA version), whether that host can run it. With ``--provider auto`` (or keys for several
 clouds) `tplab check` asks each and shows them side by side. It returns a ``CheckReport`` (one ``CheckLine`` per fact), which the dashboard can show
 before Start; `tplab check` prints it and exits non-zero when a lab could not run.
 
@@ -21,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
+#: offers the dashboard's rows show (the command prints every offer the quote judged)
+SHOWN_ROWS = 3
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,11 @@ class CheckReport:
     lab_cap_usd: float | None = None
     worst_case_usd: float | None = None
     provider: str = ""                 # the cloud asked (its registry name)
+    image: str = ""                    # the image the pod would get
     lines: list[CheckLine] = field(default_factory=list)
+    #: per offer (cheapest first), whether its host can run the image; not part of ``can_run``
+    #: (the lab takes the cheapest that can: the "hosts" line says whether one can)
+    offers: list[CheckLine] = field(default_factory=list)
 
     @property
     def can_run(self) -> bool:
@@ -63,6 +71,7 @@ class CheckReport:
         """(name, marked sentence) per line, then whether a lab can run: the dashboard's rows."""
         mark = {True: "✓", False: "✗", None: "·"}
         out = [(line.name, f"{mark[line.ok]} {line.text}") for line in self.lines]
+        out += [(line.name, f"{mark[line.ok]} {line.text}") for line in self.offers[:SHOWN_ROWS]]
         out.append(("can run", "✓ yes" if self.can_run else "✗ no: nothing would be created"))
         return out
 
@@ -70,13 +79,15 @@ class CheckReport:
 def gather_check(*, mock: bool = False, api_url: str | None = None,
                  gpu_type: str = DEFAULT_GPU_TYPE, gpus: int = 2, spot: bool = True,
                  lab_cap_usd: float | None = None, wall_cap_s: float = 7200.0,
-                 provider: Any = None, name: str | None = None) -> CheckReport:
+                 provider: Any = None, name: str | None = None,
+                 image: str | None = None) -> CheckReport:
     """Every fact `tplab check` prints (see the module docstring). Creates nothing; in ``--mock``
-    mode without ``api_url`` a mock cloud is started for the check and stopped after it."""
+    mode without ``api_url`` a mock cloud is started for the check and stopped after it.
+    ``image``: the lab's ``--image`` (None: the default for the cloud and the GPU)."""
     from tplab.cloud import registry
     name = name or registry.DEFAULT
     report = CheckReport(mock=mock, api_url=api_url, gpu_type=gpu_type, gpus=gpus, spot=spot,
-                         provider=name)
+                         provider=name, image=image or "")
     if provider is not None:
         report.key_source = "the caller's provider"
         _ask(report, provider, lab_cap_usd, wall_cap_s)
@@ -129,10 +140,14 @@ def _accepted(report: CheckReport) -> str:
 def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
          wall_cap_s: float) -> None:
     from tplab.cloud.base import AuthError, ProviderError
+    from tplab.cloud.image_fit import choose_image, gpu_fit
     from tplab.home.redact import one_line
     gpus, gpu = report.gpus, report.gpu_type
+    choice = choose_image(report.provider, gpu, report.image or None)
+    report.image = choice.image
+    fit = gpu_fit(choice, gpu, report.provider)
     try:
-        quote = provider.quote(gpu, gpus)
+        quote = provider.quote(gpu, gpus, choice.image)
     except AuthError as exc:
         report.add("key", False, f"{one_line(exc).rstrip('.')}; the key used came from "
                    f"{report.key_source}.")
@@ -140,10 +155,13 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     except ProviderError as exc:
         report.key_ok = True
         report.add("key", True, _accepted(report))
+        report.add("image", fit.ok, f"{choice.describe()}; {fit.reason}")
         report.add("on-demand", False, one_line(exc))
         return
     report.key_ok = True
     report.add("key", True, _accepted(report))
+    report.add("image", fit.ok, f"{choice.describe()}; {fit.reason}")
+    _hosts(report, quote)
     report.on_demand_usd_per_hr = quote.on_demand_usd_per_hr
     report.availability = quote.availability
     report.spot_offered = quote.spot_offered
@@ -180,6 +198,40 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
                    + ("" if ok else f" (the lab's worst case is ${worst:.2f}; the provider "
                                     "stops pods when the balance runs out)"))
     _budget(report, price, hours, lab_cap_usd)
+
+
+def _hosts(report: CheckReport, quote: Any) -> None:
+    """The "hosts" line (can any offer's host run the image?) and one line per offer."""
+    for host in quote.hosts:
+        price = f" ${host.usd_per_hr:.3f}/h" if host.usd_per_hr is not None else ""
+        cuda = (f", driver CUDA {host.host_cuda}"
+                if host.host_cuda and host.host_cuda not in host.offer else "")
+        busy = "" if host.available else " (no capacity there now)"
+        report.offers.append(CheckLine("offer", host.ok,
+                                       f"{host.offer}{price}{cuda}{busy}: {host.why}"))
+    if quote.image_refusal:
+        report.add("hosts", False, f"{quote.image_refusal}; a lab would be refused before "
+                   "anything is rented")
+        return
+    if not quote.hosts:
+        return
+    good = [h for h in quote.hosts if h.ok is not False]
+    ok = True if any(h.ok for h in good) else None
+    if report.provider == "runpod":
+        left = [h.host_cuda for h in quote.hosts if h.ok is False]
+        report.add("hosts", ok, "the create sends allowedCudaVersions "
+                   + ", ".join(str(h.host_cuda) for h in good)
+                   + (f", leaving out hosts with CUDA {', '.join(map(str, left))}" if left else "")
+                   + ": the pod lands only where its driver runs the image")
+        return
+    if not good:
+        report.add("hosts", None, "no offer shown can run the image")
+        return
+    best = good[0]
+    price = f" at ${best.usd_per_hr:.3f}/h" if best.usd_per_hr is not None else ""
+    shown = (f"{len(good)} of the {len(quote.hosts)} cheapest offers can run the image"
+             if len(quote.hosts) > 1 else "the one offer found can run the image")
+    report.add("hosts", ok, f"{shown}; the lab takes {best.offer}{price}")
 
 
 def _budget(report: CheckReport, price: float | None, hours: float,
