@@ -165,10 +165,29 @@ def test_check_fails_when_no_offer_can_run_the_image_and_creates_nothing(vast):
     # --image: the image named is the one judged, here on a Blackwell GPU
     proc = _vast_check(vast, "--gpu-type", "RTX 5090", "--image", TORCH_24_VAST)
     assert proc.returncode == 1
-    assert (f"[FAIL] image     {TORCH_24_VAST} (torch 2.4.0, CUDA 12.4, kernels sm_50..sm_90): "
-            "named with --image; the image") in proc.stdout
-    assert "has no kernels for RTX 5090 (Blackwell, sm_120)" in proc.stdout
+    assert (f"[FAIL] image     the image {TORCH_24_VAST} (torch 2.4.0, CUDA 12.4) has no kernels "
+            "for RTX 5090 (Blackwell, sm_120)") in proc.stdout
+    assert f"({TORCH_24_VAST}: named with --image)" in proc.stdout
+    assert "[FAIL] hosts     no offer can run the image (see the image line)" in proc.stdout
     proc = _vast_check(vast, "--gpu-type", "RTX 5090")
     assert proc.returncode == 0 and ("[ok  ] image     pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
                                      in proc.stdout)
     assert _vast_creates(vast) == before
+
+
+def test_the_dashboards_rows_put_an_image_problem_first_in_a_few_words(vast, monkeypatch):
+    from tplab.cloud.check import gather_check
+    monkeypatch.setenv("VAST_API_KEY", vast.api_key)
+    rows = gather_check(mock=True, api_url=vast.api_url, name="vast", gpu_type="RTX 3090").rows()
+    names = [name for name, _ in rows]
+    assert names[:2] == ["key", "hosts"]  # before the lines the small panel may cut
+    assert names.index("can run") < names.index("image")  # the image itself is fine
+    assert dict(rows)["hosts"] == "✗ drivers run CUDA 12.2 at most; the image needs 12.4"
+    assert rows[-1] == ("offer", "✗ offer 9001022 $0.204/h, driver CUDA 12.2")
+    assert dict(rows)["can run"].startswith("✗ no")
+    rows = gather_check(mock=True, api_url=vast.api_url, name="vast", gpu_type="L40S").rows()
+    names = [name for name, _ in rows]
+    assert names.index("can run") < names.index("image") < names.index("hosts")
+    assert dict(rows)["image"] == f"✓ {TORCH_24_VAST}"
+    assert [v for n, v in rows if n == "offer"] == ["✗ offer 9001029 $0.704/h, driver CUDA 12.2",
+                                                    "✓ offer 9001010 $0.764/h, driver CUDA 12.8"]

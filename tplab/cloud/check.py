@@ -29,9 +29,10 @@ SHOWN_ROWS = 3
 
 @dataclass(frozen=True)
 class CheckLine:
-    name: str            # key, balance, on-demand, spot, budget
+    name: str            # key, image, hosts, balance, on-demand, spot, budget; offer
     ok: bool | None      # True: fine; False: a lab could not run; None: worth knowing
     text: str
+    short: str = ""      # the same in a few words, for the dashboard's small panel ("": text)
 
 
 @dataclass
@@ -61,18 +62,34 @@ class CheckReport:
     def can_run(self) -> bool:
         return bool(self.lines) and all(line.ok is not False for line in self.lines)
 
-    def add(self, name: str, ok: bool | None, text: str) -> None:
-        self.lines.append(CheckLine(name, ok, text))
+    def add(self, name: str, ok: bool | None, text: str, short: str = "") -> None:
+        self.lines.append(CheckLine(name, ok, text, short))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "can_run": self.can_run}
 
     def rows(self) -> list[tuple[str, str]]:
-        """(name, marked sentence) per line, then whether a lab can run: the dashboard's rows."""
+        """The dashboard's rows: (name, marked sentence) per line and whether a lab can run,
+        then the cheapest offers. Its Instance panel is small, so the image and hosts lines
+        come in a few words, right after the key when they are a problem (they say why a lab
+        cannot run) and after the verdict when they are fine."""
         mark = {True: "✓", False: "✗", None: "·"}
-        out = [(line.name, f"{mark[line.ok]} {line.text}") for line in self.lines]
-        out += [(line.name, f"{mark[line.ok]} {line.text}") for line in self.offers[:SHOWN_ROWS]]
+
+        def row(line: CheckLine, short: bool = False) -> tuple[str, str]:
+            return line.name, f"{mark[line.ok]} {(line.short if short else '') or line.text}"
+        late = ("image", "hosts")
+        problems = [row(x, True) for x in self.lines if x.name in late and x.ok is not True]
+        out: list[tuple[str, str]] = []
+        for line in self.lines:
+            if line.name not in late:
+                out.append(row(line))
+                if line.name == "key":
+                    out += problems
+        if not any(x.name == "key" for x in self.lines):
+            out = problems + out
         out.append(("can run", "✓ yes" if self.can_run else "✗ no: nothing would be created"))
+        out += [row(x, True) for x in self.lines if x.name in late and x.ok is True]
+        out += [row(x, True) for x in self.offers[:SHOWN_ROWS]]
         return out
 
 
@@ -155,13 +172,13 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     except ProviderError as exc:
         report.key_ok = True
         report.add("key", True, _accepted(report))
-        report.add("image", fit.ok, f"{choice.describe()}; {fit.reason}")
+        _image_line(report, choice, fit)
         report.add("on-demand", False, one_line(exc))
         return
     report.key_ok = True
     report.add("key", True, _accepted(report))
-    report.add("image", fit.ok, f"{choice.describe()}; {fit.reason}")
-    _hosts(report, quote)
+    _image_line(report, choice, fit)
+    _hosts(report, quote, image_ok=fit.ok is not False, image_cuda=choice.cuda)
     report.on_demand_usd_per_hr = quote.on_demand_usd_per_hr
     report.availability = quote.availability
     report.spot_offered = quote.spot_offered
@@ -200,7 +217,18 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     _budget(report, price, hours, lab_cap_usd)
 
 
-def _hosts(report: CheckReport, quote: Any) -> None:
+def _image_line(report: CheckReport, choice: Any, fit: Any) -> None:
+    """The "image" line: the image, what it holds and why it was chosen; whether it can drive
+    the GPU (refused or not known: that sentence first)."""
+    if fit.ok:
+        report.add("image", True, f"{choice.describe()}; {fit.reason}", choice.image)
+    else:
+        report.add("image", fit.ok, f"{fit.reason} ({choice.image}: {choice.why})",
+                   f"{choice.image}: {fit.clause}")
+
+
+def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
+           image_cuda: str | None = None) -> None:
     """The "hosts" line (can any offer's host run the image?) and one line per offer."""
     for host in quote.hosts:
         price = f" ${host.usd_per_hr:.3f}/h" if host.usd_per_hr is not None else ""
@@ -208,10 +236,20 @@ def _hosts(report: CheckReport, quote: Any) -> None:
                 if host.host_cuda and host.host_cuda not in host.offer else "")
         busy = "" if host.available else " (no capacity there now)"
         report.offers.append(CheckLine("offer", host.ok,
-                                       f"{host.offer}{price}{cuda}{busy}: {host.why}"))
+                                       f"{host.offer}{price}{cuda}{busy}: {host.why}",
+                                       f"{host.offer}{price}{cuda}{busy}"))
+    if quote.image_refusal and not image_ok:  # the image line says why
+        report.add("hosts", False, "no offer can run the image (see the image line)",
+                   "no offer can run the image")
+        return
     if quote.image_refusal:
+        from tplab.cloud.images import cuda_tuple
+        cudas = [h.host_cuda for h in quote.hosts if cuda_tuple(h.host_cuda)]
+        newest = max(cudas, key=lambda c: cuda_tuple(c) or (0, 0), default=None)
+        short = (f"drivers run CUDA {newest} at most; the image needs {image_cuda}"
+                 if newest and image_cuda else "no offered host can run the image")
         report.add("hosts", False, f"{quote.image_refusal}; a lab would be refused before "
-                   "anything is rented")
+                   "anything is rented", short)
         return
     if not quote.hosts:
         return
@@ -219,19 +257,22 @@ def _hosts(report: CheckReport, quote: Any) -> None:
     ok = True if any(h.ok for h in good) else None
     if report.provider == "runpod":
         left = [h.host_cuda for h in quote.hosts if h.ok is False]
-        report.add("hosts", ok, "the create sends allowedCudaVersions "
-                   + ", ".join(str(h.host_cuda) for h in good)
+        allowed = ", ".join(str(h.host_cuda) for h in good)
+        report.add("hosts", ok, f"the create sends allowedCudaVersions {allowed}"
                    + (f", leaving out hosts with CUDA {', '.join(map(str, left))}" if left else "")
-                   + ": the pod lands only where its driver runs the image")
+                   + ": the pod lands only where its driver runs the image",
+                   f"allowedCudaVersions {allowed}")
         return
     if not good:
         report.add("hosts", None, "no offer shown can run the image")
         return
     best = good[0]
     price = f" at ${best.usd_per_hr:.3f}/h" if best.usd_per_hr is not None else ""
-    shown = (f"{len(good)} of the {len(quote.hosts)} cheapest offers can run the image"
-             if len(quote.hosts) > 1 else "the one offer found can run the image")
-    report.add("hosts", ok, f"{shown}; the lab takes {best.offer}{price}")
+    verb = "can" if ok else "may"
+    shown = (f"{len(good)} of the {len(quote.hosts)} cheapest offers {verb} run the image"
+             if len(quote.hosts) > 1 else f"the one offer found {verb} run the image")
+    report.add("hosts", ok, f"{shown}; the lab takes {best.offer}{price}",
+               f"{len(good)} of {len(quote.hosts)} run it; takes {best.offer}{price}")
 
 
 def _budget(report: CheckReport, price: float | None, hours: float,

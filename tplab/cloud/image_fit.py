@@ -58,9 +58,16 @@ class ImageChoice:
 
 @dataclass(frozen=True)
 class Fit:
-    """Whether a pod can run the job: True, False (refused), None (tplab cannot tell)."""
+    """Whether a pod can run the job: True, False (refused), None (tplab cannot tell).
+    ``reason``: the sentence (what and what to do); ``short``: the same in a few words, for a
+    line per offer ("" : the reason is short already)."""
     ok: bool | None
     reason: str
+    short: str = ""
+
+    @property
+    def clause(self) -> str:
+        return self.short or self.reason
 
     @staticmethod
     def worst(*fits: Fit) -> Fit:
@@ -117,7 +124,8 @@ def gpu_fit(choice: ImageChoice, gpu_type: str, cloud: str,
     f = choice.facts
     if f is None:
         return Fit(None, f"tplab cannot tell the torch or CUDA of {choice.image}; the pod "
-                         f"checks its torch ({SUPPORTED_TORCH}) and the GPU when it starts")
+                         f"checks its torch ({SUPPORTED_TORCH}) and the GPU when it starts",
+                   "the image's torch and CUDA are unknown to tplab: the pod checks them")
     torch_problem = unsupported_torch(f.torch)
     if torch_problem:
         return Fit(False, f"the image {choice.image}: {torch_problem.rstrip('.')}")
@@ -132,22 +140,27 @@ def gpu_fit(choice: ImageChoice, gpu_type: str, cloud: str,
     cap = capability or gpu_arch.capability_of(gpu_type)
     if cap is None:
         return Fit(None, f"tplab does not know the compute capability of {gpu_type}; the pod "
-                         f"checks that torch {f.torch} has kernels for it when it starts")
+                         f"checks that torch {f.torch} has kernels for it when it starts",
+                   "its GPU's compute capability is unknown to tplab: the pod checks it")
     target = f"{gpu_type} ({gpu_arch.generation(cap)}, {gpu_arch.sm(cap)})"
     first = gpu_arch.first_cuda_for(cap)
     cuda = images.cuda_tuple(f.cuda)
     if first is not None and cuda is not None and cuda < first:
         return Fit(False, f"the image {choice.image} (torch {f.torch}, CUDA {f.cuda}) has no "
                           f"kernels for {target}, which needs a torch built for CUDA "
-                          f"{first[0]}.{first[1]} or newer: {_newer_hint(choice, cloud, cap)}")
+                          f"{first[0]}.{first[1]} or newer: {_newer_hint(choice, cloud, cap)}",
+                   f"its GPU is {gpu_arch.sm(cap)}: no kernels in torch {f.torch} (CUDA {f.cuda})")
     if has_kernels_for(cap, f.arch_list):
         return Fit(True, f"torch {f.torch} has kernels for {target}")
     if not f.known:
         return Fit(None, f"tplab cannot tell whether torch {f.torch} of {choice.image} has "
-                         f"kernels for {target}; the pod checks it when it starts")
+                         f"kernels for {target}; the pod checks it when it starts",
+                   f"whether torch {f.torch} has kernels for {gpu_arch.sm(cap)} is unknown to "
+                   "tplab: the pod checks it")
     return Fit(False, f"the image {choice.image} (torch {f.torch}) has kernels for "
                       f"{', '.join(f.arch_list)}, none of which runs on {target}: "
-                      f"{_newer_hint(choice, cloud, cap)}")
+                      f"{_newer_hint(choice, cloud, cap)}",
+               f"its GPU is {gpu_arch.sm(cap)}: no kernels in torch {f.torch}")
 
 
 def host_fit(choice: ImageChoice, host_cuda: str | float | None) -> Fit:

@@ -56,7 +56,7 @@ def judge(gpu: dict[str, Any], choice: ImageChoice, gpu_type: str, gpu_count: in
     device = gpu_fit(choice, gpu_type, "runpod")
     hosts = tuple(
         HostOffer(offer=f"hosts with CUDA {v}", usd_per_hr=usd_per_hr, host_cuda=v,
-                  ok=(fit := Fit.worst(device, host_fit(choice, v))).ok, why=fit.reason,
+                  ok=(fit := Fit.worst(device, host_fit(choice, v))).ok, why=fit.clause,
                   available=available)
         for v, available in listed)
     allowed = allowed_cuda(choice, [v for v, _ in listed]) if device.ok is not False else []

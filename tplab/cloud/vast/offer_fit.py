@@ -56,7 +56,7 @@ def host_offers(judged: list[JudgedOffer], shown: int = SHOWN) -> tuple[HostOffe
     """The cheapest ``shown`` offers as the quote's ``hosts``."""
     return tuple(HostOffer(offer=f"offer {j.offer['id']}", usd_per_hr=j.price,
                            host_cuda=_cuda_text(j.offer.get("cuda_max_good")), ok=j.fit.ok,
-                           why=j.fit.reason) for j in judged[:shown])
+                           why=j.fit.clause) for j in judged[:shown])
 
 
 def refusal(judged: list[JudgedOffer], choice: ImageChoice, gpu_count: int,
