@@ -141,7 +141,7 @@ class PodSpec:
     public_key: str             # OpenSSH public key line, passed to the pod as env PUBLIC_KEY
     spot: bool = True
     bid_usd_per_gpu_hr: float | None = None
-    image: str = ""             # "": the provider's own default image
+    image: str = ""             # "": the default for the GPU (tplab.cloud.image_fit.choose_image)
     container_disk_gb: int = 20
     env: dict[str, str] = field(default_factory=dict)
     #: RunPod only: the container's command (REST v2 ``args``); "" keeps the image's start
