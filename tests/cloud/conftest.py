@@ -1,1 +1,1 @@
-from tests.mock.conftest import _reset_faults, cloud  # noqa: F401 - shared fixtures
+from tests.mock.conftest import _reset_faults, cloud, vast  # noqa: F401 - shared fixtures

@@ -176,9 +176,13 @@ def test_unknown_gpu(cloud):
         p.quote("NVIDIA GeForce RTX 9999", 2)
     with pytest.raises(UnknownGpuError):
         p.create(spec(new_key(), name="tplab-nogpu", gpu_type="NVIDIA GeForce RTX 9999"))
-    with pytest.raises(ProviderError, match="HTTP 400: There are no GPU types matching"):
+    # an on-demand create reads the catalog's host CUDA versions first: an unknown GPU is
+    # refused there, before any POST
+    before = cloud.calls().get("POST /v2/pods", 0)
+    with pytest.raises(UnknownGpuError, match="RunPod offers no GPU type named"):
         p.create(spec(new_key(), name="tplab-nogpu", gpu_type="NVIDIA GeForce RTX 9999",
                       spot=False))
+    assert cloud.calls().get("POST /v2/pods", 0) == before
 
 
 def test_unreachable_api_is_transient_and_clear():

@@ -17,11 +17,13 @@ from tests.fresh_imports import packages_loaded_by
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _check(*args, key=None, timeout=120):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
+def _check(*args, key=None, timeout=120, vast_key=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "VAST_"))}
     env["PYTHONPATH"] = str(REPO)
     if key:
         env["RUNPOD_API_KEY"] = key
+    if vast_key:
+        env["VAST_API_KEY"] = vast_key
     return subprocess.run([sys.executable, "-m", "tplab", "check", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -41,6 +43,10 @@ def test_check_mock_answers_every_line_and_creates_nothing(cloud):
                  "[ok  ] on-demand 2x NVIDIA GeForce RTX 4090 on-demand $1.380/h",
                  "stock HIGH", "[ok  ] spot      spot offered now: minimum bid $0.700/h",
                  "[ok  ] balance   account balance $", "[ok  ] budget    spot worst case $1.40",
+                 "[ok  ] image     runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04",
+                 "[ok  ] hosts     the create sends allowedCudaVersions 12.4, 12.8, leaving out "
+                 "hosts with CUDA 12.2",
+                 "      cannot run hosts with CUDA 12.2: its driver runs CUDA 12.2 at most",
                  "A lab can run now."):
         assert line in out, out
     assert _creates(cloud.calls()) == _creates(before)
@@ -76,8 +82,10 @@ def test_check_on_its_own_mock_cloud_and_as_json():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["can_run"] and report["key_ok"] and report["availability"] == "HIGH"
-    assert {line["name"] for line in report["lines"]} == {"key", "on-demand", "spot",
-                                                          "balance", "budget"}
+    assert {line["name"] for line in report["lines"]} == {"key", "image", "hosts", "on-demand",
+                                                          "spot", "balance", "budget"}
+    assert report["image"] == "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    assert [o["ok"] for o in report["offers"]] == [False, True, True]  # hosts at 12.2 left out
 
 
 def test_check_report_is_importable_without_torch_or_the_sdk():
@@ -116,3 +124,70 @@ def test_check_without_any_key_says_where_to_put_one(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "[FAIL] key       No RunPod API key found" in proc.stdout
+
+
+TORCH_24_VAST = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+
+
+def _vast_check(vast, *args):
+    return _check("--mock", "--provider", "vast", "--api-url", vast.api_url, *args,
+                  vast_key=vast.api_key)
+
+
+def _vast_creates(vast) -> int:
+    return vast.calls().get("PUT /api/v0/asks/{id}", 0) + len(vast.pods())
+
+
+def test_check_names_the_image_and_says_per_offer_why_it_runs_or_not(vast):
+    before = _vast_creates(vast)
+    proc = _vast_check(vast, "--gpu-type", "L40S")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert (f"[ok  ] image     {TORCH_24_VAST} (torch 2.4.0, CUDA 12.4, kernels sm_50..sm_90): "
+            "the default for Ada GPUs (sm_89) on Vast.ai; the runtime flavour") in out
+    assert ("[ok  ] hosts     1 of the 2 cheapest offers can run the image; the lab takes offer "
+            "9001010") in out
+    assert ("      cannot run offer 9001029 $0.704/h, driver CUDA 12.2: its driver runs CUDA 12.2 "
+            f"at most, below the 12.4 of {TORCH_24_VAST}") in out
+    assert ("      runs       offer 9001010 $0.764/h, driver CUDA 12.8: its driver runs CUDA 12.8 "
+            "(the image needs 12.4)") in out
+    assert "A lab can run now." in out and _vast_creates(vast) == before
+
+
+def test_check_fails_when_no_offer_can_run_the_image_and_creates_nothing(vast):
+    before = _vast_creates(vast)
+    proc = _vast_check(vast, "--gpu-type", "RTX 3090")
+    assert proc.returncode == 1
+    assert ("[FAIL] hosts     Vast.ai's one interruptible offer for 2x RTX 3090 cannot run "
+            f"{TORCH_24_VAST}: its host's driver runs CUDA 12.2 at most") in proc.stdout
+    assert "      cannot run offer 9001022" in proc.stdout
+    assert "a lab would be refused before anything is rented" in proc.stdout
+    # --image: the image named is the one judged, here on a Blackwell GPU
+    proc = _vast_check(vast, "--gpu-type", "RTX 5090", "--image", TORCH_24_VAST)
+    assert proc.returncode == 1
+    assert (f"[FAIL] image     the image {TORCH_24_VAST} (torch 2.4.0, CUDA 12.4) has no kernels "
+            "for RTX 5090 (Blackwell, sm_120)") in proc.stdout
+    assert f"({TORCH_24_VAST}: named with --image)" in proc.stdout
+    assert "[FAIL] hosts     no offer can run the image (see the image line)" in proc.stdout
+    proc = _vast_check(vast, "--gpu-type", "RTX 5090")
+    assert proc.returncode == 0 and ("[ok  ] image     pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
+                                     in proc.stdout)
+    assert _vast_creates(vast) == before
+
+
+def test_the_dashboards_rows_put_an_image_problem_first_in_a_few_words(vast, monkeypatch):
+    from tplab.cloud.check import gather_check
+    monkeypatch.setenv("VAST_API_KEY", vast.api_key)
+    rows = gather_check(mock=True, api_url=vast.api_url, name="vast", gpu_type="RTX 3090").rows()
+    names = [name for name, _ in rows]
+    assert names[:2] == ["key", "hosts"]  # before the lines the small panel may cut
+    assert names.index("can run") < names.index("image")  # the image itself is fine
+    assert dict(rows)["hosts"] == "✗ drivers run CUDA 12.2 at most; the image needs 12.4"
+    assert rows[-1] == ("offer", "✗ offer 9001022 $0.204/h, driver CUDA 12.2")
+    assert dict(rows)["can run"].startswith("✗ no")
+    rows = gather_check(mock=True, api_url=vast.api_url, name="vast", gpu_type="L40S").rows()
+    names = [name for name, _ in rows]
+    assert names.index("can run") < names.index("image") < names.index("hosts")
+    assert dict(rows)["image"] == f"✓ {TORCH_24_VAST}"
+    assert [v for n, v in rows if n == "offer"] == ["✗ offer 9001029 $0.704/h, driver CUDA 12.2",
+                                                    "✓ offer 9001010 $0.764/h, driver CUDA 12.8"]

@@ -83,7 +83,8 @@ async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
     assert not [k for k in calls if "/v1" in k or k in GRAPHQL_POD_CALLS], calls
     assert calls["POST /v2/pods"] == 1 and calls["DELETE /v2/pods/{id}"] == 1
     assert calls["GET /v2/pods/{id}"] >= 2 and calls["GET /v2/pods"] >= 2
-    assert calls["GET /v2/catalog/gpus"] == 1 and calls["GET /v2/billing/pods"] == 1
+    # the catalog twice: the quote, then the create's hosts' CUDA versions (allowedCudaVersions)
+    assert calls["GET /v2/catalog/gpus"] == 2 and calls["GET /v2/billing/pods"] == 1
     assert manifest["price_kind"] == "on-demand" and manifest["usd_per_hr"] == 1.38
     assert manifest["actual_cost_source"] == "billing"
     assert manifest["actual_cost_usd"] >= manifest["usd_per_hr"] * 1 / 3600

@@ -84,7 +84,7 @@ class FakeProvider:
     def actual_cost(self, pod_id, balance_before, started_at, ended_at, usd_per_hr):
         return CostReport(0.0, None, None, None, "no billing record yet")
 
-    def quote(self, gpu_type, gpu_count):
+    def quote(self, gpu_type, gpu_count, image=""):
         return Quote(gpu_type, gpu_count, 0.7, 1.4, True, True)
 
     def balance(self):

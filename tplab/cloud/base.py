@@ -58,6 +58,11 @@ class SpotUnavailableError(NoCapacityError):
     created. The lab never switches to on-demand by itself."""
 
 
+class ImageMismatchError(ProviderError):
+    """No host the provider offers for this GPU can run the pod's image (its driver's CUDA is
+    too old, or its GPU has no kernels in the image's torch); nothing was created."""
+
+
 class BalanceError(ProviderError):
     """HTTP 402: the account's balance is too low."""
 
@@ -86,6 +91,18 @@ class AmbiguousCreateError(TransientError):
 
 
 @dataclass(frozen=True)
+class HostOffer:
+    """One place a create could land (a Vast offer; RunPod's hosts of one CUDA version) and
+    whether the lab's image runs there (``ok``: True, False, None for "cannot tell")."""
+    offer: str                          # "offer 9001002" / "hosts with CUDA 12.4"
+    usd_per_hr: float | None            # the whole pod's price there (None: not quoted)
+    host_cuda: str | None               # the CUDA its driver runs at most
+    ok: bool | None
+    why: str                            # one clause
+    available: bool = True              # capacity there now
+
+
+@dataclass(frozen=True)
 class Quote:
     """Prices are for the whole pod (per GPU-hour x count), in USD per hour."""
     gpu_type: str
@@ -98,6 +115,11 @@ class Quote:
     spot_offered: bool | None = None    # the provider still offers spot at all (None: unknown)
     spot_note: str = ""                 # why spot is not available, one clause (or "")
     provider: str = ""                  # the provider's registry name, when known
+    image: str = ""                     # the image the prices are for ("": not judged)
+    hosts: tuple[HostOffer, ...] = ()   # where a create could land, judged for ``image``
+    #: when no host the provider offers can run ``image``: why, one sentence ("" otherwise);
+    #: the prices above are then for hosts that cannot run it
+    image_refusal: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,7 +141,7 @@ class PodSpec:
     public_key: str             # OpenSSH public key line, passed to the pod as env PUBLIC_KEY
     spot: bool = True
     bid_usd_per_gpu_hr: float | None = None
-    image: str = ""             # "": the provider's own default image
+    image: str = ""             # "": the default for the GPU (tplab.cloud.image_fit.choose_image)
     container_disk_gb: int = 20
     env: dict[str, str] = field(default_factory=dict)
     #: RunPod only: the container's command (REST v2 ``args``); "" keeps the image's start
@@ -192,7 +214,8 @@ class Provider(Protocol):
 
     def self_end(self) -> dict: ...  # how its pods end themselves (self_terminate.SelfEnd data)
 
-    def quote(self, gpu_type: str, gpu_count: int) -> Quote: ...
+    #: ``image``: quote only hosts that can run it (their driver's CUDA), judged in ``hosts``
+    def quote(self, gpu_type: str, gpu_count: int, image: str = "") -> Quote: ...
     def balance(self) -> float | None: ...
     def create(self, spec: PodSpec) -> PodInfo: ...
     def wait_ready(self, pod_id: str, timeout_s: float) -> PodInfo: ...  # terminates on timeout

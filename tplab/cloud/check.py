@@ -7,7 +7,9 @@ balance is empty, the GPU is out of stock or the cloud no longer offers spot. ``
 asks one cloud (by registry name), creating nothing: which key (and from where) and whether the
 cloud accepts it; the account balance; the on-demand price (and stock) for the lab's GPUs;
 whether spot (interruptible) capacity is offered right now (and its bid); whether the lab's
-worst case fits the lab cap and the ledger. With ``--provider auto`` (or keys for several
+worst case fits the lab cap and the ledger; the image the pod would get (``--image``, else the
+default for the cloud and the GPU's generation) and whether it can drive the GPU, and, per
+offer (a Vast host; RunPod's hosts of one CUDA version), whether that host can run it. With ``--provider auto`` (or keys for several
 clouds) `tplab check` asks each and shows them side by side. It returns a ``CheckReport`` (one ``CheckLine`` per fact), which the dashboard can show
 before Start; `tplab check` prints it and exits non-zero when a lab could not run.
 
@@ -21,13 +23,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
+#: offers the dashboard's rows show (the command prints every offer the quote judged)
+SHOWN_ROWS = 3
 
 
 @dataclass(frozen=True)
 class CheckLine:
-    name: str            # key, balance, on-demand, spot, budget
+    name: str            # key, image, hosts, balance, on-demand, spot, budget; offer
     ok: bool | None      # True: fine; False: a lab could not run; None: worth knowing
     text: str
+    short: str = ""      # the same in a few words, for the dashboard's small panel ("": text)
 
 
 @dataclass
@@ -47,36 +52,59 @@ class CheckReport:
     lab_cap_usd: float | None = None
     worst_case_usd: float | None = None
     provider: str = ""                 # the cloud asked (its registry name)
+    image: str = ""                    # the image the pod would get
     lines: list[CheckLine] = field(default_factory=list)
+    #: per offer (cheapest first), whether its host can run the image; not part of ``can_run``
+    #: (the lab takes the cheapest that can: the "hosts" line says whether one can)
+    offers: list[CheckLine] = field(default_factory=list)
 
     @property
     def can_run(self) -> bool:
         return bool(self.lines) and all(line.ok is not False for line in self.lines)
 
-    def add(self, name: str, ok: bool | None, text: str) -> None:
-        self.lines.append(CheckLine(name, ok, text))
+    def add(self, name: str, ok: bool | None, text: str, short: str = "") -> None:
+        self.lines.append(CheckLine(name, ok, text, short))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "can_run": self.can_run}
 
     def rows(self) -> list[tuple[str, str]]:
-        """(name, marked sentence) per line, then whether a lab can run: the dashboard's rows."""
+        """The dashboard's rows: (name, marked sentence) per line and whether a lab can run,
+        then the cheapest offers. Its Instance panel is small, so the image and hosts lines
+        come in a few words, right after the key when they are a problem (they say why a lab
+        cannot run) and after the verdict when they are fine."""
         mark = {True: "✓", False: "✗", None: "·"}
-        out = [(line.name, f"{mark[line.ok]} {line.text}") for line in self.lines]
+
+        def row(line: CheckLine, short: bool = False) -> tuple[str, str]:
+            return line.name, f"{mark[line.ok]} {(line.short if short else '') or line.text}"
+        late = ("image", "hosts")
+        problems = [row(x, True) for x in self.lines if x.name in late and x.ok is not True]
+        out: list[tuple[str, str]] = []
+        for line in self.lines:
+            if line.name not in late:
+                out.append(row(line))
+                if line.name == "key":
+                    out += problems
+        if not any(x.name == "key" for x in self.lines):
+            out = problems + out
         out.append(("can run", "✓ yes" if self.can_run else "✗ no: nothing would be created"))
+        out += [row(x, True) for x in self.lines if x.name in late and x.ok is True]
+        out += [row(x, True) for x in self.offers[:SHOWN_ROWS]]
         return out
 
 
 def gather_check(*, mock: bool = False, api_url: str | None = None,
                  gpu_type: str = DEFAULT_GPU_TYPE, gpus: int = 2, spot: bool = True,
                  lab_cap_usd: float | None = None, wall_cap_s: float = 7200.0,
-                 provider: Any = None, name: str | None = None) -> CheckReport:
+                 provider: Any = None, name: str | None = None,
+                 image: str | None = None) -> CheckReport:
     """Every fact `tplab check` prints (see the module docstring). Creates nothing; in ``--mock``
-    mode without ``api_url`` a mock cloud is started for the check and stopped after it."""
+    mode without ``api_url`` a mock cloud is started for the check and stopped after it.
+    ``image``: the lab's ``--image`` (None: the default for the cloud and the GPU)."""
     from tplab.cloud import registry
     name = name or registry.DEFAULT
     report = CheckReport(mock=mock, api_url=api_url, gpu_type=gpu_type, gpus=gpus, spot=spot,
-                         provider=name)
+                         provider=name, image=image or "")
     if provider is not None:
         report.key_source = "the caller's provider"
         _ask(report, provider, lab_cap_usd, wall_cap_s)
@@ -129,10 +157,14 @@ def _accepted(report: CheckReport) -> str:
 def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
          wall_cap_s: float) -> None:
     from tplab.cloud.base import AuthError, ProviderError
+    from tplab.cloud.image_fit import choose_image, gpu_fit
     from tplab.home.redact import one_line
     gpus, gpu = report.gpus, report.gpu_type
+    choice = choose_image(report.provider, gpu, report.image or None)
+    report.image = choice.image
+    fit = gpu_fit(choice, gpu, report.provider)
     try:
-        quote = provider.quote(gpu, gpus)
+        quote = provider.quote(gpu, gpus, choice.image)
     except AuthError as exc:
         report.add("key", False, f"{one_line(exc).rstrip('.')}; the key used came from "
                    f"{report.key_source}.")
@@ -140,10 +172,13 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     except ProviderError as exc:
         report.key_ok = True
         report.add("key", True, _accepted(report))
+        _image_line(report, choice, fit)
         report.add("on-demand", False, one_line(exc))
         return
     report.key_ok = True
     report.add("key", True, _accepted(report))
+    _image_line(report, choice, fit)
+    _hosts(report, quote, image_ok=fit.ok is not False, image_cuda=choice.cuda)
     report.on_demand_usd_per_hr = quote.on_demand_usd_per_hr
     report.availability = quote.availability
     report.spot_offered = quote.spot_offered
@@ -180,6 +215,64 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
                    + ("" if ok else f" (the lab's worst case is ${worst:.2f}; the provider "
                                     "stops pods when the balance runs out)"))
     _budget(report, price, hours, lab_cap_usd)
+
+
+def _image_line(report: CheckReport, choice: Any, fit: Any) -> None:
+    """The "image" line: the image, what it holds and why it was chosen; whether it can drive
+    the GPU (refused or not known: that sentence first)."""
+    if fit.ok:
+        report.add("image", True, f"{choice.describe()}; {fit.reason}", choice.image)
+    else:
+        report.add("image", fit.ok, f"{fit.reason} ({choice.image}: {choice.why})",
+                   f"{choice.image}: {fit.clause}")
+
+
+def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
+           image_cuda: str | None = None) -> None:
+    """The "hosts" line (can any offer's host run the image?) and one line per offer."""
+    for host in quote.hosts:
+        price = f" ${host.usd_per_hr:.3f}/h" if host.usd_per_hr is not None else ""
+        cuda = (f", driver CUDA {host.host_cuda}"
+                if host.host_cuda and host.host_cuda not in host.offer else "")
+        busy = "" if host.available else " (no capacity there now)"
+        report.offers.append(CheckLine("offer", host.ok,
+                                       f"{host.offer}{price}{cuda}{busy}: {host.why}",
+                                       f"{host.offer}{price}{cuda}{busy}"))
+    if quote.image_refusal and not image_ok:  # the image line says why
+        report.add("hosts", False, "no offer can run the image (see the image line)",
+                   "no offer can run the image")
+        return
+    if quote.image_refusal:
+        from tplab.cloud.images import cuda_tuple
+        cudas = [h.host_cuda for h in quote.hosts if cuda_tuple(h.host_cuda)]
+        newest = max(cudas, key=lambda c: cuda_tuple(c) or (0, 0), default=None)
+        short = (f"drivers run CUDA {newest} at most; the image needs {image_cuda}"
+                 if newest and image_cuda else "no offered host can run the image")
+        report.add("hosts", False, f"{quote.image_refusal}; a lab would be refused before "
+                   "anything is rented", short)
+        return
+    if not quote.hosts:
+        return
+    good = [h for h in quote.hosts if h.ok is not False]
+    ok = True if any(h.ok for h in good) else None
+    if report.provider == "runpod":
+        left = [h.host_cuda for h in quote.hosts if h.ok is False]
+        allowed = ", ".join(str(h.host_cuda) for h in good)
+        report.add("hosts", ok, f"the create sends allowedCudaVersions {allowed}"
+                   + (f", leaving out hosts with CUDA {', '.join(map(str, left))}" if left else "")
+                   + ": the pod lands only where its driver runs the image",
+                   f"allowedCudaVersions {allowed}")
+        return
+    if not good:
+        report.add("hosts", None, "no offer shown can run the image")
+        return
+    best = good[0]
+    price = f" at ${best.usd_per_hr:.3f}/h" if best.usd_per_hr is not None else ""
+    verb = "can" if ok else "may"
+    shown = (f"{len(good)} of the {len(quote.hosts)} cheapest offers {verb} run the image"
+             if len(quote.hosts) > 1 else f"the one offer found {verb} run the image")
+    report.add("hosts", ok, f"{shown}; the lab takes {best.offer}{price}",
+               f"{len(good)} of {len(quote.hosts)} run it; takes {best.offer}{price}")
 
 
 def _budget(report: CheckReport, price: float | None, hours: float,

@@ -12,12 +12,13 @@ import sys
 
 from tplab.cloud.check import DEFAULT_GPU_TYPE, where_asked, gather_check
 
-HELP = "check, creating nothing, whether a lab could run now (key, balance, price, stock, spot)"
+HELP = ("check, creating nothing, whether a lab could run now (key, balance, price, stock, "
+        "spot, the image and the hosts that can run it)")
 
 
 # ---- the command ---------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tplab.lab.options import add_provider_argument
+    from tplab.lab.options import add_image_argument, add_provider_argument
     parser.add_argument("--mock", action="store_true",
                         help="check against the local mock cloud (started for the check)")
     add_provider_argument(parser)
@@ -25,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a running (mock) cloud API; without --mock it must be https")
     parser.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
     parser.add_argument("--gpus", type=int, default=2, help="GPUs = TP degree (default: 2)")
+    add_image_argument(parser)
     parser.add_argument("--on-demand", action="store_true",
                         help="check for an on-demand lab instead of the default spot lab")
     parser.add_argument("--lab-cap", type=float, default=None, metavar="USD",
@@ -35,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 _MARK = {True: "ok  ", False: "FAIL", None: "note"}
+_OFFER_MARK = {True: "runs      ", False: "cannot run", None: "may run   "}
 
 
 def check_names(args: argparse.Namespace) -> list[str]:
@@ -55,7 +58,8 @@ def check_names(args: argparse.Namespace) -> list[str]:
 def main(args: argparse.Namespace) -> int:
     reports = [gather_check(mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type,
                             gpus=args.gpus, spot=not args.on_demand, lab_cap_usd=args.lab_cap,
-                            wall_cap_s=args.wall_cap, name=name) for name in check_names(args)]
+                            wall_cap_s=args.wall_cap, name=name, image=args.image)
+               for name in check_names(args)]
     can_run = any(r.can_run for r in reports)
     if args.json:
         data = [r.to_dict() for r in reports]
@@ -67,6 +71,9 @@ def main(args: argparse.Namespace) -> int:
                   f"{report.gpus}x {report.gpu_type}, {'spot' if report.spot else 'on-demand'} lab")
             for line in report.lines:
                 print(f"  [{_MARK[line.ok]}] {line.name:<9} {line.text}")
+                if line.name == "hosts":
+                    for offer in report.offers:  # each offer's host, cheapest first
+                        print(f"      {_OFFER_MARK[offer.ok]} {offer.text}")
         if len(reports) > 1:
             print("Side by side: " + "; ".join(
                 f"{where_asked(r)}: " + (f"spot ${r.spot_usd_per_hr:.3f}/h" if r.spot_usd_per_hr

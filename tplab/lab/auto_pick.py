@@ -35,13 +35,17 @@ class Answer:
 
     def spot_price(self) -> float | None:
         q = self.quote
-        return q.spot_usd_per_hr if q and q.spot_available and q.spot_usd_per_hr else None
+        if q is None or q.image_refusal:
+            return None
+        return q.spot_usd_per_hr if q.spot_available and q.spot_usd_per_hr else None
 
     def describe(self, hours: float, cap: float) -> str:
         """This cloud's answer in a few words, for the pick and the stub."""
         q = self.quote
         if q is None:
             return f"{self.label}: could not be asked ({self.error})"
+        if q.image_refusal:
+            return f"{self.label}: {q.image_refusal}"
         price = self.spot_price()
         if price is None:
             kind = "no spot at all" if q.spot_offered is False else "no spot capacity"
@@ -65,18 +69,21 @@ def names(config: LabConfig) -> list[str]:
 
 
 def _ask(config: LabConfig, name: str) -> Answer:
-    """One cloud's quote (blocking: runs in a worker thread)."""
+    """One cloud's quote for the image this lab would get there (blocking: runs in a worker
+    thread)."""
+    from tplab.cloud.image_fit import choose_image
     from tplab.lab import providers
+    image = choose_image(name, config.gpu_type, config.image, compile=config.compile).image
     try:
         if config.mock:
             cloud = registry.package(name).start_mock(**providers.mock_options(config, name))
             try:
                 prov = providers.provider_for(cloud.api_key, cloud.api_url, name)
-                return Answer(name, prov.quote(config.gpu_type, config.gpus))
+                return Answer(name, prov.quote(config.gpu_type, config.gpus, image))
             finally:
                 cloud.stop()
         prov = providers.real_provider(None, name)
-        return Answer(name, prov.quote(config.gpu_type, config.gpus))
+        return Answer(name, prov.quote(config.gpu_type, config.gpus, image))
     except ProviderError as exc:
         return Answer(name, error=one_line(exc).rstrip("."))
 

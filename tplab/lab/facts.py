@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.cloud.base import GoneProof, PodInfo
+from tplab.cloud.image_fit import ImageChoice
 from tplab.lab.lab_config import FAILED
 from tplab.lab.instances import InstanceRecord
 from tplab.money.lab_money import LabMoney
@@ -32,6 +33,8 @@ class PodFacts:
     verified_gone: bool = False
     #: an ambiguous create whose pod list could not be read: whether a pod exists is unknown
     creation_unknown: bool = False
+    #: the image the pod gets and why (preflight's choice)
+    image: ImageChoice | None = None
 
 
 @dataclass

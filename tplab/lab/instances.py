@@ -46,6 +46,7 @@ class InstanceRecord:
     ssh_host: str | None = None
     ssh_port: int | None = None
     auth_id: str | None = None          # the ledger authorization that holds this lab's money
+    image: str | None = None            # the pod's container image
     settled: bool = False               # the hold was settled (spend recorded or released)
     note: str = ""
 

@@ -47,6 +47,9 @@ class LabConfig:
     sweep: bool = True
     compile: bool = False
     comm: str = "gloo"                    # the TP collectives' transport (mock pods only: shm|both)
+    #: the pod's container image (--image); None: the catalog's default for the cloud and the
+    #: GPU's generation (tplab.cloud.image_fit.choose_image)
+    image: str | None = None
     # the d_model sweep: None = the default (GPU_SWEEP_D_MODELS on a real pod, none in the mock
     # lab, whose 60 s bar it would break); "" = none; else "64,256,..."
     sweep_d_model: str | None = None

@@ -39,6 +39,14 @@ def add_provider_argument(parser: Any) -> None:
                              "auto when several have keys, else the one that has; --mock: the first)")
 
 
+def add_image_argument(parser: Any) -> None:
+    """``--image NAME``, the pod's container image (tplab run, tplab-tui, tplab check)."""
+    parser.add_argument("--image", metavar="NAME", default=None,
+                        help="the pod's container image (default: per cloud and GPU generation, "
+                             "the image `tplab check` names; one tplab cannot read is checked by "
+                             "the pod when it starts)")
+
+
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("lab")
     g.add_argument("--mock", action="store_true",
@@ -51,6 +59,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "it; without --mock it must be https)")
     g.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, help="GPU type (default: %(default)s)")
     g.add_argument("--gpus", type=positive_int, default=2, help="GPUs = TP degree (default: 2)")
+    add_image_argument(g)
     g.add_argument("--on-demand", action="store_true",
                    help="rent an on-demand pod (REST v2) instead of spot; the lab is spot-first "
                         "and never switches by itself")
@@ -101,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
     with ``api_url_problem``'s sentence, in `tplab run` and in the dashboard alike.)"""
     return LabConfig(
         mock=bool(args.mock), provider=getattr(args, "provider", None), api_url=args.api_url,
-        gpu_type=args.gpu_type, gpus=args.gpus,
+        gpu_type=args.gpu_type, gpus=args.gpus, image=args.image,
         spot=not args.on_demand, lab_cap_usd=args.lab_cap, phase_cap_usd=args.phase_cap,
         num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
         instrumented_prompts=args.instrumented_prompts,

@@ -326,6 +326,7 @@ class Lab:
         ctx.stream.phase("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
                          world_size=cfg.gpus, lab_id=self.lab_id, mock=cfg.mock)
         preflight.check_inputs(ctx)
+        preflight.choose_image(ctx)
         # the job's own input checks need torch: a subprocess, beside the rest of preflight
         job_inputs = asyncio.create_task(check_job_inputs(cfg), name="lab-job-inputs")
         try:

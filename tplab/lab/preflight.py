@@ -4,7 +4,8 @@ Why first and apart: a refusal here costs nothing (no authorization, no pod), so
 whose answer is knowable before spending belongs here: the input files, the budget's
 pre-flight rule (remaining ≥ lab cap + buffer), pods of earlier labs still alive, and the
 provider's quote against the lab cap — including whether RunPod still offers spot at all, so a
-spot lab that cannot be had is refused before any money is authorized. Each refusal is a
+spot lab that cannot be had is refused before any money is authorized — and whether the pod's
+image can run the job on the lab's GPU and on the hosts the provider offers. Each refusal is a
 ``LabStop`` with one sentence.
 """
 
@@ -14,7 +15,10 @@ import asyncio
 import shlex
 from pathlib import Path
 
+from tplab.cloud import image_fit
 from tplab.cloud.base import Quote
+from tplab.cloud.image_fit import ImageChoice
+from tplab.home.redact import one_line
 from tplab.lab import leftovers
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
@@ -37,6 +41,26 @@ def check_inputs(ctx: LabContext) -> None:
     bad_python = pod_python_problem(cfg.pod_python, cfg.mock)
     if bad_python:
         raise LabStop(FAILED, f"{bad_python} Nothing was created.")
+
+
+def choose_image(ctx: LabContext) -> ImageChoice:
+    """The pod's image (``--image``, else the default for the cloud and the GPU's generation)
+    and whether it can drive the lab's GPU at all, whatever the host: the torch range, the GPU's
+    kernels, sshd on RunPod, a compiler for ``--compile``. Refused: FAILED, nothing authorized.
+    "Cannot tell" (an image or a GPU tplab does not know) is a warning: the pod checks its
+    torch and its GPU when it starts. Whether a host's driver runs the image's CUDA is the
+    quote's part (``choose_price``)."""
+    cfg = ctx.config
+    name = ctx.provider_name
+    choice = image_fit.choose_image(name, cfg.gpu_type, cfg.image, compile=cfg.compile)
+    ctx.facts.pod.image = choice
+    fit = image_fit.gpu_fit(choice, cfg.gpu_type, name, compile=cfg.compile)
+    if fit.ok is False:
+        raise LabStop(FAILED, one_line(f"{fit.reason}; nothing was created"))
+    ctx.stream.log(f"image {choice.describe()}")
+    if fit.ok is None:
+        ctx.stream.warn(fit.reason)
+    return choice
 
 
 async def settle_dead_holds(ctx: LabContext) -> None:
@@ -108,7 +132,8 @@ _FLAGS = (("api_url", "--api-url"), ("gpu_type", "--gpu-type"), ("gpus", "--gpus
           ("instrumented_prompts", "--instrumented-prompts"), ("out_dir", "--out"),
           ("checkpoint", "--checkpoint"), ("prompts", "--prompts-file"),
           ("heartbeat_timeout_s", "--heartbeat-timeout"), ("wall_cap_s", "--wall-cap"),
-          ("boot_timeout_s", "--boot-timeout"), ("sweep_budget_s", "--sweep-budget-s"))
+          ("boot_timeout_s", "--boot-timeout"), ("sweep_budget_s", "--sweep-budget-s"),
+          ("image", "--image"))
 
 
 def on_demand_command(cfg: LabConfig) -> str:
@@ -162,8 +187,14 @@ async def choose_price(ctx: LabContext, lab_cap: float) -> float:
     run (ESTIMATE_FORMULA) and the worst case in ``facts.money``."""
     cfg, money = ctx.config, ctx.facts.money
     assert ctx.provider is not None
-    quote = await asyncio.to_thread(ctx.provider.quote, cfg.gpu_type, cfg.gpus)
+    image = ctx.facts.pod.image.image if ctx.facts.pod.image else ""
+    quote = await asyncio.to_thread(ctx.provider.quote, cfg.gpu_type, cfg.gpus, image)
     money.quote = quote
+    if quote.image_refusal:  # offers there are, but no host whose driver runs the image
+        raise LabStop(FAILED, one_line(f"{quote.image_refusal}; nothing was created"))
+    for host in quote.hosts:
+        mark = {True: "runs", False: "cannot run", None: "may run"}[host.ok]
+        ctx.stream.log(f"{host.offer} {mark} the image: {host.why}")
     if cfg.spot:
         if not quote.spot_available or quote.spot_usd_per_hr is None:
             raise LabStop(STUB, spot_stub_reason(cfg, quote, quote.spot_note or "no spot offer",

@@ -93,7 +93,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
         lab_id=facts.lab_id, label=cfg.ledger_label(), pod_name=name,
         provider=ctx.provider_name, gpu_type=cfg.gpu_type, gpu_count=cfg.gpus,
         spot=cfg.spot, usd_per_hr=facts.pod.usd_per_hr, out_dir=str(facts.out_dir),
-        mock=cfg.mock)
+        mock=cfg.mock, image=facts.pod.image.image if facts.pod.image else None)
     if not ctx.save_record():
         raise LabStop(FAILED, "the instance record could not be written (see the warning); "
                       "without it a crash could leave a pod nobody finds, so nothing was created")
@@ -101,6 +101,7 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     spec = PodSpec(name=name, gpu_type=cfg.gpu_type, gpu_count=cfg.gpus,
                    public_key=public_key, spot=cfg.spot,
                    bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
+                   image=facts.pod.image.image if facts.pod.image else "",
                    boot=_boot_step(ctx))
     creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.cloud.create, spec))
     try:

@@ -126,7 +126,8 @@ class Root:
             interruptible=True, bid_per_gpu=input.get("bidPerGpu"),
             env=_env_list(input.get("env")), ports=ports,
             disk_gb=input.get("containerDiskInGb"), args=input.get("dockerArgs") or "",
-            cloud="SECURE" if input.get("cloudType") in (None, "SECURE", "ALL") else "COMMUNITY")
+            cloud="SECURE" if input.get("cloudType") in (None, "SECURE", "ALL") else "COMMUNITY",
+            allowed_cuda=[str(v) for v in input.get("allowedCudaVersions") or []])
         if self.state.faults.take_create_500():
             self.answer_500 = True
         return {"id": pod.id, "name": pod.name, "desiredStatus": "RUNNING",

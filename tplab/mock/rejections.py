@@ -43,6 +43,13 @@ RULES: tuple[Rejection, ...] = (
               "(the parameters' descriptions)"),
     Rejection("runpod", "get", _GPUS, 400, r"count and cloud are valid only with include",
               "count and cloud filter availability only (their descriptions)"),
+    Rejection("runpod", "get", _GPUS, 400, r"cudaVersions and minCudaVersion are mutually",
+              "cudaVersions and minCudaVersion exclude each other (400 if both are sent: "
+              "their descriptions)"),
+    Rejection("runpod", "get", _GPUS, 400,
+              r"cudaVersions and minCudaVersion are valid only with include",
+              "the CUDA filters are valid only with include=AVAILABILITY (400 otherwise: their "
+              "descriptions)"),
     # ---- Vast: prose of the document, loose types, the mock's limits ---------------------
     Rejection("vast", "put", _ASKS, 400, r"invalid_args.*unknown field",
               "a create field the schema does not name (Vast refuses unknown fields; the "

@@ -147,7 +147,8 @@ async def create_pod(request: web.Request, state: CloudState, query: dict[str, A
         gpu_count=int(gpu.get("count", 1)), interruptible=False, bid_per_gpu=None,
         env=dict(body.get("env") or {}), ports=list(body.get("ports") or []),
         disk_gb=body.get("disk"), args=body.get("args", ""),
-        min_cuda=gpu.get("minCudaVersion"), cloud=body.get("cloud", "SECURE"))
+        min_cuda=gpu.get("minCudaVersion"), cloud=body.get("cloud", "SECURE"),
+        allowed_cuda=list(gpu.get("allowedCudaVersions") or []))
     if state.faults.take_create_500():  # the pod exists and bills; the caller hears an error
         return 500, {"title": "Internal Server Error", "status": 500,
                      "detail": "upstream error while creating the pod"}
@@ -184,7 +185,13 @@ async def list_gpus(request: web.Request, state: CloudState, query: dict[str, An
     if not include and ("count" in query or "cloud" in query):
         raise CloudError("count and cloud are valid only with include=AVAILABILITY")
     count = int(query.get("count", 1)) if include else None
-    view = views.catalog_view(state, count)
+    cuda_versions, min_cuda = query.get("cudaVersions"), query.get("minCudaVersion")
+    if (cuda_versions or min_cuda) and not include:
+        raise CloudError("cudaVersions and minCudaVersion are valid only with "
+                         "include=AVAILABILITY")
+    if cuda_versions and min_cuda:
+        raise CloudError("cudaVersions and minCudaVersion are mutually exclusive")
+    view = views.catalog_view(state, count, cuda_versions, min_cuda)
     if include and query.get("cloud") == "COMMUNITY":  # the mock's machines are all SECURE
         for gpu in view["gpus"]:
             gpu["availability"], gpu["dataCenters"] = "NONE", []

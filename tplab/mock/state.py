@@ -68,7 +68,7 @@ def _new_id(n: int = 14) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
-def _cuda_tuple(version: str) -> tuple[int, ...]:
+def cuda_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split("."))
 
 
@@ -105,6 +105,8 @@ class MockPod:
     #: the ``terminate_lingers`` fault: reads left before an accepted terminate takes effect
     #: (-1: it never does)
     linger_reads: int | None = None
+    host_cuda: str = ""                   # the CUDA its host's driver runs (the v2 cudaVersion)
+    allowed_cuda: tuple[str, ...] = ()    # the create's allowedCudaVersions (for tests)
 
     def billed_seconds(self, now: float | None = None) -> int:
         end = self.ended_mono if self.ended_mono is not None else (now or time.monotonic())
@@ -175,7 +177,8 @@ class CloudState:
     def create_pod(self, *, name: str, image: str, gpu_type_id: str | None, gpu_count: int,
                    interruptible: bool, bid_per_gpu: float | None, env: dict[str, str],
                    ports: list[str], disk_gb: int | None, args: str = "",
-                   min_cuda: str | None = None, cloud: str = "SECURE") -> MockPod:
+                   min_cuda: str | None = None, cloud: str = "SECURE",
+                   allowed_cuda: list[str] | None = None) -> MockPod:
         offer = find_offer(gpu_type_id)
         if offer is None:
             raise CloudError(f"There are no GPU types matching {gpu_type_id!r}." if gpu_type_id
@@ -187,9 +190,19 @@ class CloudState:
             raise CloudError("image is required.")
         if cloud != "SECURE":
             raise CloudError("The mock cloud has SECURE machines only: " + NO_INSTANCES)
-        if min_cuda and _cuda_tuple(min_cuda) > _cuda_tuple(MACHINE_CUDA):
-            raise CloudError(f"No machine with CUDA >= {min_cuda} could be found: "
-                             + NO_INSTANCES)
+        if min_cuda and allowed_cuda:
+            raise CloudError("gpu.minCudaVersion and a non-empty gpu.allowedCudaVersions are "
+                             "mutually exclusive.")
+        # the pod lands on a host of the GPU type whose CUDA the create allows: the oldest
+        # such (a create without a constraint may get a host too old for its image)
+        hosts = [v for v in offer.host_cuda
+                 if (not allowed_cuda or v in allowed_cuda)
+                 and (not min_cuda or cuda_tuple(v) >= cuda_tuple(min_cuda))]
+        if not hosts:
+            wanted = (f"CUDA in {', '.join(allowed_cuda)}" if allowed_cuda else
+                      f"CUDA >= {min_cuda}")
+            raise CloudError(f"No machine with {wanted} could be found: " + NO_INSTANCES)
+        host_cuda = min(hosts, key=cuda_tuple)
         if interruptible:
             if self.faults.no_spot_capacity:
                 raise CloudError(NO_INSTANCES)
@@ -212,7 +225,8 @@ class CloudState:
             cost_per_hr=cost, interruptible=interruptible, user_env=dict(env), sandbox=sandbox,
             pod_key="rpa_pod_" + secrets.token_hex(16), ports=list(ports),
             disk_gb=disk_gb or 20, args=args or "",
-            faults=Faults.from_dict(self.faults.to_dict()))
+            faults=Faults.from_dict(self.faults.to_dict()), host_cuda=host_cuda,
+            allowed_cuda=tuple(allowed_cuda or ()))
         self.pods[pod_id] = pod
         pod.tasks.append(asyncio.get_running_loop().create_task(self._boot(pod)))
         return pod
@@ -351,4 +365,5 @@ class CloudState:
             "sandbox": str(pod.sandbox), "billedSeconds": pod.billed_seconds(),
             "accruedUsd": pod.accrued_usd(), "endReason": pod.end_reason,
             "alivePids": alive, "killedPids": pod.killed_pids,
+            "hostCuda": pod.host_cuda, "allowedCudaVersions": list(pod.allowed_cuda),
         }

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from tplab.mock.catalog import CATALOG, GpuOffer
-from tplab.mock.state import MACHINE_CUDA, CloudState, MockPod
+from tplab.mock.state import MACHINE_CUDA, CloudState, MockPod, cuda_tuple
 
 DATA_CENTER = {"id": "MOCK-LOOPBACK-1", "name": "Mock loopback 1"}
 _ACTIONS = {"PROVISIONING": ["terminate"], "STARTING": ["terminate"],
@@ -45,7 +45,8 @@ def pod_view(state: CloudState, pod: MockPod) -> dict[str, Any]:
         "image": pod.image, "args": pod.args, "disk": pod.disk_gb, "ports": list(pod.ports),
         "env": dict(pod.user_env), "registry": None,
         "mounts": {}, "gpu": {"id": pod.offer.id, "count": pod.gpu_count},
-        "cloud": "SECURE", "dataCenterId": DATA_CENTER["id"], "cudaVersion": MACHINE_CUDA,
+        "cloud": "SECURE", "dataCenterId": DATA_CENTER["id"],
+        "cudaVersion": pod.host_cuda or MACHINE_CUDA,
         "ssh": {"proxy": None, "direct": direct},
         "template": None, "cost": pod.cost_per_hr if billing else 0,
         "locked": False, "globalNetworking": {"enabled": False},
@@ -59,8 +60,24 @@ def _availability(offer: GpuOffer, count: int, state: CloudState) -> str:
     return offer.stock.upper()
 
 
-def gpu_type_view(offer: GpuOffer, state: CloudState, count: int | None) -> dict[str, Any]:
-    """A GPU type as RunPod's ``GpuType``; with ``count`` (include=AVAILABILITY) its stock."""
+def host_versions(offer: GpuOffer, cuda_versions: list[str] | None = None,
+                  min_cuda: str | None = None) -> list[str]:
+    """The GPU type's hosts' CUDA versions, scoped by the catalog's ``cudaVersions`` (exact)
+    or ``minCudaVersion`` (a floor; a bare major is any release of it) filter."""
+    out = list(offer.host_cuda)
+    if cuda_versions:
+        out = [v for v in out if v in cuda_versions]
+    if min_cuda:
+        floor = cuda_tuple(min_cuda if "." in min_cuda else f"{min_cuda}.0")
+        out = [v for v in out if cuda_tuple(v) >= floor]
+    return out
+
+
+def gpu_type_view(offer: GpuOffer, state: CloudState, count: int | None,
+                  cuda_versions: list[str] | None = None,
+                  min_cuda: str | None = None) -> dict[str, Any]:
+    """A GPU type as RunPod's ``GpuType``; with ``count`` (include=AVAILABILITY) its stock and
+    its hosts' CUDA versions (scoped by the query's CUDA filter)."""
     view: dict[str, Any] = {
         "id": offer.id, "name": offer.display_name, "pool": None, "manufacturer": "NVIDIA",
         "memory": offer.memory_gb, "secure": True, "community": False,
@@ -68,15 +85,17 @@ def gpu_type_view(offer: GpuOffer, state: CloudState, count: int | None) -> dict
         "maxCount": {"secure": offer.max_count, "community": 0},
     }
     if count is not None:
-        level = _availability(offer, count, state)
+        hosts = host_versions(offer, cuda_versions, min_cuda)
+        level = _availability(offer, count, state) if hosts else "NONE"
         view["availability"] = level
         view["dataCenters"] = [{**DATA_CENTER, "availability": level}] if level != "NONE" else []
-        view["cudaVersions"] = [{"version": MACHINE_CUDA, "available": level != "NONE"}]
+        view["cudaVersions"] = [{"version": v, "available": level != "NONE"} for v in hosts]
     return view
 
 
-def catalog_view(state: CloudState, count: int | None) -> dict[str, Any]:
-    return {"gpus": [gpu_type_view(o, state, count) for o in CATALOG]}
+def catalog_view(state: CloudState, count: int | None, cuda_versions: list[str] | None = None,
+                 min_cuda: str | None = None) -> dict[str, Any]:
+    return {"gpus": [gpu_type_view(o, state, count, cuda_versions, min_cuda) for o in CATALOG]}
 
 
 # ---- billing ---------------------------------------------------------------------------------

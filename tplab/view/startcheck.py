@@ -2,7 +2,7 @@
 
 Why in the faces: ``tplab run`` and the dashboard's Start both build a ``Lab``, which makes its
 folder and writes a FAILED manifest even when it could never have begun (no API key, a missing
-input file, a budget that fails pre-flight). Those are the user's to fix, not a lab's history;
+input file, a budget that fails pre-flight, an image that cannot drive the lab's GPU). Those are the user's to fix, not a lab's history;
 this checks them first, from local facts only (no network, no torch), and the lab's own
 pre-flight still checks them again.
 """
@@ -19,6 +19,19 @@ def _names(config: Any, registry: Any) -> list[str]:
     return list(registry.PROVIDERS) if name == registry.AUTO else [name]
 
 
+def _image_refusal(config: Any, names: list[str]) -> str | None:
+    """Why the pod's image cannot drive the lab's GPU on any of ``names`` (the torch range, the
+    GPU's kernels, sshd on RunPod, a compiler for --compile), or None."""
+    from tplab.cloud.image_fit import choose_image, gpu_fit
+    image, gpu, compile = getattr(config, "image", None), config.gpu_type, config.compile
+    fits = [gpu_fit(choose_image(n, gpu, image, compile=compile), gpu, n, compile=compile)
+            for n in names]
+    if not fits or any(f.ok is not False for f in fits):
+        return None
+    reason = fits[0].reason
+    return f"{reason[0].upper()}{reason[1:]}. Nothing was created."
+
+
 def refusal(config: Any) -> str | None:
     """One sentence saying why a lab with ``config`` (a ``LabConfig``) would be refused before
     it creates anything, or None."""
@@ -30,6 +43,9 @@ def refusal(config: Any) -> str | None:
         names = _names(config, registry)
     except registry.UnknownProviderError as exc:
         return f"{exc} Nothing was created."
+    image = _image_refusal(config, names)
+    if image:
+        return image
     if config.mock and config.api_url:
         var = registry.package(names[0]).KEY_VAR
         if not os.environ.get(var, "").strip():

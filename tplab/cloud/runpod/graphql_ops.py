@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from decimal import ROUND_CEILING, Decimal
-from typing import Mapping
+from typing import Mapping, Sequence
 
 SPOT_MUTATION = "podRentInterruptable"
 BALANCE_QUERY = "query myself { myself { id clientBalance currentSpendPerHr } }"
@@ -61,9 +61,11 @@ def env_list(env: Mapping[str, str]) -> str:
 
 def spot_create_mutation(*, name: str, image: str, gpu_type: str, gpu_count: int,
                          bid: str, env: Mapping[str, str], container_disk_gb: int,
-                         args: str = "", ports: str = "22/tcp") -> str:
+                         args: str = "", ports: str = "22/tcp",
+                         allowed_cuda: Sequence[str] = ()) -> str:
     """``podRentInterruptable`` on the secure cloud at ``bid`` (a ``bid_literal``) per GPU-hour.
-    ``args`` (``dockerArgs``) only when given: it replaces the image's start script."""
+    ``args`` (``dockerArgs``) only when given: it replaces the image's start script;
+    ``allowedCudaVersions`` only when given: the host CUDA versions that run the image."""
     Decimal(bid)  # a number, nothing else, goes into the text
     fields = [
         f"bidPerGpu: {bid}",
@@ -80,6 +82,9 @@ def spot_create_mutation(*, name: str, image: str, gpu_type: str, gpu_count: int
     ]
     if args:
         fields.append(f"dockerArgs: {gql_str(args)}")
+    if allowed_cuda:
+        fields.append("allowedCudaVersions: [" + ", ".join(gql_str(v) for v in allowed_cuda)
+                      + "]")
     body = ",\n      ".join(fields)
     return f"""
 mutation {{

@@ -8,8 +8,12 @@ One implementation for real and mock: in mock mode it is pointed at the local mo
   ``GET /v2/pods`` (tplab's name prefix, filtered here; pagination followed when present),
   terminate ``DELETE /v2/pods/{id}`` (204; 404 means gone), retried with backoff.
 - Quote: ``GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=SECURE``: the
-  per-GPU secure price x count and the stock (NONE/LOW/MEDIUM/HIGH); plus what spot RunPod
-  offers right now (spot.py: GraphQL, while it lasts).
+  per-GPU secure price x count and the stock (NONE/LOW/MEDIUM/HIGH), and the hosts' CUDA
+  versions judged for the image (cuda_hosts.py); plus what spot RunPod offers right now
+  (spot.py: GraphQL, while it lasts).
+- Every create first reads the catalog's CUDA versions for the GPU and sends those that run the
+  image's CUDA as ``allowedCudaVersions`` (REST v2 and the spot mutation alike); none of them:
+  ImageMismatchError, nothing created.
 - Spot create only when the spec says ``spot=True``, through ``podRentInterruptable``; spot not
   offered (mutation gone, GraphQL gone, no capacity) raises SpotUnavailableError with nothing
   created. On-demand only when the spec says ``spot=False`` (the caller's explicit flag).
@@ -28,14 +32,17 @@ Every error is one sentence, what happened and what to do, with no secret in it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from typing import Any, Callable, Sequence
 
-from tplab.cloud.runpod import pod_self_end
+from tplab.cloud.runpod import cuda_hosts, pod_self_end
 from tplab.cloud.runpod import v2_pods
-from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError, PodInfo,
-                              PodSpec, ProviderError, Quote, SpotUnavailableError, UnknownGpuError)
+from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError,
+                              ImageMismatchError, PodInfo, PodSpec, ProviderError, Quote,
+                              SpotUnavailableError, UnknownGpuError)
+from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.runpod.http_api import DEFAULT_API_BASE_URL, RestV2
 from tplab.cloud.runpod.runpod_keys import NO_KEY, load_api_key
@@ -103,23 +110,29 @@ class RunPodProvider(PodLifecycle):
                 f"'NVIDIA GeForce RTX 4090' (`tplab check --gpu-type ...` lists what it finds).")
         return match
 
-    def quote(self, gpu_type: str, gpu_count: int) -> Quote:
+    def quote(self, gpu_type: str, gpu_count: int, image: str = "") -> Quote:
         gpu = self.catalog_gpu(gpu_type, gpu_count)
         cloud = "secure" if self.cloud_type == "SECURE" else "community"
         per_gpu = (gpu.get("price") or {}).get(cloud)
         max_count = (gpu.get("maxCount") or {}).get(cloud)
         stock = gpu.get("availability")
         fits = max_count is None or gpu_count <= int(max_count)
-        ond_ok = bool(per_gpu) and fits and stock not in (None, "NONE")
+        choice = choose_image(self.name, gpu_type, image or None)
+        pod_price = round(float(per_gpu) * gpu_count, 6) if per_gpu else None
+        hosts = cuda_hosts.judge(gpu, choice, gpu_type, gpu_count, None)
+        ond_ok = (bool(per_gpu) and fits and stock not in (None, "NONE") and hosts.capacity
+                  and not hosts.refusal)
         offer = self._spot.offer(gpu_type, gpu_count)
         return Quote(
             gpu_type=gpu_type, gpu_count=gpu_count, provider=self.name,
             spot_usd_per_hr=(round(offer.min_bid_per_gpu * gpu_count, 6)
                              if offer.min_bid_per_gpu else None),
-            on_demand_usd_per_hr=round(float(per_gpu) * gpu_count, 6) if per_gpu else None,
-            spot_available=offer.available and fits, on_demand_available=ond_ok,
+            on_demand_usd_per_hr=pod_price,
+            spot_available=offer.available and fits and not hosts.refusal,
+            on_demand_available=ond_ok,
             availability=stock, spot_offered=offer.offered,
-            spot_note=offer.note if not offer.available else "")
+            spot_note=offer.note if not offer.available else "",
+            image=choice.image, hosts=hosts.hosts, image_refusal=hosts.refusal)
 
     def balance(self) -> float | None:
         """The account balance (GraphQL ``myself { clientBalance }``: v2 has none)."""
@@ -155,9 +168,16 @@ class RunPodProvider(PodLifecycle):
         if not spec.public_key.strip():
             raise ProviderError("The pod needs the lab's SSH public key (PodSpec.public_key); "
                                 "without it nobody could log in.")
+        choice = choose_image(self.name, spec.gpu_type, spec.image or None)
+        spec = dataclasses.replace(spec, image=choice.image)
+        hosts = cuda_hosts.judge(self.catalog_gpu(spec.gpu_type, spec.gpu_count), choice,
+                                 spec.gpu_type, spec.gpu_count, None)
+        if hosts.refusal:
+            raise ImageMismatchError(f"{hosts.refusal[0].upper()}{hosts.refusal[1:]}; nothing "
+                                     "was created.")
         if not spec.spot:
             ans = self._rest.call(f"creating the pod {spec.name}", "POST", "/pods",
-                                  json=v2_pods.create_body(spec, self.cloud_type),
+                                  json=v2_pods.create_body(spec, self.cloud_type, hosts.allowed),
                                   create_name=spec.name)
             return v2_pods.pod_info(ans.body, spot=False)
         offer = self._spot.offer(spec.gpu_type, spec.gpu_count)
@@ -171,7 +191,7 @@ class RunPodProvider(PodLifecycle):
                 f"The bid ${spec.bid_usd_per_gpu_hr}/GPU-hr is below RunPod's minimum bid "
                 f"${offer.min_bid_per_gpu}/GPU-hr for {spec.gpu_type}; nothing was created. "
                 "Raise the bid.")
-        rented = self._spot.rent(spec, offer.min_bid_per_gpu)
+        rented = self._spot.rent(spec, offer.min_bid_per_gpu, hosts.allowed)
         pod_id = str(rented["id"])
         for delay in (0.0, 0.5, 1.0, 2.0):  # a new pod may take a moment to show in v2
             if delay:

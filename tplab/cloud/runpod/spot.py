@@ -104,14 +104,16 @@ class Spot:
                              f"no spot capacity for {gpu_count}x {gpu_type} right now")
         return SpotOffer(exists, True, bid, ond)
 
-    def rent(self, spec: PodSpec, min_bid_per_gpu: float) -> dict[str, Any]:
-        """Create the spot pod; returns RunPod's answer (``id``, ``costPerHr`` ...)."""
+    def rent(self, spec: PodSpec, min_bid_per_gpu: float,
+             allowed_cuda: Sequence[str] = ()) -> dict[str, Any]:
+        """Create the spot pod (on a host whose CUDA is in ``allowed_cuda``, when given);
+        returns RunPod's answer (``id``, ``costPerHr`` ...)."""
         bid = ops.bid_literal(spec.bid_usd_per_gpu_hr or min_bid_per_gpu, min_bid_per_gpu)
         env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
         mutation = ops.spot_create_mutation(
             name=spec.name, image=v2_pods.image_of(spec), gpu_type=spec.gpu_type,
             gpu_count=spec.gpu_count, bid=bid, env=env, container_disk_gb=spec.container_disk_gb,
-            args=v2_pods.container_args(spec))
+            args=v2_pods.container_args(spec), allowed_cuda=allowed_cuda)
         try:
             data = self.api.graphql("creating the spot pod", mutation)
         except ApiError as exc:

@@ -4,8 +4,10 @@ Why apart from the provider: these are pure functions of RunPod's documented sha
 (``CreatePodRequest``, ``Pod``, ``PodSsh``, ``PodRuntime``; see the mock's copy of the OpenAPI
 document), so they can be read and tested against it without a network.
 
-- Create: ``name``, ``image``, ``gpu {id, count, minCudaVersion}`` (the CUDA of the image's tag,
-  so the pod lands on a host whose driver runs it), ``cloud`` (SECURE), ``disk``,
+- Create: ``name``, ``image``, ``gpu {id, count, allowedCudaVersions}`` (the hosts' CUDA
+  versions that run the image's CUDA, ``cuda_hosts``; without a list from the catalog,
+  ``minCudaVersion`` = the CUDA of the image's tag: either way the pod lands on a host whose
+  driver runs it), ``cloud`` (SECURE), ``disk``,
   ``ports: ["22/tcp"]``, ``env`` (``PUBLIC_KEY`` + the spec's), and ``args`` only when the spec
   gives one (it replaces the image's start script, which is what starts sshd).
 - SSH endpoint: ``ssh.direct`` (``host``, ``port``, ``username``), else the ``runtime.ports``
@@ -19,10 +21,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from tplab.cloud import images
 from tplab.cloud.base import PodInfo, PodSpec, SshEndpoint
 
 #: the image a pod gets unless the spec names one (RunPod's official PyTorch image: /start.sh)
-DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+DEFAULT_IMAGE = images.RUNPOD_TORCH_24.name
 _CUDA_IN_TAG = re.compile(r"cuda(\d+)\.(\d+)|cu(\d{2})(\d)\d?\b", re.I)
 #: fields of a pod never kept in PodInfo.raw (env holds what the user passed to the pod)
 _NOT_KEPT = ("env",)
@@ -57,11 +60,15 @@ def container_args(spec: PodSpec) -> str:
     return f"bash -c '{inner}'"
 
 
-def create_body(spec: PodSpec, cloud: str = "SECURE") -> dict[str, Any]:
-    """The ``POST /v2/pods`` body for ``spec`` (an on-demand pod: v2 has no spot)."""
+def create_body(spec: PodSpec, cloud: str = "SECURE",
+                allowed_cuda: list[str] | None = None) -> dict[str, Any]:
+    """The ``POST /v2/pods`` body for ``spec`` (an on-demand pod: v2 has no spot);
+    ``allowed_cuda``: the host CUDA versions that run the image (else its CUDA as a floor)."""
     gpu: dict[str, Any] = {"id": spec.gpu_type, "count": int(spec.gpu_count)}
     cuda = cuda_of_image(image_of(spec))
-    if cuda:
+    if allowed_cuda:
+        gpu["allowedCudaVersions"] = list(allowed_cuda)
+    elif cuda:
         gpu["minCudaVersion"] = cuda
     body: dict[str, Any] = {
         "name": spec.name, "image": image_of(spec), "gpu": gpu, "cloud": cloud,

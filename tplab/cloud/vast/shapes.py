@@ -25,11 +25,13 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from tplab.cloud import images
 from tplab.cloud.base import INTERRUPTED, PodInfo, PodSpec, SshEndpoint
 from tplab.cloud.vast.instance_self_end import ENV_FILE, ID_VAR, KEY_VAR
 
-#: an image with python3 and torch; Vast adds its own sshd for runtype ssh_direct
-DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+#: an image with python3 and torch; Vast adds its own sshd for runtype ssh_direct (the
+#: provider passes the image chosen for the GPU, tplab.cloud.image_fit.choose_image)
+DEFAULT_IMAGE = images.PYTORCH_24_RUNTIME.name
 ONSTART_MAX = 4048
 #: the environment variable the boot guard's zip travels in (too big for onstart)
 PAYLOAD_VAR = "TPLAB_GUARD_ZIP"

@@ -2,10 +2,12 @@
 
 One implementation for real and mock: in mock mode it is pointed at the local mock Vast cloud.
 
-- Quote: the cheapest interruptible offer (``type: "bid"``) for the GPU type and count, its
+- Quote: the cheapest interruptible offer (``type: "bid"``) for the GPU type and count whose
+  host can run the image (``offer_fit``: the driver's ``cuda_max_good``, the GPU's kernels), its
   minimum bid per machine plus the disk's storage; the cheapest on-demand offer beside it (for
   the EDUCATIONAL_STUB's analysis). No offer of either kind for that GPU name: an unknown GPU.
-- Create: search again (offers move), bid the cheapest offer's minimum (refused when it rose
+- Create: search again (offers move), keep the offers whose host can run the image (none:
+  ``ImageMismatchError``, nothing rented), bid the cheapest one's minimum (refused when it rose
   above what the lab authorized), ``PUT /api/v0/asks/{offer}`` with ``price`` and ``runtype:
   ssh_direct``, then attach the lab's fresh SSH key to *this* instance (``POST
   /api/v0/instances/{id}/ssh``): never to the account, where it would open every later
@@ -32,11 +34,12 @@ import time
 from typing import Any, Callable, Sequence
 
 from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX,
-                              NoCapacityError, PodInfo, PodSpec, ProviderError, Quote,
-                              SpotUnavailableError, UnknownGpuError)
+                              ImageMismatchError, NoCapacityError, PodInfo, PodSpec,
+                              ProviderError, Quote, SpotUnavailableError, UnknownGpuError)
+from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.vast import instance_self_end as pod_self_end
-from tplab.cloud.vast import shapes
+from tplab.cloud.vast import offer_fit, shapes
 from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, VastApi
 from tplab.home.redact import error_text
 
@@ -98,22 +101,38 @@ class VastProvider(PodLifecycle):
             "use Vast's name, such as 'RTX 4090' or 'H100 SXM' (`tplab check --provider vast "
             "--gpu-type ...` quotes it).")
 
-    def quote(self, gpu_type: str, gpu_count: int) -> Quote:
-        bids = shapes.cheapest(self.offers(gpu_type, gpu_count, "bid"), "bid", self.disk_gb)
-        ond = shapes.cheapest(self.offers(gpu_type, gpu_count, "ondemand"), "ondemand",
-                              self.disk_gb)
-        if bids is None and ond is None:
+    def quote(self, gpu_type: str, gpu_count: int, image: str = "") -> Quote:
+        """The cheapest offers that can run ``image`` (default: the catalog's for the GPU):
+        ``offer_fit`` judges each offer's host (the cheapest in ``hosts``); interruptible offers
+        that all cannot run it leave no spot price and say why in ``spot_note``; when no offer
+        of either kind can, ``image_refusal`` says why."""
+        choice = choose_image(self.name, gpu_type, image or None)
+        bid_offers = offer_fit.judge(self.offers(gpu_type, gpu_count, "bid"), "bid",
+                                     self.disk_gb, choice, gpu_type)
+        ond_offers = offer_fit.judge(self.offers(gpu_type, gpu_count, "ondemand"), "ondemand",
+                                     self.disk_gb, choice, gpu_type)
+        if not bid_offers and not ond_offers:
             anyone = self._api.call("searching offers", "POST", "/api/v0/bundles", json={
                 "gpu_name": {"in": [shapes.vast_gpu_name(gpu_type)]}, "limit": 1})
             if not (anyone.body or {}).get("offers"):
                 raise self._unknown_gpu(gpu_type)
-        note = "" if bids else (f"no interruptible offer for {gpu_count}x "
-                                f"{shapes.vast_gpu_name(gpu_type)} on Vast.ai right now")
+        bid = offer_fit.cheapest_runnable(bid_offers)
+        ond = offer_fit.cheapest_runnable(ond_offers)
+        bid_refusal = offer_fit.refusal(bid_offers, choice, gpu_count, gpu_type, "interruptible")
+        # no offer of either kind can run the image: the lab is refused, not a stub
+        refusal = "" if bid or ond else (bid_refusal or offer_fit.refusal(
+            ond_offers, choice, gpu_count, gpu_type, "on-demand"))
+        note = (f"no interruptible offer whose host can run {choice.image}" if refusal else
+                bid_refusal or ("" if bid else (f"no interruptible offer for {gpu_count}x "
+                                                f"{shapes.vast_gpu_name(gpu_type)} on Vast.ai "
+                                                "right now")))
         return Quote(gpu_type=gpu_type, gpu_count=gpu_count,
-                     spot_usd_per_hr=round(bids[1] * BID_MARGIN, 6) if bids else None,
-                     on_demand_usd_per_hr=ond[1] if ond else None,
-                     spot_available=bids is not None, on_demand_available=ond is not None,
-                     availability=None, spot_offered=True, spot_note=note, provider=self.name)
+                     spot_usd_per_hr=round(bid.price * BID_MARGIN, 6) if bid else None,
+                     on_demand_usd_per_hr=ond.price if ond else None,
+                     spot_available=bid is not None, on_demand_available=ond is not None,
+                     availability=None, spot_offered=True, spot_note=note, provider=self.name,
+                     image=choice.image, hosts=offer_fit.host_offers(bid_offers or ond_offers),
+                     image_refusal=refusal)
 
     def balance(self) -> float | None:
         me = self._api.call("reading the account balance", "GET", "/api/v0/users/current").body
@@ -152,14 +171,19 @@ class VastProvider(PodLifecycle):
             raise ProviderError("The instance needs the lab's SSH public key (PodSpec."
                                 "public_key); without it nobody could log in.")
         kind = "bid" if spec.spot else "ondemand"   # on-demand only when asked by name
-        best = shapes.cheapest(self.offers(spec.gpu_type, spec.gpu_count, kind), kind,
-                               spec.container_disk_gb)
         what = "interruptible" if spec.spot else "on-demand"
+        choice = choose_image(self.name, spec.gpu_type, spec.image or None)
+        judged = offer_fit.judge(self.offers(spec.gpu_type, spec.gpu_count, kind), kind,
+                                 spec.container_disk_gb, choice, spec.gpu_type)
+        refusal = offer_fit.refusal(judged, choice, spec.gpu_count, spec.gpu_type, what)
+        if refusal:  # offers there are, but none whose host can run the image
+            raise ImageMismatchError(f"{refusal[0].upper()}{refusal[1:]}; nothing was created.")
+        best = offer_fit.cheapest_runnable(judged)
         if best is None:
             error = SpotUnavailableError if spec.spot else NoCapacityError
             raise error(f"Vast.ai has no {what} offer for {spec.gpu_count}x "
                         f"{shapes.vast_gpu_name(spec.gpu_type)} right now; nothing was created.")
-        offer, price = best
+        offer, price = best.offer, best.price
         bid = round(price * BID_MARGIN, 6) if spec.spot else price
         cap = (spec.bid_usd_per_gpu_hr * spec.gpu_count) if spec.bid_usd_per_gpu_hr else None
         if cap is not None and bid > cap + 1e-6:
@@ -168,6 +192,7 @@ class VastProvider(PodLifecycle):
                 f"${cap:.3f}/h the lab authorized; nothing was created.")
         storage = price - (shapes._float(offer.get("min_bid")) or 0.0)
         machine_bid = max(0.001, round(bid - storage, 6)) if spec.spot else None
+        spec = dataclasses.replace(spec, image=choice.image)
         ans = self._api.call(f"renting offer {offer['id']}", "PUT", f"/api/v0/asks/{offer['id']}",
                              json=shapes.create_body(spec, machine_bid), create_label=spec.name)
         body = ans.body if isinstance(ans.body, dict) else {}

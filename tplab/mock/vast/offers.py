@@ -9,6 +9,11 @@ Prices are plausible figures only. A search answers the offers that match every 
 (``[["dph_total", "asc"]]``), at most ``limit``. With ``type: "bid"`` the search is for
 interruptible rental and each offer's ``dph_total`` is its minimum bid (plus storage), as
 Vast's interruptible search shows it; ``is_bid`` says which.
+
+Each offer is one host: ``cuda_max_good`` is the newest CUDA its driver runs and ``compute_cap``
+its GPUs' compute capability x 100. Most of the mock's hosts run CUDA 12.8; the RTX 3090 hosts
+and one cheap 2x L40S host stop at 12.2 (a CUDA 12.4 image cannot start there), and the RTX 5090
+hosts are Blackwell (12.0: torch 2.4's kernels stop at sm_90), so a lab must pass them over.
 """
 
 from __future__ import annotations
@@ -51,6 +56,26 @@ def _machines() -> tuple[Machine, ...]:
             out.append(Machine(ask_id=ask, machine_id=40000 + g * 10 + n, gpu_name=name,
                                num_gpus=n, gpu_ram_mb=ram, ondemand_dph=round(od * n, 4),
                                min_bid=round(bid * n, 4)))
+    return tuple(out) + _more_machines(ask)
+
+
+#: compute capability x 100 per GPU name (NVIDIA's table), as Vast's offers carry it
+COMPUTE_CAP = {"RTX 4090": 890, "RTX A6000": 860, "L40S": 890, "A100 PCIE": 800,
+               "H100 SXM": 900, "RTX 3090": 860, "RTX 5090": 1200}
+
+
+def _more_machines(ask: int) -> tuple[Machine, ...]:
+    """Hosts whose driver or GPU a lab must check: old drivers (CUDA 12.2) and Blackwell."""
+    out = []
+    hosts = (("RTX 3090", 24576, 0.22, 0.10, 12.2, (1, 2, 4, 8)),
+             ("RTX 5090", 32607, 0.70, 0.32, 12.8, (1, 2, 4, 8)),
+             ("L40S", 46068, 0.80, 0.35, 12.2, (2,)))   # cheaper than the 12.8 L40S host
+    for g, (name, ram, od, bid, cuda, counts) in enumerate(hosts):
+        for n in counts:
+            ask += 1
+            out.append(Machine(ask_id=ask, machine_id=41000 + g * 10 + n, gpu_name=name,
+                               num_gpus=n, gpu_ram_mb=ram, ondemand_dph=round(od * n, 4),
+                               min_bid=round(bid * n, 4), cuda_max_good=cuda))
     return tuple(out)
 
 
@@ -78,6 +103,7 @@ def offer_view(m: Machine, kind: str, disk_gb: float = 10.0) -> dict[str, Any]:
         "min_bid": m.min_bid, "is_bid": kind == BID, "storage_cost": STORAGE_GB_MONTH,
         "reliability": m.reliability2, "reliability2": m.reliability2,
         "geolocation": m.geolocation, "cuda_max_good": m.cuda_max_good,
+        "compute_cap": COMPUTE_CAP.get(m.gpu_name),
         "direct_port_count": m.direct_port_count, "disk_space": m.disk_space,
         "rentable": True, "rented": False, "verified": m.verified,
         "verification": "verified" if m.verified else "unverified", "external": False,
