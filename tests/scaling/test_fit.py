@@ -49,7 +49,7 @@ def _synthetic_results(alpha_us: float, beta_gbps: float, single_ms: float) -> d
     points = [{"bytes": n, "ms": ring_allreduce_s(n, 2, alpha_us * 1e-6, beta_gbps * 1e9) * 1e3
                * (1 + rng.uniform(-0.02, 0.02))} for n in SIZES]
     return {"schema": 1, "world_size": 2, "backend": "gloo",
-            "model": {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4, "d_ff": 256},
+            "model": {"n_layer": 6, "vocab_size": 640, "d_model": 64, "n_head": 4, "d_ff": 256},
             "single_per_token_ms": single_ms, "tp_per_token_ms": 30.0,
             "sweep": {"points": points}, "env": {"device_names": ["cpu: test"]}}
 

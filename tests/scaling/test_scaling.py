@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import dataclasses
 import math
 
@@ -133,9 +134,24 @@ def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
 def test_calibration_says_which_transport_it_came_from():
     results = {"world_size": 2, "backend": "gloo", "comm": "shm",
                "env": {"device_names": ["cpu: X"]},
-               "model": {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4},
+               "model": {"n_layer": 6, "vocab_size": 640, "d_model": 64, "n_head": 4},
                "single_per_token_ms": 1.0,
                "sweep": {"points": [{"bytes": 256, "ms": 0.012}, {"bytes": 1 << 20, "ms": 0.5}]}}
     cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
     assert cal.calibrated_from.startswith("results.json (shm, world size 2")
     assert cal.alpha_us.source == "measured" and cal.alpha_us.value < 10
+
+
+def test_the_scaling_models_shape_is_the_shipped_checkpoints():
+    """One truth about the model: the scaling model reads the shipped checkpoint's shape."""
+    from tplab.home.paths import DEFAULT_CHECKPOINT
+    from tplab.model.checkpoint_file import read_header
+    from tplab.scaling import latency
+
+    cfg = read_header(DEFAULT_CHECKPOINT).config
+    shape = latency.load_shape()
+    assert (shape.n_layer, shape.vocab_size, shape.head_dim) == (cfg.n_layer, cfg.vocab_size,
+                                                                 cfg.head_dim)
+    assert shape.vocab_size == 640
+    model = json.loads((latency.ASSETS / "hardware_profiles.json").read_text())["model"]
+    assert not set(latency.SHAPE_FIELDS) & set(model), "the assets file restates the model's shape"

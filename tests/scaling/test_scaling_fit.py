@@ -15,7 +15,7 @@ from tplab.records.dmodel import measured_crossover
 from tplab.scaling.latency import Number
 
 GRID = [64 * 2 ** i for i in range(8)]  # 64 .. 8192
-MODEL = {"n_layer": 6, "vocab_size": 600, "d_model": 64, "n_head": 4, "d_ff": 256}
+MODEL = {"n_layer": 6, "vocab_size": 640, "d_model": 64, "n_head": 4, "d_ff": 256}
 TRUE = {"alpha_us": 50.0, "beta_gbps": 1.5, "launch_us": 20.0, "tp_launch_us": 30.0,
         "mem_bw_gbps": 9.0, "tp_mem_bw_gbps": 6.0}
 

@@ -28,13 +28,15 @@ Client side: no torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tplab.home.paths import ASSETS
+from tplab.home.paths import ASSETS, DEFAULT_CHECKPOINT
+from tplab.model.config import GPTConfig  # a plain dataclass: no torch
 
 PROFILES_PATH = ASSETS / "hardware_profiles.json"
 SEED_D_MODELS = (64, 256, 1024, 4096)
@@ -111,13 +113,20 @@ _NUMBER_FIELDS = ("mem_bw_gbps", "peak_tflops", "launch_us", "alpha_us", "beta_g
 _TP_FIELDS = ("tp_mem_bw_gbps", "tp_peak_tflops", "tp_launch_us")
 
 
+_MODEL = GPTConfig()  # the model's own defaults; load_shape reads the shipped checkpoint's
+
+
 @dataclass(frozen=True, slots=True)
 class ModelShape:
-    """MiniGPT-grammar's pattern, with d_model free (d_ff = 4·d_model, n_head = d_model/head_dim)."""
+    """MiniGPT-grammar's pattern, with d_model free (d_ff = 4·d_model, n_head = d_model/head_dim).
 
-    n_layer: int = 6
-    vocab_size: int = 600
-    head_dim: int = 16
+    Its shape (layers, vocabulary, head size) is the model's, never written here: the defaults
+    are ``GPTConfig``'s and ``load_shape`` takes the shipped checkpoint's own; the rest (context,
+    kernel counts) are the scaling model's measured or assumed figures (hardware_profiles.json)."""
+
+    n_layer: int = _MODEL.n_layer
+    vocab_size: int = _MODEL.vocab_size
+    head_dim: int = _MODEL.head_dim
     context: int = 65
     bytes_per_elem: int = 4
     batch: int = 1
@@ -238,12 +247,29 @@ def cpu_profile_name(comm: str | None) -> str:
     return "cpu-shm" if comm in ("shm", "both") else "cpu-gloo"
 
 
-def load_shape(path: Path | None = None) -> ModelShape:
-    """The model shape from the assets file (falls back to the dataclass defaults per field)."""
+#: the fields that are the model's shape, read from its checkpoint (not the assets file)
+SHAPE_FIELDS = ("n_layer", "vocab_size", "head_dim")
+
+
+@functools.cache
+def checkpoint_shape(checkpoint: Path = DEFAULT_CHECKPOINT) -> dict[str, int]:
+    """n_layer, vocab_size and head_dim of ``checkpoint`` (its header, read without torch); the
+    model's defaults when the file is missing or unreadable."""
+    from tplab.model.checkpoint_file import CheckpointError, Unrecognised, read_header
+    try:
+        cfg = read_header(checkpoint).config
+    except (CheckpointError, Unrecognised, OSError):
+        cfg = _MODEL
+    return {"n_layer": cfg.n_layer, "vocab_size": cfg.vocab_size, "head_dim": cfg.head_dim}
+
+
+def load_shape(path: Path | None = None, checkpoint: Path = DEFAULT_CHECKPOINT) -> ModelShape:
+    """The shipped model's shape (``checkpoint_shape``) with the scaling model's figures from the
+    assets file (the dataclass defaults for any it lacks)."""
     model = _read_assets(path).get("model", {})
-    kw: dict[str, int] = {}
+    kw: dict[str, int] = dict(checkpoint_shape(checkpoint))
     for f in dataclasses.fields(ModelShape):
-        if f.name in model:
+        if f.name in model and f.name not in SHAPE_FIELDS:
             kw[f.name] = int(Number.from_json(model[f.name], f"model field {f.name}").value)
     return ModelShape(**kw)
 
