@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tplab.money.worst_case import worst_case
+
 DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
 #: offers the dashboard's rows show (the command prints every offer the quote judged)
 SHOWN_ROWS = 3
@@ -183,7 +185,6 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     report.availability = quote.availability
     report.spot_offered = quote.spot_offered
     report.spot_usd_per_hr = quote.spot_usd_per_hr
-    hours = wall_cap_s / 3600.0
     try:
         report.balance_usd = provider.balance()
     except ProviderError as exc:
@@ -205,16 +206,16 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
                 if report.spot and quote.on_demand_available else "")
         report.add("spot", False if report.spot else None, f"spot not available: {why}{hint}")
     if report.balance_usd is not None:
-        worst = (price or 0.0) * hours
+        worst = worst_case(price or 0.0, wall_cap_s, report.balance_usd)  # against the balance
         ok: bool | None = True
         if report.balance_usd <= 0:
             ok = False
-        elif price and report.balance_usd < worst:
+        elif price and not worst.fits:
             ok = None
         report.add("balance", ok, f"account balance ${report.balance_usd:.2f}"
-                   + ("" if ok else f" (the lab's worst case is ${worst:.2f}; the provider "
+                   + ("" if ok else f" (the lab's worst case is ${worst.usd:.2f}; the provider "
                                     "stops pods when the balance runs out)"))
-    _budget(report, price, hours, lab_cap_usd)
+    _budget(report, price, wall_cap_s, lab_cap_usd)
 
 
 def _image_line(report: CheckReport, choice: Any, fit: Any) -> None:
@@ -275,7 +276,7 @@ def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
                f"{len(good)} of {len(quote.hosts)} run it; takes {best.offer}{price}")
 
 
-def _budget(report: CheckReport, price: float | None, hours: float,
+def _budget(report: CheckReport, price: float | None, wall_cap_s: float,
             lab_cap_usd: float | None) -> None:
     from tplab.money.budget import BudgetConfig, BudgetGuard
     try:
@@ -293,10 +294,10 @@ def _budget(report: CheckReport, price: float | None, hours: float,
         report.add("budget", None, f"ledger fine ({pre.message}); no price to check against "
                    f"the lab cap ${conf.lab_cap_usd:.2f}")
         return
-    worst = price * hours
-    report.worst_case_usd = round(worst, 6)
+    worst = worst_case(price, wall_cap_s, conf.lab_cap_usd)
+    report.worst_case_usd = round(worst.usd, 6)
     kind = "spot" if report.spot else "on-demand"
-    fits = worst <= conf.lab_cap_usd + 1e-9
-    report.add("budget", fits, f"{kind} worst case ${worst:.2f} ({hours:.2f} h wall cap) "
-               f"{'within' if fits else 'ABOVE'} the lab cap ${conf.lab_cap_usd:.2f}; "
+    report.add("budget", worst.fits, f"{kind} worst case ${worst.usd:.2f} ({worst.hours:.2f} h "
+               f"wall cap) {'within' if worst.fits else 'ABOVE'} the lab cap "
+               f"${conf.lab_cap_usd:.2f}; "
                f"{pre.message}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tplab.cloud import registry
 from tplab.cloud.base import ProviderError, Quote
 from tplab.lab.lab_config import STUB, LabConfig, LabStop
+from tplab.money.worst_case import worst_case
 from tplab.home.redact import one_line
 
 
@@ -39,7 +40,7 @@ class Answer:
             return None
         return q.spot_usd_per_hr if q.spot_available and q.spot_usd_per_hr else None
 
-    def describe(self, hours: float, cap: float) -> str:
+    def describe(self, wall_cap_s: float, cap: float) -> str:
         """This cloud's answer in a few words, for the pick and the stub."""
         q = self.quote
         if q is None:
@@ -50,11 +51,11 @@ class Answer:
         if price is None:
             kind = "no spot at all" if q.spot_offered is False else "no spot capacity"
             return f"{self.label}: {kind} ({(q.spot_note or 'no offer').rstrip('.')})"
-        worst = price * hours
-        if worst > cap + 1e-9:
-            return (f"{self.label}: spot ${price:.3f}/h, worst case ${worst:.2f} over the lab cap "
-                    f"${cap:.2f}")
-        return f"{self.label}: spot ${price:.3f}/h, worst case ${worst:.2f}"
+        worst = worst_case(price, wall_cap_s, cap)
+        if not worst.fits:
+            return (f"{self.label}: spot ${price:.3f}/h, worst case ${worst.usd:.2f} over the lab "
+                    f"cap ${cap:.2f}")
+        return f"{self.label}: spot ${price:.3f}/h, worst case ${worst.usd:.2f}"
 
 
 def lab_cap(config: LabConfig) -> float:
@@ -91,9 +92,10 @@ def _ask(config: LabConfig, name: str) -> Answer:
 def decide(config: LabConfig, answers: list[Answer], cap: float) -> tuple[str, str]:
     """(the cloud picked, the sentence saying why); LabStop(STUB) with each cloud's answer and
     the on-demand quotes when none has spot under the cap."""
-    hours = config.wall_cap_s / 3600.0
-    fits = [a for a in answers if (p := a.spot_price()) is not None and p * hours <= cap + 1e-9]
-    said = "; ".join(a.describe(hours, cap) for a in answers) or "no cloud has a key"
+    wall = config.wall_cap_s
+    fits = [a for a in answers
+            if (p := a.spot_price()) is not None and worst_case(p, wall, cap).fits]
+    said = "; ".join(a.describe(wall, cap) for a in answers) or "no cloud has a key"
     if fits:
         best = min(fits, key=lambda a: a.spot_price() or 0.0)
         return best.name, (f"--provider auto picked {best.label}: the cheapest spot offer for "

@@ -23,6 +23,7 @@ from tplab.lab import leftovers
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.pod_python import pod_python_problem
+from tplab.money.worst_case import worst_case
 from tplab.records.job_flags import COMM_CHOICES
 
 
@@ -163,20 +164,19 @@ def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, lab_cap: flo
     """The EDUCATIONAL_STUB sentence when spot is not to be had: why, the on-demand quote, its
     worst case against the lab cap, and the exact command that asks for on-demand."""
     why = why.rstrip(". ")
-    hours = cfg.wall_cap_s / 3600.0
     price = quote.on_demand_usd_per_hr if quote else None
     if quote is None or price is None or not quote.on_demand_available:
         stock = f" (stock {quote.availability})" if quote and quote.availability else ""
         return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
                 f"never switches to on-demand by itself, and on-demand has no capacity right "
                 f"now either{stock}; nothing was created")
-    worst = price * hours
-    fits = (f"within the lab cap ${lab_cap:.2f}" if worst <= lab_cap + 1e-9 else
+    worst = worst_case(price, cfg.wall_cap_s, lab_cap)
+    fits = (f"within the lab cap ${lab_cap:.2f}" if worst.fits else
             f"ABOVE the lab cap ${lab_cap:.2f} (lower --wall-cap or raise --lab-cap)")
     return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
             f"never switches to on-demand by itself. On-demand is ${price:.3f}/h (stock "
-            f"{quote.availability or '?'}), worst case ${worst:.2f} for the {hours:.2f} h wall "
-            f"cap, {fits}: to use it, run `{on_demand_command(cfg)}`; nothing was created")
+            f"{quote.availability or '?'}), worst case ${worst.usd:.2f} for the {worst.hours:.2f} "
+            f"h wall cap, {fits}: to use it, run `{on_demand_command(cfg)}`; nothing was created")
 
 
 async def choose_price(ctx: LabContext, lab_cap: float) -> float:
@@ -206,16 +206,16 @@ async def choose_price(ctx: LabContext, lab_cap: float) -> float:
                           f"now (the provider's stock: {quote.availability or 'unknown'}); "
                           "nothing was created")
         price, kind = float(quote.on_demand_usd_per_hr), "on-demand"
-    worst = price * cfg.wall_cap_s / 3600.0
-    if worst > lab_cap + 1e-9:
+    worst = worst_case(price, cfg.wall_cap_s, lab_cap)
+    if not worst.fits:
         raise LabStop(STUB, f"the {kind} price ${price:.3f}/h for "
-                      f"{cfg.wall_cap_s / 3600:.2f} h (the wall cap) could cost "
-                      f"${worst:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
+                      f"{worst.hours:.2f} h (the wall cap) could cost "
+                      f"${worst.usd:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
     money.price_kind = kind
-    money.worst_case_usd = round(worst, 6)
+    money.worst_case_usd = round(worst.usd, 6)
     money.estimated_cost_usd = round(price * planned_seconds(cfg) / 3600.0, 6)
     stock = f", stock {quote.availability}" if quote.availability else ""
     ctx.stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.estimated_cost_usd:.4f} for "
-                   f"the planned run, worst case ${worst:.2f} at the wall cap, within the lab "
+                   f"the planned run, worst case ${worst.usd:.2f} at the wall cap, within the lab "
                    f"cap ${lab_cap:.2f}")
     return price
