@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tplab.lab import manifest
+from tplab.lab import lesson_notes, manifest
 from tplab.scaling import latency
 from tplab.lab.manifest import ManifestError, build_manifest, write_manifest
 
@@ -75,23 +75,23 @@ def test_statuses_need_reasons_and_honest_outputs():
 
 
 def test_lesson_notes_are_written_from_the_runs_numbers():
-    a = manifest.lesson_notes(_results(), crossover_d_model=1953.0, profile_name="rtx4090x2-pcie")
+    a = lesson_notes.lesson_notes(_results(), crossover_d_model=1953.0, profile_name="rtx4090x2-pcie")
     for piece in ("1.900 ms/token", "3.400 ms/token", "256 B", "13 all-reduces", "α = 11.5 µs",
                   "0.600 ms per token", "launches", "1953"):
         assert piece in a, piece
     other = _results(single_per_token_ms=0.8, tp_per_token_ms=2.5, speedup=0.32,
                      sweep={"points": [], "fit": {"alpha_us": 6.0, "beta_gbps": 200.0}})
-    b = manifest.lesson_notes(other, crossover_d_model=2470.0)
+    b = lesson_notes.lesson_notes(other, crossover_d_model=2470.0)
     assert b != a and "α = 6.0 µs" in b and "0.800 ms/token" in b
 
 
 def test_no_run_and_no_crossover_claims_nothing():
-    notes = manifest.lesson_notes(None)
+    notes = lesson_notes.lesson_notes(None)
     assert notes == "No run and no prediction: nothing measured to reflect on."
 
 
 def test_a_small_model_speedup_is_called_out_as_unphysical():
-    notes = manifest.lesson_notes(_results(speedup=1.4, tp_per_token_ms=1.36))
+    notes = lesson_notes.lesson_notes(_results(speedup=1.4, tp_per_token_ms=1.36))
     assert "not physical" in notes
 
 
@@ -183,7 +183,7 @@ def _cpu_results(**over) -> dict:
 
 
 def test_lesson_notes_compare_the_two_cpu_transports_alphas_from_one_run():
-    notes = manifest.lesson_notes(_cpu_results())
+    notes = lesson_notes.lesson_notes(_cpu_results())
     assert "Measured on shared memory (shm, gloo for setup)" in notes
     assert "over shm α = 6.0 µs, over gloo α = 420.0 µs in the same run, 70× apart" in notes
     assert "0.168 ms of latency over shm and 11.760 ms over gloo" in notes  # 14 × 2α
@@ -195,14 +195,14 @@ def test_lesson_notes_compare_a_single_transport_with_the_other_profile():
                                                              "beta_gbps": 0.4}})
     del r["transports"]
     shm_alpha = latency.load_profile("cpu-shm").alpha_us.value
-    notes = manifest.lesson_notes(r)
+    notes = lesson_notes.lesson_notes(r)
     assert (f"over gloo α = 400.0 µs, over shm α = {shm_alpha:.1f} µs in the cpu-shm profile "
             "(measured, not this run)") in notes
     assert "in the same run" not in notes
 
 
 def test_gpu_lesson_notes_have_no_cpu_transport_comparison():
-    assert "The transport is the lesson's α" not in manifest.lesson_notes(_results())
+    assert "The transport is the lesson's α" not in lesson_notes.lesson_notes(_results())
 
 
 def test_crossover_is_the_measured_one_when_the_sweep_found_it_and_notes_compare_both():
@@ -235,11 +235,11 @@ def test_the_manifest_gives_the_all_reduce_share_of_a_tp_token():
 
 
 def test_lesson_notes_warn_when_the_runs_figures_are_flagged_unstable():
-    quiet = manifest.lesson_notes(_results())
+    quiet = lesson_notes.lesson_notes(_results())
     assert "not trustworthy" not in quiet
     busy = _results()
     busy["stability"] = {"unstable": [{"figure": "tp_per_token_ms (gloo)",
                                        "note": "unstable: spread 37%; machine busy?"}]}
-    notes = manifest.lesson_notes(busy)
+    notes = lesson_notes.lesson_notes(busy)
     assert ("1 figure(s) of this run are not trustworthy, e.g. tp_per_token_ms (gloo): "
             "unstable: spread 37%; machine busy?") in notes

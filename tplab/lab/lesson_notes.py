@@ -1,0 +1,206 @@
+"""``lesson_notes``: the manifest's paragraph on why TP is slower (or faster) here, written from
+this run's own numbers.
+
+Why apart from the manifest: the manifest is a record of fields; this is prose, built from the
+measured message size, α against the per-token compute, the launches TP does not divide, the
+transport's α, the crossover measured or predicted, and the stability of the figures. Two runs
+on different hardware read differently; a lab that ended early is described from its partial
+figures; without a run it says so, and why (a prediction at the lab's d_model when there is one).
+
+Client side: standard library only (no torch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.0f} B"
+
+
+def _partial_notes(partial: dict[str, Any], why: str, cross: str) -> str:
+    """The paragraph for a lab that ended before its results: what the stream measured so far."""
+    s, t, x = (partial.get(k) for k in ("single_per_token_ms", "tp_per_token_ms", "speedup"))
+    out = [f"The lab ended before its results ({why})" if why else
+           "The lab ended before its results",
+           f"; these figures are partial, from the live stream: {partial.get('single_tokens', 0)} "
+           f"single-device and {partial.get('tp_tokens', 0)} TP tokens timed"]
+    if s is not None:
+        out.append(f"; one device {s:.3f} ms/token")
+    if t is not None:
+        out.append(f", TP {t:.3f} ms/token")
+    if x is not None:
+        out.append(f", speedup {x:.2f}" + (" (TP is slower)" if x < 1 else ""))
+    ar = partial.get("allreduce_ms_per_token")
+    if ar is not None:
+        out.append(f"; the all-reduces took {ar:.3f} ms per instrumented TP token")
+    return ("".join(out) + ". " + cross).strip()
+
+
+def _crossover_notes(results: dict[str, Any] | None, predicted: float | None,
+                     profile_name: str) -> str:
+    """The crossover sentence: the model's, and the d_model sweep's measured one beside it."""
+    model = f"the scaling model{f' ({profile_name})' if profile_name else ''}"
+    why = ("only from there do the weight reads TP divides outweigh the collectives and launches "
+           "it adds")
+    r = results or {}
+    if r.get("d_model_sweep") is None:
+        return (f"{model[0].upper()}{model[1:]} predicts the crossover at d_model ≈ "
+                f"{predicted:.0f}: {why} (predicted only: this run measured no d_model sweep)."
+                if predicted else "")
+    measured = r.get("measured_crossover_d_model")
+    pred = (f"{model} predicts ≈ {predicted:.0f}" if predicted
+            else f"{model} predicts none up to d_model 65536")
+    if measured is None:
+        return (f"The d_model sweep measured no crossover ({r.get('measured_crossover_reason') or 'none within the sweep'}); "
+                f"{pred}.")
+    gap = (f", {abs(predicted / measured - 1):.0%} {'above' if predicted > measured else 'below'} "
+           "the measurement" if predicted else "")
+    return (f"The d_model sweep measured the crossover at d_model ≈ {measured:.0f} (interpolated "
+            f"between its points): {why}; {pred}{gap}.")
+
+
+def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
+                 crossover_d_model: float | None = None, profile_name: str = "",
+                 why_no_run: str = "", partial: dict[str, Any] | None = None) -> str:
+    """The "why is TP slower here" paragraph, written from this run's numbers.
+
+    ``results`` is a results.json dict (or None when there was no run: then the paragraph is
+    written from ``prediction``, a ``tplab.scaling.latency.Prediction`` at the lab's d_model, and opens
+    with ``why_no_run``, e.g. the manifest's reason).
+    """
+    cross = _crossover_notes(results, crossover_d_model, profile_name)
+    why = why_no_run.strip().rstrip(".")
+    if not results and partial:
+        return _partial_notes(partial, why, cross)
+    if not results:
+        if prediction is None:
+            if why:
+                return (f"No job results, so nothing measured to reflect on: {why}. "
+                        + cross).strip()
+            return ("No run and no prediction: nothing measured to reflect on. " + cross).strip()
+        p = prediction
+        opening = (f"No job results ({why}), so no measured numbers" if why
+                   else "No cloud run, so no measured numbers")
+        return (f"{opening}: this is the model's prediction at d_model "
+                f"{p.d_model:.0f}. One device: {p.single_ms:.3f} ms/token, of which "
+                f"{p.single_launch_ms:.3f} ms is kernel launches and only "
+                f"{max(p.single_memory_ms, p.single_compute_ms):.3f} ms reading weights or "
+                f"computing. TP over {p.world_size}: {p.tp_ms:.3f} ms/token, because it halves the "
+                f"small part, launches at least as many kernels per rank ({p.tp_launch_ms:.3f} ms), "
+                f"and adds {p.allreduces_per_token} all-reduces of {_fmt_bytes(p.message_bytes)} "
+                f"plus a logits all-gather ({p.comm_ms:.3f} ms), each paying the latency α "
+                f"whatever its size. " + cross).strip()
+    r = results
+    s, t, x = r["single_per_token_ms"], r["tp_per_token_ms"], r["speedup"]
+    world = r.get("world_size", 2)
+    model = r.get("model") or {}
+    d = model.get("d_model")
+    params = model.get("params")
+    ar_ms = r.get("allreduce_ms_per_token")
+    calls = r.get("allreduce_calls_per_token")
+    per_call = r.get("allreduce_bytes_per_call")
+    ratio = r.get("comm_compute_ratio")
+    dev = (r.get("env") or {}).get("device_names") or ["?"]
+    transport = r.get("comm") or r.get("backend", "?")
+    if transport == "shm":
+        transport = f"shared memory (shm, {r.get('backend', '?')} for setup)"
+    out = [f"Measured on {transport} with {world} ranks ({dev[0]}): one device "
+           f"{s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
+           + (" (TP is slower)." if x < 1 else " (TP is faster).")]
+    flagged = (r.get("stability") or {}).get("unstable") or []
+    if flagged:  # figures whose samples spread past the limit (tplab.records.stability)
+        out.append(f"Careful: {len(flagged)} figure(s) of this run are not trustworthy, e.g. "
+                   f"{flagged[0]['figure']}: {flagged[0]['note']} Rerun on a quiet machine "
+                   "before drawing the lesson from them.")
+    if x >= 1 and params and params < 5_000_000:
+        out.append("A TP speedup on a model this small is not physical: check that the baseline "
+                   "really ran on one device (CUDA_VISIBLE_DEVICES, rank 0's device only).")
+    msg = d * 4 if isinstance(d, int) else per_call
+    n_layer, vocab = model.get("n_layer"), model.get("vocab_size")
+    if ar_ms is not None and calls:
+        what = (f"{2 * n_layer + 1} all-reduces of {_fmt_bytes(msg)} (d_model {d} × 4 bytes) and "
+                f"one all-gather of the {vocab} logits" if n_layer and vocab and msg
+                else f"{calls:.0f} collectives averaging {_fmt_bytes(per_call or 0)}")
+        sentence = f"Each token issues {what}; they took {ar_ms:.3f} ms per token"
+        if ratio is not None:
+            sentence += f", {ratio:.1f}× the rest of the step's time"
+        out.append(sentence + ".")
+    fit = (r.get("sweep") or {}).get("fit")
+    if fit and calls and msg:
+        alpha_us, beta = fit["alpha_us"], fit["beta_gbps"]
+        bw_us = (msg / (beta * 1e9)) * 1e6 * 2 * (world - 1) / world
+        lat_ms = calls * 2 * (world - 1) * alpha_us / 1e3
+        out.append(f"The all-reduce sweep fits α = {alpha_us:.1f} µs and β = {beta:.2f} GB/s, so a "
+                   f"{_fmt_bytes(msg)} message is pure latency: its bandwidth term is "
+                   f"{bw_us:.3f} µs against 2(p-1)α = {2 * (world - 1) * alpha_us:.1f} µs, and the "
+                   f"{calls:.0f} collectives cost ≈ {lat_ms:.3f} ms of latency per token against "
+                   f"{s:.3f} ms for the whole single-device step.")
+        if ar_ms is not None and ar_ms > 1.5 * lat_ms:
+            out.append(f"Inside the decode loop they took {ar_ms:.3f} ms, more than the sweep's "
+                       "back-to-back figure predicts: there each all-reduce also waits for the "
+                       "slower rank.")
+    comparison = _alpha_comparison(r, calls, world)
+    if comparison:
+        out.append(comparison)
+    if params:
+        out.append(f"TP splits the {params:,} parameters ({params * 4 / 1e6:.1f} MB of fp32 weights "
+                   f"read per token, {params * 4 / world / 1e6:.1f} MB per rank) but not the kernel "
+                   "launches: every rank still runs every layer's ops, plus TP's own (clones, bias "
+                   "adds after the all-reduce, the embedding mask, the logits gather), so the per-"
+                   "token host overhead that dominates a model this small does not shrink.")
+    oh = r.get("instrumentation_overhead_ms_per_token")
+    if oh is not None:
+        out.append(f"(Timing the collectives changed the TP step by {oh:+.3f} ms/token; latency is "
+                   "from the uninstrumented pass.)")
+    if cross:
+        out.append(cross)
+    return " ".join(out)
+
+
+def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str:
+    """The two CPU transports' α side by side: both from this run (``--comm both``), or this
+    run's against the other transport's profile (``assets/hardware_profiles.json``)."""
+    if (r.get("device_type") or (r.get("env") or {}).get("device_type")) != "cpu":
+        return ""
+    here = r.get("comm") or r.get("backend")
+    fits = {name: (t.get("sweep") or {}).get("fit") for name, t in
+            (r.get("transports") or {}).items()}
+    fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
+    found: dict[str, dict[str, Any]] = {k: v for k, v in fits.items() if v}
+    if here not in found or here not in ("shm", "gloo"):
+        return ""
+    other = "gloo" if here == "shm" else "shm"
+    a_here = found[here]["alpha_us"]
+    if other in found:
+        a_other, source = found[other]["alpha_us"], "in the same run"
+        t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
+        t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
+    else:
+        from tplab.scaling import latency
+        try:
+            prof = latency.load_profile(latency.cpu_profile_name(other))
+        except latency.ScalingError:
+            return ""
+        a_other, t_here, t_other = prof.alpha_us.value, None, None
+        source = f"in the {prof.name} profile ({prof.alpha_us.source}, not this run)"
+    lo, hi = sorted(((a_here, here), (a_other, other)))
+    sentence = (f"The transport is the lesson's α: over {here} α = {a_here:.1f} µs, over {other} "
+                f"α = {a_other:.1f} µs {source}")
+    if lo[0] > 0:
+        sentence += f", {hi[0] / lo[0]:.0f}× apart"
+    if calls:
+        sentence += (f"; at {calls:.0f} collectives a token that is "
+                     f"{calls * 2 * (world - 1) * a_here / 1e3:.3f} ms of latency over {here} and "
+                     f"{calls * 2 * (world - 1) * a_other / 1e3:.3f} ms over {other}")
+    if t_here and t_other:
+        sentence += (f", and TP measured {t_here:.3f} ms/token over {here} against "
+                     f"{t_other:.3f} over {other}")
+    return sentence + (". Shared memory is how ranks on one host talk without a network stack; "
+                       "its α is of the order of an NVLink all-reduce's, gloo's TCP loopback "
+                       "is tens of times that.")
