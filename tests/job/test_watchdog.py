@@ -260,12 +260,42 @@ def test_cli_terminates_for_real_time_with_env_file_settings(tmp_path):
 
 
 def test_cli_without_pod_environment_is_one_clear_error(tmp_path):
-    proc = _cli(tmp_path, {"RUNPOD_API_KEY": KEY})
+    proc = _cli(tmp_path, {"RUNPOD_API_KEY": KEY}, "--credentials-wait", "0")
     assert proc.returncode == 2
     assert "RUNPOD_POD_ID is not set" in proc.stderr and proc.stderr.count("\n") == 1
-    proc = _cli(tmp_path, {"RUNPOD_POD_ID": POD})
+    started = time.monotonic()
+    proc = _cli(tmp_path, {"RUNPOD_POD_ID": POD}, "--credentials-wait", "0.6")
     assert proc.returncode == 2 and "RUNPOD_API_KEY is not set" in proc.stderr
+    assert time.monotonic() - started >= 0.6          # it waited for the key, then gave up
     assert "not started" in (tmp_path / "watchdog.log").read_text()
+
+
+def test_a_watchdog_started_before_the_env_file_is_written_waits_for_it(tmp_path):
+    """Started over SSH, the watchdog may come before the instance's start script has written
+    the id and key to the env file (an SSH session has none of the container's variables)."""
+    env_file = tmp_path / "instance.env"
+    touch(tmp_path / "heartbeat", 0)
+    with FakeGraphQL(deletes=[(200, '{"success": true}')]) as api:
+        spec = {**vast_self_end(api.url), "env_file": str(env_file)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTAINER_")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tplab.job.watchdog", "--heartbeat",
+             str(tmp_path / "heartbeat"), "--log", str(tmp_path / "watchdog.log"),
+             "--self-end", encode(spec), "--stale-after", "0.5", "--poll", "0.05"],
+            env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.0)
+            assert proc.poll() is None, proc.communicate()
+            env_file.write_text(f"export CONTAINER_ID=4242\nexport CONTAINER_API_KEY={KEY}\n")
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, err
+    assert [c.path for c in api.calls] == ["/api/v0/instances/4242"]
+    assert KEY not in (tmp_path / "watchdog.log").read_text() + out + err
 
 
 def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
