@@ -233,22 +233,30 @@ async def _run_lab(w: Worker, cfg, timeout_s: float = 5.0, saboteur=None):
 
 
 def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
-              provider: str = "runpod", **cfg_kw) -> Row:
+              provider: str = "runpod", before=None, check=None, **cfg_kw) -> Row:
+    """One lab under ``faults``: its status must be ``expect`` with no pod and no hold left.
+    ``before(worker)`` runs once the cloud is up; ``check(worker, outcome) -> (ok, figure)``
+    after the lab, before the cloud is searched for pods (the row's own bound and figure)."""
     w = Worker(root / f"fault-{len(list(root.glob('fault-*')))}", provider=provider)
     w.start(faults)
     try:
         os.environ["TPLAB_HOME"] = str(w.home)
+        if before is not None:
+            before(w)
         t0 = time.monotonic()
         timeout_s = cfg_kw.pop("client_timeout_s", 5.0)
         lab, outcome = asyncio.run(_run_lab(w, _lab_config(w, "out", **cfg_kw), timeout_s))
         took = time.monotonic() - t0
+        checked, extra = check(w, outcome) if check is not None else (True, "")
         left = w.live()
         from tplab.money.budget import BudgetGuard, default_ledger_path
         held = BudgetGuard(default_ledger_path(mock=True), 100.0).held
-        ok = outcome.status == expect and not left and held == 0.0
+        ok = outcome.status == expect and not left and held == 0.0 and checked
         note = outcome.reason[:90] if outcome.status != "COMPLETE" else ""
-        return Row(area, case, f"{outcome.status} in {took:.0f} s", f"{expect}, no pod, no hold",
-                   ok, note + (f"; {len(left)} pod(s) alive" if left else "")
+        return Row(area, case, f"{outcome.status} in {took:.0f} s" + (f", {extra}" if extra
+                                                                       else ""),
+                   f"{expect}, no pod, no hold", ok,
+                   note + (f"; {len(left)} pod(s) alive" if left else "")
                    + (f"; ${held} held" if held else ""))
     finally:
         _terminate_all(w)

@@ -18,6 +18,8 @@ from tplab.mock.vast.rentals import SshKey, VastError, VastState, iso_now
 #: the runtypes of an SSH instance; the CLI sends several, space-separated ("ssh_direc ssh_proxy")
 SSH_RUNTYPES = ("ssh", "ssh_direct", "ssh_direc", "ssh_proxy")
 ONSTART_MAX = 4048
+#: what ``calls`` counts the list's pages after the first under (an after_token was sent)
+LATER_PAGES = "GET /api/v1/instances (after_token)"
 Result = tuple[int, Any]
 
 
@@ -143,6 +145,8 @@ async def list_instances(state: VastState, p: dict[str, Any], body: Any,
     after = p.get("after_token")
     if after is not None and not after.isdigit():
         raise VastError(400, "invalid_token", "after_token is not one this API gave out")
+    if after is not None:
+        state.calls[LATER_PAGES] += 1
     shown = [answers.instance_view(state, i) for i in await state.read()]
     found = [v for v in shown if all(matches(v, k, c) for k, c in filters.items())]
     found.sort(key=lambda v: v["id"])
