@@ -73,7 +73,8 @@ def test_a_bid_below_the_minimum_still_makes_a_stopped_instance_that_bills_stora
 def test_instance_boots_runs_its_onstart_over_ssh_and_is_destroyed(vast, tmp_path):
     key = new_key()
     status, body = create(vast, "tplab-life", env={"LAB_VAR": "seven", "-p 22:22": "1"},
-                          onstart="echo started-$LAB_VAR > onstart.out; echo container:"
+                          onstart="echo started-$LAB_VAR > onstart.out; "
+                                  "echo EXPORTED=$LAB_VAR >> etc/environment; echo container:"
                                   "$CONTAINER_ID:$PUBLIC_IPADDR:$VAST_TCP_PORT_22:"
                                   "$VAST_API_BASE_URL:${CONTAINER_API_KEY:+has-key} "
                                   "> container.env; sleep 600 &")
@@ -94,7 +95,7 @@ def test_instance_boots_runs_its_onstart_over_ssh_and_is_destroyed(vast, tmp_pat
     while True:
         try:
             out = ssh_run("127.0.0.1", port, key, "cat onstart.out container.env; echo "
-                          "ssh:$CONTAINER_ID:$PUBLIC_IPADDR:$VAST_TCP_PORT_22:$LAB_VAR; "
+                          "ssh:$CONTAINER_ID:$PUBLIC_IPADDR:$VAST_TCP_PORT_22:$LAB_VAR:$EXPORTED; "
                           "test -n \"$CONTAINER_API_KEY\" && echo has-key", host_key)
             if "started-seven" in out.stdout and "container:" in out.stdout:
                 break
@@ -105,7 +106,8 @@ def test_instance_boots_runs_its_onstart_over_ssh_and_is_destroyed(vast, tmp_pat
     lines = out.stdout.split("\n")
     # the container (onstart) has the instance's variables; an SSH session has none of them
     assert lines[1] == f"container:{inst_id}:127.0.0.1:{port}:{vast.api_url}:has-key"
-    assert lines[2] == "ssh::::" and "has-key" not in lines[2:]
+    # ... but what the container exported to (the sandbox's) /etc/environment, read at login
+    assert lines[2] == "ssh:::::seven" and "has-key" not in lines[2:]
     status, gone = api(vast, "DELETE", f"/api/v0/instances/{inst_id}/")
     assert status == 200 and gone["success"] is True
     assert show(vast, inst_id) is None
