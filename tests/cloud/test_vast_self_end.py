@@ -89,3 +89,38 @@ def test_the_instance_ends_itself_with_its_own_key(vast, started_from):
     assert f"pod key from {env_file}" in log
     assert vast.api_key not in log
     assert gone_by_itself and provider.verify_gone(made.id).gone
+
+
+def test_vasts_cli_is_a_way_that_says_what_happened(vast):
+    """The fallback way, Vast's own CLI with the instance's key in VAST_API_KEY: it must destroy
+    without asking (-y), and be judged by what it prints, as it exits 0 even after an error."""
+    from tests.mock.vast_helpers import VASTAI
+    from tplab.job.self_terminate import PodCredentials, SelfEnd, SelfTerminator
+    if not VASTAI.is_file():
+        pytest.fail(f"Vast's CLI is not installed at {VASTAI}: run ./scripts/setup")
+    key = new_key()
+    provider = VastProvider(vast.api_key, vast.api_url, poll_interval_s=0.2, client_key=key)
+    description = provider.self_end()
+    cli_only = SelfEnd.from_dict({**description, "ways": description["ways"][1:]})
+    which = {"vastai": str(VASTAI)}.get
+    made = provider.create(spec(key, "tplab-selfend-cli"))
+    sandbox = next(p for p in vast.pods() if p["id"] == int(made.id))["sandbox"]
+    env_file = Path(sandbox) / ".tplab-guard" / "instance.env"
+    deadline = time.monotonic() + 30
+    while not env_file.is_file():
+        assert time.monotonic() < deadline, "onstart never wrote the instance's key"
+        time.sleep(0.1)
+    from tplab.job.self_terminate import read_env_file
+    saved = read_env_file(env_file)
+    try:
+        wrong = SelfTerminator(PodCredentials(made.id, "not-this-instances-key", vast.api_url),
+                               cli_only, which=which).terminate()
+        assert [a.ok for a in wrong] == [False] and "401" in wrong[0].detail
+        assert provider.status(made.id).state not in GONE_STATES
+        done = SelfTerminator(PodCredentials(made.id, saved["CONTAINER_API_KEY"], vast.api_url),
+                              cli_only, which=which).terminate()
+        assert [a.ok for a in done] == [True], done
+        assert saved["CONTAINER_API_KEY"] not in done[0].detail
+        assert provider.status(made.id).state in GONE_STATES
+    finally:
+        provider.terminate(made.id)

@@ -157,6 +157,25 @@ def test_runpodctl_is_the_last_way_and_gets_the_key_in_its_environment(tmp_path)
     assert "trying runpodctl remove pod" in log and "runpodctl remove pod: accepted (exit 0" in log
 
 
+def test_a_command_way_with_ok_output_is_judged_by_what_it_printed():
+    """Vast's CLI exits 0 after an HTTP error: its way says what success prints."""
+    spec = SelfEnd.from_dict({**vast_self_end("http://127.0.0.1:9"),
+                              "ways": vast_self_end()["ways"][1:]})
+    creds = PodCredentials("4242", KEY, "http://127.0.0.1:9")
+    answers = {"ok": (0, "destroying instance 4242.\n"),
+               "gone": (0, "Failed with error 404: no such instance"),
+               "refused": (0, "Failed with error 401: Invalid user key")}
+    seen = []
+    for name, answer in answers.items():
+        def run(argv, env, timeout_s, answer=answer):
+            seen.append((list(argv), env.get("VAST_API_KEY")))
+            return answer
+        term = SelfTerminator(creds, spec, run=run, which=lambda n: f"/usr/bin/{n}")
+        assert [a.ok for a in term.terminate()] == [name != "refused"], name
+    assert seen[0] == (["/usr/bin/vastai", "--url", "http://127.0.0.1:9", "destroy",
+                        "instance", "4242", "-y"], KEY)
+
+
 def test_gives_up_after_max_attempts_and_says_so(tmp_path):
     clock = FakeClock()
     touch(tmp_path / "heartbeat", clock.t - 1000)

@@ -20,17 +20,14 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.mock.vast_helpers import MACHINE, destroy
+from tests.mock.vast_helpers import MACHINE, VASTAI, destroy
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-VASTAI = REPO / ".venv-vastai" / "bin" / "vastai"
 PIN = "1.9.1"
 IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 #: what the CLI prints when a call went wrong, whatever its exit status says ("invalid" as a
