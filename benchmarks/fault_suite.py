@@ -148,9 +148,7 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
         if sig == signal.SIGKILL and phase == "create":
             w.ready_at = t_sig + DEAD_CLIENT_INTENT_GRACE_S + 1.0
         bound = _bound(phase, sig)
-        while w.live() and time.monotonic() - t_sig < bound + 20:
-            time.sleep(0.2)
-        took = time.monotonic() - t_sig
+        took = quiet_for(w, t_sig, bound + 20)
         left = w.live()
         rest, err = proc.communicate(timeout=120)
         PRINTED.extend([rest, err])
@@ -163,6 +161,22 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
     where = "" if w.provider == "runpod" else f" [{w.provider}]"
     return Row(f"client {name}", f"in {phase} #{n}{where}", f"{took:.1f} s", f"<= {bound:.0f} s", ok,
                note or (f"{len(left)} pod(s) alive" if left else ""))
+
+
+def quiet_for(w: Worker, t_sig: float, limit_s: float, settle_s: float = 1.0) -> float:
+    """Seconds from ``t_sig`` until the cloud showed no live pod and kept showing none for
+    ``settle_s`` (a create still in flight when the signal came may make its pod a moment after
+    a first empty look); ``limit_s`` when it never did."""
+    quiet_since = None
+    while time.monotonic() - t_sig < limit_s:
+        if w.live():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= settle_s:
+            return quiet_since - t_sig
+        time.sleep(0.2)
+    return time.monotonic() - t_sig
 
 
 def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: int,
