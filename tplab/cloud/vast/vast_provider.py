@@ -238,7 +238,7 @@ class VastProvider(PodLifecycle):
                 why = f"it could not be read back ({error_text(exc)})"
                 inst = None
             else:
-                why = "Vast.ai did not show it"
+                why = "did not show it when it was read back"
             if inst is not None:
                 break
             if attempt + 1 < READBACK_TRIES:
