@@ -148,9 +148,7 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
         if sig == signal.SIGKILL and phase == "create":
             w.ready_at = t_sig + DEAD_CLIENT_INTENT_GRACE_S + 1.0
         bound = _bound(phase, sig)
-        while w.live() and time.monotonic() - t_sig < bound + 20:
-            time.sleep(0.2)
-        took = time.monotonic() - t_sig
+        took = quiet_for(w, t_sig, bound + 20)
         left = w.live()
         rest, err = proc.communicate(timeout=120)
         PRINTED.extend([rest, err])
@@ -163,6 +161,22 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
     where = "" if w.provider == "runpod" else f" [{w.provider}]"
     return Row(f"client {name}", f"in {phase} #{n}{where}", f"{took:.1f} s", f"<= {bound:.0f} s", ok,
                note or (f"{len(left)} pod(s) alive" if left else ""))
+
+
+def quiet_for(w: Worker, t_sig: float, limit_s: float, settle_s: float = 1.0) -> float:
+    """Seconds from ``t_sig`` until the cloud showed no live pod and kept showing none for
+    ``settle_s`` (a create still in flight when the signal came may make its pod a moment after
+    a first empty look); ``limit_s`` when it never did."""
+    quiet_since = None
+    while time.monotonic() - t_sig < limit_s:
+        if w.live():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= settle_s:
+            return quiet_since - t_sig
+        time.sleep(0.2)
+    return time.monotonic() - t_sig
 
 
 def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: int,
@@ -233,22 +247,30 @@ async def _run_lab(w: Worker, cfg, timeout_s: float = 5.0, saboteur=None):
 
 
 def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
-              provider: str = "runpod", **cfg_kw) -> Row:
+              provider: str = "runpod", before=None, check=None, **cfg_kw) -> Row:
+    """One lab under ``faults``: its status must be ``expect`` with no pod and no hold left.
+    ``before(worker)`` runs once the cloud is up; ``check(worker, outcome) -> (ok, figure)``
+    after the lab, before the cloud is searched for pods (the row's own bound and figure)."""
     w = Worker(root / f"fault-{len(list(root.glob('fault-*')))}", provider=provider)
     w.start(faults)
     try:
         os.environ["TPLAB_HOME"] = str(w.home)
+        if before is not None:
+            before(w)
         t0 = time.monotonic()
         timeout_s = cfg_kw.pop("client_timeout_s", 5.0)
         lab, outcome = asyncio.run(_run_lab(w, _lab_config(w, "out", **cfg_kw), timeout_s))
         took = time.monotonic() - t0
+        checked, extra = check(w, outcome) if check is not None else (True, "")
         left = w.live()
         from tplab.money.budget import BudgetGuard, default_ledger_path
         held = BudgetGuard(default_ledger_path(mock=True), 100.0).held
-        ok = outcome.status == expect and not left and held == 0.0
+        ok = outcome.status == expect and not left and held == 0.0 and checked
         note = outcome.reason[:90] if outcome.status != "COMPLETE" else ""
-        return Row(area, case, f"{outcome.status} in {took:.0f} s", f"{expect}, no pod, no hold",
-                   ok, note + (f"; {len(left)} pod(s) alive" if left else "")
+        return Row(area, case, f"{outcome.status} in {took:.0f} s" + (f", {extra}" if extra
+                                                                       else ""),
+                   f"{expect}, no pod, no hold", ok,
+                   note + (f"; {len(left)} pod(s) alive" if left else "")
                    + (f"; ${held} held" if held else ""))
     finally:
         _terminate_all(w)

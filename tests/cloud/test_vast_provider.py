@@ -13,8 +13,8 @@ import pytest
 
 from tests.cloud.vastfake import KEY, FakeVast
 from tplab.cloud.base import (INTERRUPTED, AmbiguousCreateError, AuthError, BootStep,
-                              NotReadyError, PodSpec, RateLimitedError, SpotUnavailableError,
-                              UnknownGpuError)
+                              NotReadyError, PodSpec, ProviderError, RateLimitedError,
+                              RentalMismatchError, SpotUnavailableError, UnknownGpuError)
 from tplab.cloud.vast import shapes
 from tplab.cloud.vast.vast_keys import find_api_key
 from tplab.cloud.vast.vast_provider import VastProvider
@@ -192,3 +192,62 @@ def test_on_demand_only_when_asked_by_name_and_then_without_a_bid(fake):
     assert "price" not in body and fake.calls("PUT", "/api/v0/asks/")[0].path == "/api/v0/asks/11"
     assert [s.body["type"] for s in fake.calls("POST", "/api/v0/bundles")] == ["ondemand"]
     assert info.spot is False
+
+
+def test_an_interruptible_create_never_goes_out_without_its_bid():
+    with pytest.raises(ValueError, match="rents on demand"):
+        shapes.create_body(spec(spot=True), None)
+    assert "price" not in shapes.create_body(spec(spot=False), None)   # --on-demand, by name
+
+
+def test_which_rental_an_instance_is_comes_from_is_bid_and_its_rate():
+    bid = 0.41
+    assert shapes.rental_problem({"is_bid": True, "dph_base": 0.41}, bid) is None
+    assert shapes.rental_problem({"is_bid": True, "dph_base": 0.30}, bid) is None  # cheaper
+    assert shapes.rental_problem({"is_bid": False, "dph_base": 0.8}, bid) \
+        == "rented it on demand at $0.800/h"
+    assert "on demand" in shapes.rental_problem({"dph_base": 0.41}, bid)   # is_bid missing
+    assert "above the bid" in shapes.rental_problem({"is_bid": True, "dph_base": 0.5}, bid)
+    assert "could not be confirmed" in shapes.rental_problem({"is_bid": True}, bid)
+    assert shapes.pod_info({"id": 1}).spot is False      # no is_bid: not called interruptible
+
+
+def test_a_bid_rented_on_demand_is_destroyed_at_once_and_never_given_the_key(fake):
+    fake.create_mode = "ondemand"
+    with pytest.raises(RentalMismatchError) as err:
+        provider(fake).create(spec())
+    text = str(err.value)
+    assert "rented it on demand at $0.800/h" in text and "verified gone" in text
+    assert err.value.info.id == "9000" and err.value.info.name == "tplab-lab1"
+    assert [s.path for s in fake.calls("DELETE", "/api/v0/instances/")] \
+        == ["/api/v0/instances/9000"]
+    assert fake.calls("POST", "/api/v0/instances/9000/ssh") == [] and fake.instances == {}
+
+
+def test_the_list_is_read_through_v1_to_its_last_page(fake):
+    fake.page_size = 2
+    for i in range(5):
+        fake.instances[str(100 + i)] = {"id": 100 + i, "label": f"tplab-{i}" if i != 2 else
+                                        "someone-else", "actual_status": "running"}
+    pods = provider(fake).list_pods()
+    assert [p.id for p in pods] == ["100", "101", "103", "104"]
+    pages = fake.calls("GET", "/api/v1/instances")
+    assert [c.query.get("after_token") for c in pages] == [None, ["101"], ["103"]]
+    assert not [c for c in fake.seen if c.path.rstrip("/") == "/api/v0/instances"]  # the v0 list
+
+
+def test_a_list_answer_without_instances_is_an_error_not_none(fake):
+    fake.faults[("GET", "/api/v1/instances")] = [
+        (200, {"success": False, "error": "deprecated_endpoint", "msg": "use v1"})]
+    with pytest.raises(ProviderError, match="does not read that as 'no instances'"):
+        provider(fake).list_pods()
+
+
+def test_ssh_falls_back_to_vasts_proxy_without_direct_ports():
+    inst = {"actual_status": "running", "public_ipaddr": "", "ports": None,
+            "ssh_host": "ssh5.vast.ai", "ssh_port": 12345}
+    assert shapes.ssh_endpoint(inst) == shapes.SshEndpoint("ssh5.vast.ai", 12345, "root")
+    direct = {**inst, "public_ipaddr": "203.0.113.7",
+              "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "40022"}]}}
+    assert shapes.ssh_endpoint(direct) == shapes.SshEndpoint("203.0.113.7", 40022, "root")
+    assert shapes.ssh_endpoint({**inst, "actual_status": "loading"}) is None

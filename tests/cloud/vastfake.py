@@ -38,8 +38,11 @@ class FakeVast:
     balance: float = 10.0
     #: (method, path prefix) -> list of (status, body) answered first, one per request
     faults: dict[tuple[str, str], list[tuple[int, Any]]] = field(default_factory=dict)
-    #: what a create leaves: "running", or a failed bid ("failed_bid")
+    #: what a create leaves: "running", a failed bid ("failed_bid"), or an on-demand instance
+    #: whatever the price said ("ondemand": the answer is a bid's all the same)
     create_mode: str = "running"
+    #: the v1 list's page size (its cursor is the last id shown)
+    page_size: int = 25
     boot_status: str = "running"
     seen: list[Seen] = field(default_factory=list)
     next_id: int = 9000
@@ -111,10 +114,12 @@ class FakeVast:
                 "id": iid, "label": body["label"], "actual_status": status,
                 "intended_status": "stopped" if status else "running", "num_gpus": 2,
                 "gpu_name": "RTX 4090", "dph_total": body.get("price", 0.8),
-                "is_bid": "price" in body,
+                "dph_base": body.get("price", 0.8), "is_bid": body.get("price") is not None,
+                **({"dph_base": 0.8, "dph_total": 0.81, "is_bid": False}
+                   if self.create_mode == "ondemand" else {}),
                 "public_ipaddr": "", "ports": {}}
             if self.create_mode == "failed_bid":
-                return 200, {"success": False, "error": "invalid_price",
+                return 200, {"success": False, "error": "bid_failed",
                              "msg": "bid below the going rate", "new_contract": iid}
             return 200, {"success": True, "new_contract": iid, "instance_api_key": "inst-key"}
         if method == "POST" and path.endswith("/ssh") and path.startswith("/api/v0/instances/"):
@@ -138,8 +143,13 @@ class FakeVast:
                 del self.instances[iid]
                 return 200, {"success": True}
         if method == "GET" and path == "/api/v1/instances":
-            return 200, {"success": True, "instances": list(self.instances.values()),
-                         "next_token": None}
+            after = int((query.get("after_token") or ["0"])[0])
+            rest = sorted((i for i in self.instances.values() if i["id"] > after),
+                          key=lambda i: i["id"])
+            page = rest[:self.page_size]
+            more = len(rest) > len(page)
+            return 200, {"success": True, "instances": page,
+                         "next_token": str(page[-1]["id"]) if more else None}
         if method == "GET" and path == "/api/v0/charges":
             return 200, {"success": True, "results": self.charges, "next_token": None}
         if method == "GET" and path == "/api/v0/users/current":

@@ -157,6 +157,25 @@ def test_runpodctl_is_the_last_way_and_gets_the_key_in_its_environment(tmp_path)
     assert "trying runpodctl remove pod" in log and "runpodctl remove pod: accepted (exit 0" in log
 
 
+def test_a_command_way_with_ok_output_is_judged_by_what_it_printed():
+    """Vast's CLI exits 0 after an HTTP error: its way says what success prints."""
+    spec = SelfEnd.from_dict({**vast_self_end("http://127.0.0.1:9"),
+                              "ways": vast_self_end()["ways"][1:]})
+    creds = PodCredentials("4242", KEY, "http://127.0.0.1:9")
+    answers = {"ok": (0, "destroying instance 4242.\n"),
+               "gone": (0, "Failed with error 404: no such instance"),
+               "refused": (0, "Failed with error 401: Invalid user key")}
+    seen = []
+    for name, answer in answers.items():
+        def run(argv, env, timeout_s, answer=answer):
+            seen.append((list(argv), env.get("VAST_API_KEY")))
+            return answer
+        term = SelfTerminator(creds, spec, run=run, which=lambda n: f"/usr/bin/{n}")
+        assert [a.ok for a in term.terminate()] == [name != "refused"], name
+    assert seen[0] == (["/usr/bin/vastai", "--url", "http://127.0.0.1:9", "destroy",
+                        "instance", "4242", "-y"], KEY)
+
+
 def test_gives_up_after_max_attempts_and_says_so(tmp_path):
     clock = FakeClock()
     touch(tmp_path / "heartbeat", clock.t - 1000)
@@ -260,12 +279,42 @@ def test_cli_terminates_for_real_time_with_env_file_settings(tmp_path):
 
 
 def test_cli_without_pod_environment_is_one_clear_error(tmp_path):
-    proc = _cli(tmp_path, {"RUNPOD_API_KEY": KEY})
+    proc = _cli(tmp_path, {"RUNPOD_API_KEY": KEY}, "--credentials-wait", "0")
     assert proc.returncode == 2
     assert "RUNPOD_POD_ID is not set" in proc.stderr and proc.stderr.count("\n") == 1
-    proc = _cli(tmp_path, {"RUNPOD_POD_ID": POD})
+    started = time.monotonic()
+    proc = _cli(tmp_path, {"RUNPOD_POD_ID": POD}, "--credentials-wait", "0.6")
     assert proc.returncode == 2 and "RUNPOD_API_KEY is not set" in proc.stderr
+    assert time.monotonic() - started >= 0.6          # it waited for the key, then gave up
     assert "not started" in (tmp_path / "watchdog.log").read_text()
+
+
+def test_a_watchdog_started_before_the_env_file_is_written_waits_for_it(tmp_path):
+    """Started over SSH, the watchdog may come before the instance's start script has written
+    the id and key to the env file (an SSH session has none of the container's variables)."""
+    env_file = tmp_path / "instance.env"
+    touch(tmp_path / "heartbeat", 0)
+    with FakeGraphQL(deletes=[(200, '{"success": true}')]) as api:
+        spec = {**vast_self_end(api.url), "env_file": str(env_file)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONTAINER_")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tplab.job.watchdog", "--heartbeat",
+             str(tmp_path / "heartbeat"), "--log", str(tmp_path / "watchdog.log"),
+             "--self-end", encode(spec), "--stale-after", "0.5", "--poll", "0.05"],
+            env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.0)
+            assert proc.poll() is None, proc.communicate()
+            env_file.write_text(f"export CONTAINER_ID=4242\nexport CONTAINER_API_KEY={KEY}\n")
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, err
+    assert [c.path for c in api.calls] == ["/api/v0/instances/4242"]
+    assert KEY not in (tmp_path / "watchdog.log").read_text() + out + err
 
 
 def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):

@@ -12,6 +12,12 @@ Where the other quick rows went (each into the scenario lab that already ran it,
   disk full (stream.jsonl)   test_lab_runpod.py::test_spot_removed_is_a_stub_naming_on_demand_which_then_completes
   vast outbid mid-run        test_lab_vast.py::test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept
   vast failed bid            test_lab_vast.py::test_a_failed_bid_leaves_nothing_and_says_so
+  vast bid rented on demand  test_lab_vast.py::test_a_bid_rented_on_demand_is_destroyed_at_once_and_said_in_one_sentence
+  vast list (v0 deprecated,  test_lab_vast.py::test_a_lab_on_vast_as_it_answers_today_lists_through_v1_and_waits_out_its_429s
+   2 pages) and vast 429
+   (Vast's own limit)
+  vast key absent from SSH   every Vast row (the mock's SSH sessions have no CONTAINER_*), and
+                             tests/cloud/test_vast_self_end.py (from SSH and from onstart)
   ledgers, canary            each of the labs above (tests/e2e_fixtures.py: assert_ledgers_settled,
                              assert_key_unwritten)
 """

@@ -116,6 +116,62 @@ def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_clou
     assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
 
 
+def test_a_bid_rented_on_demand_is_destroyed_at_once_and_said_in_one_sentence(
+        lab_assets, tmp_path, vast_cloud):
+    # Vast rents a create without a price on demand, and its answer does not say so; here the
+    # mock does that to tplab's bid (bid_ignored_n), as a client dropping the price would
+    vast_cloud.set_faults(bid_ignored_n=1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    outcome = asyncio.run(Lab(cfg).run())
+    assert outcome.status == FAILED and outcome.exit_code == 1 and outcome.verified_gone
+    assert "rented it on demand at $0.800/h" in outcome.reason, outcome.reason
+    assert "destroyed at once and verified gone" in outcome.reason
+    assert "\n" not in outcome.reason and outcome.reason.count(". ") == 0
+    [made] = vast_cloud.pods()
+    assert made["is_bid"] is False and made["destroyed"] and made["alivePids"] == []
+    assert made["computeSeconds"] < 5             # destroyed within seconds of its start
+    calls = vast_cloud.calls()
+    assert not calls.get("POST /api/v0/instances/{id}/ssh")   # no key given to it
+    proof = json.loads((tmp_path / "out" / "proof-terminated.json").read_text())
+    assert proof["answer"] == {"pod": None}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["status"] == FAILED and manifest["verified_gone"] is True
+    assert _settled()[-1] == "actual"
+    # -- fault suite: "vast on-demand instead of the bid" (FAILED, no pod, no hold: above), its
+    # ledger and canary rows
+    assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
+    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+
+
+def test_a_lab_on_vast_as_it_answers_today_lists_through_v1_and_waits_out_its_429s(
+        lab_assets, tmp_path, vast_cloud):
+    """The v0 list deprecated (410), someone else's 30 instances ahead of the lab's (its own on
+    the v1 list's second page), and Vast's rate limit: a minimum interval per endpoint and key,
+    429 without Retry-After. The lab completes, lists only through v1, to the last page."""
+    from tests.mock.vast_helpers import create, destroy
+    others = [create(vast_cloud, f"someone-else-{i}", bid=False, target_state="stopped")[1]
+              ["new_contract"] for i in range(30)]
+    vast_cloud.set_faults(min_interval_s=1.0)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    outcome = asyncio.run(Lab(cfg).run())
+    vast_cloud.set_faults(min_interval_s=0.0)
+    for inst in others:
+        destroy(vast_cloud, inst)
+    assert outcome.status == COMPLETE and outcome.verified_gone, outcome.reason
+    state = vast_cloud.state()
+    calls, limited = state["calls"], state["rateLimited"]
+    assert "GET /api/v0/instances (deprecated list)" not in calls
+    later = calls.get("GET /api/v1/instances (after_token)", 0)
+    served = calls["GET /api/v1/instances"] - limited.get("GET /api/v1/instances", 0)
+    assert later >= 1 and served == 2 * later    # every list read both pages
+    assert sum(limited.values()) > 0, "the rate limit never answered 429"
+    assert _alive(vast_cloud) == [] and _settled()[-1] == "actual"
+    # -- fault suite: "vast list: v0 deprecated, 30 other instances ahead" and "vast 429: Vast's
+    # own limit" (COMPLETE, no pod, no hold: above), their ledger and canary rows
+    assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
+    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+
+
 def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
         "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},

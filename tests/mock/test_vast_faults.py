@@ -1,6 +1,7 @@
 """Each fault of the mock Vast cloud does what a lab must survive: outbid (paused, storage billing,
 resumes), a failed bid that leaves a stopped instance, 429, 5xx, a lingering destroy, an instance
-that exits during boot, no interruptible offers, an SSH port that never appears."""
+that exits during boot, no interruptible offers, an SSH port that never appears, a machine with
+no direct ports (the SSH proxy only)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,27 @@ def test_429_and_500_come_in_vasts_shapes_and_run_nothing(vast):
     destroy(vast, body["new_contract"])
 
 
+def test_vasts_rate_limit_is_per_endpoint_and_per_key_and_sends_no_retry_after(vast):
+    _, made = create(vast, "tplab-limited", target_state="stopped")
+    inst_id, inst_key = made["new_contract"], made["instance_api_key"]
+    path = f"/api/v0/instances/{inst_id}/"
+    before = vast.state()["rateLimited"]
+    vast.set_faults(min_interval_s=30.0)
+    try:
+        assert api(vast, "PUT", path, {"label": "a"}, key=inst_key)[0] == 200
+        assert api(vast, "PUT", path, {"label": "b"}, key=inst_key) \
+            == (429, {"detail": "API requests too frequent"})
+        assert api(vast, "PUT", path, {"label": "c"})[0] == 200        # another key
+        assert api(vast, "GET", path)[0] == 200                         # another endpoint
+        assert api(vast, "GET", path)[0] == 429
+        after = vast.state()["rateLimited"]
+        assert {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)} \
+            == {"GET /api/v0/instances/{id}": 1, "PUT /api/v0/instances/{id}": 1}
+    finally:
+        vast.set_faults(min_interval_s=0.0)
+        destroy(vast, inst_id)
+
+
 @pytest.mark.parametrize("reads", [2, -1])
 def test_a_destroy_that_lingers(vast, reads):
     _, body = create(vast, f"tplab-linger{reads}")
@@ -159,5 +181,39 @@ def test_a_public_ssh_port_that_never_appears(vast):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert out.read_text() == "port=[]\n"
+    finally:
+        destroy(vast, inst_id)
+
+
+def test_without_direct_ports_only_the_ssh_proxy_leads_in(vast):
+    vast.set_faults(no_direct_ports=True)
+    status, body = api(vast, "POST", "/api/v0/bundles/", {"type": "bid",
+                                                         "gpu_name": {"in": ["RTX 4090"]},
+                                                         "direct_port_count": {"gte": 1}})
+    assert (status, body) == (200, {"offers": []})   # what tplab's search asks for: none
+    key = new_key()
+    _, made = create(vast, "tplab-proxy")
+    inst_id = made["new_contract"]
+    try:
+        api(vast, "POST", f"/api/v0/instances/{inst_id}/ssh/",
+            {"ssh_key": key.export_public_key().decode()})
+        deadline = time.monotonic() + 10
+        while not (inst := show(vast, inst_id))["ssh_port"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert inst["ports"] is None and inst["public_ipaddr"] == ""
+        assert inst["direct_port_count"] == 0
+        from tplab.cloud.vast.shapes import ssh_endpoint
+        via = ssh_endpoint(inst)
+        assert via is not None and (via.host, via.port) == (inst["ssh_host"], inst["ssh_port"])
+        host_key = _admin(vast, inst_id)["hostKey"]
+        while True:
+            try:
+                assert ssh_run(via.host, via.port, key, "echo proxied", host_key).stdout \
+                    == "proxied\n"
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
     finally:
         destroy(vast, inst_id)

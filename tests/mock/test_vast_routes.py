@@ -47,8 +47,6 @@ def test_unknown_or_ill_typed_create_fields_are_refused_and_nothing_is_made(vast
         assert status == 400, body
         assert body["success"] is False and body["error"] == "invalid_args"
         assert needle in body["msg"]
-    status, body = create(vast, "tplab-low", price=MACHINE.min_bid / 2)
-    assert (status, body["error"]) == (400, "invalid_price")
     status, body = create(vast, "tplab-long", onstart="x" * 4049)
     assert (status, body["error"]) == (400, "invalid_args") and "4048" in body["msg"]
     status, body = api(vast, "PUT", "/api/v0/asks/1/", {"image": "x"})
@@ -56,10 +54,30 @@ def test_unknown_or_ill_typed_create_fields_are_refused_and_nothing_is_made(vast
     assert len(vast.pods()) == before
 
 
+def test_a_bid_below_the_minimum_still_makes_a_stopped_instance_that_bills_storage(vast):
+    status, body = create(vast, "tplab-low", price=MACHINE.min_bid / 2)
+    assert status == 200 and body["success"] is False and body["error"] == "bid_failed", body
+    left = body["new_contract"]
+    try:
+        inst = show(vast, left)
+        assert (inst["actual_status"], inst["intended_status"]) == ("stopped", "stopped")
+        assert "below the minimum" in inst["status_msg"] and inst["is_bid"]
+        time.sleep(1.1)
+        record = next(p for p in vast.pods() if p["id"] == left)
+        assert record["storageUsd"] > 0 and record["computeUsd"] == 0
+    finally:
+        destroy(vast, left)
+    assert show(vast, left) is None
+
+
 def test_instance_boots_runs_its_onstart_over_ssh_and_is_destroyed(vast, tmp_path):
     key = new_key()
     status, body = create(vast, "tplab-life", env={"LAB_VAR": "seven", "-p 22:22": "1"},
-                          onstart="echo started-$LAB_VAR > onstart.out; sleep 600 &")
+                          onstart="echo started-$LAB_VAR > onstart.out; "
+                                  "echo EXPORTED=$LAB_VAR >> etc/environment; echo container:"
+                                  "$CONTAINER_ID:$PUBLIC_IPADDR:$VAST_TCP_PORT_22:"
+                                  "$VAST_API_BASE_URL:${CONTAINER_API_KEY:+has-key} "
+                                  "> container.env; sleep 600 &")
     assert status == 200 and body["success"] is True, body
     inst_id, inst_key = body["new_contract"], body["instance_api_key"]
     assert isinstance(inst_id, int) and inst_key
@@ -76,18 +94,20 @@ def test_instance_boots_runs_its_onstart_over_ssh_and_is_destroyed(vast, tmp_pat
     deadline = time.monotonic() + 15
     while True:
         try:
-            out = ssh_run("127.0.0.1", port, key, "cat onstart.out; echo $CONTAINER_ID "
-                          "$PUBLIC_IPADDR $VAST_TCP_PORT_22 $VAST_API_BASE_URL; "
+            out = ssh_run("127.0.0.1", port, key, "cat onstart.out container.env; echo "
+                          "ssh:$CONTAINER_ID:$PUBLIC_IPADDR:$VAST_TCP_PORT_22:$LAB_VAR:$EXPORTED; "
                           "test -n \"$CONTAINER_API_KEY\" && echo has-key", host_key)
-            if "started-seven" in out.stdout:
+            if "started-seven" in out.stdout and "container:" in out.stdout:
                 break
         except OSError:
             pass
         assert time.monotonic() < deadline, "the instance's sshd or onstart never came up"
         time.sleep(0.1)
     lines = out.stdout.split("\n")
-    assert lines[1].split() == [str(inst_id), "127.0.0.1", str(port), vast.api_url]
-    assert lines[2] == "has-key"
+    # the container (onstart) has the instance's variables; an SSH session has none of them
+    assert lines[1] == f"container:{inst_id}:127.0.0.1:{port}:{vast.api_url}:has-key"
+    # ... but what the container exported to (the sandbox's) /etc/environment, read at login
+    assert lines[2] == "ssh:::::seven" and "has-key" not in lines[2:]
     status, gone = api(vast, "DELETE", f"/api/v0/instances/{inst_id}/")
     assert status == 200 and gone["success"] is True
     assert show(vast, inst_id) is None

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from tests.mock.helpers import http
 from tplab.mock.vast.offers import MACHINES
 
+#: Vast's own CLI, as scripts/setup installs it (pyproject's `vast-cli` pin, an environment of
+#: its own)
+VASTAI = Path(__file__).resolve().parents[2] / ".venv-vastai" / "bin" / "vastai"
 #: a 2 x RTX 4090 machine of the mock's catalogue
 MACHINE = next(m for m in MACHINES if m.gpu_name == "RTX 4090" and m.num_gpus == 2)
 

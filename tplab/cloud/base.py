@@ -90,6 +90,16 @@ class AmbiguousCreateError(TransientError):
         self.cause = cause or message
 
 
+class RentalMismatchError(ProviderError):
+    """The provider made a pod, but not the rental tplab asked for (an interruptible bid came
+    back on demand, or at another price). The provider has already tried to end it; ``info`` is
+    that pod, so the lab adopts it and its teardown terminates, verifies and settles it."""
+
+    def __init__(self, message: str, info: PodInfo) -> None:
+        super().__init__(message)
+        self.info = info
+
+
 @dataclass(frozen=True)
 class HostOffer:
     """One place a create could land (a Vast offer; RunPod's hosts of one CUDA version) and

@@ -14,7 +14,8 @@ each way is either
   status (404) is success too (already gone); with ``answer_key`` an HTTP 200 must carry
   ``data.<answer_key>`` and no ``errors`` (a GraphQL answer);
 * ``command``: an executable found on PATH, run with the key in the environment variable the
-  way names (never on its command line).
+  way names (never on its command line); exit 0 is success, and with ``ok_output`` its output
+  must also match that regex (a CLI that exits 0 after an error says so only in its output).
 
 The pod id and key come from the env file the spec names (``env_file_var`` may name another,
 as the mock clouds do), else from this process's environment. Standard library only: this runs
@@ -66,6 +67,8 @@ class Way:
     answer_key: str = ""                # http: HTTP 200 must carry data.<answer_key>
     argv: tuple[str, ...] = ()          # command: argv[0] looked up on PATH; {id} filled in
     key_env: str = ""                   # command: the variable that carries the key
+    ok_output: str = ""                 # command: a regex its output must match (when its
+    #                                     exit status says nothing: a CLI that exits 0 on errors)
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,8 @@ class SelfTerminator:
             code, out = self._run(argv, env, self.timeout_s)
         except OSError as exc:
             return Attempt(method, False, self.redact(f"could not run ({exc})"))
-        return Attempt(method, code == 0, f"exit {code}: {self._snippet(out)}")
+        ok = code == 0 and (not way.ok_output or re.search(way.ok_output, out) is not None)
+        return Attempt(method, ok, f"exit {code}: {self._snippet(out)}")
 
     def ways(self) -> list[tuple[str, Callable[[], Attempt | None]]]:
         out: list[tuple[str, Callable[[], Attempt | None]]] = []

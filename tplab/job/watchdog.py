@@ -55,10 +55,17 @@ from tplab.job.self_terminate import (POD_ID, REDACTED, PodCredentials, Request,
 DEFAULT_STALE_AFTER_S = 600.0
 DEFAULT_WALL_CAP_S = 7200.0
 DEFAULT_POLL_S = 5.0
+#: how long a watchdog waits for the pod's id and key to appear (--credentials-wait), and how
+#: often it looks
+CREDENTIALS_WAIT_S, CREDENTIALS_POLL_S = 10.0, 0.25
 
 
 class WatchdogConfigError(ValueError):
     """The watchdog cannot start (a setting or an environment variable is missing or bad)."""
+
+
+class MissingCredentialsError(WatchdogConfigError):
+    """Neither the env file nor the environment holds the pod's id or key (yet)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,7 @@ class WatchdogConfig:
     backoff_s: float = 2.0              # first retry delay, doubled per failure ...
     backoff_max_s: float = 60.0         # ... up to this
     http_timeout_s: float = 30.0
+    key_source: str = "environment"     # where the pod's id and key were read (never the key)
 
     def __post_init__(self) -> None:
         if not POD_ID.match(self.pod_id or ""):
@@ -225,7 +233,8 @@ class Watchdog:
         cfg = self.config
         self.log(f"started: heartbeat {cfg.heartbeat}, stale after {cfg.stale_after_s:g}s, "
                  f"wall cap {cfg.wall_cap_s:g}s from {_iso(self.cap_start)}, poll {cfg.poll_s:g}s, "
-                 f"api {cfg.url}" + (f", stop file {cfg.stop_file}" if cfg.stop_file else ""))
+                 f"api {cfg.url}, pod key from {cfg.key_source}"
+                 + (f", stop file {cfg.stop_file}" if cfg.stop_file else ""))
         last_status = None
         while True:
             try:
@@ -308,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-attempts", type=int, default=0, metavar="N",
                    help="terminate rounds (every way once) before giving up (default 0: until "
                         "one works)")
+    p.add_argument("--credentials-wait", type=float, default=CREDENTIALS_WAIT_S, metavar="S",
+                   help="how long to wait for the pod's id and key to appear in the env file or "
+                        f"the environment before giving up (default {CREDENTIALS_WAIT_S:g})")
     p.add_argument("--backoff", type=float, default=2.0, metavar="S",
                    help="first retry delay, doubled per failure up to 60 s (default 2)")
     return p
@@ -324,13 +336,16 @@ def config_from_args(args: argparse.Namespace, env: dict[str, str] | None = None
         raise WatchdogConfigError(f"{exc}.") from None
     creds = load_credentials(spec, env)
     pod_id = args.pod_id or (creds.pod_id if creds else env.get(spec.id_var, ""))
+    where = f" or {spec.env_file}" if spec.env_file else ""
     if not pod_id:
-        raise WatchdogConfigError(f"{spec.id_var} is not set; run the watchdog on the pod "
-                                  f"({spec.provider} sets it) or pass --pod-id.")
+        raise MissingCredentialsError(f"{spec.id_var} is not set (in the environment{where}); "
+                                      f"run the watchdog on the pod ({spec.provider} sets it) "
+                                      "or pass --pod-id.")
     key = creds.api_key if creds else env.get(spec.key_var, "")
     if not key:
-        raise WatchdogConfigError(f"{spec.key_var} is not set; run the watchdog on the pod, "
-                                  f"where {spec.provider} sets a pod-scoped key.")
+        raise MissingCredentialsError(f"{spec.key_var} is not set (in the environment{where}); "
+                                      f"run the watchdog on the pod, where {spec.provider} sets "
+                                      "a pod-scoped key.")
     base = creds.api_base if creds else ((env.get(spec.base_var) if spec.base_var else None)
                                          or spec.api_base)
     return WatchdogConfig(
@@ -339,13 +354,30 @@ def config_from_args(args: argparse.Namespace, env: dict[str, str] | None = None
         stale_after_s=args.stale_after, wall_cap_s=args.wall_cap, poll_s=args.poll,
         stop_file=args.stop_file, started_at=args.started_at,
         wall_cap_left_s=args.wall_cap_left, guard_file=args.guard_file,
-        max_attempts=max(0, args.max_attempts), backoff_s=max(0.0, args.backoff))
+        max_attempts=max(0, args.max_attempts), backoff_s=max(0.0, args.backoff),
+        key_source=creds.source if creds else "environment")
+
+
+def _config_when_ready(args: argparse.Namespace) -> WatchdogConfig:
+    """The configuration, once the pod's id and key can be read: a watchdog started over SSH
+    may come before the pod's start script has written them to the env file the description
+    names (an SSH session has none of the container's variables), so it waits for them, up to
+    ``--credentials-wait``."""
+    deadline = time.monotonic() + max(0.0, args.credentials_wait)
+    while True:
+        try:
+            return config_from_args(args)
+        except MissingCredentialsError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(CREDENTIALS_POLL_S)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # outlive the SSH session that started it
     try:
-        config = config_from_args(args)
+        config = _config_when_ready(args)
     except WatchdogConfigError as exc:
         print(f"watchdog: {exc}", file=sys.stderr)
         try:
@@ -362,7 +394,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _on_term)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # outlive the SSH session that started it
     if args.pid_file:
         args.pid_file.write_text(f"{os.getpid()}\n")
     return dog.run()

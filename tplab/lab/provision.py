@@ -15,7 +15,7 @@ import time
 
 from tplab.cloud.base import (GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, AmbiguousCreateError, AuthError,
                               BootStep, NoCapacityError, PodInfo, PodSpec, ProviderError,
-                              SpotUnavailableError)
+                              RentalMismatchError, SpotUnavailableError)
 from tplab.lab import instances
 from tplab.lab.lab_config import FAILED, STUB, LabStop
 from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
@@ -85,7 +85,10 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     nothing created; an ambiguous answer (a 5xx or a timeout: RunPod may have made the pod
     anyway) keeps the INTENT record and the authorization and looks for the pod by name
     (``find_after_ambiguous_create``): found, it is adopted and the lab stops so that teardown
-    terminates it; a failure to list is "unknown", never "not created"."""
+    terminates it; a failure to list is "unknown", never "not created". A pod made but not the
+    rental asked for (an interruptible bid rented on demand: ``RentalMismatchError``, the
+    provider has already destroyed it) is adopted too, so teardown verifies it gone and
+    settles what it cost."""
     cfg, facts = ctx.config, ctx.facts
     ctx.stream.phase("create")
     name = f"{POD_NAME_PREFIX}{facts.lab_id}"
@@ -112,6 +115,9 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
                                                       facts.money.authorized_usd))) from None
     except NoCapacityError as exc:
         raise LabStop(STUB, one_line(f"{exc} Nothing was created.")) from None
+    except RentalMismatchError as exc:  # made, but not the rental asked for: already ended
+        adopt_pod(ctx, exc.info)        # by the provider; teardown verifies it and settles
+        raise LabStop(FAILED, one_line(exc)) from None
     except AmbiguousCreateError as exc:
         found = await find_after_ambiguous_create(ctx, exc)
         adopt_pod(ctx, found)

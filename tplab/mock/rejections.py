@@ -67,7 +67,7 @@ RULES: tuple[Rejection, ...] = (
     Rejection("vast", "put", _ASKS, 400, r"invalid_args.*onstart is \d+ characters",
               "onstart is limited to 4048 characters (the document's 'Key Quirks')"),
     Rejection("vast", "put", _ASKS, 400, r"invalid_args.*runtype .*SSH instances only",
-              "the mock runs SSH instances only (ssh, ssh_direct, ssh_proxy)"),
+              "the mock runs SSH instances only (ssh, ssh_direct, ssh_direc, ssh_proxy)"),
     Rejection("vast", "put", _ASKS, 400, r"invalid_args.*env is not valid Docker flags",
               "env as a string is Docker's flags (-e K=V ...): it must parse as such"),
     Rejection("vast", "post", "/api/v0/ssh", 400, r"no_ssh_key",
@@ -90,8 +90,6 @@ RULES: tuple[Rejection, ...] = (
               "select_filters is a JSON object in a string; after_token one the API gave out"),
     Rejection("vast", "put", "/api/v0/instances/bid_price/{id}", 400, r"invalid_args",
               "a bid below the offer's minimum, or on an on-demand instance"),
-    Rejection("vast", "put", _ASKS, 400, r"invalid_price",
-              "price below the offer's min_bid"),
 )
 
 

@@ -10,6 +10,10 @@ job detached, tail its events, fetch results) must run unchanged, so the pod spe
 - SFTP is chrooted to the pod's sandbox directory; commands run as ``bash -c <command>`` with cwd
   and HOME in the sandbox. Use paths relative to the login directory: they mean the same on a
   real pod (``/root``) and here.
+- A session's environment is the pod's own ``env`` (what sshd passes: on RunPod the container's
+  variables), over the ``KEY=value`` lines of ``env_file`` when one is named, read at every
+  login as sshd's pam_env reads ``/etc/environment`` (on Vast the container's variables reach
+  an SSH session only through that file).
 - Each session's bash is the leader of its own process group; when the client goes away the group
   gets SIGHUP, as under sshd, so ``nohup``/``setsid`` children survive and plain children don't.
 - ``reserve()`` binds the port without listening, so connections are refused (the
@@ -68,10 +72,12 @@ class _PodServer(asyncssh.SSHServer):
 class PodSshServer:
     """The SSH side of one mock pod. Create, ``reserve()``, later ``listen()``, finally ``close()``."""
 
-    def __init__(self, pod_id: str, sandbox: Path, env: dict[str, str]) -> None:
+    def __init__(self, pod_id: str, sandbox: Path, env: dict[str, str],
+                 env_file: Path | None = None) -> None:
         self.pod_id = pod_id
         self.sandbox = sandbox
         self.env = dict(env)
+        self.env_file = env_file
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.roots: set[int] = set()  # pids of live session shells (process group leaders)
@@ -210,6 +216,8 @@ class PodSshServer:
             k = key.decode() if isinstance(key, bytes) else str(key)
             v = value.decode() if isinstance(value, bytes) else str(value)
             env[k] = v
+        if self.env_file is not None:
+            env.update(read_environment_file(self.env_file))
         env.update(self.env)  # the pod's own variables win
         return env
 
@@ -254,6 +262,29 @@ class PodSshServer:
             for task in (*pumps, feeder, closed, waiter):
                 if not task.done():
                     task.cancel()
+
+
+def read_environment_file(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines (``export`` and quotes allowed), as pam_env reads /etc/environment;
+    {} when there is no such file."""
+    import shlex
+
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        name, sep, value = line.partition("=")
+        if not sep or not name.isidentifier():
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            continue
+        out[name] = words[0] if words else ""
+    return out
 
 
 def _killpg(pid: int, sig: int) -> None:

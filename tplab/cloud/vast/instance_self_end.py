@@ -8,7 +8,7 @@ instance destroys itself with ``DELETE /api/v0/instances/$CONTAINER_ID`` and
 environment, which an SSH session does not inherit: the instance's ``onstart`` (``shapes``)
 writes them, mode 600, to ``ENV_FILE`` on the instance, where the watchdog reads them. The key
 never leaves the instance. The Vast CLI, when the image has it, is the fallback (the key in its
-environment, never on its command line).
+environment, never on its command line; its answer read from its output, see ``CLI_ACCEPTED``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ DEFAULT_API_BASE = "https://console.vast.ai"
 #: where onstart keeps the instance's id and key for processes started over SSH
 ENV_FILE = "$HOME/.tplab-guard/instance.env"
 ID_VAR, KEY_VAR = "CONTAINER_ID", "CONTAINER_API_KEY"
+#: what ``vastai ... destroy instance ID -y`` prints when the instance is destroyed or already
+#: gone. vastai 1.9.1 exits 0 whatever happened (an HTTP error is "Failed with error N: ..." on
+#: stderr; with --raw a success prints nothing at all), and without ``-y`` it asks for
+#: confirmation, reads EOF and prints "Aborted.".
+CLI_ACCEPTED = r"destroying instance \d+\.|Failed with error 404"
 
 
 def self_end(api_base: str | None = None) -> dict[str, Any]:
@@ -30,5 +35,6 @@ def self_end(api_base: str | None = None) -> dict[str, Any]:
                   "url": "{base}/api/v0/instances/{id}", "ok": [200, 202, 204],
                   "gone": [404]},
                  {"label": "vastai destroy instance {id}", "kind": "command",
-                  "argv": ["vastai", "destroy", "instance", "{id}"], "key_env": "VAST_API_KEY"}],
+                  "argv": ["vastai", "--url", "{base}", "destroy", "instance", "{id}", "-y"],
+                  "key_env": "VAST_API_KEY", "ok_output": CLI_ACCEPTED}],
     }

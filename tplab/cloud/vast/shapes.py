@@ -17,7 +17,11 @@ and VAST.md), readable and testable without a network.
   RUNNING; stopped or frozen while Vast meant it to run is INTERRUPTED (outbid, or out of
   credit: paused, not gone, still billing storage); exited is EXITED; unknown and offline never
   reach running (ERROR); no record is GONE.
-- SSH direct: ``public_ipaddr`` + ``ports["22/tcp"][0]["HostPort"]``.
+- SSH direct: ``public_ipaddr`` + ``ports["22/tcp"][0]["HostPort"]`` (needs the machine's
+  direct ports: the search asks for ``direct_port_count >= 1``); else the proxy, ``ssh_host`` +
+  ``ssh_port``.
+- Which rental an instance is (``rental_problem``): ``is_bid`` and ``dph_base``, read back after
+  every interruptible create, because the create's answer does not say.
 """
 
 from __future__ import annotations
@@ -92,7 +96,12 @@ def onstart(spec: PodSpec) -> str:
 
 def create_body(spec: PodSpec, price_per_machine: float | None) -> dict[str, Any]:
     """The ``PUT /api/v0/asks/{offer}`` body: an interruptible instance at this bid (``None``:
-    on-demand, which only a user's explicit ``--on-demand`` asks for)."""
+    on-demand, which only a user's explicit ``--on-demand`` asks for). Vast rents a create
+    without ``price`` on demand, silently, so an interruptible spec without a bid is refused
+    here rather than sent."""
+    if spec.spot and price_per_machine is None:
+        raise ValueError("an interruptible instance needs its bid: a create without a price "
+                         "rents on demand")
     env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
     if spec.boot is not None:
         env[PAYLOAD_VAR] = spec.boot.payload_b64
@@ -105,8 +114,36 @@ def create_body(spec: PodSpec, price_per_machine: float | None) -> dict[str, Any
     return body
 
 
+#: how far above the bid an interruptible instance's rate may read (Vast's rounding)
+RATE_TOLERANCE = (0.01, 0.001)   # 1 %, plus a tenth of a cent per hour
+
+
+def rental_problem(inst: dict[str, Any], bid_per_machine: float) -> str | None:
+    """What Vast.ai did instead of the interruptible rental at ``bid_per_machine`` ($/h, what
+    the create's ``price`` said), as the end of a sentence, or None when it did that. Vast's create answer never says which rental
+    it made (a create without ``price`` rents on demand at the offer's price, silently); the
+    instance does: ``is_bid`` (created by bidding) and ``dph_base`` (its compute rate: the bid
+    for an interruptible instance). A rate below the bid costs less and is accepted."""
+    rate = _float(inst.get("dph_base"))
+    if inst.get("is_bid") is not True:
+        at = f" at ${rate:.3f}/h" if rate is not None else ""
+        return f"rented it on demand{at}"
+    if rate is None:
+        return "showed it without a rate (dph_base), so its price could not be confirmed"
+    share, cents = RATE_TOLERANCE
+    if rate > bid_per_machine * (1 + share) + cents:
+        return f"rented it at ${rate:.3f}/h, above the bid"
+    return None
+
+
 def ssh_endpoint(inst: dict[str, Any]) -> SshEndpoint | None:
-    """``public_ipaddr`` + the host port mapped to 22/tcp; None until both exist."""
+    """Direct SSH (``public_ipaddr`` + the host port mapped to 22/tcp, which needs the machine's
+    direct ports), else Vast's SSH proxy (``ssh_host`` + ``ssh_port``, on every instance);
+    None until one exists."""
+    return _direct_ssh(inst) or _proxy_ssh(inst)
+
+
+def _direct_ssh(inst: dict[str, Any]) -> SshEndpoint | None:
     host = str(inst.get("public_ipaddr") or "").strip()
     ports = inst.get("ports")
     mapped = ports.get("22/tcp") if isinstance(ports, dict) else None
@@ -118,6 +155,18 @@ def ssh_endpoint(inst: dict[str, Any]) -> SshEndpoint | None:
     except (TypeError, ValueError):
         return None
     return SshEndpoint(host=host, port=port, user="root") if port > 0 else None
+
+
+def _proxy_ssh(inst: dict[str, Any]) -> SshEndpoint | None:
+    """The proxy only once the instance runs (before that its port leads nowhere yet)."""
+    host = str(inst.get("ssh_host") or "").strip()
+    try:
+        port = int(inst.get("ssh_port") or 0)
+    except (TypeError, ValueError):
+        return None
+    running = str(inst.get("actual_status") or "").lower() == "running"
+    return SshEndpoint(host=host, port=port, user="root") if host and port > 0 and running \
+        else None
 
 
 def state_of(inst: dict[str, Any]) -> tuple[str, str]:
@@ -149,7 +198,7 @@ def pod_info(inst: dict[str, Any]) -> PodInfo:
     return PodInfo(
         id=str(inst.get("id")), name=str(inst.get("label") or ""), state=state,
         gpu_type=inst.get("gpu_name"), gpu_count=inst.get("num_gpus"),
-        usd_per_hr=_float(inst.get("dph_total")), spot=bool(inst.get("is_bid", True)),
+        usd_per_hr=_float(inst.get("dph_total")), spot=inst.get("is_bid") is True,
         ssh=ssh_endpoint(inst), uptime_s=uptime * 60 if uptime is not None else None,
         raw={k: v for k, v in inst.items() if k not in _NOT_KEPT}, note=note)
 

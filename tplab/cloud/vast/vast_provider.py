@@ -9,13 +9,18 @@ One implementation for real and mock: in mock mode it is pointed at the local mo
 - Create: search again (offers move), keep the offers whose host can run the image (none:
   ``ImageMismatchError``, nothing rented), bid the cheapest one's minimum (refused when it rose
   above what the lab authorized), ``PUT /api/v0/asks/{offer}`` with ``price`` and ``runtype:
-  ssh_direct``, then attach the lab's fresh SSH key to *this* instance (``POST
+  ssh_direct``; the instance is read back at once and must be the interruptible rental at
+  that bid (``is_bid``, ``dph_base``: the answer never says, and a create without ``price``
+  rents on demand), else it is destroyed, verified gone and the lab told in one sentence
+  (``RentalMismatchError``); then attach the lab's fresh SSH key to *this* instance (``POST
   /api/v0/instances/{id}/ssh``): never to the account, where it would open every later
   instance. An answer ``success: false`` that still names ``new_contract`` (a failed bid leaves
   a stopped instance) is destroyed before the error is raised; an ambiguous create (5xx,
   timeout) is ``AmbiguousCreateError`` and the lab looks for the instance by label.
 - status: ``GET /api/v0/instances/{id}`` (``{"instances": null}`` or 404: gone); list:
-  ``GET /api/v1/instances`` (``next_token`` followed), tplab's labels only.
+  ``GET /api/v1/instances`` (``next_token`` followed to the end, 25 a page), tplab's labels
+  only: every listing (status, leftovers, terminate --all, the name lookup after an ambiguous
+  create, verify_gone) reads it; the v0 list is deprecated and never called.
 - wait_ready: poll until running with an SSH endpoint and a real handshake; exited, unknown,
   offline or paused (outbid) never reach running: destroyed, one sentence.
 - terminate: ``DELETE /api/v0/instances/{id}`` (404: gone), retried; verify_gone asks show
@@ -35,7 +40,8 @@ from typing import Any, Callable, Sequence
 
 from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX,
                               ImageMismatchError, NoCapacityError, PodInfo, PodSpec,
-                              ProviderError, Quote, SpotUnavailableError, UnknownGpuError)
+                              ProviderError, Quote, RentalMismatchError, SpotUnavailableError,
+                              UnknownGpuError)
 from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.vast import instance_self_end as pod_self_end
@@ -43,9 +49,12 @@ from tplab.cloud.vast import offer_fit, shapes
 from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, VastApi
 from tplab.home.redact import error_text
 
-MAX_PAGES = 50
+#: the v1 list's page size (its maximum) and how many pages tplab reads before it gives up
+PAGE, MAX_PAGES = 25, 200
 #: a bid this much over the minimum is not outbid by the next renter's rounding
 BID_MARGIN = 1.02
+#: reads of a new instance before its rental is called unconfirmable
+READBACK_TRIES = 3
 
 
 class VastProvider(PodLifecycle):
@@ -150,16 +159,33 @@ class VastProvider(PodLifecycle):
         return shapes.pod_info(inst)
 
     def list_pods(self) -> list[PodInfo]:
+        """tplab's instances, from every page of ``GET /api/v1/instances`` (the one list Vast
+        answers: the v0 list is deprecated). An answer without a list of instances, or pages
+        that never end, is an error, never "no instances": instances a list misses still bill."""
         found: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"limit": 25}
+        params: dict[str, Any] = {"limit": PAGE}
+        seen: set[str] = set()
         for _ in range(MAX_PAGES):
             body = self._api.call("listing instances", "GET", "/api/v1/instances",
-                                  params=params).body or {}
-            found += [i for i in body.get("instances") or [] if isinstance(i, dict)]
+                                  params=params).body
+            page = body.get("instances") if isinstance(body, dict) else None
+            if not isinstance(page, list):
+                raise ProviderError(
+                    "Vast.ai answered the instance list (GET /api/v1/instances) without a list "
+                    f"of instances ({shapes_detail(body if isinstance(body, dict) else {})}); "
+                    "tplab does not read that as 'no instances'.")
+            found += [i for i in page if isinstance(i, dict)]
             token = body.get("next_token")
             if not token:
                 break
-            params = {"limit": 25, "after_token": token}
+            if str(token) in seen:
+                raise ProviderError(f"Vast.ai's instance list gave the page token {token!r} "
+                                    "twice; the list could not be read to its end.")
+            seen.add(str(token))
+            params = {"limit": PAGE, "after_token": token}
+        else:
+            raise ProviderError(f"Vast.ai's instance list did not end within {MAX_PAGES} pages "
+                                f"of {PAGE}; tplab's instances could not all be read.")
         return [shapes.pod_info(i) for i in found
                 if str(i.get("label") or "").startswith(POD_NAME_PREFIX)]
 
@@ -205,6 +231,8 @@ class VastProvider(PodLifecycle):
             raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']}{at} ({why}); "
                                        "nothing is left running.")
         pod_id = str(contract)
+        if machine_bid is not None:
+            self._check_rental(pod_id, spec, machine_bid)
         try:
             self._api.call("attaching the lab's SSH key to the instance", "POST",
                            f"/api/v0/instances/{pod_id}/ssh",
@@ -222,6 +250,50 @@ class VastProvider(PodLifecycle):
                                    gpu_type=info.gpu_type or spec.gpu_type,
                                    gpu_count=info.gpu_count or spec.gpu_count,
                                    usd_per_hr=info.usd_per_hr or bid)
+
+    def _check_rental(self, pod_id: str, spec: PodSpec, bid: float) -> None:
+        """Read the new instance back: Vast's answer to a create never says which rental it
+        made, and an on-demand one bills at the full price. Anything but the interruptible
+        rental at the bid is destroyed at once, its end verified, and the lab told in one
+        sentence (``RentalMismatchError``, carrying the instance for the lab's teardown)."""
+        inst: dict[str, Any] | None = None
+        for attempt in range(READBACK_TRIES):
+            try:
+                inst = self._instance(pod_id)
+            except ProviderError as exc:
+                why = f"it could not be read back ({error_text(exc)})"
+                inst = None
+            else:
+                why = "did not show it when it was read back"
+            if inst is not None:
+                break
+            if attempt + 1 < READBACK_TRIES:
+                self._sleep(self.poll_interval_s)
+        problem = shapes.rental_problem(inst, bid) if inst is not None else None
+        if inst is not None and problem is None:
+            return
+        what = problem or f"made it, but {why}"
+        info = shapes.pod_info(inst) if inst is not None else PodInfo(
+            id=pod_id, name=spec.name, state="PROVISIONING")
+        raise RentalMismatchError(self._ended(pod_id, (
+            f"tplab bid ${bid:.3f}/h for an interruptible instance and Vast.ai {what} "
+            f"(instance {pod_id})")), dataclasses.replace(info, name=info.name or spec.name))
+
+    def _ended(self, pod_id: str, what: str) -> str:
+        """Destroy the instance now and verify it gone; the sentence that says how it ended."""
+        started = time.monotonic()
+        try:
+            self.terminate(pod_id)
+            proof = self.verify_gone(pod_id)
+        except ProviderError as exc:
+            return (f"{what}; destroying it failed ({error_text(exc)}): the lab's teardown "
+                    "tries again, or destroy it in the Vast console.")
+        took = time.monotonic() - started
+        if not proof.gone:
+            return (f"{what}; it was destroyed but Vast.ai still shows it: the lab's teardown "
+                    "checks again, or destroy it in the Vast console.")
+        return (f"{what}; it was destroyed at once and verified gone (in {took:.1f} s), so only "
+                "those seconds are billed, and nothing was measured.")
 
     def _destroy_leftover(self, pod_id: str, why: str) -> None:
         try:

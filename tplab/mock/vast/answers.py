@@ -2,8 +2,11 @@
 
 Why apart from the routes: these are the mock's claims about Vast's answers, the part the
 document checks (contract.py); plain functions of the state, so a test can validate them.
-The instance view is one dict for both show (``{"instances": {...}}``) and list; fields whose
-types differ between the document's two instance schemas (``extra_env``) are left out.
+The instance view is one dict for both show (``{"instances": {...}}``) and list. ``extra_env``
+is the create's variables as ``[name, value]`` pairs, as the v1 list's schema and the CLI have
+it (contract.EXCEPTIONS: the show schema says a list of strings). Direct SSH (``public_ipaddr``
++ ``ports["22/tcp"]``) exists only where the machine opens direct ports; the proxy
+(``ssh_host``, ``ssh_port``) always.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from tplab.mock.vast.rentals import Instance, VastState
 def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:
     m = inst.machine
     port = inst.public_port
-    ports = {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(port)}]} if port else None
+    direct = port if port and not inst.faults.no_direct_ports else None
+    ports = {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(direct)}]} if direct else None
     up = inst.compute_seconds()
     compute, storage = inst.charges()
     return {
@@ -27,11 +31,13 @@ def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:
         "cur_state": "stopped" if inst.actual_status in ("stopped", "exited") else "running",
         "next_state": inst.intended_status, "status_msg": inst.status_msg,
         "image_uuid": inst.image, "image_runtype": inst.runtype, "image_args": [],
-        "onstart": inst.onstart, "template_id": None, "template_hash_id": None,
+        "onstart": inst.onstart, "extra_env": [[k, v] for k, v in inst.user_env.items()],
+        "template_id": None, "template_hash_id": None,
         "template_name": None, "jupyter_token": "",
-        "public_ipaddr": "127.0.0.1" if port else "", "local_ipaddrs": "127.0.0.1",
+        "public_ipaddr": "127.0.0.1" if direct else "", "local_ipaddrs": "127.0.0.1",
         "ports": ports, "ssh_host": "127.0.0.1", "ssh_idx": "0",
-        "ssh_port": port or 0, "direct_port_count": m.direct_port_count,
+        "ssh_port": port or 0,
+        "direct_port_count": 0 if inst.faults.no_direct_ports else m.direct_port_count,
         "direct_port_start": 0, "direct_port_end": 0, "static_ip": False,
         "machine_id": m.machine_id, "host_id": 7000 + m.machine_id % 100, "bundle_id": m.ask_id,
         "gpu_name": m.gpu_name, "num_gpus": m.num_gpus, "gpu_ram": m.gpu_ram_mb,

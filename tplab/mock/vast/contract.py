@@ -7,11 +7,11 @@ kept in this project as ``shared/reference/vast-openapi.json``) by ``extract_sub
 Every request the mock receives (body, query, path) and every answer it sends is checked
 against it (formats enforced, see ../document.py).
 
-``EXCEPTIONS`` below is the one place where the mock departs from the document: each entry
-replaces one schema of the document, in memory, with what Vast's service and its clients really
-do, and says why (``shared/reference/VAST.md``, "Where the published document disagrees"). The
-contract tests (tests/mock/test_contract_vast.py) give schemathesis the published document
-with these same replacements, and nothing else is loosened. What the mock refuses beyond the
+``EXCEPTIONS`` (departures.py, beside ``BEHAVIOURS``) is the one place where the mock departs
+from the document: each entry replaces one schema of the document, in memory, with what Vast's
+service and its clients really do (Vast's CLI first), and says why and where that comes from.
+The contract test (tests/mock/test_contract.py) gives schemathesis the published document with
+these same replacements, and nothing else is loosened. What the mock refuses beyond the
 document's schemas (rules the document states in prose, loosely typed values, the mock's limits)
 is listed in ../rejections.py, with RunPod's.
 """
@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from tplab.mock import document
 from tplab.mock.document import SchemaViolation
+from tplab.mock.vast.departures import BEHAVIOURS, EXCEPTIONS  # noqa: F401 - the contract's
 
 SUBSET_PATH = Path(__file__).with_name("vast_openapi.json")
 DOC_URI = "urn:vast:api:openapi"
@@ -46,39 +47,6 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/api/v0/charges": ("get",),
 }
 
-_CREATE_BODY = ("paths", "/api/v0/asks/{id}", "put", "requestBody", "content",
-                "application/json", "schema")
-_SHOW_200 = ("paths", "/api/v0/instances/{id}", "get", "responses", "200", "content",
-             "application/json", "schema")
-_SEARCH_BODY = ("paths", "/api/v0/bundles", "post", "requestBody", "content",
-                "application/json", "schema")
-_PORT_MAP = {"type": ["object", "null"],
-             "additionalProperties": {"type": "array", "items": {
-                 "type": "object", "properties": {"HostIp": {"type": "string"},
-                                                  "HostPort": {"type": "string"}}}}}
-
-#: THE place where the mock departs from Vast's document: (path of the schema, what replaces
-#: it, why). Nothing else is loosened.
-EXCEPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any], str], ...] = (
-    (("components", "schemas", "Instance", "properties", "ports"), _PORT_MAP,
-     "instance `ports`: the document says an array of integers; the service answers Docker's "
-     "map {\"22/tcp\": [{\"HostIp\", \"HostPort\"}]} (as its own /api/v1/instances schema says), "
-     "and clients read ports[\"22/tcp\"][0][\"HostPort\"] (VAST.md)"),
-    (_CREATE_BODY + ("properties", "env"),
-     {"type": ["string", "object"], "additionalProperties": {"type": "string"}},
-     "create `env`: the document says a string in Docker flag form (\"-e K=V -p 22:22\"); the "
-     "service also takes a dict {\"K\": \"V\", \"-p 22:22\": \"1\"}, which clients send (VAST.md)"),
-    (_SHOW_200 + ("properties", "instances"),
-     {"anyOf": [{"$ref": "#/components/schemas/Instance"}, {"type": "null"}]},
-     "show instance: `instances` is null once the instance is gone (destroyed or never "
-     "existed); the document's schema has no null (VAST.md: \"null once gone\")"),
-    (_SEARCH_BODY + ("properties", "order"),
-     {"type": "array", "items": {"type": "array", "items": {"type": "string"},
-                                 "minItems": 2, "maxItems": 2}},
-     "search `order`: the document puts minItems/maxItems 2 on the list of orderings instead "
-     "of on each [field, direction] pair, so the usual [[\"dph_total\", \"asc\"]] would be "
-     "refused; each pair has two items, the list any number (VAST.md's own example)"),
-)
 
 def extract_subset(doc: Mapping[str, Any],
                    routes: Mapping[str, Iterable[str]] = ROUTES) -> dict[str, Any]:
@@ -88,13 +56,15 @@ def extract_subset(doc: Mapping[str, Any],
 def apply_exceptions(doc: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``doc`` (the published document or the subset) with ``EXCEPTIONS`` applied."""
     out = copy.deepcopy(doc)
-    for where, schema, _why in EXCEPTIONS:
+    for departure in EXCEPTIONS:
+        where = departure.where
+        assert where is not None
         node = out
         for part in where[:-1]:
             node = node[part]
         if where[-1] not in node:
             raise KeyError(f"the document has no {'/'.join(where)}: EXCEPTIONS is out of date")
-        node[where[-1]] = copy.deepcopy(schema)
+        node[where[-1]] = departure.applied(node[where[-1]])
     return out
 
 

@@ -11,11 +11,21 @@ Each switch and what the mock then does:
     An outbid instance that still exists resumes by itself this long after it stopped:
     processes continued (SIGCONT), sshd back on the same port, ``running``, compute billing again.
 ``failed_bid_n`` (int)
-    The first N creates with a ``price`` answer ``{"success": false, "error": "bid_failed",
-    "new_contract": <id>}`` **and** leave that instance, stopped (``intended_status`` stopped),
-    billing storage, until destroyed.
+    The first N creates with a ``price`` fail as a bid below the offer's minimum always does:
+    they answer ``{"success": false, "error": "bid_failed", "new_contract": <id>}`` **and**
+    leave that instance, stopped (``intended_status`` stopped), billing storage, until
+    destroyed.
+``bid_ignored_n`` (int)
+    The first N creates with a ``price`` are rented as a create without one is: **on demand**
+    at the offer's price (``is_bid`` false), and the answer is the same ``{"success": true,
+    "new_contract": ...}`` as a bid's (a client that dropped the price on the way).
+``min_interval_s`` (seconds, 0: off)
+    Vast's own rate limit: per endpoint and per key, a call less than this long after that key's
+    last call of that endpoint that was let through answers 429 ``{"detail": "API requests too
+    frequent"}``, **without a Retry-After header** (a client must choose its own wait).
 ``http_429`` ({call: N})
-    The first N requests for a call answer 429 ``{"detail": "API requests too frequent"}``.
+    The first N requests for a call answer 429 ``{"detail": "API requests too frequent"}``
+    (no Retry-After header either).
     Calls are ``METHOD /route`` with the document's route template, no trailing slash:
     ``PUT /api/v0/asks/{id}``, ``GET /api/v0/instances/{id}``, ``DELETE /api/v0/instances/{id}``,
     ``POST /api/v0/bundles``, ``GET /api/v1/instances``... (the names ``calls`` counts under).
@@ -32,6 +42,10 @@ Each switch and what the mock then does:
     ``price`` answers 410 ``no_such_ask``.
 ``no_ondemand_offers`` (bool)
     The same for on-demand offers (searches without ``type: "bid"``, creates without a price).
+``no_direct_ports`` (bool)
+    Machines open no direct ports: offers show ``direct_port_count`` 0 and instances get no
+    direct mapping (``ports`` null, ``public_ipaddr`` empty); the SSH proxy (``ssh_host``,
+    ``ssh_port``) still works.
 ``no_ssh_port`` (bool)
     Instances run but their public SSH port never appears: ``ports`` stays null and sshd never
     listens (``VAST_TCP_PORT_22`` is empty inside).
@@ -55,12 +69,15 @@ class VastFaults:
     outbid_after_s: float | None = None
     outbid_resume_s: float = 30.0
     failed_bid_n: int = 0
+    bid_ignored_n: int = 0
+    min_interval_s: float = 0.0
     http_429: dict[str, int] = field(default_factory=dict)
     http_500: dict[str, int] = field(default_factory=dict)
     destroy_lingers: int = 0
     boot_exited: bool = False
     no_bid_offers: bool = False
     no_ondemand_offers: bool = False
+    no_direct_ports: bool = False
     no_ssh_port: bool = False
 
     @classmethod
@@ -98,5 +115,11 @@ class VastFaults:
     def take_failed_bid(self) -> bool:
         if self.failed_bid_n > 0:
             self.failed_bid_n -= 1
+            return True
+        return False
+
+    def take_bid_ignored(self) -> bool:
+        if self.bid_ignored_n > 0:
+            self.bid_ignored_n -= 1
             return True
         return False

@@ -15,8 +15,11 @@ from tplab.mock.vast import answers
 from tplab.mock.vast.offers import find_machine, matches, search
 from tplab.mock.vast.rentals import SshKey, VastError, VastState, iso_now
 
-SSH_RUNTYPES = ("ssh", "ssh_direct", "ssh_proxy")
+#: the runtypes of an SSH instance; the CLI sends several, space-separated ("ssh_direc ssh_proxy")
+SSH_RUNTYPES = ("ssh", "ssh_direct", "ssh_direc", "ssh_proxy")
 ONSTART_MAX = 4048
+#: what ``calls`` counts the list's pages after the first under (an after_token was sent)
+LATER_PAGES = "GET /api/v1/instances (after_token)"
 Result = tuple[int, Any]
 
 
@@ -59,18 +62,26 @@ def _filters(text: str | None, error: str) -> dict[str, Any]:
 
 # ---- offers and instances --------------------------------------------------------------------
 async def search_offers(state: VastState, p: dict[str, Any], body: Any, own: int | None) -> Result:
-    return 200, {"offers": search(body, no_bid=state.faults.no_bid_offers,
-                                  no_ondemand=state.faults.no_ondemand_offers)}
+    offers = search(body, no_bid=state.faults.no_bid_offers,
+                    no_ondemand=state.faults.no_ondemand_offers)
+    if state.faults.no_direct_ports:
+        wanted = body.get("direct_port_count")
+        offers = [o for o in ({**o, "direct_port_count": 0} for o in offers)
+                  if wanted is None or matches(o, "direct_port_count", wanted)]
+    return 200, {"offers": offers}
 
 
 async def create_instance(state: VastState, p: dict[str, Any], body: Any,
                           own: int | None) -> Result:
+    """Rents the offer: interruptible at ``price`` (per machine), else on demand at the offer's
+    price. A bid below the offer's minimum still makes the instance, stopped, and answers
+    ``bid_failed`` with its ``new_contract`` (contract.BEHAVIOURS)."""
     ask = p["id"]
     machine = find_machine(ask)
     if machine is None:
         raise VastError(404, "no_such_ask", f"Offer {ask} does not exist.", ask_id=ask)
-    runtype = body.get("runtype", "ssh")
-    if runtype not in SSH_RUNTYPES:
+    runtype = body.get("runtype") or "ssh"
+    if not set(runtype.split()) <= set(SSH_RUNTYPES):
         raise VastError(400, "invalid_args", f"runtype {runtype!r}: the mock runs SSH instances "
                         f"only ({', '.join(SSH_RUNTYPES)}).", ask_id=ask)
     onstart = body.get("onstart") or ""
@@ -82,21 +93,23 @@ async def create_instance(state: VastState, p: dict[str, Any], body: Any,
     if (price is not None and faults.no_bid_offers) or (price is None
                                                         and faults.no_ondemand_offers):
         raise VastError(410, "no_such_ask", f"Offer {ask} is no longer available.", ask_id=ask)
-    if price is not None and price < machine.min_bid - 1e-9:
-        raise VastError(400, "invalid_price", f"Your bid of ${price}/hr is below this offer's "
-                        f"minimum bid of ${machine.min_bid}/hr.", ask_id=ask)
     if state.credit() <= 0:
         raise VastError(403, "insufficient_credit", "Your credit is used up: add credit.",
                         ask_id=ask)
-    failed_bid = price is not None and faults.take_failed_bid()
+    if price is not None and faults.take_bid_ignored():
+        price = None  # rented on demand, and the answer below does not say so
+    below = price is not None and price < machine.min_bid - 1e-9
+    failed_bid = price is not None and (below or faults.take_failed_bid())
     inst = state.create(machine, price=price, image=body["image"], label=body.get("label"),
                         disk_gb=float(body.get("disk") or 10.0), onstart=onstart,
                         runtype=runtype, env=_env(body.get("env")),
                         stopped=failed_bid or body.get("target_state") == "stopped")
     if failed_bid:
-        inst.status_msg = "Your bid was not accepted: outbid"
+        inst.status_msg = ("Your bid was not accepted: below the minimum bid" if below
+                           else "Your bid was not accepted: outbid")
         return 200, {"success": False, "error": "bid_failed", "new_contract": inst.id,
-                     "msg": "Your bid was not accepted (outbid)."}
+                     "msg": f"Your bid was not accepted (the minimum is ${machine.min_bid}/hr); "
+                            f"instance {inst.id} was created stopped."}
     return 200, {"success": True, "new_contract": inst.id, "instance_api_key": inst.api_key}
 
 
@@ -132,6 +145,8 @@ async def list_instances(state: VastState, p: dict[str, Any], body: Any,
     after = p.get("after_token")
     if after is not None and not after.isdigit():
         raise VastError(400, "invalid_token", "after_token is not one this API gave out")
+    if after is not None:
+        state.calls[LATER_PAGES] += 1
     shown = [answers.instance_view(state, i) for i in await state.read()]
     found = [v for v in shown if all(matches(v, k, c) for k, c in filters.items())]
     found.sort(key=lambda v: v["id"])

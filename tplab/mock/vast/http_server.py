@@ -1,11 +1,12 @@
 """The mock Vast cloud's HTTP server (aiohttp, 127.0.0.1 only): Vast's API routes plus admin routes.
 
 - The API (routes.py): ``/api/v0/bundles``, ``/api/v0/asks/{id}``, ``/api/v0/instances/...``,
-  ``/api/v0/ssh/...``, ``/api/v1/instances``, ``/api/v0/users/current``, ``/api/v0/charges``.
+  ``/api/v0/ssh/...``, ``/api/v1/instances``, ``/api/v0/users/current``, ``/api/v0/charges``;
+  the old list ``GET /api/v0/instances/`` answers 410 ``deprecated_endpoint``.
 - Admin, as on the RunPod mock (so ``MockCloud`` in handle.py drives both alike):
   ``GET /_mock/state`` (credit, faults, ``calls`` per route as ``METHOD /route``,
-  ``schemaViolations``), ``GET /_mock/pods`` (every instance ever created, with its live pids),
-  ``POST /_mock/faults`` (merge fault switches: fault_switches.py), ``POST /_mock/outbid``
+  ``rateLimited``: the 429s answered per route, ``schemaViolations``), ``GET /_mock/pods``
+  (every instance ever created, with its live pids), ``POST /_mock/faults`` (merge fault switches: fault_switches.py), ``POST /_mock/outbid``
   (``{"id": N}``: a higher bid takes that running bid instance now). Account key only.
 - Anything else — an unknown route, a method a route does not take, a crash of the mock's own —
   answers in Vast's JSON error shape (404 ``not_found``, 405 ``method_not_allowed``, 500
@@ -71,6 +72,7 @@ async def admin_state(request: web.Request) -> web.Response:
         "stateDir": str(state.state_dir), "instances": len(state.instances),
         "liveInstances": len(live), "accountKeys": len(state.account_keys),
         "calls": dict(sorted(state.calls.items())),
+        "rateLimited": dict(sorted(state.rate_limited.items())),
         "schemaViolations": list(state.schema_violations),
     })
 

@@ -133,12 +133,26 @@ def matches(offer: dict[str, Any], name: str, cond: Any) -> bool:
         if name == "gpu_name" and isinstance(want, (str, list)):  # "RTX_4090" == "RTX 4090"
             want = ([w.replace("_", " ") if isinstance(w, str) else w for w in want]
                     if isinstance(want, list) else want.replace("_", " "))
+        want = ([_as_type_of(value, w) for w in want] if isinstance(want, list)
+                else _as_type_of(value, want))
         try:
             if value is None or not fn(value, want):
                 return False
         except TypeError:
             return False
     return True
+
+
+def _as_type_of(value: Any, want: Any) -> Any:
+    """A filter's text as the field's type: Vast's CLI sends numbers as text ("num_gpus=2" is
+    ``{"eq": "2"}``), which the service compares as numbers (departures.BEHAVIOURS)."""
+    if not isinstance(want, str) or isinstance(value, (str, bool)) or value is None:
+        return want
+    try:
+        number = float(want)
+    except ValueError:
+        return want
+    return int(number) if isinstance(value, int) and number.is_integer() else number
 
 
 def _sort_key(field_name: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:

@@ -20,9 +20,12 @@ One ``VastState`` per mock process, driven from its asyncio loop (no locks). Mod
 - Keys: account keys (``POST /api/v0/ssh/``) go into every instance created later; keys attached
   to an instance (``POST /api/v0/instances/{id}/ssh/``) into that one (``.ssh/authorized_keys``
   in its sandbox, read by its sshd at every login).
-- Inside: ``CONTAINER_ID``, ``CONTAINER_API_KEY`` (the per-instance key: start, stop or destroy
-  this instance only), ``PUBLIC_IPADDR``, ``VAST_TCP_PORT_22``, and ``VAST_API_BASE_URL`` = this
-  mock (on a real instance it is absent: the guard's default is https://console.vast.ai).
+- Inside: the container (start.sh, ``onstart``) has ``CONTAINER_ID``, ``CONTAINER_API_KEY``
+  (the per-instance key: start, stop or destroy this instance only), ``PUBLIC_IPADDR`` (set at
+  start, never refreshed), ``VAST_TCP_PORT_22``, the create's ``env`` and ``VAST_API_BASE_URL``
+  = this mock (on a real instance it is absent). An **SSH session has none of them**: only a
+  login's own variables and what ``<sandbox>/etc/environment`` holds (Vast's
+  ``/etc/environment``, where an onstart may export them), read at every login.
 """
 
 from __future__ import annotations
@@ -143,6 +146,8 @@ class VastState:
         self.instances: dict[int, Instance] = {}  # every one ever created, destroyed too
         self.account_keys: dict[int, SshKey] = {}
         self.calls: Counter[str] = Counter()
+        self.rate_limited: Counter[str] = Counter()   # 429s answered, per call
+        self._last_accepted: dict[tuple[str, str], float] = {}
         self.schema_violations: list[str] = []
         self._next_id = 31000000 + secrets.randbelow(1000) * 1000
         self._next_key = 800000
@@ -159,6 +164,19 @@ class VastState:
         for inst in self.instances.values():
             if key and secrets.compare_digest(key.encode(), inst.api_key.encode()):
                 return inst.id if inst.destroyed_mono is None else False
+        return False
+
+    def too_frequent(self, call: str, key: str) -> bool:
+        """Whether this key called this endpoint less than ``min_interval_s`` ago (counted from
+        its last call that was let through); a call let through is remembered."""
+        interval = self.faults.min_interval_s
+        if interval <= 0:
+            return False
+        now = time.monotonic()
+        last = self._last_accepted.get((call, key))
+        if last is not None and now - last < interval:
+            return True
+        self._last_accepted[(call, key)] = now
         return False
 
     def new_key_id(self) -> int:
@@ -217,8 +235,9 @@ class VastState:
         path.chmod(0o600)
 
     def instance_env(self, inst: Instance) -> dict[str, str]:
+        """The container's environment (its start script and ``onstart`` run with it)."""
         port = str(inst.ssh.port) if inst.ssh and inst.ssh.port and not inst.faults.no_ssh_port \
-            else ""
+            and not inst.faults.no_direct_ports else ""
         return {
             **container.base_env(inst.sandbox), **inst.user_env,
             "CONTAINER_ID": str(inst.id), "CONTAINER_API_KEY": inst.api_key,
@@ -228,6 +247,12 @@ class VastState:
             "TPLAB_VAST_ONSTART": str(inst.sandbox / "onstart.sh"),
             MARKER_VAR: inst.marker, CLOUD_MARKER_VAR: self.state_dir.name,
         }
+
+    def ssh_env(self, inst: Instance) -> dict[str, str]:
+        """What an SSH login starts with: a root login's variables and the mock's markers (its
+        stand-in for the container's cgroup), none of the container's own."""
+        return {**container.base_env(inst.sandbox), MARKER_VAR: inst.marker,
+                CLOUD_MARKER_VAR: self.state_dir.name}
 
     async def _boot(self, inst: Instance) -> None:
         try:
@@ -242,10 +267,10 @@ class VastState:
                 inst.actual_status = "exited"
                 inst.status_msg = "Error: the container exited during boot (boot_exited fault)"
                 return
-            inst.ssh = PodSshServer(inst.marker, inst.sandbox, {})
+            inst.ssh = PodSshServer(inst.marker, inst.sandbox, self.ssh_env(inst),
+                                    env_file=inst.sandbox / "etc" / "environment")
             inst.ssh.reserve()
             env = self.instance_env(inst)
-            inst.ssh.env = env
             proc = await container.start_container(inst.sandbox, env, f"bash {START_SH}")
             inst.container_pid = proc.pid
             self._set_running(inst, "Instance is running")

@@ -2,8 +2,9 @@
 
 Each route is served with and without the trailing slash (clients send ``/api/v0/asks/{id}/``;
 the document spells ``/api/v0/asks/{id}``). Every request passes, in order: auth (``Bearer``;
-401), the per-instance key's scope (start/stop/destroy its own instance only; 401), the fault
-switches (429 ``{"detail": "API requests too frequent"}``, 500), the document's path, query and
+401), the per-instance key's scope (start/stop/destroy its own instance only; 401), the rate
+limit and the fault switches (429 ``{"detail": "API requests too frequent"}`` without a
+Retry-After header, per endpoint and per key: ``min_interval_s``, ``http_429``; 500), the document's path, query and
 body schemas (400 ``invalid_args``, or the code the route's 400 lists), the handler; and every
 answer is held to the document (contract.py) — one that breaks it is a mock bug, answered 500
 and recorded in ``/_mock/state`` (``schemaViolations``) so the test that caused it fails.
@@ -24,6 +25,7 @@ from tplab.mock.vast.fault_switches import TOO_FREQUENT
 from tplab.mock.vast.rentals import VastError, VastState
 
 STATE = web.AppKey("vast_state", VastState)
+JSON_TYPE = "application/json"
 Handler = Callable[[VastState, dict[str, Any], Any, int | None], Awaitable[tuple[int, Any]]]
 #: what a per-instance key may do: (method, route) on its own instance only
 INSTANCE_KEY_MAY = {("delete", "/api/v0/instances/{id}"), ("put", "/api/v0/instances/{id}")}
@@ -34,7 +36,10 @@ def error_body(error: str, msg: str, **extra: Any) -> dict[str, Any]:
 
 
 def json_answer(status: int, body: Any) -> web.Response:
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
+    """JSON with ``Content-Type: application/json`` exactly, no charset (contract.BEHAVIOURS:
+    the CLI refuses an offers answer whose type is anything else)."""
+    return web.Response(status=status, body=json.dumps(body).encode(),
+                        headers={"Content-Type": JSON_TYPE})
 
 
 def key_of(request: web.Request) -> str:
@@ -75,8 +80,10 @@ def route_handler(route: str, method: str, handler: Handler) -> Callable[[web.Re
                                   or request.match_info.get("id") != str(scope)):
             return answer(state, route, method, 401, error_body(
                 "auth_error", "This key may only start, stop or destroy its own instance."))
-        if state.faults.take(state.faults.http_429, call):
-            return json_answer(429, {"detail": TOO_FREQUENT})
+        if state.faults.take(state.faults.http_429, call) \
+                or state.too_frequent(call, key_of(request)):
+            state.rate_limited[call] += 1
+            return json_answer(429, {"detail": TOO_FREQUENT})  # no Retry-After: Vast sends none
         if state.faults.take(state.faults.http_500, call):
             return json_answer(500, error_body("server_error", "Internal server error."))
         try:
@@ -126,9 +133,27 @@ ROUTE_HANDLERS: dict[tuple[str, str], Handler] = {
 }
 
 
+async def deprecated_list(request: web.Request) -> web.Response:
+    """``GET /api/v0/instances/`` (the old list, not in the document): deprecated, answered as
+    the service answers it (contract.BEHAVIOURS) and counted, so a test sees who still asks."""
+    state = request.app[STATE]
+    state.calls[DEPRECATED_LIST] += 1
+    if state.key_scope(key_of(request)) is False:
+        return json_answer(401, error_body(
+            "auth_error", "Invalid or missing API key: send Authorization: Bearer <key>."))
+    return json_answer(410, error_body(
+        "deprecated_endpoint", "/api/v0/instances/ is deprecated. Use /api/v1/instances/ instead."))
+
+
+#: the name ``calls`` counts the deprecated list under
+DEPRECATED_LIST = "GET /api/v0/instances (deprecated list)"
+
+
 def add_routes(app: web.Application) -> None:
     assert {r for r, _ in ROUTE_HANDLERS} == set(contract.ROUTES)
     for (route, method), handler in ROUTE_HANDLERS.items():
         wrapped = route_handler(route, method, handler)
         for path in (route, route + "/"):
             app.router.add_route(method.upper(), path, wrapped)
+    for path in ("/api/v0/instances", "/api/v0/instances/"):
+        app.router.add_get(path, deprecated_list)
