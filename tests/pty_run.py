@@ -96,6 +96,13 @@ class PtyProcess:
         assert self.master is not None
         os.write(self.master, keys.encode())
 
+    def pending(self) -> int:
+        """Bytes the program wrote that the terminal has not read (its output buffer)."""
+        if self.master is None:
+            return 0
+        buf = fcntl.ioctl(self.master, termios.FIONREAD, b"\0\0\0\0")
+        return int(struct.unpack("i", buf)[0])
+
     def freeze(self) -> None:
         """Stop reading: the terminal takes nothing more (a frozen emulator, a stalled link)."""
         self._reading.clear()
@@ -155,7 +162,8 @@ def processes_carrying(marker: str) -> dict[int, str]:
             if (d / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 continue
             if needle in (d / "environ").read_bytes().split(b"\0"):
-                found[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                found[int(d.name)] = cmd[:160]
         except (OSError, IndexError):
             continue
     return found
@@ -170,8 +178,9 @@ def _reap_marker() -> str:
 
 def assert_nothing_left(but: tuple[int, ...] = ()) -> None:
     """No process this test started is alive (the dashboard, its mock cloud, a pod, torchrun;
-    ``but``: pids of a mock cloud the test runs itself), and nothing in TPLAB_HOME makes the next lab refuse
-    or warn: no open instance record, no record of a mock cloud, no budget held."""
+    ``but``: pids of a mock cloud the test runs itself), and nothing in TPLAB_HOME makes the
+    next lab refuse or warn: no open instance record, no record of a mock cloud, no budget
+    held."""
     from tplab.home import mock_clouds
     from tplab.lab import instances
     from tplab.money.budget import BudgetGuard, default_ledger_path

@@ -1,11 +1,11 @@
-"""The dashboard as a person runs it, on a pseudo-terminal this test owns (tests/tui/pty_run.py):
+"""The dashboard as a person runs it, on a pseudo-terminal this test owns (tests/pty_run.py):
 the terminal closed (its pty master closed: the kernel hangs the tty up and sends SIGHUP), or
 SIGTERM from another shell, in each state of a lab. Every run asserts the exit within its bound,
 the lab's record (manifest STOPPED or COMPLETE, the pod verified gone, the provider showing it
 terminated) and that nothing it started is left running. The bound after a teardown is the
 dashboard's promise: out within 5 s of the lab's end (``done``), whatever the terminal does.
 
-Labs that only boot use one mock cloud of this module whose pods boot for a minute (no job, no
+Labs that only boot get a mock cloud of their own whose pods boot for a minute (no job, no
 torch); the decode and COMPLETE states run whole small `--mock` labs, as a person would.
 """
 
@@ -22,7 +22,7 @@ import pytest
 
 from tui.exit_guard import EXIT_GRACE_S
 
-from tests.pty_run import PtyProcess, assert_nothing_left
+from tests.pty_run import REPO, PtyProcess, assert_nothing_left
 from .test_labs_replay import write_lab
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ SAID = {CLOSE: "SIGHUP (the terminal went away)", TERM: "SIGTERM"}
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), TERM="xterm-256color",
+    env.update(PYTHONPATH=str(REPO), TERM="xterm-256color",
                COLORTERM="truecolor", **extra)
     env.pop("TEXTUAL_ALLOW_SIGNALS", None)
     return env
@@ -240,8 +240,17 @@ def test_a_terminal_that_takes_nothing_does_not_hold_up_the_teardown_or_the_exit
     out = tmp_path / "out"
     dash = _booting_lab(booting_cloud, lab_assets, out)
     try:
-        dash.freeze()  # the terminal stops reading: its buffer fills, then Textual's writes wait
-        time.sleep(terminal_driver.STALL_S + 2.0)
+        dash.freeze()  # the terminal stops reading: its buffer fills, then the writes wait
+        full_since, last, deadline = None, -1, time.monotonic() + 60
+        while time.monotonic() < deadline:  # views switched: whole screens to draw
+            dash.type("1234"[int(time.monotonic() * 4) % 4])
+            time.sleep(0.1)
+            now = dash.pending()
+            if now != last:
+                full_since, last = time.monotonic(), now
+            elif time.monotonic() - full_since > terminal_driver.STALL_S + 1.0:
+                break  # nothing taken for longer than a write may wait: writes are dropped now
+        assert last > 0 and time.monotonic() < deadline, "the terminal's buffer never filled"
         t = _stop(dash, TERM)
         took = dash.wait(TEARDOWN_S)
     finally:
