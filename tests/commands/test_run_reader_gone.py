@@ -1,8 +1,8 @@
-"""`tplab run` whose reader goes away mid-lab: its stdout piped to a reader that stops reading
-and closes the pipe (`tplab run --mock --json | head -1`), or the terminal it runs in closed
-(a pseudo-terminal this test owns, its master closed: SIGHUP, then EIO on every write). Either
-way the lab is stopped through terminate + verify gone, the process ends within its bound,
-quietly (no traceback), and nothing is left that makes the next lab refuse or warn."""
+"""`tplab run` whose reader goes away mid-lab: its stdout piped to a reader that closes the pipe
+once the pod boots (`tplab run --mock --json | head`), or the terminal it runs in closed
+mid-decode (a pseudo-terminal this test owns, its master closed: SIGHUP, then EIO on every
+write). Either way the lab is stopped through terminate + verify gone, the process ends within
+its bound, quietly (no traceback), and nothing is left that makes the next lab refuse or warn."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def _manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
-def test_a_json_reader_that_goes_away_mid_decode_stops_the_lab_quietly(lab_assets, tmp_path):
+def test_a_json_reader_that_goes_away_while_the_pod_boots_stops_the_lab_quietly(lab_assets,
+                                                                              tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen(_argv(lab_assets, out, "--json"), cwd=REPO, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -54,11 +55,11 @@ def test_a_json_reader_that_goes_away_mid_decode_stops_the_lab_quietly(lab_asset
     seen: list[dict] = []
     went_away = threading.Event()
 
-    def reader() -> None:  # `| head`: read until the first token, then go
+    def reader() -> None:  # `| head`: read until the pod boots, then go
         assert proc.stdout is not None
         for line in proc.stdout:
             seen.append(json.loads(line))
-            if seen[-1]["type"] == "token":
+            if seen[-1]["type"] == "phase" and seen[-1]["name"] == "boot":
                 break
         proc.stdout.close()
         went_away.set()
@@ -66,7 +67,7 @@ def test_a_json_reader_that_goes_away_mid_decode_stops_the_lab_quietly(lab_asset
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
-        assert went_away.wait(120), f"no token event came; last: {seen[-3:]}"
+        assert went_away.wait(120), f"the pod never booted; last events: {seen[-3:]}"
         t = time.monotonic()
         err = proc.communicate(timeout=TEARDOWN_S)[1].decode()
         took = time.monotonic() - t
@@ -79,7 +80,7 @@ def test_a_json_reader_that_goes_away_mid_decode_stops_the_lab_quietly(lab_asset
     assert "Traceback" not in err and "BrokenPipeError" not in err
     m = _manifest(out)
     assert m["status"] == "STOPPED" and "the output pipe was closed" in m["reason"]
-    assert m["verified_gone"] is True
+    assert m["verified_gone"] is True and m["instance_id"]  # a pod was created, and is gone
     assert_nothing_left()  # the lab's own mock cloud and its pod too
 
 
