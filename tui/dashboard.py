@@ -206,9 +206,10 @@ class TplabApp(App[int]):
             closing()  # restoring the terminal must not wait on one that takes nothing
         super().exit(result, return_code, message)
 
-    def close_dialogs(self) -> None:
-        while len(self.screen_stack) > 1 and isinstance(self.screen,
-                                                        (QuitScreen, ConfirmLeaveScreen)):
+    def show_dashboard(self) -> None:
+        """Close every screen over the dashboard (a dialog, help, the Labs screen) without
+        answering it: a stop signal has answered, and the proof screenshot shows the lab."""
+        while len(self.screen_stack) > 1:
             self.pop_screen()
 
     def on_resize(self, event) -> None:

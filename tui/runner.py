@@ -64,7 +64,7 @@ class Host(Protocol):
         """Exit with ``code`` once the lab is over and recorded (the process ends even if the
         toolkit's shutdown cannot finish)."""
 
-    def close_dialogs(self) -> None: ...
+    def show_dashboard(self) -> None: ...
 
     def save_screenshot(self, filename: str | None = None, path: str | None = None) -> str: ...
 
@@ -372,9 +372,9 @@ class LabRunner:
     def on_stop_signal(self, name: str) -> None:
         """A stop signal or the terminal gone (``name`` says which): a live pod is terminated
         and verified gone first, then the dashboard exits; with none (and in a replay, a past
-        lab, on the Labs screen) it exits at once. Open quit dialogs are closed: the answer is
-        "terminate and quit"."""
-        self.host.close_dialogs()
+        lab, on the Labs screen) it exits at once. Screens over the dashboard are closed (a
+        quit dialog is answered: "terminate and quit")."""
+        self.host.show_dashboard()
         first = not self.quit_after_lab
         self.quit_after_lab = True
         if self.mode == LIVE and self.lab_active:

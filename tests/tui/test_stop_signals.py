@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.synthetic_lab import ScriptOptions, SyntheticLab
 from tui.app import TplabApp
+from tui.screens.help import HelpScreen
 from tui.screens.labs_screen import LabsScreen
 from tui.screens.quit import QuitScreen
 
-from .helpers import wait_for
+from .helpers import svg_text, wait_for
 from .test_labs_replay import write_lab
 
 SIZE = (100, 30)
@@ -31,22 +34,26 @@ async def test_idle_and_on_the_labs_screen_a_stop_signal_exits_at_once():
     assert app.return_value == 0
 
 
-async def test_on_the_quit_dialog_the_pod_is_terminated_then_the_dashboard_exits(tmp_path):
+@pytest.mark.parametrize(("key", "screen"), [("q", QuitScreen), ("question_mark", HelpScreen),
+                                             ("l", LabsScreen)], ids=["quit", "help", "labs"])
+async def test_over_any_screen_the_pod_is_terminated_then_the_dashboard_exits(tmp_path, key,
+                                                                             screen):
     lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0,
-                       out_dir=str(tmp_path))
+                       boot_speed=40.0, out_dir=str(tmp_path))
     app = TplabApp(lambda: lab, start=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.pod_alive, timeout=60, what="a pod")
-        await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press(key)
+        await wait_for(pilot, lambda: isinstance(app.screen, screen), what=screen.__name__)
         app.terminal_lost("the terminal went away (EIO)")
         app.runner.on_stop_signal("SIGTERM")  # a second word changes nothing
         await pilot.pause(0.05)
-        assert not isinstance(app.screen, QuitScreen)  # answered: terminate and quit
+        assert len(app.screen_stack) == 1  # closed (a quit dialog: answered, terminate and quit)
         assert lab.terminate_calls == ["the terminal went away (EIO)"]
         await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the exit")
     assert app.state.done_status == "STOPPED" and app.state.terminate_status == "gone"
-    assert (tmp_path / "proof-terminated.svg").exists()  # the proof is saved before the exit
+    proof = svg_text(tmp_path / "proof-terminated.svg")  # saved before the exit: the dashboard
+    assert "POD GONE ✓" in proof and "STOPPED" in proof
     assert app.return_value == 4  # the lab's own code: stopped, the pod verified gone
 
 
