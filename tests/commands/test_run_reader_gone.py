@@ -1,7 +1,7 @@
 """`tplab run` whose reader goes away mid-lab: its stdout piped to a reader that closes the pipe
 once the pod boots (`tplab run --mock --json | head`), or the terminal it runs in closed
-mid-decode (a pseudo-terminal this test owns, its master closed: SIGHUP, then EIO on every
-write). Either way the lab is stopped through terminate + verify gone, the process ends within
+while the pod boots (a pseudo-terminal this test owns, its master closed: SIGHUP, then EIO on
+every write; a mock cloud whose pods boot for a minute, so no job runs). Either way the lab is stopped through terminate + verify gone, the process ends within
 its bound, quietly (no traceback), and nothing is left that makes the next lab refuse or warn."""
 
 from __future__ import annotations
@@ -84,18 +84,27 @@ def test_a_json_reader_that_goes_away_while_the_pod_boots_stops_the_lab_quietly(
     assert_nothing_left()  # the lab's own mock cloud and its pod too
 
 
-def test_the_terminal_closed_mid_decode_stops_the_lab_and_the_process_ends(lab_assets,
-                                                                            tmp_path):
+def test_the_terminal_closed_while_the_pod_boots_stops_the_lab_and_the_process_ends(
+        lab_assets, tmp_path):
+    from tplab.mock.handle import start_mock_cloud
+
     out = tmp_path / "out"
-    run = PtyProcess(_argv(lab_assets, out), _env())
+    cloud = start_mock_cloud(boot_delay_s=60.0, state_dir=tmp_path / "boot-cloud")
     try:
-        run.wait_for_text("job: decode", 120)
-        run.close_terminal()
-        took = run.wait(TEARDOWN_S)
+        run = PtyProcess(_argv(lab_assets, out, "--api-url", cloud.api_url),
+                         {**_env(), "RUNPOD_API_KEY": cloud.api_key})
+        try:
+            run.wait_for_text("s] boot", 120)
+            run.close_terminal()
+            took = run.wait(TEARDOWN_S)
+        finally:
+            run.close()
+        assert run.returncode == 4, took
+        m = _manifest(out)
+        assert m["status"] == "STOPPED" and m["verified_gone"] is True
+        assert "SIGHUP" in m["reason"] or "the output pipe was closed" in m["reason"]
+        assert {p["id"]: p["desiredStatus"] for p in cloud.pods()} == {
+            m["instance_id"]: "TERMINATED"}
+        assert_nothing_left(but=(cloud.process.pid,))
     finally:
-        run.close()
-    assert run.returncode == 4, took
-    m = _manifest(out)
-    assert m["status"] == "STOPPED" and m["verified_gone"] is True
-    assert "SIGHUP" in m["reason"] or "the output pipe was closed" in m["reason"]
-    assert_nothing_left()
+        cloud.stop()
