@@ -267,7 +267,7 @@ def test_a_terminal_that_takes_nothing_does_not_hold_up_the_teardown_or_the_exit
 @pytest.mark.parametrize("how", HOW)
 def test_mid_decode_then_a_new_lab_runs_to_complete_and_ends_the_same_way(
         lab_assets, tmp_path, how):
-    """The issue's bars, as a test: the terminal closed (or SIGTERM) mid-decode ends the lab
+    """The bars checked by hand in tmux, as a test: the terminal closed (or SIGTERM) mid-decode ends the lab
     STOPPED with the pod verified gone and the process gone; the next `--mock --start` lab in
     the same TPLAB_HOME runs to COMPLETE with no word about the earlier one; and closing (or
     SIGTERM) after COMPLETE ends the dashboard at once with exit 0."""
