@@ -267,10 +267,10 @@ def test_a_terminal_that_takes_nothing_does_not_hold_up_the_teardown_or_the_exit
 @pytest.mark.parametrize("how", HOW)
 def test_mid_decode_then_a_new_lab_runs_to_complete_and_ends_the_same_way(
         lab_assets, tmp_path, how):
-    """The bars checked by hand in tmux, as a test: the terminal closed (or SIGTERM) mid-decode ends the lab
-    STOPPED with the pod verified gone and the process gone; the next `--mock --start` lab in
-    the same TPLAB_HOME runs to COMPLETE with no word about the earlier one; and closing (or
-    SIGTERM) after COMPLETE ends the dashboard at once with exit 0."""
+    """The bars checked by hand in tmux, as a test: the terminal closed (or SIGTERM) mid-decode
+    ends the lab STOPPED with the pod verified gone and the process gone; the next `--mock
+    --start` lab in the same TPLAB_HOME runs to COMPLETE with no word about the earlier one;
+    and closing (or SIGTERM) after COMPLETE ends the dashboard at once with exit 0."""
     ckpt, prompts = lab_assets
     files = ["--checkpoint", str(ckpt), "--prompts-file", str(prompts), "--no-sweep"]
     first, second = tmp_path / "first", tmp_path / "second"
