@@ -14,6 +14,9 @@ How it is wired (and why):
   switches the rest with keys 1–4.
 * The budget is read from the ledger before the first frame (standard library only, no torch),
   and again after each lab.
+* On a real terminal the driver is ``tui/terminal_driver.py``'s (no write blocks the loop; a
+  terminal that went away is let go and reported to ``terminal_lost``) and the stop signals are
+  ``tui/exit_guard.py``'s; under a test's pilot (headless) neither is used.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.driver import Driver
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header
 
@@ -35,6 +39,7 @@ from tplab.view.parts import Budget
 from tplab.view.fold import LabState
 from tui.palette import LabCommands
 from tui.lab_port import LabFactory
+from tui.exit_guard import ExitGuard, guard_signals
 from tui.layout import VIEWS, WIDE, effective_view, layout_for, switchable
 from tui.messages import LabFinished, PrecheckDone, SweepProgress
 from tui.precheck import Precheck, no_precheck, report_rows
@@ -111,6 +116,8 @@ class TplabApp(App[int]):
         self._last_tick = 0.0
         self._input_at = 0.0
         self.redraws = 0
+        #: the stop signals' handlers, on a real terminal only (``_guard_exit``)
+        self.exit_guard: ExitGuard | None = None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -160,7 +167,7 @@ class TplabApp(App[int]):
         self._apply_layout(self.size.width, self.size.height)
         self.set_interval(1.0 / self.refresh_hz, self.redraw)
         self.redraw(force=True)
-        self.runner.install_stop_signals()
+        self._guard_exit()
         if self.runner.mode == LIVE:
             self.call_after_refresh(self.start_precheck)
         self.call_after_refresh(self._warm_help)
@@ -169,6 +176,41 @@ class TplabApp(App[int]):
 
     def on_unmount(self) -> None:
         sys.setswitchinterval(self._switch_interval)
+
+    # ------------------------------------------------------------------ the way out
+    def get_driver_class(self) -> type[Driver]:
+        from tui.terminal_driver import guarded_driver
+
+        return guarded_driver(super().get_driver_class())
+
+    def _guard_exit(self) -> None:
+        """Take the stop signals over (on a real terminal only: a test's pilot runs headless in
+        the test's own process, whose signals stay its own)."""
+        if self.exit_guard is None:
+            self.exit_guard = guard_signals(self._driver, self.runner)
+
+    def terminal_lost(self, reason: str) -> None:
+        """The driver found the terminal gone (a failed write, a hangup): as SIGHUP."""
+        self.runner.on_stop_signal(reason)
+
+    def finish(self, code: int) -> None:
+        """Exit with ``code``; the lab is over and recorded, so the exit guard ends the process
+        even if the shutdown cannot finish."""
+        if self.exit_guard is not None:
+            self.exit_guard.finish_within(code)
+        self.exit(code)
+
+    def exit(self, result: int | None = None, return_code: int = 0, message: Any = None) -> None:
+        closing = getattr(self._driver, "mark_closing", None)
+        if callable(closing):
+            closing()  # restoring the terminal must not wait on one that takes nothing
+        super().exit(result, return_code, message)
+
+    def show_dashboard(self) -> None:
+        """Close every screen over the dashboard (a dialog, help, the Labs screen) without
+        answering it: a stop signal has answered, and the proof screenshot shows the lab."""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
 
     def on_resize(self, event) -> None:
         self._apply_layout(event.size.width, event.size.height)

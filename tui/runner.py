@@ -17,14 +17,14 @@ TERMINATE never asks for confirmation, works in every state, and a second press 
 with a lab running it asks the lab to terminate its pod (the lab terminates and verifies); with
 none running it looks for tplab pods left behind and terminates them. Quit with no pod alive (or
 in a replay) exits at once; with a pod alive it asks: terminate and quit, leave it running
-(confirmed twice), or cancel. SIGTERM, SIGHUP and SIGQUIT end the dashboard the way "terminate
-and quit" does.
+(confirmed twice), or cancel. A stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, taken by
+``tui/exit_guard.py``) or the terminal going away (``tui/terminal_driver.py``) ends the
+dashboard the way "terminate and quit" does, without asking, from any screen.
 """
 
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -35,7 +35,6 @@ from textual.screen import Screen
 from tplab.records.events import Event
 from tplab.view.past_labs import PastLab, read_lab, remote_stderr
 from tplab.view.parts import Budget
-from tplab.view.signals import STOP_SIGNALS
 from tplab.view.fold import LabState
 from tui.lab_port import LabFactory, LabPort
 from tui.messages import LabFinished, SweepProgress
@@ -60,6 +59,12 @@ class Host(Protocol):
     def call_after_refresh(self, callback: Callable[..., Any], *args: Any) -> bool: ...
 
     def exit(self, result: int | None = None) -> None: ...
+
+    def finish(self, code: int) -> None:
+        """Exit with ``code`` once the lab is over and recorded (the process ends even if the
+        toolkit's shutdown cannot finish)."""
+
+    def show_dashboard(self) -> None: ...
 
     def save_screenshot(self, filename: str | None = None, path: str | None = None) -> str: ...
 
@@ -120,6 +125,7 @@ class LabRunner:
         self.notice: str | None = None
         self.proof_path: Path | None = None
         self.quit_after_lab = False
+        self.saving_proof = False          # the lab ended; its proof screenshot is on its way
         self.left_running = False
         self.sweep: str | None = None      # what the leftover sweep says now
         self.sweep_done = False
@@ -262,15 +268,18 @@ class LabRunner:
             self.state.add_remote_lines(remote_stderr(Path(out_dir)))
         if self.mode == LIVE:
             self.refresh_budget()
-            host.start_precheck()
+            if not self.quit_after_lab:  # asking the cloud again is for the next Start
+                host.start_precheck()
         host.redraw(force=True)
         if self.save_proof and out_dir and self.mode == LIVE:
+            self.saving_proof = True
             host.call_after_refresh(self._save_proof, Path(out_dir))
         elif self.quit_after_lab:
             host.call_after_refresh(self.exit_now)
 
     def _save_proof(self, out_dir: Path) -> None:
         host = self.host
+        self.saving_proof = False
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             self.proof_path = proof = Path(host.save_screenshot(PROOF_NAME, str(out_dir)))
@@ -356,32 +365,44 @@ class LabRunner:
         self.sweep_done = msg.finished and msg.ok
         self.state.note(msg.text, "info" if msg.ok else "error")
         self.host.redraw_controls()
+        if msg.finished and self.quit_after_lab and not self.lab_active:
+            self.exit_now()  # a stop signal came while leftover pods were being ended
 
     # ------------------------------------------------------------------ quitting
-    def install_stop_signals(self) -> None:
-        """SIGTERM, SIGHUP and SIGQUIT: terminate the pod, verify it gone, then exit. (Ctrl-C
-        is a key here, not a signal: it opens the quit dialog.)"""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-            try:
-                loop.add_signal_handler(sig, self.on_stop_signal, STOP_SIGNALS[sig])
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread (tests' pilot), or no such signal here
-
     def on_stop_signal(self, name: str) -> None:
-        if self.mode != LIVE:
-            self.exit_now()
-            return
-        self.state.note(f"{name}: terminating the pod, then closing", "warning")
+        """A stop signal or the terminal gone (``name`` says which): a live pod is terminated
+        and verified gone first, then the dashboard exits; with none (and in a replay, a past
+        lab, on the Labs screen) it exits at once. Screens over the dashboard are closed (a
+        quit dialog is answered: "terminate and quit")."""
+        self.host.show_dashboard()
+        first = not self.quit_after_lab
         self.quit_after_lab = True
-        if self.lab_active:
+        if self.mode == LIVE and self.lab_active:
+            if first:
+                self.state.note(f"{name}: terminating the pod, then closing", "warning")
             if self.state.note_terminate_requested() and self.lab is not None:
                 self.lab.request_terminate(name)
-        elif not self.state.pod_alive:
+            # a lab still being built picks the request up from the state (see follow); the
+            # exit follows its end (finished, then _save_proof)
+            self.host.redraw_controls()
+        elif self.saving_proof or (self.sweeping and self.mode == LIVE):
+            pass  # the lab's proof screenshot or the leftover sweep exits when it is done
+        else:
             self.exit_now()
 
+    def forced_exit_note(self, name: str) -> str:
+        """The line a second SIGTERM leaves on stderr: what may still be running."""
+        pod = self.state.instance.pod_id
+        if self.mode == LIVE and self.lab_active and self.state.pod_alive:
+            return (f"tplab-tui: {name} again: exiting before the teardown finished; pod "
+                    f"{pod or '(being created)'} may still be running (its watchdog ends it "
+                    "when the heartbeat stops). End it now with: tplab terminate "
+                    f"{pod or '--all'}{self.cloud_flags()}")
+        return f"tplab-tui: {name} again: exiting now."
+
     def exit_now(self) -> None:
-        self.host.exit(self.exit_code())
+        """Exit: called only once no lab is running (it ended and is recorded) or in a replay."""
+        self.host.finish(self.exit_code())
 
     def exit_code(self) -> int:
         if self.lab_error:

@@ -6,9 +6,11 @@ asserting everything its lab shows. A "+" line names a test whose own lab was dr
 repeated the lab above it; its assertions moved, unchanged, into that test (marked there with a
 "-- from <test>" comment). e2e = tests/lab/test_lab_e2e.py, stops = test_lab_stops_e2e.py,
 runpod = test_lab_runpod.py, comm = test_lab_comm.py, detach = test_lab_instance_detach.py,
-vast = test_lab_vast.py, app = tests/tui/test_app_mock.py. A "+ fault suite" line names a row of
-benchmarks/fault_suite.py's quick table whose lab (once in test_fault_suite.py) was dropped for
-the same reason (marked "-- fault suite"; each such lab also asserts the ledger and canary rows).
+vast = test_lab_vast.py, app = tests/tui/test_app_mock.py, gone = tests/tui/test_terminal_gone.py
+(the dashboard on a pseudo-terminal), reader = tests/commands/test_run_reader_gone.py. A "+ fault
+suite" line names a row of benchmarks/fault_suite.py's quick table whose lab (once in
+test_fault_suite.py) was dropped for the same reason (marked "-- fault suite"; each such lab also
+asserts the ledger and canary rows).
 
   spot lab, complete (headless run)   e2e::test_full_lab_completes_with_every_artifact
     + detach::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
@@ -52,6 +54,16 @@ the same reason (marked "-- fault suite"; each such lab also asserts the ledger 
     + stops::test_terminate_mid_run_keeps_the_figures_measured_so_far
   quit, then terminate and quit       app::test_quit_while_running_protects_the_pod
   quit, then leave it running         app::test_leave_running_detaches_and_the_pod_stays_running
+  dashboard: terminal closed, SIGTERM gone::test_mid_decode_then_a_new_lab_runs_to_complete_...[2]
+    mid-decode; the next lab COMPLETE,  (two labs each: the stopped one, then the next one)
+    then closed / SIGTERM after it
+  dashboard: terminal closed, SIGTERM gone::test_while_the_pod_boots_it_is_terminated_...[2]
+    while the pod boots
+  dashboard: on the quit dialog       gone::test_on_the_quit_dialog_the_answer_is_terminate_and_quit[2]
+  dashboard: SIGTERM twice            gone::test_a_second_sigterm_ends_it_at_once_and_says_what_...
+  dashboard: a frozen terminal, TERM  gone::test_a_terminal_that_takes_nothing_does_not_hold_up_...
+  tplab run --json, reader gone       reader::test_a_json_reader_that_goes_away_while_the_pod_...
+  tplab run, terminal closed, boot    reader::test_the_terminal_closed_while_the_pod_boots_stops_...
 """
 
 from __future__ import annotations

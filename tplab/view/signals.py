@@ -1,10 +1,13 @@
-"""How a face ends a lab on a signal: every catchable way out tears the pod down, none cuts it short.
+"""How ``tplab run`` ends a lab on a signal: every catchable way out tears the pod down, none
+cuts it short.
 
-Why one place: ``tplab run`` and ``tplab-tui`` must treat Ctrl-C, SIGTERM, SIGHUP (the terminal
-closed, the SSH session to the laptop dropped) and SIGQUIT the same way: the first one asks the
-lab to terminate its pod (terminate, verify gone, settle); the teardown runs shielded, so a
-second press does not cut it short, and a third says what is still being done. SIGKILL cannot be
-caught: that is what the pod's own guard and watchdog are for.
+Ctrl-C, SIGTERM, SIGHUP (the terminal closed, the SSH session to the laptop dropped) and SIGQUIT
+are treated the same way: the first one asks the lab to terminate its pod (terminate, verify
+gone, settle); the teardown runs shielded, so a second press does not cut it short, and a third
+says what is still being done. SIGKILL cannot be caught: that is what the pod's own guard and
+watchdog are for. ``STOP_SIGNALS`` names them for the dashboard too, whose handlers
+(``tui/exit_guard.py``) must also run while its event loop is busy drawing, and where a second
+SIGTERM is taken as "exit now".
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tplab.view.past_labs import PastLab, default_roots, find_labs
 from tui.screens.past_lab_detail import COLUMNS, detail, row_cells
+from tui.from_thread import post_from_thread
 
 OPEN, REPLAY = "open", "replay"
 
@@ -65,7 +66,7 @@ class LabsScreen(Screen[tuple[str, Path] | None]):
     @work(thread=True, exclusive=True, group="labs-list")
     def _load(self) -> None:
         labs = find_labs(default_roots(), self.extra_dirs)
-        self.app.call_from_thread(self._show, labs)
+        post_from_thread(self, self._show, labs)
 
     def _show(self, labs: list[PastLab]) -> None:
         table = self.query_one(DataTable)

@@ -30,6 +30,8 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
+from tui.from_thread import post_from_thread
+
 #: plotext keeps some module-level state while building: one build at a time, app-wide
 _BUILD_LOCK = threading.Lock()
 
@@ -112,10 +114,7 @@ class ThreadedPlot(PlotextPlot):
         except Exception as exc:  # noqa: BLE001 - shown in place of the chart
             text = Text(f"plot failed: {exc}", style="red")
         strips = _to_strips(text, key[1], key[2])
-        try:
-            self.app.call_from_thread(self._built, strips, key)
-        except RuntimeError:
-            pass  # the app is closing
+        post_from_thread(self, self._built, strips, key)  # never waits on the UI loop
 
     def _plotext_text(self, spec: Any, key: tuple, theme: str) -> Text:
         with _BUILD_LOCK:

@@ -19,6 +19,7 @@ from textual_plotext.plot import Plot
 
 from tplab.records.dmodel import measured_crossover
 from tplab.view.fold import LabState
+from tui.from_thread import post_from_thread
 from tui.widgets.plot import ThreadedPlot
 
 D_LO, D_HI, N_POINTS = 32.0, 16384.0, 60
@@ -178,7 +179,7 @@ class ScalingPanel(ThreadedPlot):
             curve, problem = None, "the scaling model (tplab.scaling.latency) is not installed"
         except Exception as exc:  # noqa: BLE001 - shown in the panel
             curve, problem = None, f"scaling model failed: {exc}"
-        self.app.call_from_thread(self._set_curve, curve, problem, gen)
+        post_from_thread(self, self._set_curve, curve, problem, gen)
 
     def _set_curve(self, curve: ScalingCurve | None, problem: str | None, gen: int) -> None:
         self.pending -= 1
