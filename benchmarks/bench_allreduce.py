@@ -10,7 +10,7 @@ average beside them and asserts nothing:
      gloo and over shm, and gloo/shm at p50; the two transports alternate in blocks of calls, so
      drift in the machine's load hits both alike; a rank's percentile is over its per-call
      ``perf_counter`` times, and the figure is the slowest rank's;
-  2. the alpha-beta ring fit of each transport's p50s (``tplab.records.fit``: t = 2(p-1)α + 2(p-1)/p·n/β);
+  2. the alpha-beta ring fit of each transport's p50s (``tplab.stats.fit``: t = 2(p-1)α + 2(p-1)/p·n/β);
   3. greedy decode per token (prefill excluded) of the shipped checkpoint: single device (rank 0
      alone, the others at a barrier), TP over gloo and TP over shm, the three alternating prompt
      by prompt; p50 and mean, TP/single ratios, and whether TP's tokens equal single's.
@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tplab.records.fit import fit_alpha_beta, percentile
+from tplab.stats.fit import fit_alpha_beta, percentile
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 
 TRANSPORTS = ("gloo", "shm")

@@ -161,7 +161,7 @@ def floor_app(factory):
     from textual.screen import Screen
     from textual.widgets import Button, Static
 
-    from tplab.view.fold import LabState
+    from tplab.viewmodel.fold import LabState
 
     class FloorHelp(Screen):
         BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
@@ -315,7 +315,7 @@ async def key_latency(presses: int, rate: float, labs: int,
 
 # ---------------------------------------------------------------------- 3. memory
 def memory_labstate(n: int) -> dict:
-    from tplab.view.fold import LabState
+    from tplab.viewmodel.fold import LabState
     from tests.synthetic_lab import token_flood
 
     s = LabState()

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 ONE_RUN = """
 import json, sys
 from pathlib import Path
-from tplab.labs.ddp_lab import DDPSettings, run
+from tplab.sidelabs.ddp_lab import DDPSettings, run
 from tplab.model.config import GPTConfig
 tiny = GPTConfig(vocab_size=640, block_size=48, n_layer=1, n_head=2, d_model=32, d_ff=64)
 s = DDPSettings(nproc=2, steps=int(sys.argv[2]), batch_size=8, lr=1e-2, model=tiny.to_dict(), timeout_s=60.0)

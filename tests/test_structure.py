@@ -160,9 +160,10 @@ def test_no_python_file_is_over_500_lines():
 
 # ------------------------------------------------------------------ the pod / records / client line
 
-#: what travels to the pod (tplab.lab.bundle): the job and what it runs, and the records
+#: what travels to the pod (tplab.lab.bundle): the job and what it runs, and the standard-library
+#: packages both sides share: the records (the contract), the statistics and the two utilities
 POD_SIDE = ("tplab.job", "tplab.tp", "tplab.model")
-RECORDS = "tplab.records"
+SHARED = ("tplab.records", "tplab.stats", "tplab.util")
 #: client modules that still reach into the job, each with the engineer's task that removes it;
 #: an entry no longer needed fails the test (remove it then)
 CLIENT_JOB_IMPORTS_PENDING: dict[str, str] = {}
@@ -176,7 +177,7 @@ def client_job_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
     """(client module, job module) for every import of ``tplab.job`` from outside the pod side
     and the records."""
     return {(m, d) for m, deps in graph.items()
-            if not any(_within(m, p) for p in (*POD_SIDE, RECORDS))
+            if not any(_within(m, p) for p in (*POD_SIDE, *SHARED))
             for d in deps if _within(d, "tplab.job")}
 
 
@@ -204,15 +205,19 @@ def test_the_client_job_rule_sees_a_deferred_import(tmp_path):
 
 
 def test_pod_side_and_records_import_only_what_travels_to_the_pod():
-    """The job, tp and model import only torch, the standard library, each other and the
-    records; the records import only the standard library and themselves."""
+    """The job, tp and model import only torch, the standard library, each other and the shared
+    packages (records, stats, util); those import only the standard library and each other; and
+    the bundle uploads exactly these packages."""
+    from tplab.lab.bundle import POD_PACKAGES
+
+    assert set(POD_PACKAGES) == {p.split(".")[1] for p in (*POD_SIDE, *SHARED)}
     graph, files = _repo_graph(), module_files(REPO)
     bad = {}
     for m, deps in graph.items():
-        if _within(m, RECORDS):
-            allowed, libraries = (RECORDS,), set()
+        if any(_within(m, p) for p in SHARED):
+            allowed, libraries = SHARED, set()
         elif any(_within(m, p) for p in POD_SIDE):
-            allowed, libraries = (*POD_SIDE, RECORDS), {"torch"}
+            allowed, libraries = (*POD_SIDE, *SHARED), {"torch"}
         else:
             continue
         out = [d for d in deps if d != "tplab" and not any(_within(d, a) for a in allowed)]
@@ -238,10 +243,7 @@ def _third_party(path: Path) -> set[str]:
 
 #: names that still mean two rooms, each with the work that renames it; an entry no longer
 #: shared fails the test (remove it then)
-SHARED_NAMES_PENDING = {
-    "vast": "tplab/cloud/vast (the provider, as DESIGN.md lays cloud/ out) vs tplab/mock/vast "
-            "(its mock cloud): the mocks' layout names its package",
-}
+SHARED_NAMES_PENDING: dict[str, str] = {}
 
 
 def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES,

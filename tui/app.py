@@ -58,7 +58,7 @@ def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
     args = parser.parse_args(argv)
     if args.replay is not None:
         return _replay_app(parser, args)
-    from tplab.view.ledger_view import read_ledger_budget
+    from tplab.viewmodel.ledger_view import read_ledger_budget
     from tui.lab_port import LazyConfig, real_lab_factory, real_sweep_factory
     from tui.precheck import default_precheck
     from tui.widgets.scaling_panel import ScalingSource
@@ -79,7 +79,7 @@ def app_from_args(argv: Sequence[str] | None = None) -> TplabApp:
 
 
 def _replay_app(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TplabApp:
-    from tplab.view.past_labs import read_lab
+    from tplab.viewmodel.past_labs import read_lab
     from tui.runner import source_for_lab
 
     folder = args.replay.expanduser()

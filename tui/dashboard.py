@@ -35,8 +35,8 @@ from textual.driver import Driver
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header
 
-from tplab.view.parts import Budget
-from tplab.view.fold import LabState
+from tplab.viewmodel.parts import Budget
+from tplab.viewmodel.fold import LabState
 from tui.palette import LabCommands
 from tui.lab_port import LabFactory
 from tui.exit_guard import ExitGuard, guard_signals
@@ -386,7 +386,7 @@ class TplabApp(App[int]):
             self.push_screen("help")
 
     def action_labs(self) -> None:
-        from tui.screens.labs_screen import LabsScreen  # not needed for the first paint
+        from tui.screens.past_labs_screen import LabsScreen  # not needed for the first paint
 
         if isinstance(self.screen, LabsScreen):
             return

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tplab.view.signals import STOP_SIGNALS
+from tplab.faces.signals import STOP_SIGNALS
 
 #: how long Textual's shutdown may take once the lab is over and recorded
 EXIT_GRACE_S = 3.0

@@ -70,7 +70,7 @@ class RealLab:
         self.resolve()
 
     def refusal(self) -> str | None:
-        from tplab.view.startcheck import refusal as check
+        from tplab.faces.startcheck import refusal as check
 
         return check(self.resolve())
 

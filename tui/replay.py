@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import AsyncIterator, Iterator
 
 from tplab.records.events import Event
-from tplab.view.past_labs import read_stream
+from tplab.viewmodel.past_labs import read_stream
 
 #: speeds offered by the keys (+ / -): ×1, ×10, ×100 and as fast as it draws (0)
 SPEEDS: tuple[float, ...] = (1.0, 10.0, 100.0, 0.0)

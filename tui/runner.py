@@ -33,9 +33,9 @@ from textual.message import Message
 from textual.screen import Screen
 
 from tplab.records.events import Event
-from tplab.view.past_labs import PastLab, read_lab, remote_stderr
-from tplab.view.parts import Budget
-from tplab.view.fold import LabState
+from tplab.viewmodel.past_labs import PastLab, read_lab, remote_stderr
+from tplab.viewmodel.parts import Budget
+from tplab.viewmodel.fold import LabState
 from tui.lab_port import LabFactory, LabPort
 from tui.messages import LabFinished, SweepProgress
 from tui.replay import ReplayLab, speed_name

@@ -9,7 +9,7 @@ import sys
 
 from tplab.commands.main import main
 from tplab.records.events import EventWriter
-from tplab.view.headless import HeadlessView
+from tplab.faces.headless import HeadlessView
 
 _LOGS = r"""
 import logging, sys, warnings

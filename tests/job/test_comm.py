@@ -11,7 +11,7 @@ from tplab.job import comm
 from tplab.records.results import TRANSPORT_KEYS, combine_transports
 from tplab.job.allreduce_sweep import REVISIT_WARMUP
 from tplab.job.runtime import JobError, Runtime
-from tplab.records.harness import relative_iqr
+from tplab.stats.harness import relative_iqr
 
 
 def test_choices_put_the_transport_carrying_the_figures_first():

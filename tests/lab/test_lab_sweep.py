@@ -64,7 +64,7 @@ def test_a_bad_size_list_is_refused_by_the_parser(capsys):
 
 def test_the_ui_state_keeps_the_sweep_points_as_they_arrive():
     from tplab.records.events import Event
-    from tplab.view.fold import LabState
+    from tplab.viewmodel.fold import LabState
 
     s = LabState()
 

@@ -11,7 +11,7 @@ import pytest
 
 from tplab.lab import instances as instance_store
 from tplab.records.events import EventWriter
-from tplab.view.headless import HeadlessView
+from tplab.faces.headless import HeadlessView
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.options import add_lab_arguments, config_from_args
@@ -131,8 +131,8 @@ def test_bundle_is_only_what_the_pod_needs(lab_assets):
     remote_paths = {i.remote for i in bundle_items(ckpt, prompts)}
     assert {"checkpoint.pt", "prompts.txt", "tplab/__init__.py", "tplab/records/events.py",
             "tplab/job/__main__.py", "tplab/job/watchdog.py", "tplab/tp/layers.py",
-            "tplab/model/gpt.py"} <= remote_paths
+            "tplab/model/gpt.py", "tplab/stats/fit.py", "tplab/util/jsonfile.py"} <= remote_paths
     tops = {p.split("/")[1] for p in remote_paths if p.startswith("tplab/") and p.count("/") > 1}
-    assert tops == {"records", "tp", "model", "job"}
+    assert tops == {"records", "stats", "util", "tp", "model", "job"}
     assert not any(p.startswith(("tplab/cloud", "tplab/mock")) or "remote" in p or
                    "__pycache__" in p for p in remote_paths)

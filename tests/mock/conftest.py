@@ -4,9 +4,9 @@ import secrets
 
 import pytest
 
-from tplab.mock.faults import Faults
+from tplab.mock.runpod_mock.faults import Faults
 from tplab.mock.handle import start_mock_cloud, start_mock_vast
-from tplab.mock.vast.fault_switches import VastFaults
+from tplab.mock.vast_mock.fault_switches import VastFaults
 
 
 @pytest.fixture(scope="module")

@@ -129,9 +129,9 @@ _ENV_URL, _ENV_KEY = "TPLAB_CONTRACT_URL", "TPLAB_CONTRACT_KEY"
 
 def _document(provider: str) -> dict[str, Any]:
     if provider == "vast":
-        from tplab.mock.vast.contract import CONTRACT
+        from tplab.mock.vast_mock.contract import CONTRACT
         return CONTRACT.document
-    from tplab.mock import openapi
+    from tplab.mock.runpod_mock import openapi
     return openapi.document()
 
 

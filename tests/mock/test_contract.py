@@ -5,7 +5,7 @@ only for a rule written in tplab/mock/rejections.py. Seeds 1 and 2, 25 examples 
 
 The documents are the ones the mocks ship, which tests/mock/test_schema.py and
 test_vast_process.py hold equal to the providers' published documents cut to the mocks' routes;
-Vast's with its documented disagreements applied (tplab/mock/vast/contract.py ``EXCEPTIONS``).
+Vast's with its documented disagreements applied (tplab/mock/vast_mock/contract.py ``EXCEPTIONS``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.mock import contract_harness
-from tplab.mock.vast import contract as vast_contract
+from tplab.mock.vast_mock import contract as vast_contract
 
 pytestmark = pytest.mark.slow
 

@@ -12,12 +12,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.mock.helpers import http
-from tplab.mock import server as runpod_server
-from tplab.mock.faults import Faults
-from tplab.mock.state import CloudState
-from tplab.mock.vast import http_server as vast_server
-from tplab.mock.vast.fault_switches import VastFaults
-from tplab.mock.vast.rentals import VastState
+from tplab.mock.runpod_mock import server as runpod_server
+from tplab.mock.runpod_mock.faults import Faults
+from tplab.mock.runpod_mock.state import CloudState
+from tplab.mock.vast_mock import http_server as vast_server
+from tplab.mock.vast_mock.fault_switches import VastFaults
+from tplab.mock.vast_mock.rentals import VastState
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tplab.mock.faults import Faults, add_fault_arguments, faults_from_args
+from tplab.mock.runpod_mock.faults import Faults, add_fault_arguments, faults_from_args
 
 
 def _parse(argv):

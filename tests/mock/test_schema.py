@@ -9,8 +9,8 @@ import graphql
 import pytest
 
 from tplab.cloud.runpod import graphql_ops as ops
-from tplab.mock import openapi
-from tplab.mock.graphql_api import root_fields, schema
+from tplab.mock.runpod_mock import openapi
+from tplab.mock.runpod_mock.graphql_api import root_fields, schema
 
 REPO = Path(__file__).resolve().parents[2]
 #: shared/ sits beside the checkout (CI) or two levels up (a worktree under wt/)

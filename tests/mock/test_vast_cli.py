@@ -4,7 +4,7 @@ every step of a lab's life and for what each fault looks like through it.
 
 A mock only tplab's client accepts could hide a tplab client only the mock accepts: the CLI is
 what Vast's users run and what its SDK wraps, so where it and Vast's published document
-disagree the mock does what the CLI expects (tplab/mock/vast/departures.py). Each call is a
+disagree the mock does what the CLI expects (tplab/mock/vast_mock/departures.py). Each call is a
 subprocess bounded by a timeout, with a HOME of its own (the CLI reads and writes its key file
 and caches there) and its update check off. The CLI exits 0 even when a call failed (it prints
 "Failed with error ..." or, with --raw, a JSON error on stderr), so every step is also checked

@@ -16,7 +16,7 @@ from tests.mock.helpers import http
 from tplab.home import mock_clouds
 from tplab.mock.document import SchemaViolation
 from tplab.mock.handle import start_mock_vast
-from tplab.mock.vast import contract
+from tplab.mock.vast_mock import contract
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCES = [base / "shared" / "reference" / "vast-openapi.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.mock.helpers import http
-from tplab.mock.vast.offers import MACHINES
+from tplab.mock.vast_mock.offers import MACHINES
 
 #: Vast's own CLI, as scripts/setup installs it (pyproject's `vast-cli` pin, an environment of
 #: its own)

@@ -1,4 +1,4 @@
-"""Statistics and the alpha-beta fit (tplab/records/fit.py), and calibration that uses it."""
+"""Statistics and the alpha-beta fit (tplab/stats/fit.py), and calibration that uses it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tplab.scaling import calibration, latency
-from tplab.records.fit import fit_alpha_beta, percentile, ring_allreduce_s, summarize
+from tplab.stats.fit import fit_alpha_beta, percentile, ring_allreduce_s, summarize
 
 SIZES = [256 * 2 ** i for i in range(15)]  # 256 B .. 4 MiB, as the job sweeps
 

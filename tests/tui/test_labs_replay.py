@@ -7,10 +7,10 @@ import json
 import os
 from pathlib import Path
 
-from tplab.view.past_labs import find_labs
+from tplab.viewmodel.past_labs import find_labs
 from tui.app import TplabApp, app_from_args
 from tests.synthetic_lab import ScriptOptions, lab_script
-from tui.screens.labs_screen import LabsScreen
+from tui.screens.past_labs_screen import LabsScreen
 from tui.replay import ReplayLab, parse_speed
 
 from .helpers import wait_for
@@ -50,7 +50,7 @@ def test_find_labs_reads_each_folder_and_says_what_is_wrong(tmp_path):
     broken.mkdir()
     (broken / "manifest.json").write_text("{not json")
     (broken / "stream.jsonl").write_text("")
-    from tplab.view.past_labs import default_roots
+    from tplab.viewmodel.past_labs import default_roots
     labs = find_labs(default_roots(), [tmp_path / "runs"])
     by_id = {lab.lab_id: lab for lab in labs}
     # newest first (a folder without a readable manifest or stream: by its own time)

@@ -44,7 +44,7 @@ def test_the_guard_sees_function_level_imports(tmp_path):
 
 
 def test_dashboard_and_labstate_do_not_import_torch():
-    assert packages_loaded_by(["tui.app", "tplab.view.fold", "tests.synthetic_lab"],
+    assert packages_loaded_by(["tui.app", "tplab.viewmodel.fold", "tests.synthetic_lab"],
                               ["torch"]) == []
 
 

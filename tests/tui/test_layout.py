@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from tplab.view.parts import Budget
+from tplab.viewmodel.parts import Budget
 from tui.app import TplabApp
 from tui.widgets.budget_panel import budget_bar
 from tests.synthetic_lab import ScriptOptions, lab_script

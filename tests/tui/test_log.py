@@ -4,8 +4,8 @@ errors marked so they read without colour, and the pod's job.log as the stderr s
 from __future__ import annotations
 
 from tplab.records.events import EventWriter
-from tplab.view.past_labs import remote_stderr
-from tplab.view.fold import LabState
+from tplab.viewmodel.past_labs import remote_stderr
+from tplab.viewmodel.fold import LabState
 from tui.app import TplabApp
 
 from .helpers import wait_for

@@ -4,7 +4,7 @@ crossover beside the predicted one."""
 from __future__ import annotations
 
 from tplab.records.events import Event
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 from tui.widgets.scaling_panel import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
 
 

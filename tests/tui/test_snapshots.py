@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tplab.records.events import Event
-from tplab.view.parts import Budget
+from tplab.viewmodel.parts import Budget
 from tui.app import TplabApp
 from tests.synthetic_lab import ScriptOptions, lab_script
 from tui.widgets.plot import ThreadedPlot

@@ -15,7 +15,7 @@ import pytest
 from tests.synthetic_lab import ScriptOptions, SyntheticLab
 from tui.app import TplabApp
 from tui.screens.help import HelpScreen
-from tui.screens.labs_screen import LabsScreen
+from tui.screens.past_labs_screen import LabsScreen
 from tui.screens.quit import QuitScreen
 
 from .helpers import svg_text, wait_for

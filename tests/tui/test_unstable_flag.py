@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from tplab.view.fold import LabState
-from tplab.records.harness import unstable_text
+from tplab.viewmodel.fold import LabState
+from tplab.stats.harness import unstable_text
 from tui.widgets.timings import TimingsStats
 
 

@@ -160,7 +160,7 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
          wall_cap_s: float) -> None:
     from tplab.cloud.base import AuthError, ProviderError
     from tplab.cloud.image_fit import choose_image, gpu_fit
-    from tplab.home.redact import one_line
+    from tplab.keys.redact import one_line
     gpus, gpu = report.gpus, report.gpu_type
     choice = choose_image(report.provider, gpu, report.image or None)
     report.image = choice.image

@@ -25,7 +25,7 @@ from typing import Any, Callable, ClassVar
 from tplab.cloud import spend
 from tplab.cloud.base import (GONE_STATES, AuthError, CostReport, GoneProof, NotReadyError,
                               PodInfo, ProviderError, SshEndpoint)
-from tplab.home.redact import error_text
+from tplab.keys.redact import error_text
 
 
 @dataclass(frozen=True)

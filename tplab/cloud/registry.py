@@ -3,7 +3,8 @@
 Why a registry: the lab, ``tplab check/status/terminate`` and the dashboard ask for a provider
 by the name the user gave (``--provider runpod|vast|auto``) and never import a cloud's package
 themselves. Each package under ``tplab/cloud/`` describes itself in its ``__init__`` (``NAME``,
-``LABEL``, ``GONE_ROUTES``, ``find_key``, ``NO_KEY``, ``API_URL_VAR``, ``make``, ``start_mock``) without importing
+``LABEL``, ``GONE_ROUTES``, ``find_key``, ``NO_KEY``, ``API_URL_VAR``, ``make``, ``MOCK``,
+``start_mock``) without importing
 anything heavy, so ``tplab --help`` stays fast. Adding a cloud: one folder, one line below, its
 mock.
 """

@@ -5,7 +5,7 @@ longer one for a create); a timeout, no connection or a 5xx is retried over ``re
 when the call is safe to repeat, then ``TransientError``; a create is never repeated (the cloud
 may have made the pod: ``AmbiguousCreateError`` at once, and the caller looks for it by name);
 a 429 waits as the subclass says (``_rate_limited``), then ``RateLimitedError``. The key goes
-into the session's header, is registered with ``tplab.home.redact`` and never reaches an error.
+into the session's header, is registered with ``tplab.keys.redact`` and never reaches an error.
 
 Each cloud subclasses ``RestClient`` with its own words (``cloud``, ``noun``), its URL layout,
 its error shape (``_detail``), its 429 rule and what each other status means (``_answer``).
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from tplab.cloud.base import AmbiguousCreateError, AuthError, TransientError
-from tplab.home.redact import redact, register_secret
+from tplab.keys.redact import redact, register_secret
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """`tplab compile --out DIR`: seed 003's torch.compile lab (match, Inductor kernel dump, timings).
 
 The lab runs in a child interpreter because Inductor's logging and debug variables only take effect
-if they are set before ``import torch``; this module sets them (``tplab.labs.inductor_env``), starts
-``python -m tplab.labs.compile_lab`` and keeps the child's log (Inductor's ``output_code`` dump) in
+if they are set before ``import torch``; this module sets them (``tplab.sidelabs.inductor_env``), starts
+``python -m tplab.sidelabs.compile_lab`` and keeps the child's log (Inductor's ``output_code`` dump) in
 ``DIR/inductor.log``. Stdlib only at import time.
 """
 
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.labs.inductor_env import inductor_env
+    from tplab.sidelabs.inductor_env import inductor_env
 
     out: Path = args.out
     if out.exists() and any(out.iterdir()):
@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     if survey_ok is None:
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "tplab.labs.compile_lab", "--out", str(out),
+    cmd = [sys.executable, "-m", "tplab.sidelabs.compile_lab", "--out", str(out),
            "--new-tokens", str(args.new_tokens), "--rounds", str(args.rounds), "--calls", str(args.calls)]
     if not args.substitute_only:
         cmd += ["--checkpoint", str(args.checkpoint)]
@@ -127,8 +127,8 @@ def _check_survey_inputs(args: argparse.Namespace) -> bool | None:
                   "there; pass --checkpoint PATH.", file=sys.stderr)
             return None
         return False
-    from tplab.labs.distributed_survey import collect
-    from tplab.labs.measured_runs import MeasuredRunError
+    from tplab.sidelabs.distributed_survey import collect
+    from tplab.sidelabs.measured_runs import MeasuredRunError
     from tplab.model.checkpoint import CheckpointError
 
     try:

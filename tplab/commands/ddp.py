@@ -43,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
         if not ok:
             print(f"tplab ddp: {msg}", file=sys.stderr)
             return 2
-    from tplab.labs.ddp_lab import DDPLabError, DDPSettings, run
-    from tplab.labs.model_shapes import read_config
+    from tplab.sidelabs.ddp_lab import DDPLabError, DDPSettings, run
+    from tplab.sidelabs.model_shapes import read_config
     from tplab.model.checkpoint import CheckpointError
 
     try:

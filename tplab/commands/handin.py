@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tplab.handin.gather import HandinError, handin
-    from tplab.view.past_labs import default_roots, find_labs
+    from tplab.viewmodel.past_labs import default_roots, find_labs
     if args.list:
         labs = [past for past in find_labs(default_roots()) if past.manifest]
         for past in labs:

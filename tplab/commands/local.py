@@ -227,7 +227,7 @@ def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
     calibrated prediction per measured point in results.json (``calibration``), and draw
     scaling-curve.png; (the PNG, the predicted crossover)."""
     from tplab.scaling import calibration, chart, latency
-    from tplab.records.jsonfile import write_json
+    from tplab.util.jsonfile import write_json
 
     shape = latency.shape_from_results(results)
     cal = calibration.calibrate(profile, results, shape)

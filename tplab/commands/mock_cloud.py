@@ -2,7 +2,7 @@
 
 The RunPod mock (tplab/mock, the default) serves RunPod's REST v2 pod, catalog and billing routes
 (held to RunPod's OpenAPI document) and the GraphQL tplab still uses on 127.0.0.1; its pods are
-SSH servers on loopback. ``--cloud vast`` serves the mock Vast.ai cloud instead (tplab/mock/vast:
+SSH servers on loopback. ``--cloud vast`` serves the mock Vast.ai cloud instead (tplab/mock/vast_mock:
 Vast's API held to its OpenAPI document), ``--cloud both`` both. Point tplab at one with
 ``--api-url <api_url>`` and the cloud's key variable (its package's ``KEY_VAR``, which
 ``tplab check`` names) set to the ``api_key`` of the JSON line it prints.

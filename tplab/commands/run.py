@@ -53,7 +53,7 @@ def quiet_third_party_logs(verbose: bool = False) -> None:
 
 def main(args: argparse.Namespace) -> int:
     import asyncio
-    from tplab.view.startcheck import refusal
+    from tplab.faces.startcheck import refusal
     from tplab.lab.options import config_from_args
     quiet_third_party_logs(args.verbose)
     config = config_from_args(args)
@@ -136,8 +136,8 @@ def _say(text: str) -> None:
 
 
 async def run_lab(config: LabConfig, as_json: bool = False, out: TextIO | None = None) -> int:
-    from tplab.view.headless import HeadlessView
-    from tplab.view.signals import StopOnSignals
+    from tplab.faces.headless import HeadlessView
+    from tplab.faces.signals import StopOnSignals
     from tplab.lab.orchestrator import Lab
     lab = Lab(config)
     output = _Output(out or sys.stdout,

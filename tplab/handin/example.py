@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tplab.view.past_labs import find_labs
+from tplab.viewmodel.past_labs import find_labs
 
 COPIED = ("manifest.json", "results.json", "scaling-curve.png", "proof-terminated.png")
 PLOT = "terminal-plot.txt"

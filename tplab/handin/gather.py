@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from tplab.handin import spend_table
 from tplab.money.budget import BudgetGuard
-from tplab.view.past_labs import PastLab, default_roots, find_labs
+from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
 from tplab.home.paths import REPO_ROOT
 
 TP_DIR = "experiments/35-tp-inference"

@@ -1,4 +1,4 @@
-"""What tplab keeps on this machine and how it keeps it safe: where its state lives
-(``paths``: TPLAB_HOME), the mock clouds running here (``mock_clouds``), and keeping secrets out
-of every text it shows or writes (``redact``). Client side; standard library only.
+"""What tplab keeps on this machine: where its state lives (``paths``: TPLAB_HOME), the mock
+clouds running here (``mock_clouds``) and the lab folders written outside TPLAB_HOME
+(``lab_folders``). Client side; standard library only.
 """

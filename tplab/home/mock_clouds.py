@@ -11,7 +11,7 @@ process, another terminal could only say "no mock cloud running" while one was. 
      "started_at": 1764450000.0, "provider": "runpod"}      # or "vast"
 
 The key is the mock's own account key (never a real one), but it is still a key: it is
-registered with ``tplab.home.redact`` when read and never printed. A record whose process has gone
+registered with ``tplab.keys.redact`` when read and never printed. A record whose process has gone
 (a mock killed hard) is stale: ``running()`` skips it and removes it. Standard library only.
 """
 
@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tplab.records.jsonfile import write_json
-from tplab.records.pids import pid_alive
+from tplab.util.jsonfile import write_json
+from tplab.util.pids import pid_alive
 
 DIR_NAME = "clouds"
 
@@ -96,7 +96,7 @@ def running(provider: str | None = None) -> list[MockCloudRecord]:
             unregister(path)
             continue
         if rec.api_key:
-            from tplab.home.redact import register_secret
+            from tplab.keys.redact import register_secret
             register_secret(rec.api_key)
         if provider is None or rec.provider == provider:
             found.append(rec)

@@ -18,7 +18,7 @@ the job passes the shm transport's in-place all-reduce for ``--comm shm``). The 
 autograd (``tplab.tp.without_autograd``) for every transport alike.
 Bandwidths follow nccl-tests: ``algbw = bytes / time`` and ``busbw = algbw · 2(p-1)/p``, which
 is comparable across world sizes. The points are then fitted to the alpha-beta ring model with a
-Theil–Sen line and bootstrap intervals over the rounds (``tplab.records.robust_fit``).
+Theil–Sen line and bootstrap intervals over the rounds (``tplab.stats.robust_fit``).
 
 Pod-side: torch and the standard library only.
 """
@@ -33,9 +33,9 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from tplab.records.fit import AlphaBeta, bus_bandwidth, percentile
-from tplab.records.robust_fit import robust_alpha_beta
-from tplab.records.harness import figure, round_order
+from tplab.stats.fit import AlphaBeta, bus_bandwidth, percentile
+from tplab.stats.robust_fit import robust_alpha_beta
+from tplab.stats.harness import figure, round_order
 from tplab.tp import without_autograd
 
 #: untimed calls before every timed visit of a size (the first visit also gets ``warmup``)

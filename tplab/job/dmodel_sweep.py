@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from tplab.records.dmodel import DModelPoint, SkippedSize
-from tplab.records.harness import mode_order, round_order
+from tplab.stats.harness import mode_order, round_order
 
 from .decode_timing import DecodeRun, decode_timed
 

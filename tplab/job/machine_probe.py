@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tplab.records.harness import figure
+from tplab.stats.harness import figure
 
 REPS, BEST_OF = 20, 3
 DESCRIPTION = (f"a fixed 64x256 @ 256x256 fp32 matmul on rank 0's CPU, {REPS} times, best of "

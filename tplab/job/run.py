@@ -34,8 +34,8 @@ import torch.distributed as dist
 from tplab.model.gpt import MiniGPT
 from tplab.records.events import EventWriter
 from tplab.records.job_flags import add_job_flags, positive_int
-from tplab.records.jsonfile import write_json
-from tplab.records.stability import stability_section
+from tplab.util.jsonfile import write_json
+from tplab.stats.stability import stability_section
 from tplab.records.results import (
     ModeRun,
     PromptRecord,

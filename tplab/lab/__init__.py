@@ -19,7 +19,7 @@ A lab's life, one module each (read them in this order):
 - ``artifacts``   the closing artifacts (scaling-curve.png, manifest.json) from that prediction
 - ``bundle``      what travels to the pod
 - ``orchestrator`` the ``Lab`` that runs these in order and tears down on every exit
-What the two faces consume (the view-model: ``LabState``, ``HeadlessView``) is ``tplab/view/``;
+What the two faces consume (the view-model: ``LabState``, ``HeadlessView``) is ``tplab/viewmodel/``;
 the dashboard lives in ``tui/``.
 
 This file imports nothing: a face importing ``tplab.lab.options`` must not pay for asyncssh,

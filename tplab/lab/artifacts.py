@@ -17,7 +17,7 @@ from typing import Any
 
 from tplab.lab import manifest
 from tplab.scaling import chart
-from tplab.records.jsonfile import write_json
+from tplab.util.jsonfile import write_json
 from tplab.lab.lab_config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
 from tplab.lab.preflight import ESTIMATE_FORMULA

@@ -20,7 +20,7 @@ from tplab.cloud import registry
 from tplab.cloud.base import ProviderError, Quote
 from tplab.lab.lab_config import STUB, LabConfig, LabStop
 from tplab.money.worst_case import worst_case
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 
 @dataclass(frozen=True)

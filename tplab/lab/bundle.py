@@ -2,7 +2,8 @@
 
 Why a list of its own: the upload is the slowest step a user waits through on a real pod, and
 the pod must never receive client-side code or state (no cloud/, mock/, no TPLAB_HOME, no keys).
-Only ``tplab/__init__.py`` and the ``records`` (events, results: stdlib only), ``tp``, ``model``
+Only ``tplab/__init__.py`` and the ``records`` (events, results), ``stats`` and ``util`` (all
+standard library only), ``tp``, ``model``
 and ``job`` packages go, with the checkpoint as ``checkpoint.pt`` and the prompts as
 ``prompts.txt``.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from tplab.wire.remote import UploadItem, bundle_items as _items
 
-POD_PACKAGES = ("records", "tp", "model", "job")
+POD_PACKAGES = ("records", "stats", "util", "tp", "model", "job")
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # tplab/
 
 

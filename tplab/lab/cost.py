@@ -13,7 +13,7 @@ import time
 
 from tplab.money.budget_config import fmt_usd
 from tplab.lab.context import LabContext
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 
 async def cost_ticker(ctx: LabContext) -> None:

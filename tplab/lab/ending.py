@@ -15,7 +15,7 @@ from datetime import datetime, UTC
 from typing import Callable
 
 from tplab.cloud.base import GoneProof, Provider
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 
 def iso(ts: float | None) -> str | None:

@@ -17,7 +17,7 @@ from tplab.cloud.image_fit import ImageChoice
 from tplab.lab.lab_config import FAILED
 from tplab.lab.instances import InstanceRecord
 from tplab.money.lab_money import LabMoney
-from tplab.view.tokens import TokenFold
+from tplab.viewmodel.tokens import TokenFold
 
 
 @dataclass

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tplab.home.paths import tplab_home
-from tplab.records.jsonfile import write_json
+from tplab.util.jsonfile import write_json
 
 #: states a record moves through
 INTENT, CREATED, GONE, NOT_CREATED = "intent", "created", "gone", "not-created"

@@ -22,7 +22,7 @@ from tplab.cloud.base import GONE_STATES, GoneProof, PodInfo, Provider, Provider
 from tplab.lab import instances
 from tplab.lab.instances import InstanceRecord
 from tplab.lab.ending import terminate_with_retries, verify_gone
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 UNKNOWN = "UNKNOWN"
 #: how long after an unanswered create a pod of its name may still appear in the provider's list
@@ -90,7 +90,7 @@ def _intent_grace(rec: InstanceRecord) -> float:
     """How long an unanswered create's pod may take to show in the provider's list."""
     import socket
 
-    from tplab.records.pids import pid_alive
+    from tplab.util.pids import pid_alive
     if rec.host == socket.gethostname() and rec.pid and not pid_alive(rec.pid):
         return DEAD_CLIENT_INTENT_GRACE_S
     return INTENT_GRACE_S
@@ -134,7 +134,7 @@ def reconcile_holds(provider: Provider | None, mock: bool) -> list[str]:
     import socket
 
     from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
-    from tplab.records.pids import pid_alive
+    from tplab.util.pids import pid_alive
     guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
     host = socket.gethostname()
     by_auth = {r.auth_id: r for r in instances.load_all(mock) if r.auth_id}

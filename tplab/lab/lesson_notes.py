@@ -114,7 +114,7 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
            f"{s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
            + (" (TP is slower)." if x < 1 else " (TP is faster).")]
     flagged = (r.get("stability") or {}).get("unstable") or []
-    if flagged:  # figures whose samples spread past the limit (tplab.records.stability)
+    if flagged:  # figures whose samples spread past the limit (tplab.stats.stability)
         out.append(f"Careful: {len(flagged)} figure(s) of this run are not trustworthy, e.g. "
                    f"{flagged[0]['figure']}: {flagged[0]['note']} Rerun on a quiet machine "
                    "before drawing the lesson from them.")

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from tplab import __version__
-from tplab.home.redact import redact_tree
+from tplab.keys.redact import redact_tree
 from tplab.lab.lesson_notes import lesson_notes
-from tplab.records.jsonfile import write_json
+from tplab.util.jsonfile import write_json
 
 SEED = 35200
 LAB = "02-tp-inference-cloud"

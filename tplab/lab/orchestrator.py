@@ -40,7 +40,7 @@ from tplab.lab.ssh_session import PodSession
 from tplab.lab.stream import LabStream
 from tplab.home import lab_folders
 from tplab.home.paths import tplab_home
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 from tplab.wire.remote import RemoteError, quiet_lost_connections
 
 def failure_sentence(exc: BaseException, out_dir: Path) -> str:

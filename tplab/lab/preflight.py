@@ -18,7 +18,7 @@ from pathlib import Path
 from tplab.cloud import image_fit
 from tplab.cloud.base import Quote
 from tplab.cloud.image_fit import ImageChoice
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 from tplab.lab import leftovers
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext

@@ -74,7 +74,7 @@ def read_events(path: Path) -> list[Event]:
 def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
     """The lab's last screen as text: its phase timeline (seconds since the lab began) and the
     final table ``tplab run`` prints, folded from ``events`` by the headless view."""
-    from tplab.view.headless import HeadlessView
+    from tplab.faces.headless import HeadlessView
     view = HeadlessView(io.StringIO(), tty=False)
     for ev in events:
         view.handle(ev)

@@ -49,7 +49,7 @@ def real_provider(api_url: str | None = None, name: str | None = None) -> Provid
 
 
 def _mock_key(name: str | None) -> str:
-    from tplab.home.redact import register_secret
+    from tplab.keys.redact import register_secret
     var = registry.package(name or registry.DEFAULT).KEY_VAR
     key = os.environ.get(var, "").strip()
     if not key:
@@ -80,7 +80,7 @@ async def mock_session(config: LabConfig) -> AsyncIterator[Provider]:
         return
     pkg = registry.package(name)
     cloud = await asyncio.to_thread(pkg.start_mock, **mock_options(config, name))
-    from tplab.home.redact import register_secret
+    from tplab.keys.redact import register_secret
     register_secret(cloud.api_key)
     try:
         yield provider_for(cloud.api_key, cloud.api_url, name)

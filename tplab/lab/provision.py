@@ -20,7 +20,7 @@ from tplab.lab import instances
 from tplab.lab.lab_config import FAILED, STUB, LabStop
 from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
 from tplab.lab.context import LabContext
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 from tplab.lab.guard_payload import boot_step
 from tplab.records.self_end import encode
 

@@ -24,7 +24,7 @@ from tplab.lab.lab_config import FAILED, INTERRUPTED, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.provision import self_end_arg
 from tplab.home.paths import tplab_home
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 #: the job's files that come back (``exit_code`` only tells the tail the job ended)
 EXIT_CODE = "exit_code"

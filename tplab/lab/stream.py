@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, AsyncIterator, Sequence
 
 from tplab.records.events import Event, EventWriter
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 
 class LabStream:

@@ -22,7 +22,7 @@ from tplab.lab.ending import iso, terminate_with_retries, verify_gone
 from tplab.cloud.registry import gone_routes
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
-from tplab.home.redact import one_line
+from tplab.keys.redact import one_line
 
 PROOF = "proof-terminated.json"
 

@@ -1,7 +1,7 @@
 """Run the mock clouds as a process of their own: ``tplab mock-cloud`` / ``python -m tplab.mock``.
 
 ``--cloud runpod`` (the default) serves the RunPod mock, ``--cloud vast`` the Vast one
-(tplab/mock/vast), ``--cloud both`` both, each on its own loopback port. When ready it prints ONE
+(tplab/mock/vast_mock), ``--cloud both`` both, each on its own loopback port. When ready it prints ONE
 JSON line on stdout, ``{"provider", "api_url", "api_key", "state_dir", "pid"}`` (with ``both``:
 RunPod's, plus ``"clouds": {"runpod": {...}, "vast": {...}}``), then serves until
 SIGTERM/SIGINT (or, with ``--exit-with-parent``, until the parent process goes away), and on the
@@ -22,16 +22,19 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tplab.mock.faults import add_fault_arguments
+    from tplab.mock.runpod_mock.faults import add_fault_arguments
 
-    parser.add_argument("--cloud", choices=("runpod", "vast", "both"), default="runpod",
+    from tplab.mock.clouds import NAMES
+
+    parser.add_argument("--cloud", choices=(*NAMES, "both"), default=NAMES[0],
                         help="which mock cloud(s) to serve (default runpod)")
     parser.add_argument("--port", type=int, default=0,
                         help="API port on 127.0.0.1 (0: any free port; the ready line says which)")
     parser.add_argument("--vast-port", type=int, default=0,
                         help="the Vast mock's port with --cloud both (0: any free port)")
     parser.add_argument("--vast-faults", metavar="FILE",
-                        help="JSON file of the Vast mock's fault switches (vast/fault_switches.py)")
+                        help="JSON file of the Vast mock's fault switches "
+                             "(tplab/mock/vast_mock/fault_switches.py)")
     parser.add_argument("--balance", type=float, default=10.0, metavar="USD",
                         help="starting clientBalance in dollars (default 10)")
     parser.add_argument("--boot-delay", type=float, default=1.0, metavar="S",
@@ -51,18 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
-    import secrets
     import signal
     import sys
     import time
     from pathlib import Path
 
-    from tplab.mock.faults import faults_from_args
-    from tplab.mock.vast.fault_switches import VastFaults
+    from tplab.mock.clouds import NAMES, mock_package
 
+    served = list(NAMES) if args.cloud == "both" else [args.cloud]
+    packages = {name: mock_package(name) for name in served}
     try:
-        faults = faults_from_args(args)
-        vast_faults = VastFaults.from_file(args.vast_faults) if args.vast_faults else VastFaults()
+        faults = {name: pkg.faults_from_args(args) for name, pkg in packages.items()}
     except (OSError, ValueError, TypeError) as exc:
         print(f"tplab mock-cloud: bad fault switches: {exc}", file=sys.stderr)
         return 2
@@ -74,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         container.POD_PYTHON = args.pod_python
-    from tplab.mock.server import MockCloudServer  # aiohttp, asyncssh, graphql: after the checks
-    from tplab.mock.vast.http_server import VastMockServer
+    servers_of = {name: pkg.server_type() for name, pkg in packages.items()}  # aiohttp, asyncssh
     if args.state_dir:
         base = Path(args.state_dir)
     else:
@@ -84,21 +85,18 @@ def run(args: argparse.Namespace) -> int:
         base = tplab_home(mock=True) / "cloud"
     state_dir = base / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     state_dir.mkdir(parents=True, exist_ok=True)
-    api_key = os.environ.get("TPLAB_MOCK_API_KEY") or "rpa_mock_" + secrets.token_hex(20)
-    vast_key = os.environ.get("TPLAB_MOCK_VAST_API_KEY") or secrets.token_hex(32)
+    keys = {name: os.environ.get(pkg.MOCK_KEY_VAR) or pkg.new_key()
+            for name, pkg in packages.items()}
     parent = os.getppid()
     common = dict(balance_usd=args.balance, boot_delay_s=args.boot_delay, state_dir=state_dir,
                   keep_sandboxes=args.keep_sandboxes)
 
     async def serve() -> None:
         servers: list[Any] = []
-        if args.cloud in ("runpod", "both"):
-            servers.append(MockCloudServer(api_key=api_key, faults=faults, port=args.port,
-                                           **common))
-        if args.cloud in ("vast", "both"):
-            servers.append(VastMockServer(
-                api_key=vast_key, faults=vast_faults,
-                port=args.vast_port if args.cloud == "both" else args.port, **common))
+        for name, pkg in packages.items():  # one cloud: on --port; several: each on its own flag
+            port = getattr(args, pkg.PORT_ARG) if len(packages) > 1 else args.port
+            servers.append(servers_of[name](api_key=keys[name], faults=faults[name], port=port,
+                                            **common))
         try:
             for server in servers:
                 await server.start()

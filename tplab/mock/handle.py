@@ -26,13 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tplab.mock.faults import Faults
-from tplab.mock.vast.fault_switches import VastFaults
+from tplab.mock.clouds import NAMES, mock_package
 
-PROVIDERS = ("runpod", "vast")
-#: per provider: (the variable of its base URL, of its API key, of the mock's own key)
-_ENV = {"runpod": ("RUNPOD_API_BASE_URL", "RUNPOD_API_KEY", "TPLAB_MOCK_API_KEY"),
-        "vast": ("VAST_API_BASE_URL", "VAST_API_KEY", "TPLAB_MOCK_VAST_API_KEY")}
+PROVIDERS = NAMES
 
 
 class MockCloudError(RuntimeError):
@@ -57,8 +53,8 @@ class MockCloud:
     def env(self) -> dict[str, str]:
         """Variables that send this provider's client to this mock (RunPod: the runpod SDK and
         tplab's provider; Vast: ``VAST_API_BASE_URL``, ``VAST_API_KEY``)."""
-        url_var, key_var, _ = _ENV[self.provider]
-        return {url_var: self.api_url, key_var: self.api_key}
+        pkg = mock_package(self.provider)
+        return {pkg.URL_VAR: self.api_url, pkg.KEY_VAR: self.api_key}
 
     def provider_kwargs(self) -> dict[str, str]:
         """Keyword arguments for the provider class (api_key, api_base_url)."""
@@ -88,15 +84,15 @@ class MockCloud:
         return self.state()["calls"]
 
     def set_faults(self, **changes: Any) -> dict[str, Any]:
-        """Merge fault switches into the running mock (faults.py; Vast: vast/fault_switches.py)."""
-        (VastFaults() if self.provider == "vast" else Faults()).merged(changes)  # clear error
+        """Merge fault switches into the running mock (its package's ``faults_type``)."""
+        mock_package(self.provider).faults_type()().merged(changes)  # an unknown one: clear error
         return self._admin("/_mock/faults", changes)
 
     def outbid(self, instance_id: int | str) -> None:
         """Vast only: a higher bid takes that running bid instance now (``POST /_mock/outbid``),
         for a test that waits for its moment instead of a timer (``outbid_after_s``)."""
-        if self.provider != "vast":
-            raise ValueError("only a Vast instance can be outbid")
+        if not mock_package(self.provider).CAN_OUTBID:
+            raise ValueError(f"a {self.provider} mock's pods are not bid for, so none is outbid")
         self._admin("/_mock/outbid", {"id": int(instance_id)})
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -134,23 +130,23 @@ class MockCloud:
         self.stop()
 
 
-def start_mock_vast(faults: VastFaults | dict[str, Any] | None = None,
+def start_mock_vast(faults: Any = None,
                     **kwargs: Any) -> MockCloud:
-    """``start_mock_cloud(provider="vast", ...)``: the mock Vast cloud (tplab/mock/vast)."""
+    """``start_mock_cloud(provider="vast", ...)``: the mock Vast cloud (tplab/mock/vast_mock)."""
     return start_mock_cloud(faults, provider="vast", **kwargs)
 
 
-def start_mock_cloud(faults: Faults | VastFaults | dict[str, Any] | None = None, *,
+def start_mock_cloud(faults: Any = None, *,
                      provider: str = "runpod", boot_delay_s: float = 1.0,
                      balance_usd: float = 10.0, api_key: str | None = None, port: int = 0,
                      state_dir: str | Path | None = None, keep_sandboxes: bool = False,
                      start_timeout_s: float = 30.0, pod_python: str | None = None) -> MockCloud:
     """Start ``python -m tplab.mock --cloud <provider>`` and return once it serves.
-    ``api_key=None``: a random key. ``faults``: that provider's switches."""
-    if provider not in PROVIDERS:
-        raise ValueError(f"no mock cloud for provider {provider!r}; known: {', '.join(PROVIDERS)}")
+    ``api_key=None``: a random key. ``faults``: that provider's switches (its package's
+    ``faults_type()``, or a dict of them)."""
+    pkg = mock_package(provider)
     if isinstance(faults, dict):
-        faults = (VastFaults if provider == "vast" else Faults).from_dict(faults)
+        faults = pkg.faults_type().from_dict(faults)
     argv = [sys.executable, "-m", "tplab.mock", "--cloud", provider, "--port", str(port),
             "--balance", str(balance_usd), "--boot-delay", str(boot_delay_s),
             "--exit-with-parent"]
@@ -165,13 +161,13 @@ def start_mock_cloud(faults: Faults | VastFaults | dict[str, Any] | None = None,
         fd, faults_file = tempfile.mkstemp(prefix="tplab-mock-faults-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
             json.dump(faults.to_dict(), fh)
-        argv += ["--vast-faults" if provider == "vast" else "--faults", faults_file]
+        argv += [pkg.FAULTS_FLAG, faults_file]
     env = dict(os.environ)
-    for _url_var, key_var, mock_var in _ENV.values():
-        env.pop(key_var, None)  # the mock has its own account key; never pass a real one
-        env.pop(mock_var, None)
+    for other in map(mock_package, PROVIDERS):
+        env.pop(other.KEY_VAR, None)  # the mock has its own account key; never pass a real one
+        env.pop(other.MOCK_KEY_VAR, None)
     if api_key:
-        env[_ENV[provider][2]] = api_key
+        env[pkg.MOCK_KEY_VAR] = api_key
     src_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -209,7 +205,7 @@ def start_mock_cloud(faults: Faults | VastFaults | dict[str, Any] | None = None,
         proc.wait(5)
         for t in threads:
             t.join(2)
-        from tplab.home.redact import redact
+        from tplab.keys.redact import redact
 
         detail = redact(tail[-1], [api_key]) if tail else "no output"
         raise MockCloudError(f"The mock cloud did not start within {start_timeout_s:.0f} s "

@@ -53,7 +53,7 @@ from typing import Any, Callable
 from tplab.money.budget_config import (BudgetConfig, BudgetError, default_ledger_path,  # noqa: F401
                                        fmt_usd, to_money)
 from tplab.money.ledger import DamagedLine, Ledger, LedgerLine
-from tplab.records.pids import pid_alive
+from tplab.util.pids import pid_alive
 
 LEDGER_VERSION = 1
 KINDS = ("authorize", "actual", "release")

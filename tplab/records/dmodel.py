@@ -17,9 +17,9 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from tplab.records.fit import percentile
+from tplab.stats.fit import percentile
 from tplab.records.job_flags import parse_d_models
-from tplab.records.harness import SEED, figure
+from tplab.stats.harness import SEED, figure
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from tplab.records.fit import AlphaBeta, summarize
-from tplab.records.stability import per_pass_figures
+from tplab.stats.fit import AlphaBeta, summarize
+from tplab.stats.stability import per_pass_figures
 
 RESULTS_SCHEMA = 1
 

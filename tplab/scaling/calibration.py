@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from tplab.scaling import latency
 from tplab.records.dmodel import measured_crossover
-from tplab.records.robust_fit import robust_alpha_beta
+from tplab.stats.robust_fit import robust_alpha_beta
 from tplab.scaling.latency import HardwareProfile, ModelShape, Number, ScalingError
 
 #: the calibrated prediction must be within this relative error of every measured point

@@ -67,7 +67,7 @@ import torch
 import torch.distributed as dist
 
 from .shm_doorbell import Doorbells, fence
-from tplab.records.pids import pid_alive
+from tplab.util.pids import pid_alive
 
 from .shm_segment import STATE_ALIVE, STATE_CLOSED, STATE_FAILED, Layout, Segment
 from .shm_setup import ShmError, join, unsupported_reason

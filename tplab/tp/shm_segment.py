@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tplab.records.pids import pid_alive
+from tplab.util.pids import pid_alive
 
 PREFIX = "tplab-tp-"
 MAGIC = 0x7470_6C61_6273_686D  # "tplabshm"

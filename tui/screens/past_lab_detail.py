@@ -1,6 +1,6 @@
 """What the Labs screen says about one past lab: its row cells and its manifest, as text.
 
-Pure functions of a ``PastLab`` (``tplab.view.past_labs``), so the table, the detail pane
+Pure functions of a ``PastLab`` (``tplab.viewmodel.past_labs``), so the table, the detail pane
 and the tests read the same figures the same way.
 """
 
@@ -11,7 +11,7 @@ import time
 
 from rich.text import Text
 
-from tplab.view.past_labs import PastLab
+from tplab.viewmodel.past_labs import PastLab
 from tui.format import DASH
 
 _STATUS_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED": "bold yellow",

@@ -17,7 +17,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 
 LABELS = {
     "idle": "TERMINATE",

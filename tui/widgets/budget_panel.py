@@ -1,6 +1,6 @@
 """Budget: the dollar cap and where it stands, as figures and one bar — from the first paint.
 
-Before any lab runs, the figures are read from the ledger itself (``tplab.view.ledger_view``,
+Before any lab runs, the figures are read from the ledger itself (``tplab.viewmodel.ledger_view``,
 standard library only), so the one number a user must know before Start is on screen at once;
 once a lab runs they are BudgetGuard's own (``budget`` events), and after it ends the ledger is
 read again. Spent is recorded spending, held is open authorizations (money promised to labs in
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 from tui.format import DASH, usd
 from tui.widgets.panel import StatePanel, rows
 

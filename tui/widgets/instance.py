@@ -15,7 +15,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from tplab.cloud.registry import label as cloud_label
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 from tui.format import DASH, duration, usd
 from tui.widgets.panel import StatePanel, rows
 

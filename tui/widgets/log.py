@@ -12,8 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from tplab.view.parts import LOG_SOURCES, log_line_matches
-from tplab.view.fold import LabState
+from tplab.viewmodel.parts import LOG_SOURCES, log_line_matches
+from tplab.viewmodel.fold import LabState
 from tui.widgets.log_view import LogView
 
 GROUPS: tuple[str, ...] = tuple(LOG_SOURCES)

@@ -22,8 +22,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tplab.view.parts import LogLine, log_line_matches
-from tplab.view.fold import LabState
+from tplab.viewmodel.parts import LogLine, log_line_matches
+from tplab.viewmodel.fold import LabState
 
 LEVEL_MARK = {"debug": ("·", "dim"), "info": (" ", ""), "warning": ("!", "bold yellow"),
               "error": ("✗", "bold red")}

@@ -16,7 +16,7 @@ from typing import Iterable
 from rich.text import Text
 from textual.widgets import Static
 
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 
 Cell = str | Text
 

@@ -18,7 +18,7 @@ from textual import work
 from textual_plotext.plot import Plot
 
 from tplab.records.dmodel import measured_crossover
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 from tui.from_thread import post_from_thread
 from tui.widgets.plot import ThreadedPlot
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tplab.view.fold import LabState
-from tplab.view.tokens import share_text
+from tplab.viewmodel.fold import LabState
+from tplab.viewmodel.tokens import share_text
 from tui.widgets.budget_panel import budget_bar
 from tui.format import DASH, duration, ms, usd
 from tplab.cloud.registry import label as cloud_label

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tplab.view.fold import LabState
+from tplab.viewmodel.fold import LabState
 from tui.format import DASH, ms, ratio
 from tui.widgets.panel import StatePanel, rows
 

@@ -15,8 +15,8 @@ import time
 from rich.text import Text
 from textual_plotext.plot import Plot
 
-from tplab.view.fold import LabState
-from tplab.view.tokens import share_text
+from tplab.viewmodel.fold import LabState
+from tplab.viewmodel.tokens import share_text
 from tui.format import ms
 from tui.widgets.plot import ThreadedPlot
 

@@ -15,6 +15,8 @@ LABEL = "RunPod"
 GONE_ROUTES = ("GET /v2/pods/{pod_id}  (the pod's own record: 404 or TERMINATED)",
                "GET /v2/pods  (tplab's pods: is it still listed?)")
 #: the variable a user (or a mock) sets to send the provider to another API URL
+#: the package of this cloud's local mock (``tplab.mock.clouds``)
+MOCK = "tplab.mock.runpod_mock"
 API_URL_VAR = "RUNPOD_API_BASE_URL"
 #: the variable that holds the key for an already running mock (``--api-url``)
 KEY_VAR = "RUNPOD_API_KEY"

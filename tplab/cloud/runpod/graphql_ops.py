@@ -9,7 +9,7 @@ The SDK's ``run_graphql_query`` sends only a query string (no variables), so val
 ``gql_str`` writes a GraphQL string literal with JSON escaping, which GraphQL accepts exactly
 (\\" \\\\ \\n \\uXXXX ...), so no value can break out of its literal; ``bid_literal`` writes the bid
 so that rounding can never put it below RunPod's minimum. Field names are RunPod's; the mock
-cloud validates against the same names (tplab/mock/schema.graphql).
+cloud validates against the same names (tplab/mock/runpod_mock/schema.graphql).
 """
 
 from __future__ import annotations

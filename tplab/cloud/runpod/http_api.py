@@ -4,7 +4,7 @@ Why one client: every REST call (pods, catalog, billing) goes through ``RestV2.c
 timeout, the Bearer key, the retry rules and the error sentences are decided once. RunPod
 answers errors as ``application/problem+json`` (``{title, status, detail, errors[]}``); each
 status becomes one exception with one sentence (the key never in it; every text passes through
-tplab.home.redact):
+tplab.keys.redact):
 
 - 400 -> ``NoCapacityError`` when ``detail`` speaks of capacity, else ``RequestRejectedError``
   (a rule; ``detail`` quoted); 401 -> ``AuthError``; 402 -> ``BalanceError``; 403 ->

@@ -4,7 +4,7 @@ In order: ``RUNPOD_API_KEY``; else ``~/.runpod/config.toml``, which two RunPod t
 differently: the runpod SDK's ``runpod config`` writes a ``[default]`` table with ``api_key``,
 runpodctl writes a top-level ``apiKey``. Both are read (the SDK's first), with tomllib, so that
 finding the key does not import the runpod SDK (1.5 s). A key found is registered with
-tplab.home.redact so it can never be printed.
+tplab.keys.redact so it can never be printed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from tplab.home.redact import register_secret
+from tplab.keys.redact import register_secret
 
 CONFIG_PATH = Path("~/.runpod/config.toml")
 NO_KEY = ("No RunPod API key found: set RUNPOD_API_KEY, or store one in ~/.runpod/config.toml "

@@ -19,7 +19,7 @@ uses, about 1.2 s of CPU on every first call. ``import_runpod`` lends that impor
 ``cpuinfo`` that names the CPU from ``/proc/cpuinfo`` in-process, then takes it back out of
 ``sys.modules`` (``_CpuInfoStandIn``).
 
-Error mapping (messages never contain the key; everything passes through tplab.home.redact):
+Error mapping (messages never contain the key; everything passes through tplab.keys.redact):
 - HTTP 401 (``runpod.error.AuthenticationError``) -> ``AuthError``
 - a GraphQL error (``runpod.error.QueryError``) -> ``ApiError`` with ``api_message``
 - a non-JSON answer (an HTTP 5xx page), a timeout or no connection -> ``TransientError``
@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
 from tplab.cloud.runpod.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
-from tplab.home.redact import error_text, redact, register_secret
+from tplab.keys.redact import error_text, redact, register_secret
 
 _LOCK = threading.RLock()
 _RUNPOD: Any = None  # the runpod module, once imported

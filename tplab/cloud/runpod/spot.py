@@ -26,7 +26,7 @@ from tplab.cloud.runpod import v2_pods
 from tplab.cloud.base import (AmbiguousCreateError, AuthError, PodSpec, ProviderError,
                               SpotUnavailableError, TransientError, UnknownGpuError)
 from tplab.cloud.runpod.sdk import ApiError, RunPodApi, with_retries
-from tplab.home.redact import error_text
+from tplab.keys.redact import error_text
 
 _UNKNOWN_FIELD = ("cannot query field", "unknown field", "unknown argument")
 _NO_CAPACITY = ("no longer any instances", "no instances", "not enough", "no available",

@@ -15,6 +15,8 @@ LABEL = "Vast.ai"
 GONE_ROUTES = ("GET /api/v0/instances/{pod_id}  (the instance's own record: none, or its state)",
                "GET /api/v1/instances  (tplab's instances: is it still listed?)")
 #: the variable a user (or a mock) sets to send the provider to another API URL
+#: the package of this cloud's local mock (``tplab.mock.clouds``)
+MOCK = "tplab.mock.vast_mock"
 API_URL_VAR = "VAST_API_BASE_URL"
 #: the variable that holds the key (for the real cloud, and for an already running mock)
 KEY_VAR = "VAST_API_KEY"

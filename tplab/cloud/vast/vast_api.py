@@ -7,7 +7,7 @@ every cloud: every call has a timeout; 429 and 5xx (and a timeout or no connecti
 with bounded backoff when the call is safe to repeat; a create is never repeated (Vast may have
 made the instance: ``AmbiguousCreateError``, and the caller looks for it by label). 401 and 403
 are ``AuthError`` (a refused key); 404 is returned (``found=False``): the caller knows what it
-means. The key never appears in an error (tplab.home.redact). Those shared rules live in
+means. The key never appears in an error (tplab.keys.redact). Those shared rules live in
 ``tplab.cloud.rest_client``; this module holds Vast's error shape, 429 rule and sentences.
 """
 

@@ -2,7 +2,7 @@
 
 In order, as the Vast CLI keeps it: ``VAST_API_KEY``; else ``$XDG_CONFIG_HOME/vastai/vast_api_key``
 (``~/.config/vastai/vast_api_key`` when XDG_CONFIG_HOME is unset); else ``~/.vast_api_key``, where
-older CLIs wrote it. A key found is registered with tplab.home.redact so it can never be printed.
+older CLIs wrote it. A key found is registered with tplab.keys.redact so it can never be printed.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from tplab.home.redact import register_secret
+from tplab.keys.redact import register_secret
 
 ENV_SOURCE = "VAST_API_KEY"
 NO_KEY = ("No Vast.ai API key found: set VAST_API_KEY, or store one with `vastai set api-key` "

@@ -47,7 +47,7 @@ from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.vast import instance_self_end as pod_self_end
 from tplab.cloud.vast import offer_fit, shapes
 from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, VastApi
-from tplab.home.redact import error_text
+from tplab.keys.redact import error_text
 
 #: the v1 list's page size (its maximum) and how many pages tplab reads before it gives up
 PAGE, MAX_PAGES = 25, 200

@@ -1,0 +1,178 @@
+"""The headless view of a lab: phase lines, a progress bar over tokens, a final table.
+
+Why separate from the Lab: the orchestrator holds all lab logic and emits events; this module is
+one consumer of that stream (the dashboard is the other). Every figure it prints, the token
+counts and last per-token times of the progress line included, comes from the one fold
+(``tplab.viewmodel.fold.LabState``), so both views agree. ``--json`` mode prints the
+stream itself, one event per line, for scripts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from tplab.records.events import Event
+from tplab.viewmodel.fold import LabState
+from tplab.viewmodel.tokens import share_text
+
+_QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f} ms"
+
+
+class TextOut(Protocol):
+    """Where the view writes: a text stream (``sys.stdout``, or ``tplab run``'s guarded one)."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
+
+
+class HeadlessView:
+    """Prints a lab's events for a human (TTY: one redrawn progress line; else plain lines)."""
+
+    def __init__(self, out: TextOut = sys.stdout, tty: bool | None = None,
+                 total_tokens: int | None = None, start: float | None = None) -> None:
+        self.out = out
+        self.tty = out.isatty() if tty is None else tty
+        self.state = LabState()
+        self.total_tokens = total_tokens
+        self.start = start or time.time()
+        self._bar_shown = False
+        self._last_draw = 0.0
+        self._last_pct_line = -1
+        self._last_instance: tuple[Any, Any] | None = None
+        self._done_said = False    # the ``done`` line (status and reason) was printed
+
+    def set_plan(self, num_prompts: int, new_tokens: int, world_size: int) -> None:
+        self.state.set_plan(num_prompts=num_prompts, new_tokens=new_tokens, world_size=world_size)
+        self.total_tokens = 2 * num_prompts * new_tokens
+
+    @property
+    def tokens(self) -> int:
+        """Token events seen so far, both modes (the progress bar's count)."""
+        return self.state.tokens.tokens
+
+    def _last(self, mode: str) -> str:
+        t = self.state.timings[mode]
+        share = share_text(t.last_ar_share) if mode == "tp" else ""
+        return _ms(t.last_ms) + (f" ({share})" if share else "")
+
+    # ------------------------------------------------------------------ output
+    def _line(self, text: str) -> None:
+        if self._bar_shown:
+            self.out.write("\r\x1b[2K")
+            self._bar_shown = False
+        self.out.write(f"[{time.time() - self.start:6.1f}s] {text}\n")
+        self.out.flush()
+
+    def _bar(self, force: bool = False) -> None:
+        now = time.monotonic()
+        total = self.total_tokens or 0
+        if self.tty:
+            if not force and now - self._last_draw < 0.1:
+                return
+            self._last_draw = now
+            width = 30
+            frac = min(1.0, self.tokens / total) if total else 0.0
+            bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+            cost = self.state.cost.accrued_usd
+            text = (f"[{bar}] {self.tokens}/{total or '?'} tokens  "
+                    f"single {self._last('single')}  tp {self._last('tp')}"
+                    + (f"  ${cost:.4f}" if cost is not None else ""))
+            self.out.write("\r\x1b[2K" + text)
+            self.out.flush()
+            self._bar_shown = True
+        elif total and self.tokens:
+            pct = int(100 * self.tokens / total) // 10 * 10
+            if pct > self._last_pct_line:
+                self._last_pct_line = pct
+                self._line(f"tokens {self.tokens}/{total} ({pct}%)  single "
+                           f"{self._last('single')}  tp {self._last('tp')}")
+
+    # ------------------------------------------------------------------ events
+    def handle(self, ev: Event) -> None:
+        self.state.apply(ev)
+        t = ev.type
+        if t == "token":
+            self._bar()
+            return
+        if t in _QUIET_TYPES:
+            return
+        if t == "phase":
+            name = ev["name"]
+            if ev.src == "job":
+                self._line(f"job: {name}")
+            elif name == "done":
+                self._bar(force=True)
+                self._line(f"done: {ev.get('status')} — {ev.get('reason')}")
+                self._done_said = True
+            else:
+                self._line(name + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else ""))
+        elif t == "instance":
+            key = (ev.get("pod_id"), ev["state"])
+            if key == self._last_instance:
+                return
+            self._last_instance = key
+            price = ev.get("usd_per_hr")
+            ssh = f" ssh {ev.get('ssh_host')}:{ev.get('ssh_port')}" if ev.get("ssh_host") else ""
+            self._line(f"pod {ev.get('pod_id')} {ev['state']}"
+                       + (f" ${price:.3f}/h" if price else "") + ssh)
+        elif t == "ssh":
+            st = ev["state"]
+            if st == "dropped":
+                self._line(f"ssh dropped ({ev.get('reason')}); reconnecting, resuming at byte "
+                           f"{ev.get('resume_offset')}")
+            elif st in ("connected", "closed"):
+                self._line(f"ssh {st}")
+        elif t == "warning":
+            self._line(f"WARNING: {ev['msg']}")
+        elif t == "error":
+            self._line(("FATAL: " if ev["fatal"] else "error: ") + ev["msg"])
+        elif t == "log" and ev["level"] in ("warning", "error"):
+            self._line(f"{ev['level']}: {ev['msg']}")
+        elif t == "prompt_done" and not self.tty:
+            pass
+
+    async def consume(self, events: AsyncIterator[Event]) -> None:
+        async for ev in events:
+            self.handle(ev)
+
+    # ------------------------------------------------------------------ final table
+    def table(self, summary: dict[str, Any]) -> str:
+        res = summary.get("results") or {}
+        s = self.state
+        single = res.get("single_per_token_ms", s.timings["single"].mean_ms)
+        tp = res.get("tp_per_token_ms", s.timings["tp"].mean_ms)
+        speedup = res.get("speedup") or ((single / tp) if single and tp else None)
+        rows = [
+            ("status", f"{summary.get('status')}" + ("" if self._done_said
+                                                      else f" — {summary.get('reason')}")),
+            ("single per-token", _ms(single)),
+            ("TP per-token", _ms(tp)),
+            ("speedup (single/TP)", f"{speedup:.3f}x" if speedup else "-"),
+            ("all-reduce per token", _ms(res.get("allreduce_ms_per_token"))),
+            ("comm/compute", f"{res['comm_compute_ratio']:.3f}"
+             if isinstance(res.get("comm_compute_ratio"), (int, float)) else "-"),
+            ("outputs_match", str(res.get("outputs_match", "-"))),
+            ("pod", f"{summary.get('pod_id') or 'none created'}"
+             + (" (verified gone)" if summary.get("verified_gone") else "")),
+            ("actual $", f"${summary['actual_cost_usd']:.4f}" if summary.get("actual_cost_usd")
+             is not None else "-"),
+            ("job events", f"{summary.get('job_events')} (ssh drops {summary.get('ssh_drops')}, "
+                           f"duplicates dropped {summary.get('duplicates')}, gaps "
+                           f"{summary.get('gaps')})"),
+        ]
+        if not res and not self.tokens:
+            rows = [r for r in rows if r[0] in ("status", "pod", "actual $")]
+        for name, path in sorted((summary.get("artifacts") or {}).items()):
+            rows.append((f"artifact {name}", path))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
