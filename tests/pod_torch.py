@@ -1,7 +1,7 @@
 """The oldest torch the pod side supports, as a second interpreter the tests run the pod side on.
 
 Why: a mock pod runs this process's torch (the newest the client pins), while a real pod runs its
-image's, the oldest release the job supports. ``scripts/setup --pod-torch`` (the README's test
+image's, the oldest release the job supports. ``scripts/setup --tests`` (the README's test
 command) installs that release into ``.venv-pod``; these helpers find it, say how to make it when
 it is missing (a failure, not a skip: a suite that silently skipped them would prove nothing
 about real pods), and run commands under it with a bound.
@@ -27,7 +27,7 @@ def pod_python() -> str:
     python = os.environ.get("TPLAB_TEST_POD_PYTHON") or str(POD_VENV / "bin" / "python")
     if not os.access(python, os.X_OK):
         pytest.fail(f"no interpreter with torch {OLDEST_TORCH_PIN} at {python}: run "
-                    "`./scripts/setup --pod-torch` (the README's test command does)",
+                    "`./scripts/setup --tests` (the README's test command does)",
                     pytrace=False)
     return python
 

@@ -97,7 +97,7 @@ def test_vasts_cli_is_a_way_that_says_what_happened(vast):
     from tests.mock.vast_helpers import VASTAI
     from tplab.job.self_terminate import PodCredentials, SelfEnd, SelfTerminator
     if not VASTAI.is_file():
-        pytest.fail(f"Vast's CLI is not installed at {VASTAI}: run ./scripts/setup")
+        pytest.fail(f"Vast's CLI is not installed at {VASTAI}: run ./scripts/setup --tests")
     key = new_key()
     provider = VastProvider(vast.api_key, vast.api_url, poll_interval_s=0.2, client_key=key)
     description = provider.self_end()

@@ -14,8 +14,8 @@ from tplab.mock.runpod_mock.graphql_api import root_fields, schema
 
 REPO = Path(__file__).resolve().parents[2]
 #: shared/ sits beside the checkout (CI) or two levels up (a worktree under wt/)
-REFERENCES = [base / "shared" / "reference" / "runpod-rest-v2-openapi.json"
-              for base in (REPO.parent, REPO.parent.parent)]
+#: RunPod's whole published document (tests/mock/documents/README.md says where it is from)
+REFERENCE = Path(__file__).resolve().parent / "documents" / "runpod-rest-v2-openapi.json"
 
 
 def _errors(query: str, spot_removed: bool = False) -> list[str]:
@@ -23,18 +23,8 @@ def _errors(query: str, spot_removed: bool = False) -> list[str]:
 
 
 # ---- OpenAPI ---------------------------------------------------------------------------------
-def _reference() -> Path | None:
-    for candidate in REFERENCES:
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def test_shipped_document_is_runpods_own_cut_to_our_routes():
-    ref = _reference()
-    if ref is None:
-        pytest.skip("RunPod's full OpenAPI document (shared/reference) is not on this machine")
-    full = json.loads(ref.read_text())
+    full = json.loads(REFERENCE.read_text())
     assert openapi.extract_subset(full) == openapi.document()
     assert "runpod/docs" in openapi.document()["x-tplab-source"]
     assert set(openapi.document()["paths"]) == set(openapi.ROUTES)

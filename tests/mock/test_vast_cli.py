@@ -39,7 +39,7 @@ TROUBLE = re.compile(r"(?<![.\w])invalid|Failed with error|\"error\": true|Trace
 def cli(vast, tmp_path_factory):
     """``cli(*args) -> (exit status, stdout, stderr)``: one ``vastai`` call against the mock."""
     if not VASTAI.is_file():
-        pytest.fail(f"Vast's CLI is not installed at {VASTAI}: run ./scripts/setup (it installs "
+        pytest.fail(f"Vast's CLI is not installed at {VASTAI}: run ./scripts/setup --tests (it installs "
                     "pyproject's `vast-cli` pin into .venv-vastai)")
     home = tmp_path_factory.mktemp("vastai-home")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
