@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-#: each tool must finish within this on the 2-core machine (issue 26's bar is 60 s)
+#: each tool must finish within this on the 2-core machine
 TOOL_TIMEOUT_S = 120
 
 

@@ -335,3 +335,15 @@ def test_the_mirror_rule_sees_a_folder_without_a_room(tmp_path):
         (tmp_path / d / "__init__.py").write_text("")
     assert mirrored_rooms(tmp_path) == {"job": tmp_path / "tplab/job", "tui": tmp_path / "tui",
                                     "watchdog": None}
+
+
+def test_the_orchestrators_module_list_names_every_module_it_holds():
+    """``tplab/lab/__init__.py`` is the reading order of a lab's life: it names each module of
+    the package, and none that is not there."""
+    import re
+
+    doc = (REPO / "tplab" / "lab" / "__init__.py").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^- ``(\w+)``", doc, re.M))
+    present = {p.stem for p in (REPO / "tplab" / "lab").glob("*.py") if p.stem != "__init__"}
+    assert listed == present, (f"listed but missing: {sorted(listed - present)}; present but "
+                               f"not listed: {sorted(present - listed)}")

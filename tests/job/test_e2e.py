@@ -102,7 +102,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert "note" in r["measured_crossover_interval"]
     tokens = [e for e in events if e.type == "token"]
     assert len(tokens) == 2 * N_PROMPTS * N_TOKENS  # single and the primary transport's TP
-    # single and TP interleave prompt by prompt, the mode going first alternating (issue 24)
+    # single and TP interleave prompt by prompt, the mode going first alternating
     pass_order = [(e["prompt"], e["mode"]) for e in tokens if e["pos"] == 0]
     assert pass_order == [(i, m) for i in range(N_PROMPTS)
                           for m in (("single", "tp") if i % 2 == 0 else ("tp", "single"))]

@@ -1,4 +1,4 @@
-"""The machine probe times a fixed workload and summarizes it as a figure (issue 24)."""
+"""The machine probe times a fixed workload and summarizes it as a figure."""
 
 from tplab.job.machine_probe import BEST_OF, REPS, MachineProbe
 

@@ -1,4 +1,4 @@
-"""Each mock cloud under an outside contract tester (issue 25): schemathesis generates requests from
+"""Each mock cloud under an outside contract tester: schemathesis generates requests from
 the provider's own OpenAPI document and checks every answer — no server error, the response
 schema (formats included), the content type — and that data the document allows is refused
 only for a rule written in tplab/mock/rejections.py. Seeds 1 and 2, 25 examples per operation.

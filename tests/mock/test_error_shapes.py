@@ -1,6 +1,6 @@
 """Every error answer of a mock cloud is in its provider's shape — unknown routes, wrong methods and
 the mock's own crashes included (RunPod: application/problem+json; Vast: its JSON) — and a crash
-is recorded so the test that caused it fails (issue 25)."""
+is recorded so the test that caused it fails."""
 
 from __future__ import annotations
 

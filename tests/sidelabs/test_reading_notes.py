@@ -1,4 +1,4 @@
-"""Seed 004's reading notes as the seed asks: the four files, each note <= 300 words with >= 5
+"""The reading lab's notes (Megatron-LM's TP layers, PyTorch's FSDP) as the lab asks: the four files, each note <= 300 words with >= 5
 cited design decisions, the Megatron SHA in its own file and the notes pinned to it, and
 synthesis.md holding the two mermaid diagrams (the TP one with NVLink on its communication edges)
 and the self-check answers, gradient_accumulation_fusion included, each with a line citation."""

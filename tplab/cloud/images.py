@@ -12,7 +12,7 @@ The defaults, per cloud, one for Ampere/Ada/Hopper (and older) GPUs and one for 
   (the lab's create hands over to it). They come in one flavour only, with compilers.
 - Vast.ai: the PyTorch project's images (Vast adds its own sshd for ``runtype: ssh_direct``), in
   the runtime flavour (a pull billed by the minute: 3.24 GB compressed against the devel
-  flavour's 8.25 GB, pytorch/pytorch issue 116696), except for ``--compile``: torch.compile's
+  flavour's 8.25 GB, pytorch/pytorch#116696), except for ``--compile``: torch.compile's
   Triton kernels need a C compiler, which the runtime flavour does not have (same issue), so
   ``--compile`` takes the devel flavour.
 
@@ -38,8 +38,8 @@ from tplab.records.torch_support import unsupported_torch
 #: newer than sm_90 (no Blackwell).
 ARCH_TORCH_24_CU12 = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
 #: torch 2.8's CUDA 12.8 builds: TORCH_CUDA_ARCH_LIST "7.0;7.5;8.0;8.6;9.0;10.0;12.0"
-#: (pytorch/pytorch .ci/manywheel/build_cuda.sh, case 12.8, keeping sm_70 per pytorch issue
-#: 157517; pytorch issue 182250 shows 2.10.0+cu128 answering the same list)
+#: (pytorch/pytorch .ci/manywheel/build_cuda.sh, case 12.8, keeping sm_70 per pytorch/pytorch
+#: #157517; pytorch/pytorch#182250 shows 2.10.0+cu128 answering the same list)
 ARCH_TORCH_28_CU128 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 #: the kernels every official torch build for a CUDA older than 12.8 (11.8 .. 12.6) carries,
 #: torch 2.4 and later: no Blackwell, which CUDA 12.8 is the first toolkit to build for
@@ -89,7 +89,7 @@ RUNPOD_TORCH_28 = _known(
     "RunPod's official image: runpod/containers docker-bake.hcl (CUDA 12.8.1, torch 2.8.0 cu128 "
     "wheels); torch 2.8's CUDA 12.8 arch list")
 # The PyTorch project's images (Docker Hub pytorch/pytorch): conda/pip torch of that release and
-# CUDA; the runtime flavour has no compiler (pytorch/pytorch issue 116696).
+# CUDA; the runtime flavour has no compiler (pytorch/pytorch#116696).
 PYTORCH_24_RUNTIME = _known(
     "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime", "2.4.0", "12.4", ARCH_TORCH_24_CU12,
     "runtime", False, False, "the PyTorch project's image: the tag; torch 2.4's CUDA 12 arch list")

@@ -85,7 +85,7 @@ def configured(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def resolve(name: str | None, mock: bool = False,
             environ: Mapping[str, str] | None = None) -> str:
-    """The name a lab runs with when none was given: in mock mode RunPod's mock (as before);
+    """The name a lab runs with when none was given: in mock mode RunPod's mock;
     else ``auto`` when several clouds have a key, the one that has, or ``runpod`` when none
     has (its lab then says which key is missing). A given name is checked and kept."""
     if name:

@@ -1,4 +1,4 @@
-"""`tplab compile --out DIR`: seed 003's torch.compile lab (match, Inductor kernel dump, timings).
+"""`tplab compile --out DIR`: lab 03, torch.compile on MiniGPT-grammar (match, Inductor kernel dump, timings).
 
 The lab runs in a child interpreter because Inductor's logging and debug variables only take effect
 if they are set before ``import torch``; this module sets them (``tplab.sidelabs.inductor_env``), starts

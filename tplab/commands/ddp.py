@@ -1,4 +1,4 @@
-"""`tplab ddp --nproc 2`: seed 002's DDP-on-CPU lab (gloo ranks, all-reduce timed through a comm hook).
+"""`tplab ddp --nproc 2`: the phase overview's DDP-on-CPU lab (gloo ranks, all-reduce timed through a comm hook).
 
 The model trained has the shape of ``--checkpoint`` (default: the shipped one; its weights are not
 used, training starts from a fresh init), so the all-reduce measured is this model's gradient, and

@@ -1,6 +1,6 @@
 """experiments/35-cloud-budget.md: the phase's spend, one row per lab, from the ledger.
 
-Why from the ledger and nothing else: the phase's definition of done (seed 002) is "total cloud
+Why from the ledger and nothing else: the phase's definition of done (the phase overview) is "total cloud
 spend of phase 35 <= $5, recorded in experiments/35-cloud-budget.md"; the ledger is the budget's
 only state, so the table is a fold of the same ``BudgetSummary`` that `tplab budget` prints and
 its totals are that summary's figures (a test holds them equal). Each authorization is one lab:

@@ -1,7 +1,7 @@
 """The boot guard: the pod ends itself unless its client shows up in time, from its first second.
 
 Why: the watchdog beside the job (``tplab.job.watchdog``) only starts after boot, connect and
-upload; a laptop that crashes, sleeps or loses its terminal before that used to leave a pod
+upload; a laptop that crashes, sleeps or loses its terminal before that would leave a pod
 billing with nothing on it to end it. So the create call itself starts this guard: the
 provider carries ``tplab.lab.guard_payload.boot_step()`` in its create (RunPod: the container command, before it hands
 over to the image's start script; Vast: ``onstart``), which unpacks it and starts it in the

@@ -1,8 +1,8 @@
 """Check the job's inputs before any pod exists: the same checks, the same sentences, as the job.
 
 Why: a checkpoint that is not one, a prompts file with too few prompts, or a GPU count the model
-cannot be split over (``n_head`` 4 over 3 ranks) used to be found on the pod, after a billed
-boot. The client runs this module in a subprocess (``python -m tplab.job.input_check``), so it
+cannot be split over (``n_head`` 4 over 3 ranks) would otherwise be found on the pod, after a
+billed boot. The client runs this module in a subprocess (``python -m tplab.job.input_check``), so it
 never imports torch itself (the dashboard's first paint stays torch-free) and the refusal is
 the job's own sentence, word for word.
 

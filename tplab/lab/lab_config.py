@@ -90,7 +90,7 @@ class LabConfig:
         (about 2 MB) and launch, which writes the first heartbeat (measured on both mock clouds:
         2 s from the container's start, benchmarks/bench_providers.py). So: the connect bound
         plus GUARD_AFTER_CONNECT_S for the poll, the upload on a slow link and the launch's own
-        60 s bound — 300 s by default, where it was 900 s."""
+        60 s bound: 300 s by default."""
         if self.guard_first_heartbeat_s is not None:
             return self.guard_first_heartbeat_s
         return self.connect_timeout_s + GUARD_AFTER_CONNECT_S

@@ -1,8 +1,8 @@
 """A lab's prediction: its results -> the calibrated hardware profile -> the curve and crossover, once.
 
 Why one place: the PNG, the dashboard's terminal plot, the manifest's crossover and its lesson
-notes must all tell the same story. They used to calibrate the profile separately (and pick it
-in different places); now each takes a ``LabPrediction`` made here. Without results (a STUB, or
+notes must all tell the same story, so none calibrates the profile (or picks it) on its own:
+each takes a ``LabPrediction`` made here. Without results (a STUB, or
 a lab that failed before the job) the prediction is the uncalibrated profile the lab would have
 run on, and at the shipped model's d_model when the lab used the shipped checkpoint.
 

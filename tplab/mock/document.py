@@ -7,7 +7,7 @@ component they reference), resolving ``$ref``s against the document itself (``re
 and validating with JSON Schema 2020-12 (the dialect of OpenAPI 3.1) **with formats enforced**
 (``date-time``, ``uri``, ``email``... through jsonschema's format checker; formats it does not
 know, such as ``float`` or ``int64``, are annotations only), so an answer that breaks a declared
-format fails at the source, not only under an outside contract tester (issue 25).
+format fails at the source, not only under an outside contract tester.
 """
 
 from __future__ import annotations

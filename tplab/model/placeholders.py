@@ -1,7 +1,7 @@
 """Placeholder tokens: how words outside the vocabulary travel through MiniGPT-grammar unchanged.
 
 A word-level model cannot spell a word it has no token for, so a name, place or noun it never saw
-used to come back as ``<unk>`` or as some other word. Instead, the tokenizer numbers the distinct
+would come back as ``<unk>`` or as some other word. Instead, the tokenizer numbers the distinct
 unknown words of the *input* (their "slots", in order of first appearance) and writes the k-th one
 as the placeholder token ``<wk>``; the model, trained on sentences whose content words were swapped
 for invented ones on both sides, copies the placeholder to the right place in the correction, and

@@ -1,8 +1,7 @@
 """One lab's money, from authorize to the manifest, as one typed record under the manifest's names.
 
-Why one record: a lab's dollars used to change names on the way (``lab_cap`` → ``amount_usd`` →
-``authorized_usd``, ``expected_usd`` → ``estimated_cost_usd``, ``actual_usd`` →
-``actual_cost_usd``) and travel as an untyped dict into the manifest. Here each figure has the
+Why one record: a dollar figure that changed names on its way from the quote to the manifest,
+or travelled as an untyped dict, could be read under the wrong name. Here each figure has the
 name the manifest gives it, from the moment it is known: the pre-flight fills the quote's
 figures (``price_kind``, ``estimated_cost_usd``, ``worst_case_usd``), provisioning the
 authorization (``auth_id``, ``authorized_usd``), the cost ticker the running figures, the

@@ -1,4 +1,4 @@
-"""Seed 003, run for real: torch.compile the seed's ``TinyHead`` and MiniGPT-grammar, dump and read
+"""Lab 03 (torch.compile on MiniGPT-grammar), run for real: torch.compile the seed's ``TinyHead`` and MiniGPT-grammar, dump and read
 Inductor's kernels, and time eager against compiled on the hot path.
 
 Run it through ``tplab compile --out DIR`` (which starts ``python -m tplab.sidelabs.compile_lab`` with
@@ -217,7 +217,7 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
 def stretch_part(out: Path, watch: GraphWatch, model: MiniGPT, ckpt: Any, idx: torch.Tensor,
                  prompt: list[int], calls: int, rounds: int, device: str,
                  modes: tuple[str, ...]) -> dict[str, Any]:
-    """Seed 003's stretch goals (``compile_stretch``), each with the seconds it took."""
+    """Lab 03's stretch goals (``compile_stretch``), each with the seconds it took."""
     sync, cfg, res = _sync(device), ckpt.config, {}
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

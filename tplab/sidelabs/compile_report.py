@@ -112,7 +112,7 @@ def report(out: Path, r: dict[str, Any]) -> str:
     s = r["substitute"]
     ok = s["max_abs_diff"] < MATCH_BAR
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(r["started_at"]))
-    lines = ["# torch.compile lab (seed 003)", "",
+    lines = ["# torch.compile lab (lab 03)", "",
              f"{when}; torch {r['torch']}, Python {r['python']}, {r['device']} ({r['processor']}), "
              f"{r['threads']} thread(s). Inductor's output is under `kernels/`; its full debug tree under "
              "`inductor-debug/`; the compile log (`TORCH_LOGS=output_code`) in `inductor.log`.", "",

@@ -1,4 +1,4 @@
-"""Seed 003's stretch goals, measured: max-autotune vs default, torch.export of the decode step, and
+"""Lab 03's stretch goals, measured: max-autotune vs default, torch.export of the decode step, and
 the attention kernels Inductor makes next to scaled_dot_product_attention.
 
 Why a module apart from ``compile_lab``: these are optional parts (the report says so when they did

@@ -1,4 +1,4 @@
-"""REPORT.md's stretch sections (seed 003's Stretch) and where the lab's time went, from the numbers
+"""REPORT.md's stretch sections (lab 03's Stretch) and where the lab's time went, from the numbers
 ``compile_stretch`` measured. No torch: plain data in, markdown lines out.
 """
 

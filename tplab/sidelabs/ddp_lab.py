@@ -1,4 +1,4 @@
-"""Seed 002's DDP-on-CPU lab: train MiniGPT-grammar with DistributedDataParallel over gloo and time
+"""The phase overview's DDP-on-CPU lab: train MiniGPT-grammar with DistributedDataParallel over gloo and time
 every gradient all-reduce through a communication hook.
 
 DDP all-reduces gradients in buckets while backward runs. A comm hook replaces that all-reduce, so it

@@ -22,7 +22,7 @@ def render(r: dict[str, Any]) -> str:
     ar_ms = r["allreduce_ms_median"]
     buckets = r["per_rank"][0]["buckets_per_step"]
     lines = [
-        "# DDP on the CPU (seed 002)", "",
+        "# DDP on the CPU (the phase's first experiment)", "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(r.get('started_at')))}; torch {r['torch']}, backend {r['backend']}, "
         f"{s['nproc']} ranks × {s['threads_per_rank']} thread(s), MiniGPT-grammar with {r['params']:,} "
         f"parameters{_shape_note(s)}, {s['steps']} steps of {s['batch_size']} sequences per rank "

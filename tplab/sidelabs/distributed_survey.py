@@ -1,6 +1,6 @@
-"""DISTRIBUTED.md: seed 003's one-page survey of DDP, FSDP, TP and PP, priced for MiniGPT-grammar.
+"""DISTRIBUTED.md: lab 03's one-page survey of DDP, FSDP, TP and PP, priced for MiniGPT-grammar.
 
-Seed 003 (Part F) lists the survey among the compile lab's deliverables and its report (Part G)
+Lab 03 (torch.compile on MiniGPT-grammar, Part F) lists the survey among the compile lab's deliverables and its report (Part G)
 points to it, so ``tplab compile`` writes it into the same directory. Each section says the pattern,
 its API, when to use it and when not in two or three sentences of our own, then what it would
 communicate for this model, computed from the checkpoint's shapes (``distributed_costs``), and the
@@ -66,7 +66,7 @@ def _header(m: ModelShapes) -> list[str]:
     c = m.config
     return [
         "# Four ways to distribute a model, priced for MiniGPT-grammar", "",
-        f"Seed 003, Part F. The model is `{m.checkpoint}`: {c['n_layer']} blocks, d_model {c['d_model']}, "
+        f"Lab 03, Part F. The model is `{m.checkpoint}`: {c['n_layer']} blocks, d_model {c['d_model']}, "
         f"{c['n_head']} heads, d_ff {c['d_ff']}, vocabulary {c['vocab_size']}, block_size {c['block_size']}; "
         f"{m.n_params:,} parameters in {m.dtype} ({m.bytes_per_elem} bytes each), as run here. Byte figures "
         "are computed from the checkpoint's parameter shapes and tplab's TP layout; a *payload* is the "

@@ -1,7 +1,7 @@
 """Read what Inductor generated: find its output_code.py files, cut out each kernel, pick the fused
 softmax, and annotate it from its own text.
 
-Seed 003 asks the learner to save an Inductor kernel and walk through it: which aten ops were fused,
+Lab 03 asks the learner to save an Inductor kernel and walk through it: which aten ops were fused,
 where it reads, where it writes, how the reductions look, and what is *not* there (no buffer for
 ``exp(x - max)`` between kernels). This module does that reading mechanically, so the annotation in a
 report is derived from the kernel that was actually generated on this machine, never written ahead.

@@ -1,7 +1,7 @@
 """The environment a compile lab child process needs, set *before* torch is imported.
 
 Inductor reads ``TORCH_LOGS``, ``TORCH_COMPILE_DEBUG`` and its cache/debug directories when torch is
-imported; set afterwards they are silently ignored (seed 003's first pitfall). So the command builds
+imported; set afterwards they are silently ignored (lab 03's first pitfall). So the command builds
 this environment and starts the lab in a fresh interpreter. Each run gets its own cache and debug
 directory inside its output directory, so runs never share ``/tmp/torchinductor_<user>`` state and a
 run always compiles (and therefore dumps) from scratch.

@@ -1,6 +1,6 @@
 """Side-by-side timing of two callables on the hot path.
 
-Seed 003's pitfalls: the first call compiles, shapes that change recompile, and a busy machine makes
+Lab 03's pitfalls: the first call compiles, shapes that change recompile, and a busy machine makes
 two separate measurements incomparable. So both callables are warmed up first, then timed in
 alternating rounds (eager, compiled, eager, compiled, ...) and each side reports its median round.
 The ratio of the two medians is the figure worth quoting; the absolute numbers depend on the load.

@@ -236,8 +236,8 @@ def choose(m: ModelSpec, c: Cluster) -> Choice:
 
 # ------------------------------------------------------------------ the survey's sizes
 def survey_models(minigpt: ModelSpec) -> list[ModelSpec]:
-    """MiniGPT-grammar and the sizes the phase names: ~1B (where seed 004 puts FSDP's turn), 7B,
-    and the 70B+ models seed 003 names for TP (Llama-2-like shapes, 8 x 2048 tokens per GPU)."""
+    """MiniGPT-grammar and the sizes the phase names: ~1B (where the reading lab on Megatron-LM and FSDP puts FSDP's turn), 7B,
+    and the 70B+ models lab 03 names for TP (Llama-2-like shapes, 8 x 2048 tokens per GPU)."""
     return [minigpt,
             ModelSpec("1B", 1.2e9, 24, 2048, 8 * 2048),
             ModelSpec("7B", 6.7e9, 32, 4096, 8 * 2048),

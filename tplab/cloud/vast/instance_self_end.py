@@ -4,7 +4,7 @@ Why here: everything Vast lives in ``tplab/cloud/vast/``; the pod-side code foll
 description it is handed. Inside every instance Vast sets ``CONTAINER_ID`` and
 ``CONTAINER_API_KEY``, a key that can only start, stop or destroy *this* instance, so the
 instance destroys itself with ``DELETE /api/v0/instances/$CONTAINER_ID`` and
-``Authorization: Bearer $CONTAINER_API_KEY`` (VAST.md). Those variables live in the container's
+``Authorization: Bearer $CONTAINER_API_KEY``, as Vast documents its instances' environment. Those variables live in the container's
 environment, which an SSH session does not inherit: the instance's ``onstart`` (``shapes``)
 writes them, mode 600, to ``ENV_FILE`` on the instance, where the watchdog reads them. The key
 never leaves the instance. The Vast CLI, when the image has it, is the fallback (the key in its

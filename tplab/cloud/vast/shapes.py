@@ -2,7 +2,7 @@
 ``PodInfo``, the charges for one instance.
 
 Why apart from the provider: pure functions of Vast's documented shapes (``vast-openapi.json``
-and VAST.md), readable and testable without a network.
+and what the service answers, ``tplab.mock.vast_mock.departures``), readable and testable without a network.
 
 - GPU names: Vast writes "RTX 4090", "H100 SXM"; tplab's default is RunPod's id "NVIDIA GeForce
   RTX 4090", so a leading "NVIDIA" and "GeForce" are dropped (``vast_gpu_name``).
@@ -12,7 +12,7 @@ and VAST.md), readable and testable without a network.
 - Create (``PUT /api/v0/asks/{offer}``): ``runtype: ssh_direct``, ``price`` = the bid per
   machine, ``label`` = tplab's pod name, ``onstart`` (at most 4048 characters) keeps the
   instance's id and key for SSH sessions (``self_end.ENV_FILE``) and starts the boot guard,
-  whose zip travels in ``env`` (a dict, as clients send it; VAST.md).
+  whose zip travels in ``env`` (a dict, as Vast's own CLI sends it).
 - An instance's state (``actual_status`` + ``intended_status``) in tplab's words: running is
   RUNNING; stopped or frozen while Vast meant it to run is INTERRUPTED (outbid, or out of
   credit: paused, not gone, still billing storage); exited is EXITED; unknown and offline never

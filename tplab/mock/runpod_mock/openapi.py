@@ -9,7 +9,7 @@ The part of the document the mock serves ships beside this file as ``runpod_v2_o
 the four routes (``/v2/pods``, ``/v2/pods/{id}``, ``/v2/catalog/gpus``, ``/v2/billing/pods``)
 with every component they reference, cut from RunPod's ``api-reference-v2/openapi.json``
 (public repository ``runpod/docs``, commit a900806e, 2026-08-20, "Frontdoor v2.9.0"; kept in
-this project as ``shared/reference/runpod-rest-v2-openapi.json``) by ``extract_subset`` below,
+this repository as ``tests/mock/documents/runpod-rest-v2-openapi.json``) by ``extract_subset`` below,
 with only the runnable code samples (``x-codeSamples``) left out. ``x-tplab-source`` in the file
 says the same.
 

@@ -3,7 +3,7 @@
 The part of the document the mock serves ships beside this file as ``vast_openapi.json``: the
 routes in ``ROUTES`` with every component they reference, cut unchanged from Vast's
 ``api-reference/openapi.yaml`` (public repository ``vast-ai/docs``, commit c624622, 2026-08-07;
-kept in this project as ``shared/reference/vast-openapi.json``) by ``extract_subset``.
+kept in this repository as ``tests/mock/documents/vast-openapi.json``) by ``extract_subset``.
 Every request the mock receives (body, query, path) and every answer it sends is checked
 against it (formats enforced, see ../document.py).
 

@@ -1,7 +1,7 @@
 """The mock Vast cloud's account, SSH keys and instances: create, boot, outbid, stop, destroy, billing.
 
 One ``VastState`` per mock process, driven from its asyncio loop (no locks). Modelled on Vast
-(VAST.md):
+as it answers (``departures`` lists where that differs from its document, with sources):
 
 - A created instance shows ``actual_status`` null, then ``loading`` after half the boot delay,
   then ``running`` after the boot delay, when its container starts (start.sh: sshd with the
