@@ -101,10 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.captureWarnings(True)
     app = app_from_args(argv)
     code = app.run()
-    if app.runner.left_running:
+    if app.runner.quitting.left_running:
         pod = app.state.instance.pod_id
         print(f"tplab-tui: pod {pod} left running; its watchdog still guards it. "
-              f"Stop it with: tplab terminate {pod or ''}{app.runner.cloud_flags()}".rstrip(),
+              f"Stop it with: tplab terminate {pod or ''}{app.runner.quitting.cloud_flags()}".rstrip(),
               file=sys.stderr)
     return int(code or 0)
 

@@ -191,7 +191,7 @@ class TplabApp(App[int]):
 
     def terminal_lost(self, reason: str) -> None:
         """The driver found the terminal gone (a failed write, a hangup): as SIGHUP."""
-        self.runner.on_stop_signal(reason)
+        self.runner.quitting.on_stop_signal(reason)
 
     def finish(self, code: int) -> None:
         """Exit with ``code``; the lab is over and recorded, so the exit guard ends the process
@@ -424,7 +424,7 @@ class TplabApp(App[int]):
         self.runner.terminate()
 
     async def action_quit(self) -> None:
-        self.runner.quit()
+        self.runner.quitting.quit()
 
     def on_start_pressed(self, _: StartPressed) -> None:
         self.runner.start()

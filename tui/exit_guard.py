@@ -138,5 +138,5 @@ def guard_signals(driver: Any, runner: Any) -> ExitGuard | None:
 
     if not isinstance(driver, GuardedDriver):
         return None
-    return ExitGuard(stop=runner.on_stop_signal, on_hangup=driver.check_terminal,
-                     last_words=driver.restore_now, farewell=runner.forced_exit_note).install()
+    return ExitGuard(stop=runner.quitting.on_stop_signal, on_hangup=driver.check_terminal,
+                     last_words=driver.restore_now, farewell=runner.quitting.forced_exit_note).install()

@@ -1,5 +1,5 @@
 """The dashboard's lab side, as one object the App owns: Start, following a lab, TERMINATE, the
-leftover-pod sweep, the end of a lab, and quitting without leaving a paid pod by accident.
+leftover-pod sweep and the end of a lab (with ``quit_flow``, how the dashboard ends).
 
 Why one object: the App draws; the runner decides what happens to the lab and its pod, and owns
 the lab's ``LabState``. It holds no widget: what it needs from the App (a notification, a
@@ -15,11 +15,8 @@ screen, its stream played at once).
 
 TERMINATE never asks for confirmation, works in every state, and a second press changes nothing:
 with a lab running it asks the lab to terminate its pod (the lab terminates and verifies); with
-none running it looks for tplab pods left behind and terminates them. Quit with no pod alive (or
-in a replay) exits at once; with a pod alive it asks: terminate and quit, leave it running
-(confirmed twice), or cancel. A stop signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, taken by
-``tui/exit_guard.py``) or the terminal going away (``tui/terminal_driver.py``) ends the
-dashboard the way "terminate and quit" does, without asking, from any screen.
+none running it looks for tplab pods left behind and terminates them. How the dashboard
+ends (quit, a stop signal, the terminal gone, leaving the pod running) is ``tui/quit_flow.py``.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ from tplab.viewmodel.fold import LabState
 from tui.lab_port import LabFactory, LabPort
 from tui.messages import LabFinished, SweepProgress
 from tui.replay import ReplayLab, speed_name
-from tui.screens.quit import (CANCEL, LEAVE_RUNNING, TERMINATE_AND_QUIT, ConfirmLeaveScreen,
-                              QuitScreen)
+from tui.quit_flow import QuitFlow
 from tui.widgets.scaling_panel import ScalingSource
 
 PROOF_NAME = "proof-terminated.svg"
@@ -124,12 +120,16 @@ class LabRunner:
         self.lab_error: str | None = None
         self.notice: str | None = None
         self.proof_path: Path | None = None
-        self.quit_after_lab = False
         self.saving_proof = False          # the lab ended; its proof screenshot is on its way
-        self.left_running = False
         self.sweep: str | None = None      # what the leftover sweep says now
         self.sweep_done = False
         self.sweeping = False
+        self.quitting = QuitFlow(self)     # quit, a stop signal, leaving the pod running
+
+    @property
+    def is_live(self) -> bool:
+        """A lab of this dashboard's own (real or mock), not a replay or a past lab."""
+        return self.mode == LIVE
 
     def new_state(self) -> LabState:
         state = LabState(clock=self.clock)
@@ -255,8 +255,8 @@ class LabRunner:
             host.notify(msg.refused, title="Not started (nothing was created)",
                         severity="error", timeout=12)
             host.redraw(force=True)
-            if self.quit_after_lab:
-                host.call_after_refresh(self.exit_now)
+            if self.quitting.asked:
+                host.call_after_refresh(self.quitting.exit_now)
             return
         self.outcome = msg.outcome
         self.lab_error = msg.error
@@ -268,14 +268,14 @@ class LabRunner:
             self.state.add_remote_lines(remote_stderr(Path(out_dir)))
         if self.mode == LIVE:
             self.refresh_budget()
-            if not self.quit_after_lab:  # asking the cloud again is for the next Start
+            if not self.quitting.asked:  # asking the cloud again is for the next Start
                 host.start_precheck()
         host.redraw(force=True)
         if self.save_proof and out_dir and self.mode == LIVE:
             self.saving_proof = True
             host.call_after_refresh(self._save_proof, Path(out_dir))
-        elif self.quit_after_lab:
-            host.call_after_refresh(self.exit_now)
+        elif self.quitting.asked:
+            host.call_after_refresh(self.quitting.exit_now)
 
     def _save_proof(self, out_dir: Path) -> None:
         host = self.host
@@ -295,8 +295,8 @@ class LabRunner:
                 except Exception as exc:  # noqa: BLE001 - shown, the screenshot is saved
                     host.notify(f"could not list {PROOF_NAME} in the manifest: {exc}",
                                 severity="warning")
-        if self.quit_after_lab:
-            self.exit_now()
+        if self.quitting.asked:
+            self.quitting.exit_now()
 
     def refresh_budget(self) -> None:
         """Read the ledger now (standard library only: fast, no torch) into the state."""
@@ -365,100 +365,5 @@ class LabRunner:
         self.sweep_done = msg.finished and msg.ok
         self.state.note(msg.text, "info" if msg.ok else "error")
         self.host.redraw_controls()
-        if msg.finished and self.quit_after_lab and not self.lab_active:
-            self.exit_now()  # a stop signal came while leftover pods were being ended
-
-    # ------------------------------------------------------------------ quitting
-    def on_stop_signal(self, name: str) -> None:
-        """A stop signal or the terminal gone (``name`` says which): a live pod is terminated
-        and verified gone first, then the dashboard exits; with none (and in a replay, a past
-        lab, on the Labs screen) it exits at once. Screens over the dashboard are closed (a
-        quit dialog is answered: "terminate and quit")."""
-        self.host.show_dashboard()
-        first = not self.quit_after_lab
-        self.quit_after_lab = True
-        if self.mode == LIVE and self.lab_active:
-            if first:
-                self.state.note(f"{name}: terminating the pod, then closing", "warning")
-            if self.state.note_terminate_requested() and self.lab is not None:
-                self.lab.request_terminate(name)
-            # a lab still being built picks the request up from the state (see follow); the
-            # exit follows its end (finished, then _save_proof)
-            self.host.redraw_controls()
-        elif self.saving_proof or (self.sweeping and self.mode == LIVE):
-            pass  # the lab's proof screenshot or the leftover sweep exits when it is done
-        else:
-            self.exit_now()
-
-    def forced_exit_note(self, name: str) -> str:
-        """The line a second SIGTERM leaves on stderr: what may still be running."""
-        pod = self.state.instance.pod_id
-        if self.mode == LIVE and self.lab_active and self.state.pod_alive:
-            return (f"tplab-tui: {name} again: exiting before the teardown finished; pod "
-                    f"{pod or '(being created)'} may still be running (its watchdog ends it "
-                    "when the heartbeat stops). End it now with: tplab terminate "
-                    f"{pod or '--all'}{self.cloud_flags()}")
-        return f"tplab-tui: {name} again: exiting now."
-
-    def exit_now(self) -> None:
-        """Exit: called only once no lab is running (it ended and is recorded) or in a replay."""
-        self.host.finish(self.exit_code())
-
-    def exit_code(self) -> int:
-        if self.lab_error:
-            return 1
-        code = getattr(self.outcome, "exit_code", None)
-        return int(code) if code is not None else 0
-
-    def cloud_flags(self) -> str:
-        """The flags `tplab status` / `tplab terminate` need to reach this lab's cloud."""
-        if not self.mock:
-            return ""
-        return " --mock" + (f" --api-url {self.api_url}" if self.api_url else "")
-
-    def quit(self) -> None:
-        host = self.host
-        if self.quit_after_lab:
-            host.notify("Terminating; the dashboard closes once the pod is verified gone.")
-            return
-        if self.mode != LIVE or (not self.lab_active and not self.state.pod_alive):
-            self.exit_now()
-            return
-        if host.dialog_open():
-            return
-        host.push_dialog(QuitScreen(self.state.instance.pod_id, self._mock_note()),
-                         self._on_quit_choice)
-
-    def _mock_note(self) -> str:
-        if self.mock and not self.api_url:
-            return ("MOCK: this pod runs in the mock cloud this dashboard started; it stops "
-                    "with the dashboard whatever you choose.")
-        return ""
-
-    def _on_quit_choice(self, choice: str | None) -> None:
-        if choice == TERMINATE_AND_QUIT:
-            self.quit_after_lab = True
-            self.terminate()
-            if not self.lab_active:
-                self.exit_now()
-        elif choice == LEAVE_RUNNING:
-            self.host.push_dialog(ConfirmLeaveScreen(self.state.instance.pod_id,
-                                                     self.cloud_flags(), self._mock_note()),
-                                  self._on_leave_confirmed)
-        elif choice in (CANCEL, None):
-            pass
-
-    def _on_leave_confirmed(self, yes: bool | None) -> None:
-        """Leave the pod running: quit without terminating. ``lab.detach()`` makes the lab stop
-        its client side (SSH, heartbeat, cost ticks) without its teardown when the app's exit
-        cancels it; the pod's watchdog then terminates it when the heartbeat goes stale or the
-        wall-clock cap passes, and the lab's instance record stays open so the next start finds
-        it."""
-        if not yes:
-            return
-        detach = getattr(self.lab, "detach", None)
-        if callable(detach):
-            detach()
-        self.left_running = True
-        self.state.note("left the pod running (its watchdog still guards it)", "warning")
-        self.host.exit(0)
+        if msg.finished and self.quitting.asked and not self.lab_active:
+            self.quitting.exit_now()  # a stop signal came while leftover pods were being ended

@@ -45,7 +45,7 @@ async def test_start_runs_to_done_and_saves_the_proof_screen(tmp_path):
         proof = tmp_path / "proof-terminated.svg"
         assert app.runner.proof_path == proof and proof.read_text().startswith("<svg")
         assert "POD GONE ✓" in svg_text(proof)
-        assert app.runner.exit_code() == 0
+        assert app.runner.quitting.exit_code() == 0
         assert not app.query_one("#start", Button).disabled  # a new lab may start
 
 
@@ -93,7 +93,7 @@ async def test_quit_with_a_pod_alive_offers_choices_then_terminates_and_quits(tm
                        what="confirmation")
         await pilot.press("escape")  # no
         await pilot.pause(0.1)
-        assert app.is_running and not app.runner.left_running and lab.terminate_calls == []
+        assert app.is_running and not app.runner.quitting.left_running and lab.terminate_calls == []
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
         await pilot.press("t")  # terminate and quit
@@ -114,7 +114,7 @@ async def test_leave_running_needs_an_explicit_yes_and_does_not_terminate():
                        what="confirmation")
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running, what="the app to exit")
-    assert app.runner.left_running and lab.terminate_calls == []
+    assert app.runner.quitting.left_running and lab.terminate_calls == []
 
 
 async def test_quit_when_idle_exits_at_once():

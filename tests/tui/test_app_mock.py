@@ -64,7 +64,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert token_seen_while_running, "timings never appeared while the lab ran"
     out = app.runner.outcome
     assert out.status == "COMPLETE", out.reason
-    assert out.verified_gone and out.exit_code == 0 and app.runner.exit_code() == 0
+    assert out.verified_gone and out.exit_code == 0 and app.runner.quitting.exit_code() == 0
     s = app.state
     assert s.timings["single"].count == 2 * 8 and s.timings["tp"].count == 2 * 8
     assert s.outputs_match() is True and s.terminate_status == "gone"
@@ -197,7 +197,7 @@ async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_
         await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
         await wait_for(pilot, lambda: labs[0].detached, timeout=30, what="the lab to detach")
     lab = labs[0]
-    assert app.runner.left_running and app.return_code == 0
+    assert app.runner.quitting.left_running and app.return_code == 0
     assert lab.detached and not lab.verified_gone and lab.pod_id == pod_id
     # the mock API (still up: the test's own mock cloud) shows the pod running
     assert [p["desiredStatus"] for p in mock_cloud.pods() if p["id"] == pod_id] == ["RUNNING"]

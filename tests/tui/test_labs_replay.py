@@ -93,7 +93,7 @@ async def test_replay_plays_to_the_labs_end_at_the_chosen_speed_and_has_no_pod(t
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.runner.outcome is not None, what="the replay's end")
         assert "REPLAY" in app.title and "no pod" in app.title
-        assert app.state.done_status == "STOPPED" and app.runner.exit_code() == 0
+        assert app.state.done_status == "STOPPED" and app.runner.quitting.exit_code() == 0
         await pilot.press("ctrl+t")  # nothing to terminate: it says so, nothing is swept
         assert app.runner.sweep_factory is None and not app.runner.sweeping
         await pilot.press("plus")  # the speed keys

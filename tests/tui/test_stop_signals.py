@@ -29,7 +29,7 @@ async def test_idle_and_on_the_labs_screen_a_stop_signal_exits_at_once():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("l")
         await wait_for(pilot, lambda: isinstance(app.screen, LabsScreen), what="Labs screen")
-        app.runner.on_stop_signal("SIGTERM")
+        app.runner.quitting.on_stop_signal("SIGTERM")
         await wait_for(pilot, lambda: not app.is_running, what="the exit")
     assert app.return_value == 0
 
@@ -46,7 +46,7 @@ async def test_over_any_screen_the_pod_is_terminated_then_the_dashboard_exits(tm
         await pilot.press(key)
         await wait_for(pilot, lambda: isinstance(app.screen, screen), what=screen.__name__)
         app.terminal_lost("the terminal went away (EIO)")
-        app.runner.on_stop_signal("SIGTERM")  # a second word changes nothing
+        app.runner.quitting.on_stop_signal("SIGTERM")  # a second word changes nothing
         await pilot.pause(0.05)
         assert len(app.screen_stack) == 1  # closed (a quit dialog: answered, terminate and quit)
         assert lab.terminate_calls == ["the terminal went away (EIO)"]
@@ -73,7 +73,7 @@ async def test_a_lab_still_being_built_is_stopped_as_soon_as_it_exists(tmp_path)
     app = TplabApp(SlowFactory(), start=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.runner.lab_active, what="Start")
-        app.runner.on_stop_signal("SIGTERM")
+        app.runner.quitting.on_stop_signal("SIGTERM")
         await pilot.pause(0.1)
         assert app.is_running  # the lab is on its way: it is stopped, not abandoned
         release.set()
@@ -88,6 +88,6 @@ async def test_a_replay_exits_at_once_and_has_no_pod_to_end(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: getattr(app.runner.lab, "played", 0) > 3, what="replay")
         assert app.runner.lab_active  # mid-replay (its pod boots for a while at this speed)
-        app.runner.on_stop_signal("SIGHUP (the terminal went away)")
+        app.runner.quitting.on_stop_signal("SIGHUP (the terminal went away)")
         await wait_for(pilot, lambda: not app.is_running, what="the exit")
     assert app.return_value == 0 and app.runner.lab.terminate_calls == []
