@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 from tplab.records.job_flags import add_job_flags, positive_int  # stdlib only
@@ -79,30 +79,6 @@ def _job_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def _show(ev: Any, out: IO[str]) -> None:
-    t = ev.type
-    if t == "phase":
-        out.write(f"[job] {ev['name']}\n")
-    elif t == "log":
-        out.write(f"[job] {ev['level']}: {ev['msg']}\n")
-    elif t == "prompt_done":
-        mark = "" if ev["mode"] == "single" else ("  match" if ev.get("match") else "  MISMATCH")
-        out.write(f"[job]   {ev['mode']:<6} prompt {ev['prompt']}: {ev['text'][:60]!r}{mark}\n")
-    elif t == "sweep_point":
-        if ev["skipped"]:
-            out.write(f"[job]   d_model {ev['d_model']}: skipped ({ev.get('reason', '')})\n")
-        else:
-            out.write(f"[job]   d_model {ev['d_model']}: single {ev['single_ms']:.3f} ms, TP "
-                      f"{ev['tp_ms']:.3f} ms, collectives {ev['allreduce_ms']:.3f} ms/token"
-                      f"{'  match' if ev.get('outputs_match') else '  MISMATCH'}"
-                      f"{'  ' + ev['unstable_note'] if ev.get('unstable') else ''}\n")
-    elif t == "error":
-        out.write(f"[job] error: {ev['msg']}\n")
-    else:
-        return
-    out.flush()
-
-
 def _kill_group(proc: subprocess.Popen) -> None:
     """Stop torchrun and its workers (they share the process group torchrun leads)."""
     for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
@@ -120,7 +96,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     """Run torchrun, stream its events; return (exit status, error messages from the job)."""
+    from tplab.faces.headless import HeadlessView
     from tplab.records.events import EventDecoder, EventError
+
+    view = HeadlessView(sys.stdout, job_detail=True)
+    view.set_plan(args.num_prompts, args.new_tokens, args.tp)
 
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     if args.pod_python:  # another interpreter: it finds the job's packages by path, as a pod does
@@ -153,7 +133,7 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
                     if ev.type == "error":
                         errors.append(ev["msg"])
                     if not args.quiet:
-                        _show(ev, sys.stdout)
+                        view.handle(ev)
             rc = proc.wait()
         finally:
             timer.cancel()
@@ -164,61 +144,6 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
 
 
 _COMM_LABEL = {"gloo": "gloo", "shm": "shared memory", "both": "shared memory, gloo alongside"}
-
-
-def _fit_text(sweep: dict[str, Any] | None) -> str:
-    fit = (sweep or {}).get("fit")
-    if fit:
-        ci_a, ci_b = fit.get("alpha_ci95_us"), fit.get("beta_ci95_gbps")
-        return (f"{fit['alpha_us']:.1f} us" + (f" [{ci_a[0]:.1f}..{ci_a[1]:.1f}]" if ci_a else "")
-                + f", {fit['beta_gbps']:.3f} GB/s"
-                + (f" [{ci_b[0]:.3f}..{ci_b[1]:.3f}] (95%, {fit.get('method')})" if ci_b else ""))
-    return (sweep or {}).get("fit_error") or "n/a"
-
-
-def _passes_text(mode: dict[str, Any]) -> str:
-    """'; per prompt p50 1.02 [1.00..1.05], spread 3%, n=10' and the flag when unstable."""
-    fig = (mode.get("passes") or {}).get("p50")
-    if not fig:
-        return ""
-    lo, hi = fig["ci95"]
-    return (f"; per prompt p50 {fig['median']:.3f} [{lo:.3f}..{hi:.3f}], spread "
-            f"{fig['spread']:.0%}, n={fig['n']}" + (f"  {fig['note']}" if fig.get("unstable")
-                                                    else ""))
-
-
-def _figure_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
-    """The run's figures: single, then TP per transport (the one carrying the figures first)."""
-    world, primary = r["world_size"], r.get("comm", r.get("backend", "?"))
-    others = {k: v for k, v in (r.get("transports") or {}).items() if k != primary}
-    single = r["single"]["per_token_ms"]
-    rows = [("outputs match", str(r["outputs_match"])
-             + (f" (over {', '.join([primary, *others])})" if others else "")),
-            ("single per token", f"{r['single_per_token_ms']:.3f} ms (p50 {single['p50']:.3f}, "
-             f"p99 {single['p99']:.3f})" + _passes_text(r["single"]))]
-    for name, t in [(primary, r), *others.items()]:
-        tp = t["tp"]["per_token_ms"]
-        same_run = " (same run)" if name != primary else ""
-        rows.append((f"TP={world} per token, {name}", f"{t['tp_per_token_ms']:.3f} ms (p50 "
-                     f"{tp['p50']:.3f}, p99 {tp['p99']:.3f}) = {t['tp_over_single']:.2f}x "
-                     f"single{same_run}" + _passes_text(t["tp"])))
-    rows.append(("speedup (single/TP)", ", ".join(
-        f"{t['speedup']:.3f} {name}" for name, t in [(primary, r), *others.items()])))
-    for name, t in [(primary, r), *others.items()]:
-        ratio = t.get("comm_compute_ratio")
-        rows.append((f"all-reduce per token, {name}", f"{t['allreduce_ms_per_token']:.3f} ms "
-                     f"over {t['allreduce_calls_per_token']:.0f} collectives; comm/compute "
-                     + (f"{ratio:.2f}" if ratio is not None else "n/a")))
-    rows.append(("instrumentation overhead", f"{r['instrumentation_overhead_ms_per_token']:+.3f} "
-                 "ms/token"))
-    for name, t in [(primary, r), *others.items()]:
-        rows.append((f"alpha, beta (sweep fit), {name}", _fit_text(t.get("sweep"))))
-    return rows
-
-
-def _table(rows: list[tuple[str, str]]) -> str:
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
 
 def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
@@ -315,7 +240,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"tplab local: the job failed ({reason}); see {out_dir / 'torchrun.log'}.",
               file=sys.stderr)
         return 1
-    rows = _figure_rows(results) + [
+    from tplab.faces.headless import format_rows, results_rows
+
+    rows = results_rows(results) + [
         ("crossover d_model, predicted", (f"{crossover:.0f}" if crossover else
                                           "none in d_model 16..65536")
          + f" ({profile.name}, calibrated)"),
@@ -324,7 +251,7 @@ def main(args: argparse.Namespace) -> int:
     ]
     if curve_path is not None:
         rows.append(("scaling curve", str(curve_path)))
-    print(_table(rows))
+    print(format_rows(rows))
     if results.get("d_model_sweep") is not None:
         from tplab.scaling.dmodel_table import dmodel_report
         print(dmodel_report(results))

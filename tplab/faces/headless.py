@@ -5,6 +5,11 @@ one consumer of that stream (the dashboard is the other). Every figure it prints
 counts and last per-token times of the progress line included, comes from the one fold
 (``tplab.viewmodel.fold.LabState``), so both views agree. ``--json`` mode prints the
 stream itself, one event per line, for scripts.
+
+`tplab run` shows a lab; `tplab local` shows the job alone, through the same view with
+``job_detail`` (each prompt, each d_model sweep point, the job's own log lines), and prints the
+job's figures with ``results_rows``, the table of a results.json (per transport, with the
+intervals and the α-β fit), in the same layout as the lab's table.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ class HeadlessView:
     """Prints a lab's events for a human (TTY: one redrawn progress line; else plain lines)."""
 
     def __init__(self, out: TextOut = sys.stdout, tty: bool | None = None,
-                 total_tokens: int | None = None, start: float | None = None) -> None:
+                 total_tokens: int | None = None, start: float | None = None,
+                 job_detail: bool = False) -> None:
         self.out = out
+        self.job_detail = job_detail  # each prompt, sweep point and job log line (tplab local)
         self.tty = out.isatty() if tty is None else tty
         self.state = LabState()
         self.total_tokens = total_tokens
@@ -136,10 +143,13 @@ class HeadlessView:
             self._line(f"WARNING: {ev['msg']}")
         elif t == "error":
             self._line(("FATAL: " if ev["fatal"] else "error: ") + ev["msg"])
-        elif t == "log" and ev["level"] in ("warning", "error"):
+        elif t == "log" and (ev["level"] in ("warning", "error") or self.job_detail):
             self._line(f"{ev['level']}: {ev['msg']}")
-        elif t == "prompt_done" and not self.tty:
-            pass
+        elif t == "prompt_done" and self.job_detail:
+            mark = "" if ev["mode"] == "single" else ("  match" if ev.get("match") else "  MISMATCH")
+            self._line(f"  {ev['mode']:<6} prompt {ev['prompt']}: {ev['text'][:60]!r}{mark}")
+        elif t == "sweep_point" and self.job_detail:
+            self._line(_sweep_point_text(ev))
 
     async def consume(self, events: AsyncIterator[Event]) -> None:
         async for ev in events:
@@ -174,5 +184,70 @@ class HeadlessView:
             rows = [r for r in rows if r[0] in ("status", "pod", "actual $")]
         for name, path in sorted((summary.get("artifacts") or {}).items()):
             rows.append((f"artifact {name}", path))
-        width = max(len(k) for k, _ in rows)
-        return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+        return format_rows(rows)
+
+
+def format_rows(rows: list[tuple[str, str]]) -> str:
+    """The final table's layout: names in a column, values after them."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _sweep_point_text(ev: Event) -> str:
+    if ev["skipped"]:
+        return f"  d_model {ev['d_model']}: skipped ({ev.get('reason', '')})"
+    return (f"  d_model {ev['d_model']}: single {ev['single_ms']:.3f} ms, TP {ev['tp_ms']:.3f} "
+            f"ms, collectives {ev['allreduce_ms']:.3f} ms/token"
+            f"{'  match' if ev.get('outputs_match') else '  MISMATCH'}"
+            f"{'  ' + ev['unstable_note'] if ev.get('unstable') else ''}")
+
+
+def _fit_text(sweep: dict[str, Any] | None) -> str:
+    fit = (sweep or {}).get("fit")
+    if fit:
+        ci_a, ci_b = fit.get("alpha_ci95_us"), fit.get("beta_ci95_gbps")
+        return (f"{fit['alpha_us']:.1f} us" + (f" [{ci_a[0]:.1f}..{ci_a[1]:.1f}]" if ci_a else "")
+                + f", {fit['beta_gbps']:.3f} GB/s"
+                + (f" [{ci_b[0]:.3f}..{ci_b[1]:.3f}] (95%, {fit.get('method')})" if ci_b else ""))
+    return (sweep or {}).get("fit_error") or "n/a"
+
+
+def _passes_text(mode: dict[str, Any]) -> str:
+    """'; per prompt p50 1.02 [1.00..1.05], spread 3%, n=10' and the flag when unstable."""
+    fig = (mode.get("passes") or {}).get("p50")
+    if not fig:
+        return ""
+    lo, hi = fig["ci95"]
+    return (f"; per prompt p50 {fig['median']:.3f} [{lo:.3f}..{hi:.3f}], spread "
+            f"{fig['spread']:.0%}, n={fig['n']}" + (f"  {fig['note']}" if fig.get("unstable")
+                                                    else ""))
+
+
+def results_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """A results.json's figures as table rows: single, then TP per transport (the one carrying
+    the figures first), the speedups, the collectives, the instrumentation's cost, the fits."""
+    world, primary = r["world_size"], r.get("comm", r.get("backend", "?"))
+    others = {k: v for k, v in (r.get("transports") or {}).items() if k != primary}
+    single = r["single"]["per_token_ms"]
+    rows = [("outputs match", str(r["outputs_match"])
+             + (f" (over {', '.join([primary, *others])})" if others else "")),
+            ("single per token", f"{r['single_per_token_ms']:.3f} ms (p50 {single['p50']:.3f}, "
+             f"p99 {single['p99']:.3f})" + _passes_text(r["single"]))]
+    for name, t in [(primary, r), *others.items()]:
+        tp = t["tp"]["per_token_ms"]
+        same_run = " (same run)" if name != primary else ""
+        rows.append((f"TP={world} per token, {name}", f"{t['tp_per_token_ms']:.3f} ms (p50 "
+                     f"{tp['p50']:.3f}, p99 {tp['p99']:.3f}) = {t['tp_over_single']:.2f}x "
+                     f"single{same_run}" + _passes_text(t["tp"])))
+    rows.append(("speedup (single/TP)", ", ".join(
+        f"{t['speedup']:.3f} {name}" for name, t in [(primary, r), *others.items()])))
+    for name, t in [(primary, r), *others.items()]:
+        ratio = t.get("comm_compute_ratio")
+        rows.append((f"all-reduce per token, {name}", f"{t['allreduce_ms_per_token']:.3f} ms "
+                     f"over {t['allreduce_calls_per_token']:.0f} collectives; comm/compute "
+                     + (f"{ratio:.2f}" if ratio is not None else "n/a")))
+    rows.append(("instrumentation overhead", f"{r['instrumentation_overhead_ms_per_token']:+.3f} "
+                 "ms/token"))
+    for name, t in [(primary, r), *others.items()]:
+        rows.append((f"alpha, beta (sweep fit), {name}", _fit_text(t.get("sweep"))))
+    return rows
