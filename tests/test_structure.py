@@ -347,3 +347,17 @@ def test_the_orchestrators_module_list_names_every_module_it_holds():
     present = {p.stem for p in (REPO / "tplab" / "lab").glob("*.py") if p.stem != "__init__"}
     assert listed == present, (f"listed but missing: {sorted(listed - present)}; present but "
                                f"not listed: {sorted(present - listed)}")
+
+
+def test_the_docs_name_only_files_the_repository_holds():
+    """Every path the README and docs/ name in backticks (``tplab/...``, ``tui/...``, ``tests/...``)
+    is a file or folder of this repository: a renamed module leaves no stale pointer behind."""
+    import re
+
+    named = re.compile(r"`((?:tplab|tui|tests|benchmarks|scripts|assets|docs)/[\w./-]+)`")
+    missing = {}
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for path in named.findall(doc.read_text(encoding="utf-8")):
+            if not (REPO / path.rstrip(".")).exists():
+                missing.setdefault(doc.name, []).append(path)
+    assert missing == {}, f"named but not in the repository: {missing}"
