@@ -40,7 +40,7 @@ def default_precheck(config: Any, mock: bool, api_url: str | None) -> Precheck:
         return no_precheck
 
     def check() -> Any:
-        from tplab.cloud.check import gather_check
+        from tplab.faces.cloud_check import gather_check
         cfg = config.get()
         name = cfg.provider_name()
         return gather_check(mock=cfg.mock, api_url=cfg.api_url, gpu_type=cfg.gpu_type,

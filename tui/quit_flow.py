@@ -12,19 +12,37 @@ process exits. A second SIGTERM exits at once and says which pod may still run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from tplab.viewmodel.fold import LabState
 from tui.screens.quit import (CANCEL, LEAVE_RUNNING, TERMINATE_AND_QUIT, ConfirmLeaveScreen,
                               QuitScreen)
 
-if TYPE_CHECKING:
-    from tui.runner import LabRunner
+
+class Runner(Protocol):
+    """What the way out reads of the runner (``tui.runner.LabRunner`` is one)."""
+
+    host: Any
+    state: LabState
+    lab: Any
+    lab_active: bool
+    saving_proof: bool
+    sweeping: bool
+    outcome: Any
+    lab_error: str | None
+    mock: bool
+    api_url: str | None
+
+    @property
+    def is_live(self) -> bool: ...
+
+    def terminate(self) -> None: ...
 
 
 class QuitFlow:
-    """The dashboard's way out, for one ``LabRunner``."""
+    """The dashboard's way out, for one runner."""
 
-    def __init__(self, runner: LabRunner) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.asked = False          # a quit or a stop signal came: close once the lab is over
         self.left_running = False   # the user left the pod running (its watchdog guards it)

@@ -62,7 +62,7 @@ def test_check_with_a_bad_key_says_so_and_fails(cloud):
 
 
 def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkeypatch):
-    from tplab.cloud.check import gather_check
+    from tplab.faces.cloud_check import gather_check
     monkeypatch.setenv("RUNPOD_API_KEY", cloud.api_key)
     cloud.set_faults(spot_removed=True)
     report = gather_check(mock=True, api_url=cloud.api_url)
@@ -89,7 +89,7 @@ def test_check_on_its_own_mock_cloud_and_as_json():
 
 
 def test_check_report_is_importable_without_torch_or_the_sdk():
-    assert packages_loaded_by(["tplab.cloud.check"],
+    assert packages_loaded_by(["tplab.faces.cloud_check"],
                               ["torch", "runpod", "requests", "aiohttp"], timeout_s=30) == []
 
 
@@ -176,7 +176,7 @@ def test_check_fails_when_no_offer_can_run_the_image_and_creates_nothing(vast):
 
 
 def test_the_dashboards_rows_put_an_image_problem_first_in_a_few_words(vast, monkeypatch):
-    from tplab.cloud.check import gather_check
+    from tplab.faces.cloud_check import gather_check
     monkeypatch.setenv("VAST_API_KEY", vast.api_key)
     rows = gather_check(mock=True, api_url=vast.api_url, name="vast", gpu_type="RTX 3090").rows()
     names = [name for name, _ in rows]

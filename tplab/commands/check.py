@@ -1,6 +1,6 @@
 """`tplab check`: can a lab run right now? Read-only, in the spirit of SkyPilot's `sky check`.
 
-The facts and how they are asked are ``tplab/cloud/check.py`` (the dashboard shows the same
+The facts and how they are asked are ``tplab/faces/cloud_check.py`` (the dashboard shows the same
 report before Start); this is the command: its flags, the printed lines, the exit status.
 """
 
@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from tplab.cloud.check import DEFAULT_GPU_TYPE, where_asked, gather_check
+from tplab.faces.cloud_check import DEFAULT_GPU_TYPE, where_asked, gather_check
 
 HELP = ("check, creating nothing, whether a lab could run now (key, balance, price, stock, "
         "spot, the image and the hosts that can run it)")
