@@ -53,6 +53,15 @@ START_SH = Path(__file__).with_name("start.sh")
 BASE_URL_VAR = "VAST_API_BASE_URL"
 
 
+
+def _state_of(pid: int) -> str:
+    """A process's state letter (``/proc/<pid>/stat``), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
 class VastError(Exception):
     """An error answered in Vast's shape: ``{"success": false, "error", "msg"}``."""
 
@@ -323,27 +332,42 @@ class VastState:
             inst.compute_s += time.monotonic() - inst.running_since
             inst.running_since = None
 
-    def _signal_all(self, inst: Instance, sig: int) -> None:
+    def _signal_all(self, inst: Instance, sig: int) -> list[int]:
         roots = set(inst.ssh.roots) if inst.ssh else set()
         if inst.container_pid:
             roots.add(inst.container_pid)
+        signalled = []
         for pid in pod_pids(inst.marker, roots):
             try:
                 os.kill(pid, sig)
+                signalled.append(pid)
             except (ProcessLookupError, PermissionError):
                 pass
+        return signalled
+
+    def _stop_all(self, inst: Instance, timeout_s: float = 2.0) -> None:
+        """SIGSTOP every process of the instance and wait (bounded) until each is stopped: a
+        signal is delivered after ``kill`` returns, and a stopped instance runs nothing."""
+        pending = set(self._signal_all(inst, signal.SIGSTOP))
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            pending = {pid for pid in pending if _state_of(pid) not in ("T", "t", "Z", "")}
+            if pending:
+                time.sleep(0.005)
 
     async def pause(self, inst: Instance, by: str, msg: str) -> None:
         """Stopped (outbid, asked, out of credit): compute billing ends, processes paused."""
         if inst.actual_status not in ("running", "loading", None):
             return
         self._stop_clock(inst)
-        inst.actual_status, inst.status_msg, inst.stopped_by = "stopped", msg, by
+        inst.stopped_by = by
         if by != "outbid":
             inst.intended_status = "stopped"
         if inst.ssh is not None:
             await inst.ssh.suspend()
-        await asyncio.to_thread(self._signal_all, inst, signal.SIGSTOP)
+        await asyncio.to_thread(self._stop_all, inst)
+        # said once it is so: what reads "stopped" finds every process paused
+        inst.actual_status, inst.status_msg = "stopped", msg
 
     async def resume(self, inst: Instance, msg: str) -> None:
         inst.intended_status = "running"
