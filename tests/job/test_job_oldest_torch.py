@@ -42,7 +42,7 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
     pod = _pod_dir(tmp_path)
     rc, log = _torchrun(pod, "--num-prompts", "2", "--new-tokens", "12", "--warmup", "1",
                         "--comm", "both", "--sweep-max-bytes", "8192",
-                        "--sweep-d-model", "64,256", "--sweep-tokens", "8",
+                        "--sweep-d-model", "32,64", "--sweep-tokens", "4",
                         "--sweep-budget-s", "600")  # a busy machine skips no size
     assert rc == 0, log[-4000:]
     r = json.loads((pod / "out" / "results.json").read_text())
@@ -53,7 +53,7 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
         assert t["outputs_match"] is True and t["mismatched_prompts"] == [], name
         assert t["tp_per_token_ms"] > 0 and t["sweep"]["points"], name
     measured = {p["d_model"]: p for p in r["d_model_sweep"]}
-    assert sorted(measured) == [64, 256] and r["d_model_sweep_skipped"] == []
+    assert sorted(measured) == [32, 64] and r["d_model_sweep_skipped"] == []
     assert all(p["outputs_match"] and p["single_ms"] > 0 and p["tp_ms"] > 0
                for p in measured.values())
     phases = [e["name"] for e in read_events(str(pod / "out" / "events.jsonl")) if e.type == "phase"]
@@ -61,9 +61,15 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
 
 
 def test_a_gpu_lab_on_a_pod_whose_torch_sees_no_gpu_is_refused_before_any_timing(tmp_path):
+    """Rank 0 as torchrun starts it (its variables set): the check comes before the process
+    group is joined, so no peer is needed to see the refusal."""
     pod = _pod_dir(tmp_path)
-    rc, log = _torchrun(pod, "--device", "cuda", "--num-prompts", "1", "--new-tokens", "2",
-                        timeout_s=120)
+    done = run_pod(["-c", "import os, sys; os.environ.update(RANK='0', LOCAL_RANK='0', "
+                    "WORLD_SIZE='2'); from tplab.job.run import main; sys.exit(main(sys.argv[1:]))",
+                    "--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt", "--out", "out",
+                    "--device", "cuda", "--num-prompts", "1", "--new-tokens", "2"],
+                   cwd=pod, timeout_s=120)
+    rc, log = done.returncode, done.stdout
     assert rc == 1
     events = read_events(str(pod / "out" / "events.jsonl"))
     (err,) = [e for e in events if e.type == "error"]
