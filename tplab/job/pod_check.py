@@ -70,7 +70,8 @@ def facts() -> TorchFacts:
     return TorchFacts(version=str(torch.__version__), cuda=torch.version.cuda,
                       cuda_available=available, gpus=gpus, arch_list=arch,
                       nccl=bool(dist.is_available() and dist.is_nccl_available()),
-                      driver=_driver_version() if torch.version.cuda else "")
+                      # asked only where it explains a refusal: a CUDA build that sees no GPU
+                      driver=_driver_version() if torch.version.cuda and not available else "")
 
 
 def _sm(capability: tuple[int, int]) -> str:
