@@ -34,7 +34,10 @@ AFTER_LAB_S = 5.0
 TEARDOWN_S = 25.0
 CLOSE, TERM = "terminal closed", "SIGTERM"
 HOW = [CLOSE, TERM]
-SAID = {CLOSE: "SIGHUP (the terminal went away)", TERM: "SIGTERM"}
+#: the reason the manifest records: a closed terminal is seen by its SIGHUP ("SIGHUP (the
+#: terminal went away)") or, when a write reaches the dead tty first, by the write ("the terminal
+#: went away (EIO)"); either way it says the terminal went away
+SAID = {CLOSE: "the terminal went away", TERM: "SIGTERM"}
 
 
 def _env(**extra: str) -> dict[str, str]:
