@@ -85,6 +85,10 @@ class PodSshServer:
         self._sock: socket.socket | None = None
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._sessions: set[asyncio.Task[Any]] = set()
+        #: one of listen, suspend and close at a time: asyncssh takes the reserved socket over
+        #: across awaits, and a suspend that closed it meanwhile left asyncssh a dead descriptor
+        #: (EBADF: a Vast instance stopped while its boot started sshd)
+        self._serving = asyncio.Lock()
 
     @property
     def host_key_openssh(self) -> str:
@@ -134,19 +138,20 @@ class PodSshServer:
         serve on a fresh one, as a resumed Vast instance may get new port mappings. Already
         serving: nothing to do (a Vast instance resumed while its boot still waited for sshd
         is asked twice, by the resume and by the boot)."""
-        if self._acceptor is not None:
-            return
-        if self._sock is None:
-            self.reserve(self.port or 0)
-        try:
-            await self._listen()
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            if self._sock is not None:
-                self._sock.close()
-            self.reserve(0)
-            await self._listen()
+        async with self._serving:
+            if self._acceptor is not None:
+                return
+            if self._sock is None:
+                self.reserve(self.port or 0)
+            try:
+                await self._listen()
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                if self._sock is not None:
+                    self._sock.close()
+                self.reserve(0)
+                await self._listen()
 
     async def _listen(self) -> None:
         assert self._sock is not None
@@ -172,15 +177,20 @@ class PodSshServer:
 
     async def suspend(self) -> None:
         """Stop serving and drop every connection, keeping the port (refusing) and host key."""
-        port = self.port
-        await self.close()
-        if port:
-            self.reserve(port)
+        async with self._serving:
+            port = self.port
+            await self._close()
+            if port:
+                self.reserve(port)
 
     async def close(self) -> None:
         """Stop accepting, drop every connection and free the port. The connections are reset
         (SO_LINGER 0) before the listener closes: closed gracefully, this side would keep each
         in TIME_WAIT and the port could not be bound again without SO_REUSEADDR."""
+        async with self._serving:
+            await self._close()
+
+    async def _close(self) -> None:
         self._reset_connections()
         if self._acceptor is not None:
             self._acceptor.close()

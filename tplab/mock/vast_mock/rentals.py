@@ -288,7 +288,8 @@ class VastState:
             if inst.is_bid and inst.faults.outbid_after_s is not None:
                 inst.tasks.append(loop.create_task(self._outbid_later(inst)))
             if await container.wait_for_sshd_request(inst.sandbox, proc) \
-                    and not inst.faults.no_ssh_port and inst.actual_status == "running":
+                    and not inst.faults.no_ssh_port and inst.actual_status == "running" \
+                    and inst.stopped_by is None:  # not being stopped meanwhile
                 await inst.ssh.listen()
         except asyncio.CancelledError:
             raise
