@@ -46,9 +46,13 @@ def unsupported_reason() -> str:
 # torch 2.4, which a pod's torch does not bring by itself.
 
 
-def _bytes_tensor(value: Any, size: int | None = None) -> torch.Tensor:
-    data = json.dumps(value).encode()
-    out = torch.zeros(len(data) if size is None else size, dtype=torch.uint8)
+def _encoded(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _padded(data: bytes, size: int) -> torch.Tensor:
+    """``data`` as a uint8 tensor of ``size`` bytes (zeros after it)."""
+    out = torch.zeros(size, dtype=torch.uint8)
     if data:
         out[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     return out
@@ -61,24 +65,23 @@ def _value(t: torch.Tensor, size: int) -> Any:
 def _all_gather_json(value: Any, group: Any) -> list[Any]:
     """Every rank's ``value``, in rank order, on every rank."""
     world = dist.get_world_size(group)
-    mine = _bytes_tensor(value)
-    size = torch.tensor([mine.numel()], dtype=torch.int64)
+    data = _encoded(value)
+    size = torch.tensor([len(data)], dtype=torch.int64)
     sizes = [torch.zeros_like(size) for _ in range(world)]
     dist.all_gather(sizes, size, group=group)
-    longest = max(int(n.item()) for n in sizes)
-    parts = [torch.zeros(longest, dtype=torch.uint8) for _ in range(world)]
-    dist.all_gather(parts, _bytes_tensor(value, longest), group=group)
-    return [_value(t, int(n.item())) for t, n in zip(parts, sizes)]
+    lengths = [int(n.item()) for n in sizes]
+    parts = [torch.zeros(max(lengths), dtype=torch.uint8) for _ in range(world)]
+    dist.all_gather(parts, _padded(data, max(lengths)), group=group)
+    return [_value(t, n) for t, n in zip(parts, lengths)]
 
 
 def _broadcast_json(value: Any, group: Any) -> Any:
     """The group's rank 0's ``value``, on every rank (``src`` is a global rank on every torch)."""
     src = 0 if group is None else dist.get_global_rank(group, 0)
-    mine = _bytes_tensor(value)
-    size = torch.tensor([mine.numel()], dtype=torch.int64)
+    data = _encoded(value) if dist.get_rank(group) == 0 else b""
+    size = torch.tensor([len(data)], dtype=torch.int64)
     dist.broadcast(size, src=src, group=group)
-    buf = _bytes_tensor(value, int(size.item())) if dist.get_rank(group) == 0 else \
-        torch.zeros(int(size.item()), dtype=torch.uint8)
+    buf = _padded(data, int(size.item()))
     dist.broadcast(buf, src=src, group=group)
     return _value(buf, int(size.item()))
 
