@@ -104,8 +104,9 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
 
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     if args.pod_python:  # another interpreter: it finds the job's packages by path, as a pod does
-        src = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        from tplab.home.paths import with_source_on_path
+
+        env = with_source_on_path(env)
     log_path = out_dir / "torchrun.log"
     errors: list[str] = []
     with open(log_path, "w", encoding="utf-8") as log:

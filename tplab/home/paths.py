@@ -27,3 +27,12 @@ def tplab_home(mock: bool = False) -> Path:
         home = home / "mock"
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def with_source_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout first on ``PYTHONPATH``: for a child interpreter that has no
+    tplab installed (a mock cloud, the input check, another Python's pod side)."""
+    import os
+
+    rest = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": str(REPO_ROOT) + (os.pathsep + rest if rest else "")}

@@ -13,12 +13,11 @@ import asyncio
 import json
 import os
 import sys
-from pathlib import Path
 
+from tplab.home.paths import with_source_on_path
 from tplab.lab.lab_config import FAILED, LabConfig, LabStop
 
 TIMEOUT_S = 180.0
-_SRC_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 async def check_job_inputs(config: LabConfig) -> str | None:
@@ -28,9 +27,7 @@ async def check_job_inputs(config: LabConfig) -> str | None:
     cmd = [sys.executable, "-m", "tplab.job.input_check", "--checkpoint", str(config.checkpoint),
            "--prompts", str(config.prompts), "--num-prompts", str(config.num_prompts),
            "--new-tokens", str(config.new_tokens), "--world-size", str(config.gpus)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = _SRC_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                     else "")
+    env = with_source_on_path(dict(os.environ))
     for name in [k for k in env if k.endswith("_API_KEY")]:  # the check needs no secret
         env.pop(name)
     try:

@@ -168,8 +168,9 @@ def start_mock_cloud(faults: Any = None, *,
         env.pop(other.MOCK_KEY_VAR, None)
     if api_key:
         env[pkg.MOCK_KEY_VAR] = api_key
-    src_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    from tplab.home.paths import with_source_on_path
+
+    env = with_source_on_path(env)
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
     tail: list[str] = []
