@@ -73,6 +73,7 @@ class TplabApp(App[int]):
         Binding("ctrl+t", "terminate", "TERMINATE", priority=True),
         Binding("t", "terminate", "Terminate", show=False),
         Binding("s", "start", "Start"),
+        Binding("n", "new_lab", "New lab"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
         Binding("question_mark,f1", "help", "Help", key_display="?"),
@@ -311,7 +312,7 @@ class TplabApp(App[int]):
         r = self.runner
         self.action_bar.show(s, lab_active=r.lab_active, sweep=r.sweep or r.notice,
                              sweeping=r.sweeping, sweep_done=r.sweep_done,
-                             mode=r.mode, start_label=self._start_label())
+                             mode=r.mode, start_label=r.start_label)
 
     def redraw(self, force: bool = False) -> None:
         """Redraw the panels from the state: all of them when it changed, else once a second
@@ -343,17 +344,13 @@ class TplabApp(App[int]):
         if sub != self.sub_title:
             self.sub_title = sub
 
-    def _start_label(self) -> str:
-        return ("Replay" if self.runner.mode == REPLAY and self.runner.replay_dir is not None
-                else "Start")
-
     def _title(self) -> str:
-        parts = ["tplab"]
+        mode, replayed = self.runner.mode, self.runner.replayed
+        parts = ["tplab"] if mode == LIVE else []  # a recording's title is long: it fits 80
         if self._mock_now():
-            parts.append("MOCK (simulated)")
-        mode, replay_dir = self.runner.mode, self.runner.replay_dir
+            parts.append("MOCK (simulated)" if mode == LIVE else "MOCK")
         if mode == REPLAY:
-            name = replay_dir.name if replay_dir else (self.state.lab_id or "")
+            name = replayed.name if replayed else (self.state.lab_id or "")
             parts.append(f"REPLAY {speed_name(self._speed())} · {name} · no pod")
         elif mode == PAST:
             parts.append(f"PAST LAB {self.state.lab_id or ''}".rstrip())
@@ -373,9 +370,9 @@ class TplabApp(App[int]):
     @work(thread=True, group="warm", exit_on_error=False)
     def _warm_help(self) -> None:
         """Lay the help text out once, off the UI loop, so the first ? is as quick as the rest."""
-        from tui.screens.help import help_text
+        from tui.screens.help import help_text, text_width
 
-        help_text()
+        help_text(text_width(self.size.width))
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen  # not needed for the first paint
@@ -420,6 +417,13 @@ class TplabApp(App[int]):
     def action_start(self) -> None:
         self.runner.start()
 
+    def action_new_lab(self) -> None:
+        self.runner.start_new()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``n`` only in a replay, where Start plays it again, if a lab of its own can start."""
+        return action != "new_lab" or (self.runner.mode == REPLAY and self.runner.can_start_new)
+
     def action_terminate(self) -> None:
         self.runner.terminate()
 
@@ -456,6 +460,7 @@ class TplabApp(App[int]):
             self.scaling_panel.set_source(self.scaling)
         self.scaling_panel.reset()
         self.log_panel.reset()
+        self.refresh_bindings()  # n is offered in a replay only
 
     # ------------------------------------------------------------------ before Start
     def start_precheck(self) -> None:

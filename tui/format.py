@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 DASH = "—"
 
 
@@ -25,3 +27,14 @@ def ms(x: float | None, digits: int = 2) -> str:
 
 def ratio(x: float | None, digits: int = 2) -> str:
     return DASH if x is None else f"{x:.{digits}f}"
+
+
+def short_path(path: str) -> str:
+    """``path`` with the home folder written ``~`` (as a shell takes it back)."""
+    try:
+        home = str(Path.home())
+    except RuntimeError:
+        return path
+    if home not in ("", "/") and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home):]
+    return path

@@ -12,7 +12,10 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 #: (name, help, app action)
 LAB_COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("Start lab", "Start the lab with the options given on the command line", "start"),
+    ("Start lab", "Start the lab with the options given on the command line (in a replay: "
+     "play it again)", "start"),
+    ("New lab", "After a replay: start a lab with the options given on the command line",
+     "new_lab"),
     ("TERMINATE pod", "Terminate the pod now and verify it is gone (no confirmation)",
      "terminate"),
     ("Labs", "Every lab that ran: open one in the dashboard or replay it", "labs"),

@@ -27,7 +27,8 @@ BATCH = 500
 
 
 def speed_name(speed: float) -> str:
-    return "as fast as it draws" if speed == 0 else f"×{speed:g}"
+    """×1, ×10, … and max (as fast as it draws), as ``--speed`` takes them."""
+    return "max" if speed == 0 else f"×{speed:g}"
 
 
 def parse_speed(text: str) -> float:

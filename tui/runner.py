@@ -111,6 +111,9 @@ class LabRunner:
         self.save_proof = save_proof
         self.replay_dir = replay_dir
         self.replay_speed = replay_speed
+        #: the lab a replay plays (``--replay DIR``, or the one replayed from the Labs screen):
+        #: Start plays it again while the dashboard shows a replay
+        self.replayed: Path | None = replay_dir
         self.mode = REPLAY if replay_dir is not None else LIVE
         self.shown_lab: PastLab | None = None
         self.state = self.new_state()
@@ -140,16 +143,42 @@ class LabRunner:
         return state
 
     # ------------------------------------------------------------------ start
+    @property
+    def start_label(self) -> str:
+        """What Start does now: "Replay" in a replay (it plays it again), else "Start"."""
+        return "Replay" if self.mode == REPLAY and self.replayed is not None else "Start"
+
+    @property
+    def can_start_new(self) -> bool:
+        """Whether a lab of this dashboard's own can start (it was given lab options)."""
+        return self.lab_factory is not None
+
     def start(self) -> None:
-        host = self.host
-        if self.lab_active:
-            host.notify("A lab is already starting or running: TERMINATE it (ctrl+t) or wait "
-                        "for it to end.", severity="warning")
-            return
-        if self.replay_dir is not None:
-            folder, speed = self.replay_dir, self.replay_speed
+        """Start (``s``): in a replay, play the same lab again; else start a new lab."""
+        if self.mode == REPLAY and self.replayed is not None:
+            if self._busy():
+                return
+            folder, speed = self.replayed, self.replay_speed
+            lab = self.shown_lab
             self._begin(lambda: ReplayLab(folder, speed), REPLAY,
-                        f"replaying {folder.name} at {speed_name(speed)}")
+                        f"replaying {folder.name} at {speed_name(speed)}",
+                        scaling=source_for_lab(lab.manifest) if lab is not None else None)
+            self._shown(lab)
+            return
+        self.start_new()
+
+    def _busy(self) -> bool:
+        if self.lab_active:
+            self.host.notify("A lab is already starting or running: TERMINATE it (ctrl+t) or "
+                             "wait for it to end." if self.mode == LIVE else
+                             "The replay is still playing: wait for it to end.",
+                             severity="warning")
+        return self.lab_active
+
+    def start_new(self) -> None:
+        """A new lab of this dashboard's own (``n`` after a replay or a past lab; ``s`` else)."""
+        host = self.host
+        if self._busy():
             return
         if self.lab_factory is None:
             host.notify("No lab to start (run tplab-tui with lab options or --mock).",
@@ -170,10 +199,18 @@ class LabRunner:
             self.host.notify(f"{path} has no stream.jsonl to show.", severity="error")
             return
         mode = PAST if speed == 0 else REPLAY
+        if mode == REPLAY:
+            self.replayed, self.replay_speed = path, speed
         self._begin(lambda: ReplayLab(path, speed), mode,
                     f"opening {path.name}" if mode == PAST
                     else f"replaying {path.name} at {speed_name(speed)}",
                     scaling=source_for_lab(lab.manifest))
+        self._shown(lab)
+
+    def _shown(self, lab: PastLab | None) -> None:
+        """The past lab the panels show (its manifest says whether it was a mock lab)."""
+        if lab is None:
+            return
         self.shown_lab = lab
         self.state.set_plan(mock=lab.mock)  # its stream says so too; the manifest always does
         self.state.lab_id = lab.lab_id

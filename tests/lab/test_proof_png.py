@@ -38,8 +38,30 @@ def test_the_final_frame_has_the_phases_with_their_times_and_the_table() -> None
            for i, n in enumerate(["preflight", "create", "run", "terminate", "verify"])]
     frame = final_frame(evs, {"status": "COMPLETE", "reason": "the lab completed",
                               "pod_id": "p1", "verified_gone": True, "actual_cost_usd": 0.0123})
-    assert "[    6.0s] terminate" in frame and "[    0.0s] preflight" in frame
+    assert "[   6.0s] terminate" in frame and "[   0.0s] preflight" in frame
     assert "p1 (verified gone)" in frame and "$0.0123" in frame
+
+
+def test_the_final_frame_shows_the_times_the_terminal_showed(monkeypatch) -> None:
+    """`tplab run` builds its view before the lab starts (the mock cloud, imports): its lines
+    must count from the same moment as the proof picture's, the lab's first event."""
+    import io
+
+    from tplab.faces import headless
+
+    now = [99.1]  # the view is made 0.9 s before the lab's first event
+    monkeypatch.setattr(headless.time, "time", lambda: now[0])
+    out = io.StringIO()
+    view = headless.HeadlessView(out, tty=False)
+    evs = [Event(type="phase", seq=i, ts=100.0 + 2.04 * i, src="lab", fields={"name": n})
+           for i, n in enumerate(["preflight", "create", "run", "terminate", "verify"])]
+    for ev in evs:
+        now[0] = ev.ts + 0.03  # each shown a moment after it was emitted
+        view.handle(ev)
+    terminal = [ln for ln in out.getvalue().splitlines() if ln.endswith(("] run", "] verify"))]
+    frame = final_frame(evs, {"status": "COMPLETE", "pod_id": "p1"}).splitlines()
+    assert terminal == [ln for ln in frame if ln.endswith(("] run", "] verify"))]
+    assert terminal == ["[   4.1s] run", "[   8.2s] verify"]
 
 
 def test_no_proof_no_picture_and_a_picture_when_there_is_one(tmp_path) -> None:

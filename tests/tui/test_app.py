@@ -242,3 +242,25 @@ def test_command_line_takes_the_lab_options():
     help_text = build_parser().format_help()
     for flag in ("--start", "--mock", "--prompts", "--new-tokens", "--no-sweep", "--refresh-hz"):
         assert flag in help_text
+
+
+async def test_after_the_lab_ends_no_line_speaks_of_its_pod_as_alive():
+    """Pod verified gone: no cap counting down, no heartbeat age, no cost still accruing, no
+    decoding going on; the same rows say how it ended."""
+    from tests.synthetic_lab import lab_script
+
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=8))
+    app = TplabApp(None, clock=lambda: events[-1].ts + 7000.0)  # long after: a cap would tick
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.runner.feed(events)
+        app.redraw(force=True)
+        await pilot.pause(0.2)
+        app.redraw(force=True)
+        instance = app.instance_panel._shown.plain
+        assert "GONE" in instance and "ran for" in instance
+        for alive in ("cap in", "s ago", "accrued", "uptime", "root@"):
+            assert alive not in instance, alive
+        assert instance.count("ended with the pod") == 2 and "closed: the pod is gone" in instance
+        assert "so far" not in app.summary._shown.plain and "cost $" in app.summary._shown.plain
+        assert app.timings_panel._shown.plain.startswith("decoded")
+        assert not app.token_plot.border_title.startswith("Live")

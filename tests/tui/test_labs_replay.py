@@ -118,3 +118,52 @@ def test_replay_refuses_a_folder_without_a_stream(tmp_path, capsys):
         app_from_args(["--replay", str(tmp_path)])
     assert exc.value.code == 2
     assert "has no stream.jsonl to replay" in capsys.readouterr().err
+
+
+def test_the_labs_screen_names_each_money_figure_for_what_it_is(tmp_path):
+    """The estimate is the estimate; the authorization is what the ledger held."""
+    from tplab.viewmodel.past_labs import read_lab
+    from tui.screens.past_lab_detail import detail
+
+    folder = write_lab(tmp_path / "lab", mock=True)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.update(authorized_usd=3.0, estimated_cost_usd=0.037, worst_case_usd=1.4)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    text = detail(read_lab(folder)).plain
+    assert "$0.0370 estimated" in text and "$3.00 held by the ledger" in text
+    assert "worst case $1.40" in text and "$0.0123 actual" in text
+    assert "$0.04 authorized" not in text
+
+
+async def test_start_after_a_replay_from_the_labs_screen_plays_it_again(tmp_path):
+    """As help says: in a replay, s plays the same lab again (never starts a lab of its own);
+    n, offered only then, starts one."""
+    folder = write_lab(_home() / "mock" / "labs" / "mock-1", mock=True)
+    started: list[int] = []
+
+    class NewLab(ReplayLab):  # a lab of the dashboard's own, that never needs a cloud
+        def __init__(self) -> None:
+            started.append(1)
+            super().__init__(folder, speed=0)
+
+    app = TplabApp(NewLab, mock=True, save_proof=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert "new_lab" not in {b.binding.action for b in app.active_bindings.values()}
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, LabsScreen) and app.screen.labs,
+                       what="the lab list")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the replay's end")
+        assert app.runner.mode == "replay" and app.action_bar.start_button.label.plain == "Replay"
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.runner.lab_active, what="the replay again")
+        assert app.runner.mode == "replay" and started == []
+        assert isinstance(app.runner.lab, ReplayLab) and app.runner.lab.lab_dir == folder.resolve()
+        assert "REPLAY" in app.title and "mock-1" in app.title
+        await wait_for(pilot, lambda: not app.runner.lab_active, what="the second replay's end")
+        assert app.active_bindings["n"].binding.action == "new_lab"
+        await pilot.press("n")
+        await wait_for(pilot, lambda: started == [1] and app.runner.mode == "live",
+                       what="a lab of its own")
+        await wait_for(pilot, lambda: not app.runner.lab_active, what="its end")
+        assert "n" not in app.active_bindings

@@ -174,3 +174,144 @@ async def test_ctrl_s_saves_next_to_the_lab_or_in_tplab_home_never_here(tmp_path
     assert list(tmp_path.glob("*.svg")) == []
     shots = list((tmp_path / "tplab-home" / "screenshots").glob("*.svg"))
     assert len(shots) == 1 and os.environ["TPLAB_HOME"] == str(tmp_path / "tplab-home")
+
+
+LONG_OUT = "/home/student/.local/share/tplab/mock/labs/20261203-132533-b8ff0c"
+
+
+def _done_at(out_dir: str) -> list:
+    """A complete lab's events whose folder is ``out_dir``."""
+    from tplab.records.events import Event
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=8))
+    done = events[-1]
+    return events[:-1] + [Event(type=done.type, seq=done.seq, ts=done.ts, src=done.src,
+                                fields={**done.fields, "out_dir": out_dir})]
+
+
+def _fits(app: TplabApp, widget) -> bool:
+    return app.screen.region.contains_region(widget.region)
+
+
+async def test_at_80x24_help_and_the_quit_dialog_fit_and_read_whole():
+    from textual.containers import Vertical, VerticalScroll
+    from textual.widgets import Button, Label, Static
+    from tui.screens.help import HelpScreen
+    from tui.screens.quit import QuitScreen
+
+    app = _app(mock=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.pause(0.1)
+        box, text = app.screen.query_one(VerticalScroll), app.screen.query_one("#help-text", Static)
+        assert _fits(app, box)
+        width = text.content_region.width
+        assert all(line.cell_len <= width for line in text.content.split("\n"))
+        assert "start the lab (Start button); in a replay: play the same lab" in text.content.plain
+        await pilot.press("escape")
+        app.runner.feed(lab_script(ScriptOptions(num_prompts=2, new_tokens=30, until="running")))
+        app.runner.lab_active = True  # as if this dashboard's own lab were running it
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the quit dialog")
+        await pilot.pause(0.1)
+        dialog = app.screen.query_one(Vertical)
+        assert _fits(app, dialog)
+        for part in [*app.screen.query(Label), *app.screen.query(Button)]:
+            assert dialog.region.contains_region(part.region), part
+        note = app.screen.query(Label).last()
+        assert "MOCK" in str(note.render()) and note.region.height >= 2  # wrapped, not cut
+        app.runner.lab_active = False
+        await pilot.press("escape")
+
+
+async def test_at_80x24_the_action_bar_keeps_a_long_lab_folder_whole(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/student")
+    app = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.runner.feed(_done_at(LONG_OUT))
+        app.redraw(force=True)
+        await pilot.pause(0.2)
+        app.redraw(force=True)
+        status = app.action_bar.status_line
+        lines = app.action_bar._status_shown.plain.split("\n")
+        assert len(lines) <= status.size.height and _fits(app, status)
+        assert all(len(line) <= status.size.width for line in lines)
+        assert lines[0].startswith("COMPLETE")
+        assert "".join(lines[1:]) == "~/.local/share/tplab/mock/labs/20261203-132533-b8ff0c"
+        assert lines[-1] == "20261203-132533-b8ff0c"  # broken after a /, not inside a name
+
+
+async def test_at_80x24_the_labs_table_shows_whole_columns_only(tmp_path, monkeypatch):
+    from textual.widgets import DataTable
+    from tui.screens.past_labs_screen import LabsScreen
+    from .test_labs_replay import write_lab
+
+    home = tmp_path / "tplab-home"
+    write_lab(home / "mock" / "labs" / "20261203-132533-b8ff0c", mock=True)
+    write_lab(home / "labs" / "20261202-101500-a1b2c3", mock=False, status="STOPPED",
+              until="terminated", start="2026-12-02T10:15:00+00:00")
+    app = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, LabsScreen) and app.screen.labs,
+                       what="the lab list")
+        await pilot.pause(0.1)
+        table = app.screen.query_one(DataTable)
+        shown = [str(c.label) for c in table.columns.values()]
+        assert {"when (UTC)", "status", "pod gone", "cost"} <= set(shown)
+        assert table.virtual_size.width <= table.scrollable_content_region.width, shown
+        cells = [str(c) for c in table.get_row_at(0)]
+        assert "✓ verified" in cells
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause(0.2)
+        assert len(table.columns) > len(shown)  # a wider screen shows more, whole
+        assert table.virtual_size.width <= table.scrollable_content_region.width
+
+
+async def test_damaged_ledger_lines_are_one_line_beside_the_figures_before_during_and_after():
+    from tplab.money.budget import BudgetGuard, default_ledger_path
+    from tplab.viewmodel.ledger_view import read_ledger_budget
+
+    BudgetGuard(default_ledger_path(True), cap_usd=5.0).record_actual("earlier", 0.42)
+    with default_ledger_path(True).open("a") as f:
+        f.write('{"v": 1, "kind": "actual", "amount_usd": "oops\n')
+    app = TplabApp(None, mock=True, ledger=lambda: read_ledger_budget(True))
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")  # the figures view: the budget panel
+        for stage, script in (("before", []), ("during", events[:40]), ("after", events[40:])):
+            app.runner.feed(script)
+            if stage == "after":
+                app.runner.refresh_budget()  # as at a lab's end: the ledger read again
+            app.redraw(force=True)
+            await pilot.pause(0.1)
+            strip = app.summary._shown.plain.split("\n")
+            assert len(strip) == 3 and " left of $" in strip[1], stage
+            assert "% left" in strip[1] and "⚠ 1 damaged ledger line" in strip[1], stage
+            assert len(strip[1]) <= app.summary.content_size.width, stage
+            panel = app.budget_panel._shown.plain.split("\n")
+            assert "% left" in panel[-2] and panel[-1].startswith("⚠ 1 damaged ledger line")
+            assert any(line.startswith("remaining") for line in panel), stage
+            assert app.budget_panel.content_size.height >= len(panel), stage  # all on screen
+
+
+async def test_the_all_reduce_says_it_comes_from_the_instrumented_pass():
+    """The tp column is the uninstrumented pass; all-reduce and comm/compute are the other one
+    (whose token time is shown with it), so an all-reduce above the tp mean is explained."""
+    app = _app()
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30))
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.runner.feed(events[:-30])  # live figures
+        app.redraw(force=True)
+        await pilot.pause(0.1)
+        live = app.timings_panel._shown.plain
+        app.runner.feed(events[-30:])  # the job's figures
+        app.redraw(force=True)
+        await pilot.pause(0.1)
+        final = app.timings_panel._shown.plain
+        width = app.timings_panel.content_size.width
+        for text in (live, final):
+            assert "* instrumented pass; tp column: uninstrumented" in text
+            ar = next(line for line in text.split("\n") if line.startswith("all-reduce"))
+            assert ar.endswith(" ms token*") and " ms of a " in ar
+            assert all(len(line) <= width for line in text.split("\n"))

@@ -96,3 +96,65 @@ def test_error(snap_compare):
 def test_complete(snap_compare, size):
     app, run_before = _app(_script("done"))
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+# ---------------------------------------------------------------- every screen fits 80×24
+def test_help(snap_compare):
+    app, run_before = _app([], mock=True, keys=("question_mark",))
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+def test_quit_dialog(snap_compare):
+    """A pod alive in this dashboard's own mock lab: the dialog, its note and its three
+    buttons inside 80 columns."""
+    app, before = _app(_script("running"), mock=True)
+
+    async def run_before(pilot) -> None:
+        await before(pilot)
+        app.runner.lab_active = True  # as if this dashboard's own lab were running it
+        await pilot.press("q")
+        await settle(pilot, app)  # the dashboard behind it drawn, its plots built
+
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+def test_complete_long_folder(snap_compare, monkeypatch):
+    """The folder of a finished lab under its own line(s), broken after a /, never into the
+    buttons."""
+    from tests.tui.test_layout import LONG_OUT, _done_at
+
+    monkeypatch.setenv("HOME", "/home/student")
+    app, run_before = _app(_done_at(LONG_OUT))
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+def test_labs_screen(snap_compare, tmp_path, monkeypatch):
+    """Whole columns only (the rest in the detail), each money figure under its own name."""
+    import json
+
+    from tests.tui.helpers import wait_for
+    from tests.tui.test_labs_replay import write_lab
+    from tui.screens.past_labs_screen import LabsScreen
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # the folder reads ~/tplab-home/…
+    home = tmp_path / "tplab-home"
+    folder = write_lab(home / "mock" / "labs" / "20261203-132533-b8ff0c", mock=True,
+                       start="2026-12-03T13:25:33+00:00")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.update(authorized_usd=3.0, estimated_cost_usd=0.037, worst_case_usd=1.4,
+                    end_ts="2026-12-03T13:26:21+00:00", usd_per_hr=0.7,
+                    allreduce_ms_per_token=0.651, comm_compute_ratio=0.702,
+                    single_gpu_per_token_ms=0.95, tp_per_token_ms=1.58, outputs_match=True)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    write_lab(home / "labs" / "20261202-101500-a1b2c3", mock=False, status="STOPPED",
+              until="terminated", start="2026-12-02T10:15:00+00:00")
+    app, before = _app([])
+
+    async def run_before(pilot) -> None:
+        await before(pilot)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, LabsScreen) and app.screen.labs,
+                       what="the lab list")
+        await settle(pilot, app)
+
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)

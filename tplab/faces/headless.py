@@ -30,6 +30,12 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f} ms"
 
 
+def stamp(seconds: float) -> str:
+    """A line's time, seconds since the lab's first event: "[  12.3s]" (the terminal's and
+    the proof picture's, ``tplab.lab.proof_png``, alike)."""
+    return f"[{seconds:6.1f}s]"
+
+
 class TextOut(Protocol):
     """Where the view writes: a text stream (``sys.stdout``, or ``tplab run``'s guarded one)."""
 
@@ -51,7 +57,10 @@ class HeadlessView:
         self.tty = out.isatty() if tty is None else tty
         self.state = LabState()
         self.total_tokens = total_tokens
-        self.start = start or time.time()
+        #: what the line times count from: the first event's time unless given (the proof
+        #: picture counts from the same event, so its times are the terminal's)
+        self.start = start
+        self._now: float | None = None   # the time of the event being shown
         self._bar_shown = False
         self._last_draw = 0.0
         self._last_pct_line = -1
@@ -77,7 +86,8 @@ class HeadlessView:
         if self._bar_shown:
             self.out.write("\r\x1b[2K")
             self._bar_shown = False
-        self.out.write(f"[{time.time() - self.start:6.1f}s] {text}\n")
+        now = self._now if self._now is not None else time.time()
+        self.out.write(f"{stamp(now - (self.start if self.start is not None else now))} {text}\n")
         self.out.flush()
 
     def _bar(self, force: bool = False) -> None:
@@ -106,6 +116,11 @@ class HeadlessView:
 
     # ------------------------------------------------------------------ events
     def handle(self, ev: Event) -> None:
+        if self.start is None:
+            self.start = ev.ts
+        # the lab's own events at their own time (the orchestrator's clock, which the stream
+        # records); the job's when they arrive here (a pod's clock is not this machine's)
+        self._now = ev.ts if ev.src == "lab" else time.time()
         self.state.apply(ev)
         t = ev.type
         if t == "token":

@@ -58,7 +58,8 @@ class LabContext:
                          uptime_s=info.uptime_s if info else None)
 
     def budget_event(self, summary: Any = None) -> None:
-        """The ledger's figures (cap, spent, held, remaining) and this lab's authorization.
+        """The ledger's figures (cap, spent, held, remaining), how many of its lines are
+        damaged (left out of them), and this lab's authorization.
         ``summary``: ``guard.summary()`` read beforehand (in a worker thread: it reads the
         ledger file), so the event itself is emitted on the lab's loop."""
         guard = self.facts.money.guard
@@ -66,7 +67,7 @@ class LabContext:
             return
         s = summary if summary is not None else guard.summary()
         self.stream.emit("budget", cap_usd=s.cap_usd, spent_usd=s.spent_usd, held_usd=s.held_usd,
-                         remaining_usd=s.remaining_usd,
+                         remaining_usd=s.remaining_usd, damaged_lines=len(s.damaged),
                          authorized_usd=self.facts.money.authorized_usd,
                          label=self.config.ledger_label())
 

@@ -72,14 +72,15 @@ def read_events(path: Path) -> list[Event]:
 
 
 def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
-    """The lab's last screen as text: its phase timeline (seconds since the lab began) and the
-    final table ``tplab run`` prints, folded from ``events`` by the headless view."""
-    from tplab.faces.headless import HeadlessView
+    """The lab's last screen as text: its phase timeline (seconds since the lab's first event,
+    stamped as ``tplab run`` stamped them) and the final table ``tplab run`` prints, folded
+    from ``events`` by the headless view."""
+    from tplab.faces.headless import HeadlessView, stamp
     view = HeadlessView(io.StringIO(), tty=False)
     for ev in events:
         view.handle(ev)
-    t0 = events[0].ts if events else 0.0
-    phases = [f"[{ev.ts - t0:7.1f}s] {ev['name']}"
+    t0 = events[0].ts if events else 0.0  # as the terminal's: from the lab's first event
+    phases = [f"{stamp(ev.ts - t0)} {ev['name']}"
               + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else "")
               for ev in events if ev.type == "phase" and ev.src != "job"]
     if len(phases) > max_phases:

@@ -256,6 +256,9 @@ class LabState(LabSnapshot):
         auth = _num(ev.get("authorized_usd"))
         if auth is not None:
             b.authorized_usd = auth
+        damaged = _int(ev.get("damaged_lines"))
+        if damaged is not None:  # else what the ledger read before the lab said
+            b.damaged_lines = damaged
 
 
     def _on_instance(self, ev: Event) -> None:

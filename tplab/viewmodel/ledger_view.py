@@ -13,8 +13,9 @@ from tplab.viewmodel.parts import Budget
 
 def read_ledger_budget(mock: bool = False, lab_cap_usd: float | None = None,
                        phase_cap_usd: float | None = None) -> Budget:
-    """cap, spent, held, remaining, the lab cap and what pre-flight needs; ``problem`` set (one
-    sentence) instead when the config or the ledger cannot be read."""
+    """cap, spent, held, remaining, the lab cap and what pre-flight needs, and how many ledger
+    lines are damaged (left out of those figures, listed by `tplab budget`); ``problem`` set
+    (one sentence) instead when the config or the ledger cannot be read."""
     from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
     try:
         conf = BudgetConfig.load(mock=mock).with_overrides(lab_cap_usd=lab_cap_usd,
@@ -25,15 +26,11 @@ def read_ledger_budget(mock: bool = False, lab_cap_usd: float | None = None,
     except OSError as exc:
         return Budget(source="ledger", problem=f"the ledger could not be read ({exc.strerror or exc}"
                       f": {exc.filename or 'TPLAB_HOME'}); check TPLAB_HOME and its permissions")
-    problem = None
-    if summary.damaged:
-        problem = (f"the ledger has {len(summary.damaged)} damaged line(s), left out of these "
-                   "figures: see `tplab budget`")
     return Budget(cap_usd=summary.cap_usd, spent_usd=summary.spent_usd,
                   held_usd=summary.held_usd, remaining_usd=summary.remaining_usd,
                   lab_cap_usd=conf.lab_cap_usd,
                   needed_usd=conf.lab_cap_usd + conf.preflight_buffer_usd,
-                  source="ledger", problem=problem)
+                  source="ledger", damaged_lines=len(summary.damaged))
 
 
 def preflight_sentence(b: Budget) -> str | None:

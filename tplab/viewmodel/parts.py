@@ -52,6 +52,15 @@ class Budget:
     needed_usd: float | None = None        # pre-flight: remaining must be at least this
     source: str | None = None              # "ledger" (read directly) | "lab" (the lab's events)
     problem: str | None = None             # the ledger could not be read: one sentence
+    damaged_lines: int = 0                 # ledger lines that are not entries (left out)
+
+    @property
+    def damaged_note(self) -> str:
+        """One short line on the ledger's damaged lines ("" when there are none)."""
+        n = self.damaged_lines
+        if not n:
+            return ""
+        return f"⚠ {n} damaged ledger line{'s' if n > 1 else ''} left out: tplab budget"
 
     @property
     def preflight_ok(self) -> bool | None:

@@ -80,7 +80,6 @@ class ModeTimings:
     hist: LogHistogram = field(default_factory=LogHistogram)
     count: int = 0
     sum_ms: float = 0.0
-    ar_sum_ms: float = 0.0
     prompt: int | None = None
     pos: int | None = None
     prompts_done: int = 0
@@ -102,7 +101,6 @@ class ModeTimings:
         self.hist.add(ms)
         self.count += 1
         self.sum_ms += ms
-        self.ar_sum_ms += ar_ms
         self.pos = pos
         if pos:  # a decode step, not a prefill
             self.decode_count += 1
@@ -146,12 +144,16 @@ class ModeTimings:
 
     @property
     def ar_ms_per_token(self) -> float | None:
-        return self.ar_sum_ms / self.count if self.count else None
+        """All-reduce ms per decode step, as results.json has it: over the instrumented
+        pass's steps only (the uninstrumented steps time no collective)."""
+        return self.ar_measured_mean_ms
 
     @property
     def comm_compute_ratio(self) -> float | None:
-        compute = self.sum_ms - self.ar_sum_ms
-        return self.ar_sum_ms / compute if self.count and compute > 0 else None
+        """All-reduce ms / the rest of the step's ms, both from the instrumented pass (as
+        results.json has it: the uninstrumented pass's ms time a different run)."""
+        compute = self.ar_measured_token_ms - self.ar_measured_sum_ms
+        return self.ar_measured_sum_ms / compute if self.ar_measured_count and compute > 0 else None
 
     def p(self, q: float) -> float | None:
         return self.hist.quantile(q)

@@ -1,4 +1,9 @@
-"""The help screen: what each panel means and every key, in one place."""
+"""The help screen: what each panel means and every key, in one place.
+
+Why it is laid out per width: the help is Markdown rendered once into styled text (fast to open
+while a lab streams), and text laid out for one width reads badly at another, so it is laid out
+for the box's width (at most 96 columns, the terminal's when that is narrower) and kept per width.
+"""
 
 from __future__ import annotations
 
@@ -20,13 +25,14 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 
 | key | does |
 |---|---|
-| `s` | start the lab (Start button); in a replay: play it again |
+| `s` | start the lab (Start button); in a replay: play the same lab again |
+| `n` | in a replay: start a lab of your own instead (when the dashboard has lab options) |
 | `ctrl+t` / `t` | **TERMINATE** the pod: no confirmation, works in every state, once |
 | `q` / `ctrl+q` | quit; while a pod is alive: terminate and quit, leave it running, or cancel |
 | `1` `2` `3` `4` | the view switch: plot, scaling curve, log, figures (narrow and medium screens) |
 | `f` | the log's filter: all, lab, job, stderr (the pod's job.log), problems |
 | `l` | the Labs screen: every lab that ran; enter opens one here, `r` replays it |
-| `+` / `-` | a replay's speed: ×1, ×10, ×100, as fast as it draws |
+| `+` / `-` | a replay's speed: ×1, ×10, ×100, max (as fast as it draws) |
 | `?` / `f1` | this help |
 | `ctrl+p` | command palette (start, terminate, labs, help, screenshot, quit) |
 | `ctrl+s` | save an SVG screenshot next to the lab shown (else in TPLAB_HOME/screenshots) |
@@ -61,35 +67,51 @@ When a lab ends the screen is saved as `proof-terminated.svg` next to the manife
 """
 
 
+#: the help box's widest (columns), and what its frame takes: a thick border and one column of
+#: padding each side, and the scrollbar
+BOX_WIDTH, SCROLLBAR = 96, 1
+FRAME = 2 + 2 + SCROLLBAR
+_RENDERED: dict[int, Text] = {}
+
+
 class HelpScreen(Screen[None]):
     """A full screen, not a modal: a modal composites the whole dashboard behind it, which
     made opening help several times slower while the lab streams events."""
 
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 96; height: 90%; border: thick $primary;
-                                  background: $surface; padding: 0 1; }
+    DEFAULT_CSS = f"""
+    HelpScreen {{ align: center middle; }}
+    HelpScreen > VerticalScroll {{ width: {BOX_WIDTH}; max-width: 100%; height: 90%;
+                                  border: thick $primary; background: $surface;
+                                  padding: 0 1; scrollbar-size-vertical: {SCROLLBAR}; }}
     """
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close help")]
 
     def compose(self) -> ComposeResult:
-        # one Static holding the help as Text, rendered from Markdown once: it opens at once
-        # even while a lab streams events (Textual's Markdown widget mounts a widget per block,
-        # and rich's Markdown lays itself out again on every render)
+        # one Static holding the help as Text, rendered from Markdown once per width: it opens
+        # at once even while a lab streams events (Textual's Markdown widget mounts a widget per
+        # block, and rich's Markdown lays itself out again on every render)
         with VerticalScroll():
-            yield Static(help_text(), id="help-text")
+            yield Static(help_text(text_width(self.app.size.width)), id="help-text")
+
+    def on_resize(self) -> None:
+        text = help_text(text_width(self.size.width))
+        shown = self.query_one("#help-text", Static)
+        if shown.content is not text:
+            shown.update(text)
 
 
-_RENDERED: Text | None = None
+def text_width(screen_width: int) -> int:
+    """The width the help's text is laid out for on a screen ``screen_width`` columns wide."""
+    return max(20, min(BOX_WIDTH, screen_width) - FRAME)
 
 
-def help_text(width: int = 92) -> Text:
-    """HELP (Markdown) as styled Text, rendered once per process."""
-    global _RENDERED
-    if _RENDERED is None:
+def help_text(width: int = BOX_WIDTH - FRAME) -> Text:
+    """HELP (Markdown) as styled Text laid out for ``width`` columns, rendered once per width."""
+    text = _RENDERED.get(width)
+    if text is None:
         console = Console(width=width, file=io.StringIO(), force_terminal=True,
                           color_system="truecolor")
         with console.capture() as capture:
             console.print(Markdown(HELP))
-        _RENDERED = Text.from_ansi(capture.get())
-    return _RENDERED
+        text = _RENDERED[width] = Text.from_ansi(capture.get())
+    return text

@@ -12,11 +12,16 @@ import time
 from rich.text import Text
 
 from tplab.viewmodel.past_labs import PastLab
-from tui.format import DASH
+from tui.format import DASH, short_path
 
 _STATUS_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED": "bold yellow",
                  "EDUCATIONAL_STUB": "bold yellow", "FAILED": "bold red"}
 COLUMNS = ("when (UTC)", "", "status", "speedup", "crossover", "cost", "pod gone", "GPU", "lab")
+#: the columns a narrow table keeps first (indices into COLUMNS): a lab's time, kind, outcome,
+#: whether its pod is gone and what it cost; the rest is in the detail pane
+PRIORITY = (0, 1, 2, 6, 5, 3, 8, 4, 7)
+#: a DataTable cell's padding (one column each side) and room for its vertical scrollbar
+CELL_PAD, SCROLLBAR = 2, 2
 
 
 def when(ts: float | None) -> str:
@@ -49,6 +54,24 @@ def row_cells(lab: PastLab) -> tuple[Text | str, ...]:
             lab.lab_id)
 
 
+def columns_that_fit(rows: list[tuple[Text | str, ...]], width: int) -> tuple[int, ...]:
+    """The columns (indices into COLUMNS, in table order) that fit ``width`` cells whole: taken
+    in PRIORITY order, each only if it still fits, so a narrow screen drops whole columns
+    instead of cutting the last one."""
+    need = [max([Text(COLUMNS[i]).cell_len] + [_cell_len(r[i]) for r in rows]) + CELL_PAD
+            for i in range(len(COLUMNS))]
+    room, keep = width - SCROLLBAR, []
+    for i in PRIORITY:
+        if need[i] <= room:
+            keep.append(i)
+            room -= need[i]
+    return tuple(sorted(keep))
+
+
+def _cell_len(cell: Text | str) -> int:
+    return cell.cell_len if isinstance(cell, Text) else Text(cell).cell_len
+
+
 def _num(m: dict, key: str, fmt: str) -> str:
     v = m.get(key)
     return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else DASH
@@ -67,17 +90,20 @@ def detail(lab: PastLab) -> Text:
     if lab.reason:
         t.append(f" — {lab.reason}")
     lines = [
-        ("folder", str(lab.path)),
+        ("folder", short_path(str(lab.path))),
         ("GPU", f"{lab.gpu or DASH}  {_num(m, 'usd_per_hr', '${:.3f}/h')}"),
         ("started", f"{m.get('start_ts') or DASH}"),
         ("ended", f"{m.get('end_ts') or DASH}"),
         ("cost", f"{_num(m, 'actual_cost_usd', '${:.4f}')} actual · "
-                 f"{_num(m, 'estimated_cost_usd', '${:.2f}')} authorized"),
+                 f"{_num(m, 'estimated_cost_usd', '${:.4f}')} estimated"),
+        ("authorized", f"{_num(m, 'authorized_usd', '${:.2f}')} held by the ledger · "
+                       f"worst case {_num(m, 'worst_case_usd', '${:.2f}')}"),
         ("per token", f"single {_num(m, 'single_gpu_per_token_ms', '{:.3f}')} ms · "
-                      f"TP {_num(m, 'tp_per_token_ms', '{:.3f}')} ms · "
+                      f"TP {_num(m, 'tp_per_token_ms', '{:.3f}')} ms (uninstrumented) · "
                       f"speedup {_num(m, 'speedup', '{:.2f}×')}"),
         ("all-reduce", f"{_num(m, 'allreduce_ms_per_token', '{:.3f}')} ms/token · "
-                       f"comm/compute {_num(m, 'comm_compute_ratio', '{:.2f}')}"),
+                       f"comm/compute {_num(m, 'comm_compute_ratio', '{:.2f}')} "
+                       "(instrumented TP pass)"),
         ("outputs", "TP == single ✓" if m.get("outputs_match") is True
          else "TP ≠ single ✗" if m.get("outputs_match") is False else DASH),
         ("crossover", _crossover(lab)),

@@ -3,7 +3,8 @@ the command line), newest first, with the selected lab's manifest beside the lis
 
 Enter opens the lab in the dashboard (its stream played at once into the same panels: budget,
 instance, timings, curve, log); ``r`` replays it at ×10; escape goes back. The folders are read
-in a worker thread, so a long list never holds the screen.
+in a worker thread, so a long list never holds the screen. The table keeps the columns that fit
+the screen whole (``columns_that_fit``): a narrow one drops the least needed, never cuts one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
-from tui.screens.past_lab_detail import COLUMNS, detail, row_cells
+from tui.screens.past_lab_detail import COLUMNS, columns_that_fit, detail, row_cells
 from tui.from_thread import post_from_thread
 
 OPEN, REPLAY = "open", "replay"
@@ -27,7 +28,7 @@ OPEN, REPLAY = "open", "replay"
 
 class LabsScreen(Screen[tuple[str, Path] | None]):
     DEFAULT_CSS = """
-    LabsScreen #labs-title { height: 1; padding: 0 1; background: $boost; }
+    LabsScreen #labs-title { height: auto; padding: 0 1; background: $boost; }
     LabsScreen #labs-body { height: 1fr; }
     LabsScreen DataTable { width: 3fr; height: 1fr; }
     LabsScreen #labs-detail { width: 2fr; height: 1fr; border-left: solid $primary 60%;
@@ -40,19 +41,21 @@ class LabsScreen(Screen[tuple[str, Path] | None]):
     BINDINGS = [Binding("escape,q", "back", "Back"),
                 Binding("enter", "open", "Open in dashboard"),
                 Binding("r", "replay", "Replay ×10"),
-                Binding("g", "reload", "Reload")]
+                Binding("g", "reload", "Reload"),
+                # the dashboard's Start, New lab and Labs wait until this screen closes
+                Binding("s,n,l", "stay", show=False)]
 
     def __init__(self, extra_dirs: list[Path] | None = None) -> None:
         super().__init__()
         self.extra_dirs = list(extra_dirs or [])
         self.labs: dict[str, PastLab] = {}
+        self._order: list[PastLab] = []
+        self._columns: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static("Labs · reading the lab folders…", id="labs-title")
         with Horizontal(id="labs-body"):
-            table: DataTable = DataTable(id="labs-table", cursor_type="row", zebra_stripes=True)
-            table.add_columns(*COLUMNS)
-            yield table
+            yield DataTable(id="labs-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="labs-detail"):
                 yield Static("", id="labs-detail-text")
         yield Footer()
@@ -62,27 +65,47 @@ class LabsScreen(Screen[tuple[str, Path] | None]):
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < 130, "-stacked")
+        if self._order:
+            self._fill_table()
+
+    def _table_width(self) -> int:
+        """The table's width: the screen's when stacked, else its 3 of 5 parts."""
+        width = self.size.width
+        return width if self.has_class("-stacked") else width * 3 // 5
 
     @work(thread=True, exclusive=True, group="labs-list")
     def _load(self) -> None:
         labs = find_labs(default_roots(), self.extra_dirs)
         post_from_thread(self, self._show, labs)
 
-    def _show(self, labs: list[PastLab]) -> None:
+    def _fill_table(self) -> None:
+        """The rows, in the columns that fit; the table is rebuilt only when those change."""
         table = self.query_one(DataTable)
-        table.clear()
-        self.labs = {}
-        for lab in labs:
-            key = str(lab.path)
-            self.labs[key] = lab
-            table.add_row(*row_cells(lab), key=key)
+        rows = [row_cells(lab) for lab in self._order]
+        columns = columns_that_fit(rows, self._table_width())
+        if columns == self._columns and table.row_count == len(rows):
+            return
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        self._columns = columns
+        table.add_columns(*(COLUMNS[i] for i in columns))
+        for lab, cells in zip(self._order, rows):
+            table.add_row(*(cells[i] for i in columns), key=str(lab.path))
+        if rows and cursor:
+            table.move_cursor(row=min(cursor, len(rows) - 1))
+
+    def _show(self, labs: list[PastLab]) -> None:
+        self._order = list(labs)
+        self.labs = {str(lab.path): lab for lab in labs}
+        self._columns = ()
+        self._fill_table()
         n_mock = sum(1 for lab in labs if lab.mock)
         self.query_one("#labs-title", Static).update(
             f"[b]Labs[/b] · {len(labs)} found ({n_mock} mock) in TPLAB_HOME/labs, "
             f"TPLAB_HOME/mock/labs" + (" and the folders given" if self.extra_dirs else "")
             + " · enter: open · r: replay ×10 · esc: back")
         if labs:
-            table.focus()
+            self.query_one(DataTable).focus()
             self._detail(str(labs[0].path))
         else:
             self.query_one("#labs-detail-text", Static).update(
@@ -106,6 +129,9 @@ class LabsScreen(Screen[tuple[str, Path] | None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
+
+    def action_stay(self) -> None:
+        """A dashboard key that has nothing to do here."""
 
     def action_back(self) -> None:
         self.dismiss(None)

@@ -22,8 +22,8 @@ CANCEL = "cancel"
 class QuitScreen(ModalScreen[str]):
     DEFAULT_CSS = """
     QuitScreen { align: center middle; }
-    QuitScreen > Vertical { width: 86; height: auto; border: thick $error; padding: 1 2;
-                            background: $surface; }
+    QuitScreen > Vertical { width: 86; max-width: 100%; height: auto; border: thick $error;
+                            padding: 1 2; background: $surface; }
     QuitScreen Label { width: 1fr; margin-bottom: 1; }
     QuitScreen Horizontal { height: auto; align: center middle; }
     QuitScreen Button { margin: 0 1; }
@@ -62,8 +62,8 @@ class QuitScreen(ModalScreen[str]):
 class ConfirmLeaveScreen(ModalScreen[bool]):
     DEFAULT_CSS = """
     ConfirmLeaveScreen { align: center middle; }
-    ConfirmLeaveScreen > Vertical { width: 72; height: auto; border: thick $warning;
-                                    padding: 1 2; background: $surface; }
+    ConfirmLeaveScreen > Vertical { width: 72; max-width: 100%; height: auto;
+                                    border: thick $warning; padding: 1 2; background: $surface; }
     ConfirmLeaveScreen Label { width: 1fr; margin-bottom: 1; }
     ConfirmLeaveScreen Horizontal { height: auto; align: center middle; }
     ConfirmLeaveScreen Button { margin: 0 1; }

@@ -5,6 +5,10 @@ key at app level with priority, so it works whatever has focus. It never asks fo
 (the pod costs money while a dialog waits) and pressing it again does nothing extra: the app
 records the first request and ignores the rest. Its label follows the lab's own events:
 terminating… → verifying… → gone ✓, so "gone" means the provider said so.
+
+The status line has the three rows between Start and TERMINATE: how a live lab ended first, then
+its folder on a line of its own (home as ``~``, broken after a ``/`` when it is wider than the
+line) when both fit whole; a path is never cut inside a name and never runs into a button.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from textual.message import Message
 from textual.widgets import Button, Static
 
 from tplab.viewmodel.fold import LabState
+from tui.format import short_path
 
 LABELS = {
     "idle": "TERMINATE",
@@ -44,8 +49,26 @@ _DONE_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED"
                "EDUCATIONAL_STUB": "bold yellow"}
 
 
+def fold_path(path: str, width: int) -> str:
+    """``path`` in lines of at most ``width`` cells, broken after a ``/`` where it can be."""
+    if width <= 0 or len(path) <= width:
+        return path
+    parts = path.split("/")
+    lines: list[str] = []
+    line = ""
+    for piece in [p + "/" for p in parts[:-1]] + [parts[-1]]:
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        while len(piece) > width:  # one name wider than the line
+            lines.append(piece[:width])
+            piece = piece[width:]
+        line += piece
+    return "\n".join(lines + ([line] if line else []))
+
+
 def status_text(state: LabState, sweep: str | None = None, mode: str = "live") -> Text:
-    """One line: where the lab is, or how it ended."""
+    """Where the lab is, or how it ended."""
     t = Text()
     if mode == "replay":
         t.append(" REPLAY ", style="bold black on cyan")
@@ -73,8 +96,6 @@ def status_text(state: LabState, sweep: str | None = None, mode: str = "live") -
                  style=_DONE_STYLE.get(state.done_status or "", "bold red"))
         if state.done_reason:
             t.append(f" · {state.done_reason}")
-        if state.out_dir:
-            t.append(f" · {state.out_dir}", style="dim")
         return t
     t.append("phase ", style="dim")
     t.append(state.phase or "…", style="bold")
@@ -137,6 +158,18 @@ class ActionBar(Horizontal):
             start.label = start_label
         # fixed size (CSS): no relayout of the screen for a new status line
         text = status_text(state, sweep, mode)
+        if mode == "live" and state.done and state.out_dir and not sweep:
+            self._add_folder(text, state.out_dir)
         if text != self._status_shown:
             self._status_shown = text
             self.status_line.update(text, layout=False)
+
+    def _add_folder(self, text: Text, out_dir: str) -> None:
+        """The lab's folder under how it ended, when both fit the line's rows whole (how it
+        ended comes first; the folder is also in the log and on the Labs screen)."""
+        width, rows = self.status_line.size.width, self.status_line.size.height or 3
+        folder = fold_path(short_path(out_dir), width)
+        used = len(text.wrap(self.app.console, width)) if width else 1
+        if used + folder.count("\n") + 1 <= rows:
+            text.append("\n")
+            text.append(folder, style="dim")

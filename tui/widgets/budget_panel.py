@@ -7,7 +7,8 @@ read again. Spent is recorded spending, held is open authorizations (money promi
 flight), remaining is what a new lab may still authorize.
 
 The bar reads without colour: spent is ``█``, held ``▓``, remaining ``░``, and the share left is
-written beside it.
+written beside it. Damaged ledger lines (left out of the figures, listed by ``tplab budget``)
+get one line of their own under the bar, before a lab, during it and after it.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class BudgetPanel(StatePanel):
         else:
             text.append_text(budget_bar(b.cap_usd, b.spent_usd, b.held_usd,
                                         self.content_size.width or 30))
+        self.set_class(bool(b.damaged_note), "-damaged")  # one more line: the panel grows
+        if b.damaged_note:
+            text.append(f"\n{b.damaged_note}", style="bold yellow")
         return text
 
     def title_for(self, state: LabState) -> str:

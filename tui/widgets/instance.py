@@ -2,7 +2,9 @@
 
 State, uptime, time left before the cap and the watchdog heartbeat age tick between events
 (extrapolated from the last event's timestamp by LabState), so a quiet stream still shows time
-passing and a stale heartbeat turns red without waiting for another event.
+passing and a stale heartbeat turns red without waiting for another event. Once the lab ended
+with its pod verified gone, no line speaks of the pod as alive: its uptime is its whole life,
+its price what it cost, and the cap, SSH and watchdog say they ended with it.
 
 Before a lab (idle) it shows what Start would rent and the cloud check's facts (the key, the
 balance, the quote and stock, spot, the budget; see ``tui/precheck.py``). A mock lab says MOCK
@@ -65,7 +67,9 @@ class InstancePanel(StatePanel):
         cloud = cloud_label(i.provider) if i.provider else DASH  # "RunPod", "Vast.ai"
         provider = Text(f"{cloud}   pod {i.pod_id or DASH}")
         if state.mock:
-            provider = Text.assemble(mock_tag(), f" {cloud} pod {i.pod_id or DASH} · local")
+            provider = Text.assemble(mock_tag(), f" {cloud} pod {i.pod_id or DASH}")
+        if state.done and i.gone:
+            return rows(self._gone_rows(state, provider, gpus, st, rate), label_width=9)
         price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
         if state.mock:
             price.append(" simulated", style="bold")
@@ -80,6 +84,20 @@ class InstancePanel(StatePanel):
             ("ssh", f"{ssh}  ({state.ssh_state or DASH})"),
             ("watchdog", heartbeat_text(state.heartbeat_age())),
         ], label_width=9)
+
+    @staticmethod
+    def _gone_rows(state: LabState, provider: Text, gpus: Text, st: Text,
+                   rate: float | None) -> list[tuple[str, str | Text]]:
+        """The rows of a lab that ended with its pod verified gone (the same rows, in the
+        past tense: the panel keeps its height)."""
+        cost = Text(f"{usd(state.cost.accrued_usd, 4)} at {usd(rate, 3)}/h")
+        if state.mock:
+            cost.append(" simulated", style="bold")
+        return [("provider", provider), ("GPU", gpus), ("state", st),
+                ("ran for", duration(state.uptime())), ("cost", cost),
+                ("cap", Text("ended with the pod", style="dim")),
+                ("ssh", Text("closed: the pod is gone", style="dim")),
+                ("watchdog", Text("ended with the pod", style="dim"))]
 
     def _before_start(self, state: LabState) -> Text:
         plan = Text(self.plan_text or DASH)

@@ -35,7 +35,10 @@ def _pod_line(state: LabState, plan: str) -> Text:
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
     rate = state.cost.usd_per_hr if state.cost.usd_per_hr is not None else i.usd_per_hr
-    t.append(f" · {usd(rate, 3)}/h · so far {usd(state.cost.accrued_usd, 4)}")
+    if state.done and i.gone:  # what it cost, not what it is costing
+        t.append(f" · cost {usd(state.cost.accrued_usd, 4)} at {usd(rate, 3)}/h")
+    else:
+        t.append(f" · {usd(rate, 3)}/h · so far {usd(state.cost.accrued_usd, 4)}")
     return t
 
 
@@ -48,8 +51,11 @@ def _budget_line(state: LabState, width: int) -> Text:
     if b.problem:
         t.append(f"⚠ {b.problem}", style="bold yellow")
         return t
-    bar_w = max(12, min(36, width - t.cell_len - 1))
+    n = b.damaged_lines  # said on the same line: the strip's three lines stay three
+    damaged = f" ⚠ {n} damaged ledger line{'s' if n > 1 else ''}" if n else ""
+    bar_w = max(12, min(36, width - t.cell_len - len(damaged) - 1))
     t.append_text(budget_bar(b.cap_usd, b.spent_usd, b.held_usd, bar_w))
+    t.append(damaged, style="bold yellow")
     return t
 
 

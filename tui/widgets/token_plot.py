@@ -22,6 +22,8 @@ from tui.widgets.plot import ThreadedPlot
 
 _COLORS = {"single": "cyan", "tp": "magenta"}
 TITLE = "Live timings · ms per token (recent)"
+#: once the lab ended: the same figures, no longer live
+ENDED_TITLE = "Timings · ms per token (the last ones)"
 
 
 def latest_text(state: LabState) -> str:
@@ -50,6 +52,9 @@ class TokenPlot(ThreadedPlot):
         self.set_spec(())
 
     def show(self, state: LabState, force: bool = False) -> None:
+        title = ENDED_TITLE if state.done else TITLE
+        if self.border_title != title:
+            self.border_title = title
         counts = (state.timings["single"].count, state.timings["tp"].count)
         now = time.monotonic()
         if counts == self.drawn_counts or (not force and now - self._last_request
