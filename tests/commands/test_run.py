@@ -64,3 +64,30 @@ def test_the_failure_reason_is_printed_once():
     out.write(view.table({"status": "FAILED", "reason": reason, "pod_id": None,
                           "actual_cost_usd": None, "job_events": 0}))
     assert out.getvalue().count(reason) == 1
+
+
+def _no_mock_lab(home) -> bool:
+    return not (home / "mock" / "labs").exists() and not (home / "mock" / "ledger.jsonl").exists()
+
+
+def test_inputs_the_job_would_refuse_on_the_pod_are_refused_before_anything_exists(
+        tmp_path, capsys):
+    """One GPU, a latin-1 prompts file, a binary one: each a sentence with what to do, exit 2,
+    no lab folder, no ledger line, no mock cloud (the job would have failed on a rented pod)."""
+    home = tmp_path / "tplab-home"
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("el caf\xe9 goed\n".encode("latin-1"))
+    binary = tmp_path / "binary.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    undecodable = tmp_path / "noise.bin"  # no NUL byte, still not UTF-8
+    undecodable.write_bytes(bytes(range(128, 256)) * 4)
+    cases = {("--gpus", "1"): "--gpus 1: tensor parallelism needs at least 2 GPUs",
+             ("--prompts-file", str(latin1)): f"{latin1} is not UTF-8 text (byte 0xe9 on line 1)",
+             ("--prompts-file", str(binary)): f"{binary} is not a text file",
+             ("--prompts-file", str(undecodable)): f"{undecodable} is not UTF-8 text"}
+    for args, sentence in cases.items():
+        assert main(["run", "--mock", *args]) == 2, args
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        assert sentence in err and err.rstrip().endswith("Nothing was created."), err
+        assert _no_mock_lab(home), args

@@ -57,6 +57,8 @@ class PodSession:
         self.tail = event_tail.TailState()
         self._last_touch: float | None = None
         self._result_seen = False
+        #: the job's own sentence from its first fatal ``error`` event (pod data: one line, cut)
+        self.job_error: str | None = None
 
     @property
     def public_key(self) -> str:
@@ -193,6 +195,8 @@ class PodSession:
                         ctx.facts.partial.add(batch)
                         if not self._result_seen:
                             self._note_result(batch)
+                        if self.job_error is None:
+                            self._note_error(batch)
             except (asyncssh.Error, OSError) as exc:
                 idle_drops = idle_drops + 1 if self.tail.read_pos == pos_before else 1
                 transport.ssh_drops += 1
@@ -214,6 +218,13 @@ class PodSession:
             if ev.type == "result":
                 self._result_seen = True
                 self.on_result(ev["results"])
+                return
+
+    def _note_error(self, batch: list) -> None:
+        for ev in batch:
+            if ev.type == "error" and ev.get("fatal"):
+                msg = one_line(str(ev.get("msg") or "")).rstrip(". ")
+                self.job_error = (msg[:297] + "...") if len(msg) > 300 else (msg or None)
                 return
 
     async def _check_pod_alive(self) -> bool:
@@ -347,6 +358,9 @@ class PodSession:
             # torchrun's teardown failed: the numbers are whole, the exit is worth a look
             stream.warn(f"torchrun exited with code {tail.exit_code} after the job reported "
                         f"`finished` (results written, outputs matched); see {out / 'job.log'}")
+        elif tail.exit_code != 0 and self.job_error:
+            raise LabStop(FAILED, f"the job failed on the pod: {self.job_error}; see "
+                          f"{out / 'job.log'} (exit code {tail.exit_code})")
         elif tail.exit_code != 0:
             raise LabStop(FAILED, f"the job exited with code {tail.exit_code}; see "
                           f"{out / 'job.log'}")
