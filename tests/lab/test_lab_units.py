@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sys
 
 import pytest
 
@@ -136,3 +137,22 @@ def test_bundle_is_only_what_the_pod_needs(lab_assets):
     assert tops == {"records", "stats", "util", "tp", "model", "job"}
     assert not any(p.startswith(("tplab/cloud", "tplab/mock")) or "remote" in p or
                    "__pycache__" in p for p in remote_paths)
+
+
+def test_a_relative_pod_python_means_the_same_file_on_the_pod(tmp_path, monkeypatch):
+    """A mock pod runs in its sandbox folder: the path given is made absolute where it was typed
+    (not resolved: a virtual environment's python is a link that must keep its name)."""
+    from tplab.commands.main import build_parser
+    from tplab.lab.options import config_from_args
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+    for command in (["run", "--mock"], ["local", "--out", "x"], ["mock-cloud"]):
+        args = build_parser().parse_args([*command, "--pod-python", "venv/bin/python"])
+        assert args.pod_python == str(venv / "python"), command
+    args = build_parser().parse_args(["run", "--mock", "--pod-python", "venv/bin/python"])
+    assert config_from_args(args).pod_python == str(venv / "python")
+    monkeypatch.setenv("PATH", str(venv))
+    assert build_parser().parse_args(["mock-cloud", "--pod-python", "python"]).pod_python == \
+        str(venv / "python")

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, executable_arg
 from tplab.records.job_flags import add_job_flags, positive_int  # stdlib only
 
 HELP = "run the lab on this CPU (torchrun; gloo or shared memory): results, events, curve, manifest"
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or cpu-shm with --comm shm or both)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="give up on the job after this many seconds (default 600)")
-    parser.add_argument("--pod-python", metavar="PATH", default=None,
+    parser.add_argument("--pod-python", metavar="PATH", type=executable_arg, default=None,
                         help="the Python the job runs with (default: this one), e.g. a venv with "
                              "the pod images' torch 2.4.0")
     parser.add_argument("--quiet", action="store_true", help="do not show the job's progress")

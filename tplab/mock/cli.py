@@ -24,6 +24,7 @@ from typing import Any
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tplab.mock.runpod_mock.faults import add_fault_arguments
 
+    from tplab.home.paths import executable_arg
     from tplab.mock.clouds import NAMES
 
     parser.add_argument("--cloud", choices=(*NAMES, "both"), default=NAMES[0],
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where pods' sandboxes go (default $TPLAB_HOME/mock/cloud)")
     parser.add_argument("--keep-sandboxes", action="store_true",
                         help="leave pods' sandbox directories on disk at exit")
-    parser.add_argument("--pod-python", metavar="PATH", default=None,
+    parser.add_argument("--pod-python", metavar="PATH", type=executable_arg, default=None,
                         help="the Python the pods run their commands with (default: this one); "
                              "e.g. a venv with the images' torch")
     parser.add_argument("--exit-with-parent", action="store_true",
