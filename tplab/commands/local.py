@@ -42,7 +42,8 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=positive_int, default=2, metavar="N",
                         help="TP ranks (default 2)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="a new or empty folder for the run's files")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), metavar="PATH",
                         help="full MiniGPT checkpoint (default: the shipped one)")
     parser.add_argument("--prompts-file", default=str(DEFAULT_PROMPTS), metavar="PATH",
@@ -187,6 +188,12 @@ def main(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
             return 2
+    from tplab.home.lab_folders import out_dir_problem
+
+    bad_out = out_dir_problem(args.out)  # one run a folder: never another run's files beside
+    if bad_out:
+        print(f"tplab local: {bad_out}", file=sys.stderr)
+        return 2
     from tplab.lab.pod_python import pod_python_problem
 
     bad_python = pod_python_problem(args.pod_python, mock=True)
@@ -205,8 +212,6 @@ def main(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
-    if results_path.exists():
-        results_path.unlink()  # never report a previous run's numbers as this one's
 
     t0 = time.time()
     rc, errors = run_job(args, out_dir)

@@ -39,6 +39,11 @@ def refusal(config: Any) -> str | None:
     problem = input_problem(config)
     if problem:
         return problem
+    if config.out_dir:  # one run a folder: a finished lab is never overwritten, nor mixed
+        from tplab.home.lab_folders import out_dir_problem
+        bad_out = out_dir_problem(config.out_dir)
+        if bad_out:
+            return f"{bad_out} Nothing was created."
     from tplab.cloud import registry
     try:
         names = _names(config, registry)

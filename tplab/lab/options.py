@@ -82,7 +82,8 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                          "use NCCL",
                          "compile": "torch.compile the models on the pod"})
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="where the artifacts go (default: TPLAB_HOME/labs/<lab id>)")
+                   help="a new or empty folder for the lab's files (default: "
+                        "TPLAB_HOME/labs/<lab id>, TPLAB_HOME/mock/labs/<lab id> with --mock)")
     g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
                    help="checkpoint to upload (default: the shipped MiniGPT-grammar)")
     g.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
