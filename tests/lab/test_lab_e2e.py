@@ -28,6 +28,7 @@ asserts the ledger and canary rows).
   spot interruption                   e2e::test_spot_interruption_ends_the_lab_through_terminate
   create fails (no pod)               e2e::test_failed_create_keeps_the_intent_and_releases_the_hold
   wrong inputs (no pod), two          stops::test_wrong_inputs_are_refused_before_the_create_phase
+  Ctrl-C just after the job finished  stops::test_ctrl_c_just_after_the_job_finished_keeps_its_...
   SIGHUP mid-run                      stops::test_sighup_while_the_job_runs_tears_down_at_once
     + fault suite: client SIGHUP in run
   task cancelled again and again      stops::test_cancelling_the_lab_again_and_again_never_cuts_...

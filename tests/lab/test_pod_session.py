@@ -79,3 +79,37 @@ async def test_a_job_that_fails_on_the_pod_ends_the_lab_with_the_jobs_own_senten
         "code 1)")
     assert json.loads((tmp_path / "out" / "events.jsonl").read_text().splitlines()[-1])[
         "msg"] == why
+
+
+class GoneProvider:
+    """Terminate is accepted and the pod is gone at the first look."""
+
+    name = "fake"
+
+    def terminate(self, pod_id):
+        self.terminated = pod_id
+
+    def verify_gone(self, pod_id):
+        from tplab.cloud.base import GoneProof
+        return GoneProof(pod_id, "now", {"pod": None}, listed=False)
+
+
+async def test_a_stopped_lab_fetches_what_the_pod_finished_before_the_teardown(tmp_path):
+    """A user's stop mid-run: events.jsonl comes back (results.json too once written) before the
+    pod is terminated; a lab's own stop (FAILED: a cap) does not spend pod seconds on it."""
+    from tplab.lab import teardown
+    from tplab.lab.lab_config import STOPPED
+    from tplab.lab.provision import Creation
+    events = _events(("phase", {"name": "setup"}), ("log", {"level": "info", "msg": "m"}))
+    for status, fetched in ((STOPPED, True), (FAILED, False)):
+        async with Pod(tmp_path / status, {"events.jsonl": events}) as pod:
+            ctx = _ctx(tmp_path / status / "out", GoneProvider())
+            ctx.facts.pod.id = "p1"
+            ctx.facts.status = status
+            session = await pod.session(ctx)
+            await teardown.teardown(ctx, Creation(), session)
+        out = tmp_path / status / "out"
+        assert ((out / "events.jsonl").is_file() and
+                (out / "events.jsonl").read_bytes() == events) is fetched, status
+        assert ("events.jsonl" in ctx.facts.artifacts) is fetched
+        assert ctx.facts.pod.verified_gone and ctx.provider.terminated == "p1"

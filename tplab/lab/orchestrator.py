@@ -314,11 +314,23 @@ class Lab:
                 await teardown.detach(self.ctx, self.session, self._own_mock)
             else:
                 await teardown.teardown(self.ctx, self._creation, self.session)
+                self._completed_before_the_stop()
         finally:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await ticker
         return await self._finish()
+
+    def _completed_before_the_stop(self) -> None:
+        """A stop that came after the job's `finished` (results written, outputs matched) whose
+        results the teardown fetched: the measurement is whole, so the lab completed."""
+        facts, session = self.facts, self.session
+        if (facts.status == STOPPED and facts.results is not None and session is not None
+                and session.tail.finished_seen_at is not None):
+            facts.status = COMPLETE
+            facts.reason = (f"the lab completed: the stop ({self._stop_reason or 'cancelled'}) "
+                            "came after the job had finished, and its results were fetched "
+                            "before the teardown")
 
     # ------------------------------------------------------------------ the body
     async def _body(self) -> None:
