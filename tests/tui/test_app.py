@@ -205,11 +205,19 @@ async def test_panels_redraw_on_the_timer_not_per_event():
     assert redraws <= 10 * dt + 2  # … and at most refresh_hz redraws a second
 
 
-def test_refresh_rate_is_bounded():
+def test_refresh_rate_is_bounded(capsys):
     with pytest.raises(ValueError):
         TplabApp(None, refresh_hz=60)
     with pytest.raises(ValueError):
         TplabApp(None, refresh_hz=1)
+    from tui.app import app_from_args
+    for rate in ("100", "2", "nan", "fast"):  # the command line says so, no traceback
+        with pytest.raises(SystemExit) as ended:
+            app_from_args(["--mock", "--refresh-hz", rate])
+        assert ended.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument --refresh-hz: '{rate}' is not a redraw rate from 4 to 30 Hz" in err
+    assert app_from_args(["--mock", "--refresh-hz", "30"]).refresh_hz == 30.0
 
 
 async def test_panels_keep_updating_under_a_modal_screen(tmp_path):
