@@ -156,3 +156,18 @@ def test_a_relative_pod_python_means_the_same_file_on_the_pod(tmp_path, monkeypa
     monkeypatch.setenv("PATH", str(venv))
     assert build_parser().parse_args(["mock-cloud", "--pod-python", "python"]).pod_python == \
         str(venv / "python")
+
+
+def test_the_labs_curve_carries_a_warning_when_its_calibration_misses_its_point(tmp_path,
+                                                                                 monkeypatch):
+    from tests.commands.test_scaling import _one_point
+    from tplab.lab import artifacts
+    from tplab.lab.prediction import predict_lab
+    from tplab.scaling import chart
+    drawn: list = []
+    monkeypatch.setattr(chart, "save_png", lambda *a, **kw: drawn.append(kw) or tmp_path)
+    for tp_ms, warned in ((23.13, False), (9.0, True)):
+        pred = predict_lab(_one_point(tp_per_token_ms=tp_ms), gpu_type="cpu", mock=True)
+        artifacts.write_curve(pred, tmp_path, mock=True)
+        assert (drawn[-1]["warning"] or "").startswith("not a fit: ") is warned, tp_ms
+        assert drawn[-1]["banner"]  # MOCK

@@ -165,7 +165,8 @@ def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
                                 calibration.measured_points(results),
                                 sweep=results.get("d_model_sweep"),
                                 measured_crossover=cross["measured"],
-                                measured_reason=cross["measured_reason"])
+                                measured_reason=cross["measured_reason"],
+                                warning=calibration.miss_warning(results.get("calibration")))
     return png, cross["predicted"]
 
 
