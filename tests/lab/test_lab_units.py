@@ -114,6 +114,18 @@ def test_headless_view_prints_phases_progress_and_table():
     assert "0.338x" in table and "p (verified gone)" in table and "$0.0100" in table
 
 
+def test_headless_view_says_a_choice_the_lab_made_and_keeps_other_info_quiet():
+    out = io.StringIO()
+    view = HeadlessView(out, tty=False)
+    w = EventWriter(src="lab")
+    view.handle(w.make("log", level="info", msg="image pytorch/pytorch:2.4.0"))
+    view.handle(w.make("log", level="info", msg="--provider auto picked Vast.ai: the cheapest "
+                       "spot offer", headline=True))
+    text = out.getvalue()
+    assert "image pytorch" not in text
+    assert "--provider auto picked Vast.ai: the cheapest spot offer" in text
+
+
 def test_tty_progress_is_one_redrawn_line():
     out = io.StringIO()
     view = HeadlessView(out, tty=True)

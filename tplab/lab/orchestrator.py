@@ -234,7 +234,7 @@ class Lab:
                 from tplab.lab import auto_pick, providers
                 if self.config.provider_name() == "auto":  # the cheapest spot across clouds
                     self.config.provider, why = await auto_pick.pick(self.config)
-                    self.stream.log(why)
+                    self.stream.log(why, headline=True)
                 if self.config.mock:
                     mock_cm = providers.mock_session(self.config)
                     self.ctx.provider = await mock_cm.__aenter__()
