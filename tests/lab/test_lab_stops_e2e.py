@@ -96,6 +96,36 @@ def test_ctrl_c_just_after_the_job_finished_keeps_its_results_and_events(lab_ass
     assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
 
 
+def test_tplab_terminate_from_another_shell_is_the_users_stop(lab_assets, tmp_path, capsys):
+    """`tplab terminate --all --mock` while a `tplab run --mock` decodes: the lab ends STOPPED
+    (exit 4) naming who ended its pod, not FAILED as a spot interruption; the running lab
+    settles its own hold, once."""
+    from tplab.commands.main import main
+    ckpt, prompts = lab_assets
+    out = tmp_path / "out"
+    proc = _cli(["run", "--mock", "--json", "--prompts", "4", "--new-tokens", "100",
+                 "--no-sweep", "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
+                 "--out", str(out)], {})
+    try:
+        _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
+        assert main(["terminate", "--all", "--mock"]) == 0
+        said = capsys.readouterr().out
+        _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "done", 60)
+        proc.wait(30)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+    m = json.loads((out / "manifest.json").read_text())
+    assert ": gone (checked" in said and "is still running: it ends as stopped by you" in said
+    assert proc.returncode == 4, m["reason"]
+    assert m["status"] == STOPPED and m["verified_gone"] is True
+    assert "terminated by `tplab terminate` (pid" in m["reason"], m["reason"]
+    assert "spot interruption" not in m["reason"]
+    assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+
+
 def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock_cloud):
     """The terminal closes (SIGHUP) with a 60 s heartbeat timeout: the client's own teardown
     ends the pod within 15 s, long before the pod's watchdog would."""

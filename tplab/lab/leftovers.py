@@ -15,6 +15,7 @@ the pod's price × its life (created → verified gone), never $0 for a pod that
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
@@ -169,9 +170,11 @@ class Ended:
 
 
 async def end_pod(provider: Provider, pod_id: str, mock: bool,
-                  timeout_s: float = 60.0) -> Ended:
+                  timeout_s: float = 60.0, by: str = "`tplab terminate`") -> Ended:
     """Terminate a pod (retrying whatever goes wrong), verify it gone, close its instance
-    records and settle the holds they carry."""
+    records and settle the holds they carry. Its records say first who ends it (``by``), so a
+    lab still running knows its user stopped it; that lab settles its own hold."""
+    await asyncio.to_thread(instances.mark_ended_by, pod_id, f"{by} (pid {os.getpid()})", mock)
     await terminate_with_retries(provider, pod_id, attempts=3)
     proof = await verify_gone(provider, pod_id, timeout_s)
     settled: list[str] = []
@@ -189,10 +192,22 @@ def _close_records(provider: Provider, pod_id: str, mock: bool) -> list[str]:
         if rec.open:
             rec.state = instances.GONE
             rec.ended_at = rec.ended_at or now
-        if rec.auth_id and not rec.settled:
+        if rec.auth_id and not rec.settled and client_alive(rec):
+            notes.append(f"its lab {rec.lab_id} (pid {rec.pid}) is still running: it ends as "
+                         "stopped by you and settles its own hold")
+        elif rec.auth_id and not rec.settled:
             notes.append(settle_record(provider, rec, mock))
         instances.save(rec)
     return notes
+
+
+def client_alive(rec: InstanceRecord) -> bool:
+    """Whether the lab that wrote ``rec`` still runs (another process of this machine)."""
+    import socket
+
+    from tplab.util.pids import pid_alive
+    return (rec.host == socket.gethostname() and bool(rec.pid) and rec.pid != os.getpid()
+            and pid_alive(rec.pid))
 
 
 def settle_record(provider: Provider, rec: InstanceRecord, mock: bool) -> str:

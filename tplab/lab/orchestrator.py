@@ -72,7 +72,8 @@ class Lab:
         self.facts = LabFacts(lab_id=self.lab_id, out_dir=out_dir)
         self.ctx = LabContext(config, provider, self.stream, self.facts,
                               lambda reason: self.request_terminate(reason, by_user=False),
-                              self._interrupted)
+                              self._interrupted,
+                              lambda reason: self.request_terminate(reason, by_user=True))
         self.session: PodSession | None = None
         self._creation = provision.Creation()
         self._loop: asyncio.AbstractEventLoop | None = None

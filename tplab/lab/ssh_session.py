@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from tplab.wire import event_tail, remote
 from tplab.cloud.base import INTERRUPTED as POD_INTERRUPTED
 from tplab.cloud.base import PodInfo, ProviderError
-from tplab.lab.lab_config import FAILED, INTERRUPTED, LabStop
+from tplab.lab.lab_config import FAILED, INTERRUPTED, STOPPED, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.provision import self_end_arg
 from tplab.home.paths import tplab_home
@@ -241,6 +241,9 @@ class PodSession:
             return False
         if info.state.upper() != "RUNNING":
             ctx.instance_event(info)
+            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            if outside:  # `tplab terminate` from another shell: the user's own stop
+                raise LabStop(STOPPED, f"stopped by the user ({outside})")
             if info.state.upper() == POD_INTERRUPTED:  # the provider took it back (outbid)
                 raise LabStop(INTERRUPTED, f"spot interruption: the pod {pod.id} went "
                               f"{info.state} ({info.note or 'its provider took it back'}); "
@@ -311,7 +314,10 @@ class PodSession:
                 continue
             pod.info = info
             ctx.instance_event(info)
-            if info.state.upper() == POD_INTERRUPTED:  # the provider says it took it back
+            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            if outside:  # `tplab terminate` from another shell: the user's own stop
+                ctx.stopped_by_user(outside)
+            elif info.state.upper() == POD_INTERRUPTED:  # the provider says it took it back
                 ctx.interrupted(f"spot interruption: the pod went {info.state} ({info.note})")
             else:
                 ctx.request_stop(f"the pod went {info.state} ({info.note})" if info.note else
