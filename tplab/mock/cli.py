@@ -114,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
             ready["clouds"] = {s.provider: s.ready_info() for s in servers}
         sys.stdout.write(json.dumps(ready) + "\n")
         sys.stdout.flush()
+        records = []
+        if not args.exit_with_parent:  # started by hand (`tplab mock-cloud`): say so, so that
+            # `tplab status --mock` and `tplab terminate --mock` with this TPLAB_HOME find it
+            # (a lab's own mock is recorded by the lab that started it: tplab/mock/handle.py)
+            from tplab.home import mock_clouds
+            records = [mock_clouds.register(s.api_url, s.state.api_key, os.getpid(), s.provider)
+                       for s in servers]
         try:
             while not stop.is_set():
                 try:
@@ -124,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for server in servers:
                 await server.stop()
+            for record in records:
+                mock_clouds.unregister(record)
 
     try:
         asyncio.run(serve())
