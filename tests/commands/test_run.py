@@ -91,3 +91,19 @@ def test_inputs_the_job_would_refuse_on_the_pod_are_refused_before_anything_exis
         assert out == "" and err.count("\n") == 1, err
         assert sentence in err and err.rstrip().endswith("Nothing was created."), err
         assert _no_mock_lab(home), args
+
+
+def test_caps_that_do_not_fit_are_told_by_the_flag_they_came_from(tmp_path, capsys):
+    """`--lab-cap 10` is a flag: the advice names the flag, not budget.toml's keys."""
+    assert main(["run", "--mock", "--lab-cap", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lab_cap_usd" not in err, err
+    assert ("--lab-cap $10.00 is above the phase cap $5.00 (the default): one lab may not "
+            "authorize more than the whole phase; pass --lab-cap $5.00 or less.") in err
+    home = tmp_path / "tplab-home"
+    (home / "mock").mkdir(parents=True, exist_ok=True)
+    (home / "budget.toml").write_text("lab_cap_usd = 4.5\n")
+    assert main(["run", "--mock", "--phase-cap", "4"]) == 2
+    err = capsys.readouterr().err
+    assert (f"the lab cap $4.50 (lab_cap_usd in {home / 'budget.toml'}) is above --phase-cap "
+            "$4.00") in err and "pass --phase-cap $4.50 or more." in err
