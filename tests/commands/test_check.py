@@ -54,6 +54,18 @@ def test_check_mock_answers_every_line_and_creates_nothing(cloud):
     assert not [p for p in cloud.pods() if p["name"].startswith("tplab-")]
 
 
+def test_check_says_the_ledger_has_damaged_lines(cloud):
+    """Not only `tplab budget`: a damaged ledger line is left out of every figure check shows."""
+    from tplab.money.budget_config import default_ledger_path
+    ledger = default_ledger_path(mock=True)
+    ledger.write_text('{"kind": "actual", "label": "lab02", "amount_usd": 0.4\n')  # torn
+    proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the lab can still run
+    assert (f"[note] ledger    The ledger {ledger} has 1 damaged line(s) (line 1: not valid "
+            "JSON") in proc.stdout
+    assert "left out of the budget's figures" in proc.stdout and "`tplab budget`" in proc.stdout
+
+
 def test_check_with_a_bad_key_says_so_and_fails(cloud):
     proc = _check("--mock", "--api-url", cloud.api_url, key="rpa_NOT_THE_KEY_0123456789")
     assert proc.returncode == 1

@@ -183,3 +183,21 @@ def test_the_labs_curve_carries_a_warning_when_its_calibration_misses_its_point(
         artifacts.write_curve(pred, tmp_path, mock=True)
         assert (drawn[-1]["warning"] or "").startswith("not a fit: ") is warned, tp_ms
         assert drawn[-1]["banner"]  # MOCK
+
+
+async def test_a_lab_says_the_ledger_has_damaged_lines_before_it_spends(tmp_path):
+    """`tplab run` and the dashboard show the lab's warnings: a damaged ledger line is said
+    there too, not only by `tplab budget`."""
+    from tplab.lab import preflight
+    from tplab.lab.context import LabContext
+    from tplab.lab.facts import LabFacts
+    from tplab.lab.stream import LabStream
+    from tplab.money.budget_config import default_ledger_path
+    default_ledger_path(mock=True).write_text("not json at all\n")
+    stream = LabStream()
+    seen = stream.subscribe()
+    ctx = LabContext(LabConfig(mock=True), None, stream, LabFacts(lab_id="L1", out_dir=tmp_path))
+    assert preflight.open_budget(ctx) == 3.0
+    stream.close_subs()
+    warnings = [ev["msg"] async for ev in seen if ev.type == "warning"]
+    assert len(warnings) == 1 and "has 1 damaged line(s) (line 1: not valid JSON" in warnings[0]

@@ -288,9 +288,13 @@ def _budget(report: CheckReport, price: float | None, wall_cap_s: float,
         conf = BudgetConfig.load(mock=report.mock).with_overrides(lab_cap_usd=lab_cap_usd)
         guard = BudgetGuard.from_config(conf, mock=report.mock)
         pre = guard.check_preflight(conf.lab_cap_usd, conf.preflight_buffer_usd)
+        damaged = guard.summary().damaged_note()
     except Exception as exc:  # noqa: BLE001 - a broken config or ledger is a finding
         report.add("budget", False, f"the budget could not be read: {exc}")
         return
+    if damaged:  # a lab still runs (the pre-flight counts the good lines), but say it
+        report.add("ledger", None, damaged[0].upper() + damaged[1:],
+                   "damaged ledger lines: see `tplab budget`")
     report.lab_cap_usd = conf.lab_cap_usd
     if not pre.ok:
         report.add("budget", False, pre.message)

@@ -97,7 +97,11 @@ def open_budget(ctx: LabContext) -> float:
         lab_cap_usd=cfg.lab_cap_usd, phase_cap_usd=cfg.phase_cap_usd)
     guard = BudgetGuard.from_config(bconf, mock=cfg.mock)
     ctx.facts.money.guard = guard
-    ctx.budget_event()
+    summary = guard.summary()
+    damaged = summary.damaged_note()
+    if damaged:
+        ctx.stream.warn(damaged)
+    ctx.budget_event(summary)
     pre = guard.check_preflight(bconf.lab_cap_usd, bconf.preflight_buffer_usd)
     if not pre.ok:
         raise LabStop(FAILED, pre.message)
