@@ -91,6 +91,10 @@ def test_inputs_the_job_would_refuse_on_the_pod_are_refused_before_anything_exis
         assert out == "" and err.count("\n") == 1, err
         assert sentence in err and err.rstrip().endswith("Nothing was created."), err
         assert _no_mock_lab(home), args
+        if args[0] == "--prompts-file":  # `tplab local` reads it as the job would, first
+            assert main(["local", *args, "--out", str(tmp_path / "local")]) == 2
+            err = capsys.readouterr().err
+            assert sentence in err and not (tmp_path / "local").exists(), err
 
 
 def test_caps_that_do_not_fit_are_told_by_the_flag_they_came_from(tmp_path, capsys):

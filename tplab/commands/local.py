@@ -189,6 +189,12 @@ def main(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
             return 2
+    from tplab.records.prompts_file import PromptsFileError, read_prompts
+    try:  # as the job reads it, before torchrun starts
+        read_prompts(args.prompts, args.num_prompts, flag="--prompts")
+    except PromptsFileError as exc:
+        print(f"tplab local: {exc}", file=sys.stderr)
+        return 2
     from tplab.home.lab_folders import out_dir_problem
 
     bad_out = out_dir_problem(args.out)  # one run a folder: never another run's files beside
