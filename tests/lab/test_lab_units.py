@@ -178,10 +178,10 @@ def test_the_labs_curve_carries_a_warning_when_its_calibration_misses_its_point(
     from tplab.scaling import chart
     drawn: list = []
     monkeypatch.setattr(chart, "save_png", lambda *a, **kw: drawn.append(kw) or tmp_path)
-    for tp_ms, warned in ((23.13, False), (9.0, True)):
-        pred = predict_lab(_one_point(tp_per_token_ms=tp_ms), gpu_type="cpu", mock=True)
+    for single_ms, warned in ((0.81, False), (0.05, True)):
+        pred = predict_lab(_one_point(single_per_token_ms=single_ms), gpu_type="cpu", mock=True)
         artifacts.write_curve(pred, tmp_path, mock=True)
-        assert (drawn[-1]["warning"] or "").startswith("not a fit: ") is warned, tp_ms
+        assert (drawn[-1]["warning"] or "").startswith("not a fit: ") is warned, single_ms
         assert drawn[-1]["banner"]  # MOCK
 
 
