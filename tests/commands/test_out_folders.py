@@ -12,9 +12,12 @@ from tplab.commands.main import main
 
 
 def _finished_lab(folder, status="COMPLETE"):
+    """A lab's folder as a lab leaves it: its id is in its stream's first event."""
     folder.mkdir(parents=True)
-    manifest = {"lab_id": "20261203-101010-abcdef", "status": status, "mock": True}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "manifest.json").write_text(json.dumps({"status": status, "mock": True}))
+    (folder / "stream.jsonl").write_text(json.dumps(
+        {"v": 1, "seq": 0, "ts": 1.0, "src": "lab", "type": "phase", "name": "preflight",
+         "lab_id": "20261203-101010-abcdef"}) + "\n")
     (folder / "results.json").write_text("{}")
     return {p.name: p.read_bytes() for p in folder.iterdir()}
 

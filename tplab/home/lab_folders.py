@@ -65,16 +65,24 @@ def _free_sibling(folder: Path) -> Path:
 
 
 def _lab_of(folder: Path) -> str:
-    """'lab ID (STATUS)' from a folder's manifest, or 'another lab's files'."""
+    """'lab ID (STATUS)' from a folder's manifest and stream (the lab's first event names its
+    id), or 'another lab's files'."""
     import json
-    try:
-        data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("lab_id"), str):
-        status = data.get("status")
-        return f"lab {data['lab_id']}" + (f" ({status})" if isinstance(status, str) else "")
-    return "another lab's files"
+
+    def read(name: str, first_line: bool = False) -> dict:
+        try:
+            with open(folder / name, encoding="utf-8") as fh:
+                data = json.loads(fh.readline(1 << 16) if first_line else fh.read(4 << 20))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    manifest = read("manifest.json")
+    lab_id = manifest.get("lab_id") or read("stream.jsonl", first_line=True).get("lab_id")
+    status = manifest.get("status")
+    if not isinstance(lab_id, str):
+        return "another lab's files" + (f" ({status})" if isinstance(status, str) else "")
+    return f"lab {lab_id}" + (f" ({status})" if isinstance(status, str) else "")
 
 
 def out_dir_problem(folder: Path, flag: str = "--out") -> str | None:
