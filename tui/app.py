@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from collections.abc import Sequence
 
-from tui.dashboard import MAX_HZ, MIN_HZ, TplabApp  # noqa: F401 - TplabApp re-exported
+from tui.dashboard import MAX_HZ, MIN_HZ, TplabApp
 
 
 def _speed(text: str) -> float:
@@ -28,6 +28,17 @@ def _speed(text: str) -> float:
             f"{text!r} is not a speed: give 1, 10 (any positive number) or max") from None
 
 
+def _refresh_hz(text: str) -> float:
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = float("nan")
+    if not MIN_HZ <= hz <= MAX_HZ:  # NaN too
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a redraw rate from {MIN_HZ:g} to {MAX_HZ:g} Hz")
+    return hz
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tplab-tui",
@@ -35,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "also replays a finished lab (--replay DIR).")
     parser.add_argument("--start", action="store_true",
                         help="start the lab at once (otherwise press s)")
-    parser.add_argument("--refresh-hz", type=float, default=10.0,
+    parser.add_argument("--refresh-hz", type=_refresh_hz, default=10.0, metavar="HZ",
                         help=f"panel redraw rate, {MIN_HZ:g}-{MAX_HZ:g} Hz (default 10)")
     parser.add_argument("--replay", type=Path, metavar="DIR", default=None,
                         help="play a finished lab's stream.jsonl (DIR: its folder) through the "

@@ -71,6 +71,12 @@ class QuitFlow:
     def forced_exit_note(self, name: str) -> str:
         """The line a second SIGTERM leaves on stderr: what may still be running."""
         pod = self.runner.state.instance.pod_id
+        if self.runner.is_live and self.runner.lab_active and self.runner.state.pod_alive \
+                and self._own_mock():  # its pod cannot outlive the mock cloud that goes now
+            return (f"tplab-tui: {name} again: exiting before the teardown finished; mock pod "
+                    f"{pod or '(being created)'} ends with the mock cloud this dashboard "
+                    "started, which stops with it; `tplab terminate --all --mock` then settles "
+                    "its hold in the mock ledger (or the next mock lab does).")
         if self.runner.is_live and self.runner.lab_active and self.runner.state.pod_alive:
             return (f"tplab-tui: {name} again: exiting before the teardown finished; pod "
                     f"{pod or '(being created)'} may still be running (its watchdog ends it "
@@ -107,13 +113,21 @@ class QuitFlow:
         host.push_dialog(QuitScreen(self.runner.state.instance.pod_id, self._mock_note()),
                          self._on_quit_choice)
 
+    def _own_mock(self) -> bool:
+        """The lab's pods live in the mock cloud this dashboard started (and stops)."""
+        return bool(self.runner.mock and not self.runner.api_url)
+
     def _mock_note(self) -> str:
-        if self.runner.mock and not self.runner.api_url:
-            return ("MOCK: this pod runs in the mock cloud this dashboard started; it stops "
-                    "with the dashboard whatever you choose.")
+        if self._own_mock():
+            return ("MOCK: this pod runs in the mock cloud this dashboard started and cannot "
+                    "outlive it: either choice terminates it and settles its hold.")
         return ""
 
     def _on_quit_choice(self, choice: str | None) -> None:
+        if choice == LEAVE_RUNNING and self._own_mock():
+            self.runner.state.note("MOCK: the pod cannot outlive this dashboard's mock cloud: "
+                                   "terminating it and settling its hold, then closing", "warning")
+            choice = TERMINATE_AND_QUIT
         if choice == TERMINATE_AND_QUIT:
             self.asked = True
             self.runner.terminate()

@@ -52,6 +52,17 @@ def test_json_and_mock_ledger_are_separate(capsys):
     assert data["preflight"]["ok"] is False   # 2.75 < 3.00 + 0.50
 
 
+def test_plain_budget_after_a_mock_lab_points_at_the_mock_ledger(capsys):
+    assert run([]) == 0
+    assert "--mock" not in capsys.readouterr().out  # no mock lab yet: nothing to point at
+    BudgetGuard(default_ledger_path(True)).record_actual("mock-lab", 0.01)
+    assert run([]) == 0
+    out = capsys.readouterr().out
+    assert "Entries (0):" in out and out.rstrip().endswith(
+        "Mock labs keep a ledger of their own (simulated money, 1 line(s)): `tplab budget "
+        "--mock` shows it.")
+
+
 def test_release_a_stale_authorization(capsys):
     guard = BudgetGuard(default_ledger_path(False))
     auth_id = guard.authorize("lab02-crashed", 3.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,18 @@ def test_check_mock_answers_every_line_and_creates_nothing(cloud):
         assert line in out, out
     assert _creates(cloud.calls()) == _creates(before)
     assert not [p for p in cloud.pods() if p["name"].startswith("tplab-")]
+
+
+def test_check_says_the_ledger_has_damaged_lines(cloud):
+    """Not only `tplab budget`: a damaged ledger line is left out of every figure check shows."""
+    from tplab.money.budget_config import default_ledger_path
+    ledger = default_ledger_path(mock=True)
+    ledger.write_text('{"kind": "actual", "label": "lab02", "amount_usd": 0.4\n')  # torn
+    proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the lab can still run
+    assert (f"[note] ledger    The ledger {ledger} has 1 damaged line(s) (line 1: not valid "
+            "JSON") in proc.stdout
+    assert "left out of the budget's figures" in proc.stdout and "`tplab budget`" in proc.stdout
 
 
 def test_check_with_a_bad_key_says_so_and_fails(cloud):
@@ -147,10 +160,16 @@ def test_check_names_the_image_and_says_per_offer_why_it_runs_or_not(vast):
             "the default for Ada GPUs (sm_89) on Vast.ai; the runtime flavour") in out
     assert ("[ok  ] hosts     1 of the 2 cheapest offers can run the image; the lab takes offer "
             "9001010") in out
-    assert ("      cannot run offer 9001029 $0.704/h, driver CUDA 12.2: its driver runs CUDA 12.2 "
-            f"at most, below the 12.4 of {TORCH_24_VAST}") in out
-    assert ("      runs       offer 9001010 $0.764/h, driver CUDA 12.8: its driver runs CUDA 12.8 "
-            "(the image needs 12.4)") in out
+    assert ("      cannot run offer 9001029 $0.704/h (minimum bid + storage), driver CUDA 12.2: "
+            f"its driver runs CUDA 12.2 at most, below the 12.4 of {TORCH_24_VAST}") in out
+    assert ("      runs       offer 9001010 $0.764/h (minimum bid + storage), driver CUDA 12.8: "
+            "its driver runs CUDA 12.8 (the image needs 12.4)") in out
+    # the offer's three prices, each named: its minimum bid (Vast's own figure), with the disk's
+    # storage (the line above), and tplab's bid, a little above both
+    spot = next(line for line in out.splitlines() if "] spot " in line)
+    assert re.search(r"spot offered now for 2x L40S: tplab's bid, \$0\.779/h: offer 9001010's "
+                     r"minimum bid \$0\.7\d\d/h \+ storage \$0\.0\d\d/h \(20 GB\), \+ 2% so a bid "
+                     r"at the minimum is not outbid at once", spot), spot
     assert "A lab can run now." in out and _vast_creates(vast) == before
 
 

@@ -20,6 +20,12 @@ def test_generate_prints_the_correction_and_flags_unknown_words(capsys):
     captured = capsys.readouterr()
     assert captured.out == "she doesn't like zanzibar\n"
     assert "carried through as placeholders: zanzibar" in captured.err
+    assert _run(generate, ["josé dont like apples"]) == 0  # an accent does not split a word
+    captured = capsys.readouterr()
+    assert captured.out == "josé doesn't like apples\n"
+    assert "carried through as placeholders: josé\n" in captured.err
+    assert _run(generate, ["zoë goed to münchen"]) == 0
+    assert capsys.readouterr().out == "zoë went to münchen\n"
     many = "qa qb qc qd qe qf qg qh qi is here"
     assert _run(generate, many.split()) == 0
     assert "read as <unk> (more than 8 unknown words): qi" in capsys.readouterr().err

@@ -64,3 +64,50 @@ def test_the_failure_reason_is_printed_once():
     out.write(view.table({"status": "FAILED", "reason": reason, "pod_id": None,
                           "actual_cost_usd": None, "job_events": 0}))
     assert out.getvalue().count(reason) == 1
+
+
+def _no_mock_lab(home) -> bool:
+    return not (home / "mock" / "labs").exists() and not (home / "mock" / "ledger.jsonl").exists()
+
+
+def test_inputs_the_job_would_refuse_on_the_pod_are_refused_before_anything_exists(
+        tmp_path, capsys):
+    """One GPU, a latin-1 prompts file, a binary one: each a sentence with what to do, exit 2,
+    no lab folder, no ledger line, no mock cloud (the job would have failed on a rented pod)."""
+    home = tmp_path / "tplab-home"
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("el caf\xe9 goed\n".encode("latin-1"))
+    binary = tmp_path / "binary.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    undecodable = tmp_path / "noise.bin"  # no NUL byte, still not UTF-8
+    undecodable.write_bytes(bytes(range(128, 256)) * 4)
+    cases = {("--gpus", "1"): "--gpus 1: tensor parallelism needs at least 2 GPUs",
+             ("--prompts-file", str(latin1)): f"{latin1} is not UTF-8 text (byte 0xe9 on line 1)",
+             ("--prompts-file", str(binary)): f"{binary} is not a text file",
+             ("--prompts-file", str(undecodable)): f"{undecodable} is not UTF-8 text"}
+    for args, sentence in cases.items():
+        assert main(["run", "--mock", *args]) == 2, args
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        assert sentence in err and err.rstrip().endswith("Nothing was created."), err
+        assert _no_mock_lab(home), args
+        if args[0] == "--prompts-file":  # `tplab local` reads it as the job would, first
+            assert main(["local", *args, "--out", str(tmp_path / "local")]) == 2
+            err = capsys.readouterr().err
+            assert sentence in err and not (tmp_path / "local").exists(), err
+
+
+def test_caps_that_do_not_fit_are_told_by_the_flag_they_came_from(tmp_path, capsys):
+    """`--lab-cap 10` is a flag: the advice names the flag, not budget.toml's keys."""
+    assert main(["run", "--mock", "--lab-cap", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lab_cap_usd" not in err, err
+    assert ("--lab-cap $10.00 is above the phase cap $5.00 (the default): one lab may not "
+            "authorize more than the whole phase; pass --lab-cap $5.00 or less.") in err
+    home = tmp_path / "tplab-home"
+    (home / "mock").mkdir(parents=True, exist_ok=True)
+    (home / "budget.toml").write_text("lab_cap_usd = 4.5\n")
+    assert main(["run", "--mock", "--phase-cap", "4"]) == 2
+    err = capsys.readouterr().err
+    assert (f"the lab cap $4.50 (lab_cap_usd in {home / 'budget.toml'}) is above --phase-cap "
+            "$4.00") in err and "pass --phase-cap $4.50 or more." in err

@@ -1,8 +1,10 @@
 """`tplab run` whose reader goes away mid-lab: its stdout piped to a reader that closes the pipe
 once the pod boots (`tplab run --mock --json | head`), or the terminal it runs in closed
 while the pod boots (a pseudo-terminal this test owns, its master closed: SIGHUP, then EIO on
-every write; a mock cloud whose pods boot for a minute, so no job runs). Either way the lab is stopped through terminate + verify gone, the process ends within
-its bound, quietly (no traceback), and nothing is left that makes the next lab refuse or warn."""
+every write; a mock cloud whose pods boot for a minute, so no job runs). Either way the lab is
+stopped through terminate + verify gone, the process ends within its bound, quietly (the piped
+one says nothing and exits 141, as a program its reader left), and nothing is left that makes
+the next lab refuse or warn."""
 
 from __future__ import annotations
 
@@ -75,9 +77,9 @@ def test_a_json_reader_that_goes_away_while_the_pod_boots_stops_the_lab_quietly(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 4, err  # stopped by the user, the pod verified gone
+    # quietly: nothing said, the status of a program its reader left (the pod verified gone)
+    assert proc.returncode == 141 and err == "", err
     assert took <= TEARDOWN_S
-    assert "Traceback" not in err and "BrokenPipeError" not in err
     m = _manifest(out)
     assert m["status"] == "STOPPED" and "the output pipe was closed" in m["reason"]
     assert m["verified_gone"] is True and m["instance_id"]  # a pod was created, and is gone

@@ -21,10 +21,21 @@ def test_a_killed_clients_hold_does_not_refuse_the_next_start():
     assert refusal(LabConfig(mock=True)) is None  # $2 remaining, but the $3 hold is a dead one's
 
 
-def test_a_running_clients_hold_refuses_with_one_sentence():
-    BudgetGuard.from_config(mock=True).authorize(LABEL, 3.0)  # this process: alive
+def test_a_running_clients_hold_refuses_with_one_sentence_naming_that_lab():
+    """A second lab while one runs: the sentence says the running lab holds the money, which
+    comes back when it ends (not only that $2.00 remains)."""
+    import os
+
+    from tplab.lab import instances
+    auth = BudgetGuard.from_config(mock=True).authorize(LABEL, 3.0)  # this process: alive
+    instances.save(instances.InstanceRecord(
+        lab_id="20261203-134012-ab12cd", label=LABEL, pod_name="tplab-x", provider="runpod",
+        gpu_type="NVIDIA GeForce RTX 4090", gpu_count=2, spot=True, usd_per_hr=0.7,
+        state=instances.CREATED, pod_id="p1", mock=True, auth_id=auth))
     sentence = refusal(LabConfig(mock=True))
     assert sentence and "Budget pre-flight would fail: remaining $2.00" in sentence
+    assert (f"held: $3.00 by lab 20261203-134012-ab12cd (still running here, pid {os.getpid()}: "
+            "its hold is settled when it ends); nothing was created") in sentence
 
 
 def test_an_image_that_cannot_drive_the_gpu_is_refused_before_the_lab_exists():

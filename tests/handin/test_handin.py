@@ -116,13 +116,15 @@ def test_no_lab_yet_is_one_sentence(tmp_path, capsys) -> None:
 
 def test_the_newest_finished_lab_is_found_in_the_labs_folder_and_in_remembered_out_folders(
         tmp_path) -> None:
-    from tplab.handin.gather import find_lab
+    from tplab.handin.pick import pick_lab
     from tplab.home import lab_folders
     from tplab.home.paths import tplab_home
 
+    def find_lab(lab_id):
+        return pick_lab(lab_id).lab
+
     def finished(folder: Path, start: float) -> Path:
-        folder.mkdir(parents=True)
-        (folder / "manifest.json").write_text(json.dumps({"start_ts": start, "status": "COMPLETE"}))
+        _lab(folder, start, "COMPLETE")
         return folder
 
     home_lab = finished(tplab_home(True) / "labs" / "20261201-000000-aaaaaa", 1_800_000_000)
@@ -136,6 +138,78 @@ def test_the_newest_finished_lab_is_found_in_the_labs_folder_and_in_remembered_o
     import shutil
     shutil.rmtree(out_lab)  # deleted since: skipped
     assert lab_folders.remembered(False) == [] and find_lab(None).path == home_lab.resolve()
+
+
+def _lab(folder: Path, start: float, status: str, results: bool = True, mock: bool = False,
+         reason: str = "") -> Path:
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps(
+        {"start_ts": start, "status": status, "reason": reason, "mock": mock}))
+    if results:
+        (folder / "results.json").write_text("{}")
+    return folder
+
+
+def test_only_a_lab_the_seed_accepts_is_handed_in_and_the_choice_is_said(tmp_path,
+                                                                          capsys) -> None:
+    """A STOPPED lab after a COMPLETE one, and one stopped in pre-flight with no results: the
+    COMPLETE one is handed in, saying which and why; a STOPPED or results-less lab named with
+    --lab is refused in one sentence, exit 1, nothing written; a real lab comes before a mock."""
+    from tplab.home.paths import tplab_home
+    labs = tplab_home(True) / "labs"
+    done = _lab(labs / "20261203-100000-aaaaaa", 1_800_000_000, "COMPLETE", mock=True)
+    stopped = _lab(labs / "20261203-110000-bbbbbb", 1_800_000_100, "STOPPED", mock=True,
+                   reason="stopped by the user (Ctrl-C)")
+    _lab(labs / "20261203-120000-cccccc", 1_800_000_200, "STOPPED", results=False, mock=True,
+         reason="stopped by the user (the output pipe was closed)")
+    hollow = _lab(labs / "20261203-130000-dddddd", 1_800_000_300, "COMPLETE", results=False,
+                  mock=True)
+    dest = tmp_path / "student"
+    assert cli.main(["handin", str(dest)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("Handed in lab 20261203-100000-aaaaaa (COMPLETE, MOCK), the newest "
+                           "mock lab that completed; newer, passed over: 20261203-130000-dddddd "
+                           "(its results.json is missing), 20261203-120000-cccccc (it ended "
+                           "STOPPED: stopped by the user (the output pipe was closed)), "
+                           "20261203-110000-bbbbbb (it ended STOPPED: ")
+    manifest = dest / "experiments/35-tp-inference/manifest.json"
+    assert manifest.read_bytes() == (done / "manifest.json").read_bytes()
+    for lab in (stopped, hollow):
+        again = tmp_path / f"again-{lab.name}"
+        assert cli.main(["handin", str(again), "--lab", lab.name]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and not again.exists()
+        assert f"lab {lab.name} cannot be handed in: " in err
+        assert "the seed takes a lab that completed (COMPLETE), or one that could not run" in err
+    assert cli.main(["handin", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].endswith("(not for handin: its results.json is missing)")
+    assert "not for handin" not in listed[-1]
+
+
+def test_a_real_lab_comes_before_a_mock_one_and_a_completed_one_before_a_stub(tmp_path) -> None:
+    from tplab.handin.pick import pick_lab
+    real, mock = tmp_path / "real", tmp_path / "mock"
+    stub = _lab(real / "20261203-080000-ffffff", 1_799_998_000, "EDUCATIONAL_STUB")
+    assert pick_lab(None, [real, mock]).lab.path == stub.resolve()
+    done = _lab(real / "20261203-070000-eeeeee", 1_799_997_000, "COMPLETE")
+    _lab(mock / "20261203-100000-aaaaaa", 1_800_000_000, "COMPLETE", mock=True)
+    chosen = pick_lab(None, [real, mock])
+    assert chosen.lab.path == done.resolve()
+    assert chosen.why == ("the newest real lab that completed; newer, passed over: "
+                          "20261203-100000-aaaaaa (a mock lab; a real one comes first), "
+                          "20261203-080000-ffffff (an EDUCATIONAL_STUB; a lab that completed "
+                          "comes first)")
+
+
+def test_no_lab_the_seed_accepts_is_one_sentence(tmp_path, capsys) -> None:
+    from tplab.home.paths import tplab_home
+    _lab(tplab_home(True) / "labs" / "20261203-110000-bbbbbb", 1_800_000_100, "STOPPED",
+         results=False, reason="stopped by the user (Ctrl-C)")
+    assert cli.main(["handin", str(tmp_path / "student")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no lab that can be handed in yet: the newest, " in err
+    assert "it ended STOPPED" in err and not (tmp_path / "student").exists()
 
 
 def test_the_spend_table_has_a_row_per_lab_and_tplab_budgets_totals(tmp_path) -> None:

@@ -126,7 +126,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert f"{r['single_per_token_ms']:.3f} ms/token" in m["lesson_notes"]
     fits = [t["sweep"]["fit"] for t in r["transports"].values()]
     if all(fits):  # sizes up to 8 KiB are all latency: on a busy machine a fit can fail
-        assert "over shm α = " in m["lesson_notes"] and "in the same run" in m["lesson_notes"]
+        assert "µs over shm and " in m["lesson_notes"] and "in the same run" in m["lesson_notes"]
     else:
         assert all(t["sweep"]["fit"] or t["sweep"]["fit_error"] for t in r["transports"].values())
     assert m["instance_type"] == "2x CPU process (shared memory, gloo alongside)"

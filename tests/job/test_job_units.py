@@ -24,6 +24,29 @@ def test_read_prompts_skips_blanks_and_comments(tiny_assets):
         read_prompts(str(prompts) + ".missing", 1)
 
 
+def test_the_input_check_refuses_what_the_job_would_fail_on_with_its_sentence(tiny_assets,
+                                                                              tmp_path):
+    """What the lab's pre-flight asks before authorize: one rank, a file that is not UTF-8
+    text, a prompt too long for the context (and the advice that can help: no lower
+    --new-tokens makes room for a prompt that fills the context alone)."""
+    from tplab.job import input_check
+    ckpt, prompts = tiny_assets
+    with pytest.raises(JobError, match="tensor parallelism needs at least 2 ranks, got 1"):
+        input_check.check(str(ckpt), str(prompts), 1, 4, 1)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("zo\xeb goed to m\xfcnchen\n".encode("latin-1"))
+    with pytest.raises(JobError, match=r"is not UTF-8 text \(byte 0xeb on line 1\)"):
+        input_check.check(str(ckpt), str(latin1), 1, 4, 2)
+    long = tmp_path / "long.txt"
+    long.write_text("he goed to school " * 10 + "\n" + "he goed to school " * 12 + "\n")
+    with pytest.raises(JobError, match="a prompt of 42 tokens plus 10 new tokens exceeds the "
+                                       "model's block_size 48; lower --new-tokens to 6 or less"):
+        input_check.check(str(ckpt), str(long), 1, 10, 2)  # the tiny model's context: 48
+    with pytest.raises(JobError, match="a prompt of 50 tokens leaves no room in the model's "
+                                       "48-token context for new tokens .*; shorten that prompt"):
+        input_check.check(str(ckpt), str(long), 2, 2, 2)
+
+
 def test_device_choice():
     """Once the pod check passed: gloo on the CPU without GPUs, NCCL on this rank's GPU."""
     assert runtime.choose("auto", 0, 0) == ("gloo", torch.device("cpu"), "no GPU is visible")

@@ -28,8 +28,11 @@ def _run(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]
 
 
 def test_a_mock_lab_with_its_pod_on_the_oldest_torch_completes(tmp_path):
+    """The README's command: ``--pod-python .venv-pod/bin/python``, relative to where tplab
+    runs (a mock pod runs in a sandbox folder of its own, where that path means nothing)."""
     out = tmp_path / "lab"
-    done = _run("--pod-python", pod_python(), "--prompts", "2", "--new-tokens", "8",
+    relative = os.path.relpath(pod_python(), REPO)
+    done = _run("--pod-python", relative, "--prompts", "2", "--new-tokens", "8",
                 "--warmup", "1", "--no-sweep", "--out", str(out))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     m = json.loads((out / "manifest.json").read_text())

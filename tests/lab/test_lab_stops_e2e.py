@@ -1,5 +1,6 @@
 """Every way a user ends a lab, on the real mock cloud: refused before anything is spent when the
-inputs are wrong; stopped mid-run with what was measured kept; the terminal closed (SIGHUP);
+inputs are wrong; stopped mid-run with what was measured kept, or just after the job finished
+with its results fetched first; the terminal closed (SIGHUP);
 the lab's task cancelled again and again during its teardown. Each ends with no live pod.
 
 The RunPod rows of benchmarks/fault_suite.py's quick table (once tests/lab/test_fault_suite.py's
@@ -57,6 +58,72 @@ def test_wrong_inputs_are_refused_before_the_create_phase(lab_assets, tmp_path, 
     assert mock_cloud.pods() == []
     assert not default_ledger_path(mock=True).exists() or \
         BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
+
+
+def test_ctrl_c_just_after_the_job_finished_keeps_its_results_and_events(lab_assets, tmp_path,
+                                                                         mock_cloud):
+    """Ctrl-C the moment `job: finished` shows (before the lab fetched on its own): what the
+    pod finished comes back before the teardown, so the lab is whole (COMPLETE, exit 0), its
+    figures measured, not partial."""
+    ckpt, prompts = lab_assets
+    out = tmp_path / "out"
+    proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "2",
+                 "--new-tokens", "8", "--no-sweep", "--checkpoint", str(ckpt), "--prompts-file",
+                 str(prompts), "--out", str(out)], {"RUNPOD_API_KEY": mock_cloud.api_key})
+    try:
+        seen = _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "phase"
+                                  and e["name"] == "finished", 120)
+        os.kill(proc.pid, signal.SIGINT)
+        seen += _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "done",
+                                   60)
+        proc.wait(30)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert "terminate requested: Ctrl-C" in json.dumps(seen)
+    assert proc.returncode == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "COMPLETE" and m["verified_gone"] is True, m["reason"]
+    assert "Ctrl-C" in m["reason"] and "after the job had finished" in m["reason"]
+    assert m["figures"] == "complete" and "partial" not in m
+    results = json.loads((out / "results.json").read_text())
+    assert results["outputs_match"] is True
+    job_events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert job_events[-1]["type"] == "phase" and job_events[-1]["name"] == "finished"
+    assert sum(e["type"] == "token" for e in job_events) >= 2 * 2 * 8  # single and TP
+    assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
+
+
+def test_tplab_terminate_from_another_shell_is_the_users_stop(lab_assets, tmp_path, capsys):
+    """`tplab terminate --all --mock` while a `tplab run --mock` decodes: the lab ends STOPPED
+    (exit 4) naming who ended its pod, not FAILED as a spot interruption; the running lab
+    settles its own hold, once."""
+    from tplab.commands.main import main
+    ckpt, prompts = lab_assets
+    out = tmp_path / "out"
+    proc = _cli(["run", "--mock", "--json", "--prompts", "4", "--new-tokens", "100",
+                 "--no-sweep", "--checkpoint", str(ckpt), "--prompts-file", str(prompts),
+                 "--out", str(out)], {})
+    try:
+        _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "token", 120)
+        assert main(["terminate", "--all", "--mock"]) == 0
+        said = capsys.readouterr().out
+        _json_events_until(proc, lambda e: e["type"] == "phase" and e["name"] == "done", 60)
+        proc.wait(30)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()
+    m = json.loads((out / "manifest.json").read_text())
+    assert ": gone (checked" in said and "is still running: it ends as stopped by you" in said
+    assert proc.returncode == 4, m["reason"]
+    assert m["status"] == STOPPED and m["verified_gone"] is True
+    assert "terminated by `tplab terminate` (pid" in m["reason"], m["reason"]
+    assert "spot interruption" not in m["reason"]
+    assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
 
 
 def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock_cloud):

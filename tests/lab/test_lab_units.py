@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sys
 
 import pytest
 
@@ -113,6 +114,18 @@ def test_headless_view_prints_phases_progress_and_table():
     assert "0.338x" in table and "p (verified gone)" in table and "$0.0100" in table
 
 
+def test_headless_view_says_a_choice_the_lab_made_and_keeps_other_info_quiet():
+    out = io.StringIO()
+    view = HeadlessView(out, tty=False)
+    w = EventWriter(src="lab")
+    view.handle(w.make("log", level="info", msg="image pytorch/pytorch:2.4.0"))
+    view.handle(w.make("log", level="info", msg="--provider auto picked Vast.ai: the cheapest "
+                       "spot offer", headline=True))
+    text = out.getvalue()
+    assert "image pytorch" not in text
+    assert "--provider auto picked Vast.ai: the cheapest spot offer" in text
+
+
 def test_tty_progress_is_one_redrawn_line():
     out = io.StringIO()
     view = HeadlessView(out, tty=True)
@@ -136,3 +149,55 @@ def test_bundle_is_only_what_the_pod_needs(lab_assets):
     assert tops == {"records", "stats", "util", "tp", "model", "job"}
     assert not any(p.startswith(("tplab/cloud", "tplab/mock")) or "remote" in p or
                    "__pycache__" in p for p in remote_paths)
+
+
+def test_a_relative_pod_python_means_the_same_file_on_the_pod(tmp_path, monkeypatch):
+    """A mock pod runs in its sandbox folder: the path given is made absolute where it was typed
+    (not resolved: a virtual environment's python is a link that must keep its name)."""
+    from tplab.commands.main import build_parser
+    from tplab.lab.options import config_from_args
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+    for command in (["run", "--mock"], ["local", "--out", "x"], ["mock-cloud"]):
+        args = build_parser().parse_args([*command, "--pod-python", "venv/bin/python"])
+        assert args.pod_python == str(venv / "python"), command
+    args = build_parser().parse_args(["run", "--mock", "--pod-python", "venv/bin/python"])
+    assert config_from_args(args).pod_python == str(venv / "python")
+    monkeypatch.setenv("PATH", str(venv))
+    assert build_parser().parse_args(["mock-cloud", "--pod-python", "python"]).pod_python == \
+        str(venv / "python")
+
+
+def test_the_labs_curve_carries_a_warning_when_its_calibration_misses_its_point(tmp_path,
+                                                                                 monkeypatch):
+    from tests.commands.test_scaling import _one_point
+    from tplab.lab import artifacts
+    from tplab.lab.prediction import predict_lab
+    from tplab.scaling import chart
+    drawn: list = []
+    monkeypatch.setattr(chart, "save_png", lambda *a, **kw: drawn.append(kw) or tmp_path)
+    for single_ms, warned in ((0.81, False), (0.05, True)):
+        pred = predict_lab(_one_point(single_per_token_ms=single_ms), gpu_type="cpu", mock=True)
+        artifacts.write_curve(pred, tmp_path, mock=True)
+        assert (drawn[-1]["warning"] or "").startswith("not a fit: ") is warned, single_ms
+        assert drawn[-1]["banner"]  # MOCK
+
+
+async def test_a_lab_says_the_ledger_has_damaged_lines_before_it_spends(tmp_path):
+    """`tplab run` and the dashboard show the lab's warnings: a damaged ledger line is said
+    there too, not only by `tplab budget`."""
+    from tplab.lab import preflight
+    from tplab.lab.context import LabContext
+    from tplab.lab.facts import LabFacts
+    from tplab.lab.stream import LabStream
+    from tplab.money.budget_config import default_ledger_path
+    default_ledger_path(mock=True).write_text("not json at all\n")
+    stream = LabStream()
+    seen = stream.subscribe()
+    ctx = LabContext(LabConfig(mock=True), None, stream, LabFacts(lab_id="L1", out_dir=tmp_path))
+    assert preflight.open_budget(ctx) == 3.0
+    stream.close_subs()
+    warnings = [ev["msg"] async for ev in seen if ev.type == "warning"]
+    assert len(warnings) == 1 and "has 1 damaged line(s) (line 1: not valid JSON" in warnings[0]

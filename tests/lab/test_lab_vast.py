@@ -181,6 +181,9 @@ def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
     assert outcome.status == COMPLETE, outcome.reason
     stream = (tmp_path / "out" / "stream.jsonl").read_text()
     assert "--provider auto picked Vast.ai" in stream and "RunPod: no spot at all" in stream
+    picked = [e for e in map(json.loads, stream.splitlines())
+              if e["type"] == "log" and e["msg"].startswith("--provider auto picked")]
+    assert [e.get("headline") for e in picked] == [True]  # every face says it (headless too)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["provider"] == "vast"
 

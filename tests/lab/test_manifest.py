@@ -176,8 +176,10 @@ def _cpu_results(**over) -> dict:
     fields = dict(
         backend="gloo", device_type="cpu", comm="shm", sweep={"points": [], "fit": shm_fit},
         env={"device_names": ["cpu: AMD EPYC"] * 2, "device_type": "cpu"},
-        transports={"shm": {"tp_per_token_ms": 3.1, "sweep": {"fit": shm_fit}},
-                    "gloo": {"tp_per_token_ms": 21.0, "sweep": {"fit": gloo_fit}}})
+        transports={"shm": {"tp_per_token_ms": 3.1, "sweep": {"fit": shm_fit},
+                            "allreduce_ms_per_token": 2.8, "allreduce_calls_per_token": 14},
+                    "gloo": {"tp_per_token_ms": 21.0, "sweep": {"fit": gloo_fit},
+                             "allreduce_ms_per_token": 19.6, "allreduce_calls_per_token": 14}})
     fields.update(over)
     return _results(**fields)
 
@@ -185,20 +187,31 @@ def _cpu_results(**over) -> dict:
 def test_lesson_notes_compare_the_two_cpu_transports_alphas_from_one_run():
     notes = lesson_notes.lesson_notes(_cpu_results())
     assert "Measured on shared memory (shm, gloo for setup)" in notes
-    assert "over shm α = 6.0 µs, over gloo α = 420.0 µs in the same run, 70× apart" in notes
-    assert "0.168 ms of latency over shm and 11.760 ms over gloo" in notes  # 14 × 2α
+    assert ("back to back α = 6.0 µs over shm and 420.0 µs over gloo in the same run, gloo's "
+            "is 70× shm's") in notes
+    # in the loop: 2.8 ms / (14 collectives × 2(p-1)) = 100 µs; 19.6 ms: 700 µs
+    assert "in the loop α ≈ 100.0 µs over shm and 700.0 µs over gloo, gloo's is 7.0× shm's" in notes
     assert "TP measured 3.100 ms/token over shm against 21.000 over gloo" in notes
+    assert notes.count("back to back (the all-reduce sweep") == 1  # each named once
+    assert "tens of times" not in notes
 
 
 def test_lesson_notes_compare_a_single_transport_with_the_other_profile():
     r = _cpu_results(comm="gloo", sweep={"points": [], "fit": {"alpha_us": 400.0,
                                                              "beta_gbps": 0.4}})
     del r["transports"]
-    shm_alpha = latency.load_profile("cpu-shm").alpha_us.value
+    shm = latency.load_profile("cpu-shm").alpha_us
+    assert "in-loop" in shm.note  # the profile's α is its decode loop's, so this run's is too
     notes = lesson_notes.lesson_notes(r)
-    assert (f"over gloo α = 400.0 µs, over shm α = {shm_alpha:.1f} µs in the cpu-shm profile "
-            "(measured, not this run)") in notes
-    assert "in the same run" not in notes
+    in_loop = r["allreduce_ms_per_token"] * 1e3 / (r["allreduce_calls_per_token"] * 2)
+    assert (f"in the loop α ≈ {in_loop:.1f} µs over gloo in this run against {shm.value:.1f} µs "
+            "over shm in the cpu-shm profile (measured, not this run)") in notes
+    assert "back to back this run's gloo α is 400.0 µs" in notes
+    assert "in the same run" not in notes and "1× apart" not in notes
+    # a gloo run whose decode loop paid what the shm profile did: said as such, not "1× apart"
+    r["allreduce_ms_per_token"] = shm.value * 2 * r["allreduce_calls_per_token"] / 1e3
+    assert f"against {shm.value:.1f} µs over shm in the cpu-shm profile (measured, not this " \
+        "run), about the same" in lesson_notes.lesson_notes(r)
 
 
 def test_gpu_lesson_notes_have_no_cpu_transport_comparison():

@@ -457,6 +457,31 @@ def test_terminate_all_mock_with_no_mock_cloud_still_releases_a_dead_clients_hol
     assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
 
 
+def test_terminate_all_mock_settles_the_hold_of_a_pod_that_went_with_its_mock_cloud(capsys):
+    """A dashboard forced out (a second SIGTERM) takes its own mock cloud, and the mock pod,
+    with it: `tplab terminate --all --mock` then closes the record and settles the hold, not
+    the next lab."""
+    import argparse
+    import subprocess
+    import sys
+
+    from tplab.commands import terminate
+
+    code = ("import os; from tplab.money.budget import BudgetGuard; "
+            "print(BudgetGuard.from_config(mock=True).authorize('lab02-tp-spinup-rtx4090x2', "
+            "3.0), os.getpid())")
+    auth, pid = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True, timeout=60).stdout.split()
+    _record("gone1", created_at=time.time() - 600, auth_id=auth, pid=int(pid))
+    args = argparse.Namespace(pod_ids=[], all=True, mock=True, api_url=None, timeout=1.0)
+    assert terminate.main(args) == 0
+    out = capsys.readouterr().out
+    assert "spent by pod gone1 (price × the pod's life) against its lab's hold" in out
+    guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
+    assert guard.held == 0.0 and guard.total_spent == pytest.approx(0.72 / 6, rel=0.05)
+    assert [r.state for r in instances.load_all(mock=True)] == [instances.GONE]
+
+
 def test_a_killed_clients_unanswered_create_is_closed_after_the_short_grace():
     """The client that sent the create died on this machine: its intent waits only
     DEAD_CLIENT_INTENT_GRACE_S for the pod to be listed (not the 10 minutes an intent of a live

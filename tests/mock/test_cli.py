@@ -34,9 +34,15 @@ def test_cli_prints_ready_line_and_stops_on_sigterm(tmp_path):
         with pytest.raises(BalanceError, match=r"lack of funds \(HTTP 402: Your balance is too low"):
             p.create(spec(new_key(), name="tplab-poor", spot=False))
         assert http("GET", info["api_url"] + "/_mock/pods", info["api_key"])[1] == []
+        # started by hand, it is found by `tplab status --mock` / `tplab terminate --mock` with
+        # the same TPLAB_HOME, as a lab's own mock is
+        from tplab.home import mock_clouds
+        assert [(r.api_url, r.pid) for r in mock_clouds.running()] == [
+            (info["api_url"], proc.pid)]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
         assert not Path(info["state_dir"]).exists()  # sandboxes removed without --keep-sandboxes
+        assert mock_clouds.running() == [] and not list(mock_clouds.clouds_dir().iterdir())
     finally:
         if proc.poll() is None:
             proc.kill()

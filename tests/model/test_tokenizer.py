@@ -12,6 +12,21 @@ def test_split_keeps_apostrophes_and_separates_punctuation():
     assert split_words("She DOESN'T like apples.") == ["she", "doesn't", "like", "apples", "."]
 
 
+def test_accented_letters_stay_in_their_word_and_travel_as_one_unknown_word():
+    """Letters of any script are word letters (an accent typed as a combining mark too), so a
+    name or place the model does not know is one placeholder, written back whole."""
+    assert split_words("Josè dont like Zoë's café in München!") == [
+        "josè", "dont", "like", "zoë's", "café", "in", "münchen", "!"]
+    assert split_words("jose\u0301 met the \u00e9lan") == ["josé", "met", "the", "élan"]
+    assert split_words("Παύλος goed to 東京") == ["παύλος", "goed", "to", "東京"]
+    tok = build_tokenizer()
+    text = "émile goed to münchen with an élan"
+    assert tok.unknown_words(text) == ["émile", "münchen", "élan"]
+    ids = tok.encode(text)
+    assert ids[0] == tok.placeholder_id(0, True)  # é is a vowel: "an émile" stays possible
+    assert tok.decode(ids, tok.slots(text)) == "émile goed to münchen with an élan"
+
+
 def test_round_trip_of_corpus_sentences():
     tok = build_tokenizer()
     for text in ["he went to school", "she doesn't like apples.", "i have eaten"]:

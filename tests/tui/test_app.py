@@ -117,6 +117,30 @@ async def test_leave_running_needs_an_explicit_yes_and_does_not_terminate():
     assert app.runner.quitting.left_running and lab.terminate_calls == []
 
 
+async def test_in_its_own_mock_cloud_leaving_the_pod_running_terminates_it_and_says_so(
+        tmp_path):
+    """`tplab-tui --mock` started the mock cloud its pod lives in, which stops with the dashboard:
+    "leave it running" cannot be had, so it terminates (verified gone, hold settled) and says
+    why; a second SIGTERM names no `tplab terminate ID --mock` that could not reach the pod."""
+    lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0,
+                       out_dir=str(tmp_path))
+    app = TplabApp(lambda: lab, start=True, mock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.state.pod_alive, timeout=60, what="a pod")
+        note = app.runner.quitting.forced_exit_note("SIGTERM")
+        assert "ends with the mock cloud this dashboard started" in note
+        assert "tplab terminate --all --mock` then settles its hold" in note
+        assert f"tplab terminate {app.state.instance.pod_id}" not in note
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="quit dialog")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
+    assert lab.terminate_calls == ["user"] and not app.runner.quitting.left_running
+    assert app.state.terminate_status == "gone"
+    assert any("cannot outlive this dashboard's mock cloud" in line.text
+               for line in app.state.log)
+
+
 async def test_quit_when_idle_exits_at_once():
     app = TplabApp(None)
     async with app.run_test(size=SIZE) as pilot:
@@ -205,11 +229,19 @@ async def test_panels_redraw_on_the_timer_not_per_event():
     assert redraws <= 10 * dt + 2  # … and at most refresh_hz redraws a second
 
 
-def test_refresh_rate_is_bounded():
+def test_refresh_rate_is_bounded(capsys):
     with pytest.raises(ValueError):
         TplabApp(None, refresh_hz=60)
     with pytest.raises(ValueError):
         TplabApp(None, refresh_hz=1)
+    from tui.app import app_from_args
+    for rate in ("100", "2", "nan", "fast"):  # the command line says so, no traceback
+        with pytest.raises(SystemExit) as ended:
+            app_from_args(["--mock", "--refresh-hz", rate])
+        assert ended.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument --refresh-hz: '{rate}' is not a redraw rate from 4 to 30 Hz" in err
+    assert app_from_args(["--mock", "--refresh-hz", "30"]).refresh_hz == 30.0
 
 
 async def test_panels_keep_updating_under_a_modal_screen(tmp_path):

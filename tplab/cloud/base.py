@@ -110,6 +110,7 @@ class HostOffer:
     ok: bool | None
     why: str                            # one clause
     available: bool = True              # capacity there now
+    price_what: str = ""                # what ``usd_per_hr`` is ("minimum bid + storage")
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,9 @@ class Quote:
     #: when no host the provider offers can run ``image``: why, one sentence ("" otherwise);
     #: the prices above are then for hosts that cannot run it
     image_refusal: str = ""
+    #: what ``spot_usd_per_hr`` is made of, when it is not simply the provider's minimum bid
+    #: (Vast: tplab's bid, from the offer's minimum bid, its storage and a margin)
+    spot_price_note: str = ""
 
 
 @dataclass(frozen=True)

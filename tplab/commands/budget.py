@@ -76,11 +76,30 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(render(summary, preflight, mock=args.mock))
+        if not args.mock and not args.ledger:
+            note = mock_ledger_note()
+            if note:
+                print("\n" + note)
     if summary.damaged:
         print(f"tplab budget: the ledger has {len(summary.damaged)} damaged line(s), left out of "
               f"the figures above; repair or remove them in {summary.ledger_path}.", file=sys.stderr)
         return 1
     return 0
+
+
+def mock_ledger_note() -> str | None:
+    """A line pointing at the mock labs' own ledger when it has entries: after `tplab run
+    --mock`, plain `tplab budget` (the real ledger) would otherwise show none of them."""
+    from tplab.money.budget_config import default_ledger_path
+    try:
+        with open(default_ledger_path(mock=True), "rb") as fh:
+            lines = sum(1 for line in fh if line.strip())
+    except OSError:
+        return None
+    if not lines:
+        return None
+    return (f"Mock labs keep a ledger of their own (simulated money, {lines} line(s)): "
+            "`tplab budget --mock` shows it.")
 
 
 def _when(ts: float) -> str:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 HELP = "gather a finished lab, its spend and the reading notes into the seed's experiments/ layout"
 DESCRIPTION = (
-    "Copy the latest finished lab (or --lab ID; real or mock) into DIR/experiments/: "
+    "Copy the lab the seed accepts (one that completed, else an EDUCATIONAL_STUB; a real lab "
+    "before a mock one; the newest of those), or --lab ID, into DIR/experiments/: "
     "35-tp-inference/ (manifest, results, scaling curve, proof-terminated.png, a README), "
     "35-cloud-budget/spend.jsonl (the lab's ledger lines as recorded), 35-cloud-budget.md (the "
     "phase's spend table) and 35-reading-notes/. A different existing file is never overwritten "
@@ -27,20 +28,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the repository to write experiments/ into")
     parser.add_argument("--lab", metavar="ID",
                         help="the lab's id (its folder name under TPLAB_HOME/labs or "
-                             "TPLAB_HOME/mock/labs) or its folder; default: the newest finished lab")
+                             "TPLAB_HOME/mock/labs) or its folder; default: the newest lab the "
+                             "seed accepts (a STOPPED or FAILED lab is refused)")
     parser.add_argument("--force", action="store_true",
                         help="overwrite files in DIR whose content differs")
     parser.add_argument("--list", action="store_true",
-                        help="list the finished labs that can be handed in, newest first")
+                        help="list the finished labs, newest first, each saying whether it "
+                             "can be handed in")
 
 
 def main(args: argparse.Namespace) -> int:
     from tplab.handin.gather import HandinError, handin
     from tplab.viewmodel.past_labs import default_roots, find_labs
     if args.list:
+        from tplab.handin.pick import why_not
         labs = [past for past in find_labs(default_roots()) if past.manifest]
         for past in labs:
-            print(f"{past.lab_id}  {past.status}{'  MOCK' if past.mock else ''}  {past.path}")
+            refused = why_not(past)
+            print(f"{past.lab_id}  {past.status}{'  MOCK' if past.mock else ''}  {past.path}"
+                  + (f"  (not for handin: {refused})" if refused else ""))
         if not labs:
             print("no finished lab yet; `tplab run --mock` runs one on the local mock cloud.")
         return 0
@@ -64,7 +70,8 @@ def main(args: argparse.Namespace) -> int:
         return 1
     lab = out.lab
     assert lab is not None  # handin() always sets it
-    print(f"Handed in lab {lab.lab_id} ({lab.status}{', MOCK' if lab.mock else ''}) into {dest}:")
+    print(f"Handed in lab {lab.lab_id} ({lab.status}{', MOCK' if lab.mock else ''}), "
+          f"{out.why}, into {dest}:")
     for rel in out.written:
         print(f"  wrote      {rel}")
     for rel in out.unchanged:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, executable_arg
 from tplab.records.job_flags import add_job_flags, positive_int  # stdlib only
 
 HELP = "run the lab on this CPU (torchrun; gloo or shared memory): results, events, curve, manifest"
@@ -42,7 +42,8 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=positive_int, default=2, metavar="N",
                         help="TP ranks (default 2)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="a new or empty folder for the run's files")
     parser.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT), metavar="PATH",
                         help="full MiniGPT checkpoint (default: the shipped one)")
     parser.add_argument("--prompts-file", default=str(DEFAULT_PROMPTS), metavar="PATH",
@@ -56,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "or cpu-shm with --comm shm or both)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="give up on the job after this many seconds (default 600)")
-    parser.add_argument("--pod-python", metavar="PATH", default=None,
+    parser.add_argument("--pod-python", metavar="PATH", type=executable_arg, default=None,
                         help="the Python the job runs with (default: this one), e.g. a venv with "
                              "the pod images' torch 2.4.0")
     parser.add_argument("--quiet", action="store_true", help="do not show the job's progress")
@@ -164,7 +165,8 @@ def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
                                 calibration.measured_points(results),
                                 sweep=results.get("d_model_sweep"),
                                 measured_crossover=cross["measured"],
-                                measured_reason=cross["measured_reason"])
+                                measured_reason=cross["measured_reason"],
+                                warning=calibration.miss_warning(results.get("calibration")))
     return png, cross["predicted"]
 
 
@@ -187,6 +189,18 @@ def main(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             print(f"tplab local: the {what} {path} does not exist.", file=sys.stderr)
             return 2
+    from tplab.records.prompts_file import PromptsFileError, read_prompts
+    try:  # as the job reads it, before torchrun starts
+        read_prompts(args.prompts, args.num_prompts, flag="--prompts")
+    except PromptsFileError as exc:
+        print(f"tplab local: {exc}", file=sys.stderr)
+        return 2
+    from tplab.home.lab_folders import out_dir_problem
+
+    bad_out = out_dir_problem(args.out)  # one run a folder: never another run's files beside
+    if bad_out:
+        print(f"tplab local: {bad_out}", file=sys.stderr)
+        return 2
     from tplab.lab.pod_python import pod_python_problem
 
     bad_python = pod_python_problem(args.pod_python, mock=True)
@@ -205,8 +219,6 @@ def main(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.json"
-    if results_path.exists():
-        results_path.unlink()  # never report a previous run's numbers as this one's
 
     t0 = time.time()
     rc, errors = run_job(args, out_dir)

@@ -59,13 +59,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:  # its reader went away (`| head -1`), from --help to the last line
+        from tplab.commands import reader_gone
+        if not reader_gone.stdout_is_gone():
+            raise  # another pipe than the reader's: a real error
+        return reader_gone.end_quietly()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
     try:
-        return int(args._main(args) or 0)
+        code = int(args._main(args) or 0)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a reader gone is noise
+        return code
     except KeyboardInterrupt:
         print("tplab: interrupted.", file=sys.stderr)
         return 130

@@ -1,8 +1,9 @@
 """`tplab run`: one lab, headless — phases, a progress bar, a final table; `--json` for scripts.
 
 Exit 0 only when the lab completed and its pod is verified gone (3: EDUCATIONAL_STUB, 4: stopped
-by the user with the pod gone, 1: failed). Ctrl-C, SIGTERM, SIGHUP and SIGQUIT, and a closed
-output pipe, stop the lab through terminate + verify gone; SIGKILL cannot be caught, which is
+by the user with the pod gone, 5: interrupted, 1: failed; 141, quietly, when the reader of its
+output went away and the lab was stopped for it). Ctrl-C, SIGTERM, SIGHUP and SIGQUIT, and a
+closed output pipe, stop the lab through terminate + verify gone; SIGKILL cannot be caught, which is
 what the pod's guard and watchdog and `tplab status` are for.
 """
 
@@ -13,7 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from tplab.lab.lab_config import LabConfig  # a dataclass; tplab.lab's heavy modules are not imported
+from tplab.commands import reader_gone
+from tplab.lab.lab_config import STOPPED, LabConfig, exit_code  # no heavy module of tplab.lab
 
 HELP = "run the TP lab headless (add --mock for the local mock cloud)"
 DESCRIPTION = ("Run lab 02 end to end: authorize, create a spot pod, upload, run single vs TP "
@@ -107,24 +109,8 @@ class _Output:
 
     def _close(self) -> None:
         self.closed = True
-        _silence(self.out)
+        reader_gone.silence(self.out)
         self._on_closed()
-
-
-def _silence(stream: TextIO) -> None:
-    """Point a dead stdout/stderr at /dev/null, so nothing (the interpreter's exit flush
-    included) prints a BrokenPipeError traceback."""
-    import os
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError, AttributeError):
-        return
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, fd)
-        os.close(devnull)
-    except OSError:
-        pass
 
 
 def _say(text: str) -> None:
@@ -132,7 +118,7 @@ def _say(text: str) -> None:
     try:
         print(text, file=sys.stderr, flush=True)
     except (OSError, ValueError):
-        _silence(sys.stderr)
+        reader_gone.silence(sys.stderr)
 
 
 async def run_lab(config: LabConfig, as_json: bool = False, out: TextIO | None = None) -> int:
@@ -169,6 +155,11 @@ async def run_lab(config: LabConfig, as_json: bool = False, out: TextIO | None =
     if view is not None:
         output.write("\n" + view.table(lab.summary()) + "\n")
         output.flush()
+    if output.closed and outcome.status == STOPPED and not signals.count and \
+            outcome.exit_code == exit_code(STOPPED, False):
+        # the reader went (`| head`) and the lab was stopped for it, its pod verified gone:
+        # nothing more to say, and the status of a program its reader left
+        return reader_gone.EXIT_STATUS
     if outcome.exit_code != 0 and (as_json or not _same_terminal(output.out, sys.stderr)):
         _say(f"tplab: {outcome.status}: {outcome.reason}")  # the done line said it already
     return outcome.exit_code

@@ -130,6 +130,7 @@ def main(args: argparse.Namespace) -> int:
     sweep = (results or {}).get("d_model_sweep") or None
     if sweep:
         summary["d_model_sweep"] = sweep
+    if sweep or measured:
         summary["calibration"] = (results or {}).get("calibration")
     if not args.no_terminal:
         print(chart.render_plotext(profile, tp, shape, measured, sweep=sweep,
@@ -147,6 +148,9 @@ def main(args: argparse.Namespace) -> int:
     if measured:
         print(f"  measured at d_model {measured['d_model']:.0f} (the lab's checkpoint): single "
               f"{measured['single_ms']:.4f} ms, TP {measured['tp_ms']:.4f} ms")
+    warning = calibration.miss_warning((results or {}).get("calibration")) if measured else None
+    if warning and not sweep:  # with a sweep, its table below lists every point that is off
+        print(f"  WARNING, {warning}")
     if sweep:
         from tplab.scaling.dmodel_table import dmodel_report
         print(dmodel_report(results or {}, f"{Path(args.out) / 'scaling.json'} (calibration, "
@@ -157,7 +161,7 @@ def main(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         png = chart.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
                                     sweep=sweep, measured_crossover=cross["measured"],
-                                    measured_reason=cross["measured_reason"])
+                                    measured_reason=cross["measured_reason"], warning=warning)
         (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(f"\nwrote {png} and {out / 'scaling.json'}")
     return 0

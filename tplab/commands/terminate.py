@@ -47,9 +47,11 @@ def main(args: argparse.Namespace) -> int:
         print("tplab terminate: name pod id(s) or pass --all (see `tplab status`).",
               file=sys.stderr)
         return 2
+    live_mock_pods: set[str] | None = None
     try:
         if args.mock and not args.api_url:  # the mock clouds running on this machine
             providers, by_pod = _mock_targets()
+            live_mock_pods = set(by_pod)
             if not providers and args.pod_ids:
                 print("tplab terminate: no mock cloud is running on this machine, so no mock "
                       "pod is alive.", file=sys.stderr)
@@ -98,6 +100,6 @@ def main(args: argparse.Namespace) -> int:
     if args.all:  # and what dead clients left held with nothing billing against it (also when
         # every pod had already gone: a watchdog that ended the pod of a killed client)
         from tplab.lab.leftovers import reconcile_holds
-        for note in reconcile_holds(provider, args.mock):
+        for note in reconcile_holds(provider, args.mock, live_mock_pods):
             print(note)
     return 1 if failed else 0

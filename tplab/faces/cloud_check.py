@@ -197,7 +197,10 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     else:
         report.add("on-demand", None if report.spot else False,
                    f"{where_asked(report)} quotes no on-demand price for {gpus}x {gpu}")
-    if quote.spot_available and quote.spot_usd_per_hr is not None:
+    if quote.spot_available and quote.spot_usd_per_hr is not None and quote.spot_price_note:
+        report.add("spot", True, f"spot offered now for {gpus}x {gpu}: "
+                   f"{quote.spot_price_note}", f"spot ${quote.spot_usd_per_hr:.3f}/h (tplab's bid)")
+    elif quote.spot_available and quote.spot_usd_per_hr is not None:
         report.add("spot", True, f"spot offered now: minimum bid ${quote.spot_usd_per_hr:.3f}/h "
                    f"for {gpus}x {gpu}")
     else:
@@ -233,11 +236,12 @@ def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
     """The "hosts" line (can any offer's host run the image?) and one line per offer."""
     for host in quote.hosts:
         price = f" ${host.usd_per_hr:.3f}/h" if host.usd_per_hr is not None else ""
+        what = f" ({host.price_what})" if price and host.price_what else ""
         cuda = (f", driver CUDA {host.host_cuda}"
                 if host.host_cuda and host.host_cuda not in host.offer else "")
         busy = "" if host.available else " (no capacity there now)"
         report.offers.append(CheckLine("offer", host.ok,
-                                       f"{host.offer}{price}{cuda}{busy}: {host.why}",
+                                       f"{host.offer}{price}{what}{cuda}{busy}: {host.why}",
                                        f"{host.offer}{price}{cuda}{busy}"))
     if quote.image_refusal and not image_ok:  # the image line says why
         report.add("hosts", False, "no offer can run the image (see the image line)",
@@ -269,10 +273,11 @@ def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
         return
     best = good[0]
     price = f" at ${best.usd_per_hr:.3f}/h" if best.usd_per_hr is not None else ""
+    what = f" ({best.price_what})" if price and best.price_what else ""
     verb = "can" if ok else "may"
     shown = (f"{len(good)} of the {len(quote.hosts)} cheapest offers {verb} run the image"
              if len(quote.hosts) > 1 else f"the one offer found {verb} run the image")
-    report.add("hosts", ok, f"{shown}; the lab takes {best.offer}{price}",
+    report.add("hosts", ok, f"{shown}; the lab takes {best.offer}{price}{what}",
                f"{len(good)} of {len(quote.hosts)} run it; takes {best.offer}{price}")
 
 
@@ -283,9 +288,13 @@ def _budget(report: CheckReport, price: float | None, wall_cap_s: float,
         conf = BudgetConfig.load(mock=report.mock).with_overrides(lab_cap_usd=lab_cap_usd)
         guard = BudgetGuard.from_config(conf, mock=report.mock)
         pre = guard.check_preflight(conf.lab_cap_usd, conf.preflight_buffer_usd)
+        damaged = guard.summary().damaged_note()
     except Exception as exc:  # noqa: BLE001 - a broken config or ledger is a finding
         report.add("budget", False, f"the budget could not be read: {exc}")
         return
+    if damaged:  # a lab still runs (the pre-flight counts the good lines), but say it
+        report.add("ledger", None, damaged[0].upper() + damaged[1:],
+                   "damaged ledger lines: see `tplab budget`")
     report.lab_cap_usd = conf.lab_cap_usd
     if not pre.ok:
         report.add("budget", False, pre.message)

@@ -158,6 +158,8 @@ class HeadlessView:
             self._line(f"WARNING: {ev['msg']}")
         elif t == "error":
             self._line(("FATAL: " if ev["fatal"] else "error: ") + ev["msg"])
+        elif t == "log" and ev.get("headline"):
+            self._line(ev["msg"])  # a choice made for the user: which cloud, say
         elif t == "log" and (ev["level"] in ("warning", "error") or self.job_detail):
             self._line(f"{ev['level']}: {ev['msg']}")
         elif t == "prompt_done" and self.job_detail:

@@ -2,15 +2,15 @@
 
 Why in the faces: ``tplab run`` and the dashboard's Start both build a ``Lab``, which makes its
 folder and writes a FAILED manifest even when it could never have begun (no API key, a missing
-input file, a budget that fails pre-flight, an image that cannot drive the lab's GPU). Those are the user's to fix, not a lab's history;
-this checks them first, from local facts only (no network, no torch), and the lab's own
-pre-flight still checks them again.
+or unreadable input file, ``--gpus 1``, a budget that fails pre-flight, an image that cannot
+drive the lab's GPU). Those are the user's to fix, not a lab's history; this checks them first,
+from local facts only (no network, no torch), and the lab's own pre-flight still checks them
+again.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 
@@ -35,9 +35,15 @@ def _image_refusal(config: Any, names: list[str]) -> str | None:
 def refusal(config: Any) -> str | None:
     """One sentence saying why a lab with ``config`` (a ``LabConfig``) would be refused before
     it creates anything, or None."""
-    for path, what in ((config.checkpoint, "checkpoint"), (config.prompts, "prompts file")):
-        if not Path(path).is_file():
-            return f"The {what} {path} does not exist; pass an existing file. Nothing was created."
+    from tplab.lab.preflight import input_problem
+    problem = input_problem(config)
+    if problem:
+        return problem
+    if config.out_dir:  # one run a folder: a finished lab is never overwritten, nor mixed
+        from tplab.home.lab_folders import out_dir_problem
+        bad_out = out_dir_problem(config.out_dir)
+        if bad_out:
+            return f"{bad_out} Nothing was created."
     from tplab.cloud import registry
     try:
         names = _names(config, registry)

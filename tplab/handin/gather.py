@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tplab.handin import spend_table
+from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
 from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
 from tplab.home.paths import REPO_ROOT
@@ -48,10 +49,6 @@ LAB_FILES: dict[str, str] = {
 }
 
 
-class HandinError(Exception):
-    """A hand-in that cannot be made; the message is one sentence for the user."""
-
-
 @dataclass(frozen=True)
 class Planned:
     rel: str        # path under the destination, with forward slashes
@@ -63,35 +60,11 @@ class Outcome:
     written: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     lab: PastLab | None = None
+    why: str = ""                   # why this lab (``pick.Pick.why``)
     notes: list[str] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------ which lab
-def find_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> PastLab:
-    """The newest finished lab (one with a manifest), or the one whose id (folder name) or
-    folder is ``lab_id``."""
-    roots = list(roots) if roots is not None else default_roots()
-    if lab_id and Path(lab_id).expanduser().is_dir():
-        labs = find_labs(extra=[Path(lab_id)])
-    else:
-        labs = find_labs(roots)
-    finished = [lab for lab in labs if lab.manifest]
-    # the labs folders, not each --out folder remembered: those were all looked in too
-    where = " or ".join(str(r) for r in roots[:2]) + " (and the --out folders of past labs)"
-    if lab_id:
-        match = [lab for lab in finished if lab.lab_id == lab_id or str(lab.path) == lab_id
-                 or Path(lab_id).expanduser().resolve() == lab.path]
-        if not match:
-            raise HandinError(f"no finished lab with id {lab_id!r} under {where}; `tplab handin "
-                              "--list` shows the ones there are.")
-        return match[0]
-    if not finished:
-        raise HandinError(f"no finished lab yet under {where}; run one first (`tplab run "
-                          "--mock` runs the lab on the local mock cloud), or name its folder "
-                          "with --lab DIR.")
-    return finished[0]
-
-
+# ------------------------------------------------------------------ the lab's money
 def auth_id_of(lab_dir: Path) -> str | None:
     """The ledger authorization that held this lab's money (its instance.json)."""
     try:
@@ -213,9 +186,9 @@ def write(files: list[Planned], dest: Path, force: bool = False) -> Outcome:
 
 def handin(dest: Path, lab_id: str | None = None, force: bool = False,
            roots: Iterable[Path] | None = None) -> Outcome:
-    """Find the lab, plan the hand-in, write it."""
-    lab = find_lab(lab_id, roots)
-    files, notes = plan(lab)
+    """Pick the lab (``pick.pick_lab``), plan the hand-in, write it."""
+    chosen = pick_lab(lab_id, roots)
+    files, notes = plan(chosen.lab)
     out = write(files, dest, force)
-    out.lab, out.notes = lab, notes
+    out.lab, out.why, out.notes = chosen.lab, chosen.why, notes
     return out

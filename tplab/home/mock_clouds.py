@@ -69,8 +69,9 @@ def _alive(pid: int) -> bool:
     if not pid_alive(pid):
         return False
     cmdline = Path(f"/proc/{pid}/cmdline")
-    try:  # a reused pid is not our mock
-        return b"tplab.mock" in cmdline.read_bytes()
+    try:  # a reused pid is not our mock: `python -m tplab.mock` (a lab's), `tplab mock-cloud`
+        line = cmdline.read_bytes()
+        return b"tplab.mock" in line or (b"tplab" in line and b"\0mock-cloud" in line)
     except OSError:
         return True  # no /proc here: trust the pid
 

@@ -36,3 +36,15 @@ def with_source_on_path(env: dict[str, str]) -> dict[str, str]:
 
     rest = env.get("PYTHONPATH")
     return {**env, "PYTHONPATH": str(REPO_ROOT) + (os.pathsep + rest if rest else "")}
+
+
+def executable_arg(text: str) -> str:
+    """A program named on the command line (``--pod-python``) as an absolute path: a relative
+    one is this directory's, a bare name is found on ``PATH``. The path is not resolved (a
+    virtual environment's ``python`` is a link that must keep its name), and a mock pod, which
+    runs in a sandbox folder of its own, gets a path that means the same there."""
+    import shutil
+
+    if os.sep not in text and (os.altsep is None or os.altsep not in text):
+        return shutil.which(text) or os.path.abspath(text)
+    return os.path.abspath(os.path.expanduser(text))

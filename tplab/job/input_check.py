@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from tplab.job.job_error import JobError
@@ -29,20 +28,39 @@ from tplab.model.checkpoint_file import (CheckpointError, Unrecognised, check_di
                                          read_header)
 from tplab.model.config import GPTConfig
 from tplab.model.tokenizer import Tokenizer
+from tplab.records import prompts_file
 
 
 def read_prompts(path: str, count: int) -> list[str]:
-    """The first ``count`` prompts of a prompts file (blank lines and ``#`` comments skipped)."""
+    """The first ``count`` prompts of a prompts file (blank lines and ``#`` comments skipped;
+    the file's rules, and their sentences, are ``tplab.records.prompts_file``'s)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise JobError(f"cannot read the prompts file {path}: {exc.strerror}.") from None
-    prompts = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    if count < 1:
-        raise JobError(f"--num-prompts must be at least 1, got {count}.")
-    if len(prompts) < count:
-        raise JobError(f"{path} has {len(prompts)} prompts, fewer than --num-prompts {count}.")
-    return prompts[:count]
+        return prompts_file.read_prompts(path, count)
+    except prompts_file.PromptsFileError as exc:
+        raise JobError(str(exc)) from None
+
+
+def world_size_problem(world_size: int) -> str | None:
+    """Why TP cannot run on ``world_size`` ranks at all, or None (the model's own divisibility is
+    the checkpoint's check)."""
+    if world_size < 2:
+        return (f"tensor parallelism needs at least 2 ranks, got {world_size}; rent 2 or more "
+                "GPUs (--gpus 2).")
+    return None
+
+
+def context_problem(longest: int, new_tokens: int, block_size: int) -> str | None:
+    """Why the longest prompt (in tokens, BOS and SEP included) and ``new_tokens`` do not fit
+    the model's context, with the advice that can help, or None."""
+    if longest + new_tokens <= block_size:
+        return None
+    room = block_size - longest
+    if room < 2:  # not even a prefill and one decode step: only a shorter prompt helps
+        return (f"a prompt of {longest} tokens leaves no room in the model's {block_size}-token "
+                "context for new tokens (at least 2); shorten that prompt.")
+    return (f"a prompt of {longest} tokens plus {new_tokens} new tokens exceeds the model's "
+            f"block_size {block_size}; lower --new-tokens to {room} or less, or shorten that "
+            "prompt.")
 
 
 def _config_and_tokenizer(checkpoint: str) -> tuple[GPTConfig, Tokenizer]:
@@ -60,6 +78,9 @@ def _config_and_tokenizer(checkpoint: str) -> tuple[GPTConfig, Tokenizer]:
 def check(checkpoint: str, prompts: str, num_prompts: int, new_tokens: int,
           world_size: int) -> None:
     """Raise JobError / CheckpointError with the job's sentence for the first problem found."""
+    bad_world = world_size_problem(world_size)
+    if bad_world:
+        raise JobError(bad_world)
     texts = read_prompts(prompts, num_prompts)
     if new_tokens < 2:
         raise JobError(f"--new-tokens must be at least 2 (a prefill and one decode step), got "
@@ -67,9 +88,9 @@ def check(checkpoint: str, prompts: str, num_prompts: int, new_tokens: int,
     config, tokenizer = _config_and_tokenizer(checkpoint)  # format, config, tokenizer, shapes
     check_divisible(config, world_size)
     longest = max(len(tokenizer.prompt_ids(p)) for p in texts)
-    if longest + new_tokens > config.block_size:
-        raise JobError(f"a prompt of {longest} tokens plus {new_tokens} new tokens exceeds the "
-                       f"model's block_size {config.block_size}; lower --new-tokens.")
+    too_long = context_problem(longest, new_tokens, config.block_size)
+    if too_long:
+        raise JobError(too_long)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

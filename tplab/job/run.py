@@ -51,7 +51,7 @@ from . import runtime
 from .allreduce_sweep import SweepPoint, fit_points, run_sweep, sweep_sizes
 from .decode_timing import DecodeRun, decode_timed, decode_timed_static
 from .heartbeat import Heartbeat
-from .input_check import read_prompts
+from .input_check import context_problem, read_prompts
 from .machine_probe import MachineProbe
 from .runtime import JobError, Runtime
 
@@ -209,11 +209,10 @@ class Job:
         ckpt = load_checkpoint(self.args.checkpoint)
         prompt_ids = [ckpt.tokenizer.prompt_ids(p) for p in prompts]
         self.prompt_slots = [ckpt.tokenizer.slots(p) for p in prompts]
-        longest = max(len(ids) for ids in prompt_ids)
-        if longest + self.args.new_tokens > ckpt.config.block_size:
-            raise JobError(f"a prompt of {longest} tokens plus {self.args.new_tokens} new tokens "
-                           f"exceeds the model's block_size {ckpt.config.block_size}; lower "
-                           "--new-tokens.")
+        too_long = context_problem(max(len(ids) for ids in prompt_ids), self.args.new_tokens,
+                                   ckpt.config.block_size)
+        if too_long:
+            raise JobError(too_long)
         tp_raw = build_tp(ckpt, self.rt.device)
         self.params_rank = sum(p.numel() for p in tp_raw.parameters())
         self.tp_model = self._prepare(tp_raw)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.lab import manifest
-from tplab.scaling import chart
+from tplab.scaling import calibration, chart
 from tplab.util.jsonfile import write_json
 from tplab.lab.lab_config import COMPLETE, FAILED, LabConfig
 from tplab.lab.facts import LabFacts
@@ -41,7 +41,8 @@ def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
                                  measured=pred.measured, sweep=pred.sweep,
                                  measured_crossover=pred.measured_crossover,
                                  measured_reason=pred.measured_reason,
-                                 banner=MOCK_BANNER if mock else None)
+                                 banner=MOCK_BANNER if mock else None,
+                                 warning=calibration.miss_warning(pred.calibration))
 
 
 def write_proof_picture(facts: LabFacts, mock: bool = False) -> Path | None:

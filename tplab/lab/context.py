@@ -32,6 +32,22 @@ class LabContext:
     request_stop: Callable[[str], None] = _never
     #: the same, when the provider took the spot instance back: the lab ends INTERRUPTED
     interrupted: Callable[[str], None] = _never
+    #: the same, when the user ended the pod from outside the lab (`tplab terminate` in
+    #: another shell): the lab ends STOPPED, as any stop of theirs
+    stopped_by_user: Callable[[str], None] = _never
+
+    def ended_from_outside(self, state: str) -> str | None:
+        """When the pod went ``state`` because someone terminated it from outside this lab
+        (its instance record names who, written before the terminate was sent): the reason
+        to give, else None."""
+        record = self.facts.pod.record
+        if record is None:
+            return None
+        who = instances.ended_by(record.lab_id, self.config.mock)
+        if not who:
+            return None
+        record.ended_by = who
+        return f"the pod {self.facts.pod.id} went {state}: terminated by {who} from outside the lab"
 
     @property
     def cloud(self) -> Provider:

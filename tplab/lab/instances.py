@@ -49,6 +49,7 @@ class InstanceRecord:
     image: str | None = None            # the pod's container image
     settled: bool = False               # the hold was settled (spend recorded or released)
     note: str = ""
+    ended_by: str = ""                  # who sent the terminate from outside the lab, if anyone
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +95,30 @@ def load_all(mock: bool) -> list[InstanceRecord]:
 
 def open_records(mock: bool) -> list[InstanceRecord]:
     return [r for r in load_all(mock) if r.open]
+
+
+def mark_ended_by(pod_id: str, who: str, mock: bool) -> list[InstanceRecord]:
+    """Say on every open record of ``pod_id`` who is terminating it, before the terminate is
+    sent (a lab still running reads it there when it sees its pod go: its user stopped it, not
+    a spot interruption). Returns the records marked."""
+    marked = []
+    for rec in load_all(mock):
+        if rec.pod_id == pod_id and rec.open and not rec.ended_by:
+            rec.ended_by = who
+            save(rec)
+            marked.append(rec)
+    return marked
+
+
+def ended_by(lab_id: str, mock: bool) -> str:
+    """Who terminated lab ``lab_id``'s pod from outside it ("" when nobody did, or unknown)."""
+    path = store_dir(mock) / f"{lab_id}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    who = data.get("ended_by") if isinstance(data, dict) else None
+    return who if isinstance(who, str) else ""
 
 
 def mark(pod_id: str, state: str, mock: bool) -> None:

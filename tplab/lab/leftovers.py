@@ -15,6 +15,7 @@ the pod's price × its life (created → verified gone), never $0 for a pod that
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
@@ -125,12 +126,17 @@ def _close_never_created(rec: InstanceRecord, mock: bool) -> None:
     instances.save(rec)
 
 
-def reconcile_holds(provider: Provider | None, mock: bool) -> list[str]:
+def reconcile_holds(provider: Provider | None, mock: bool,
+                    live_mock_pods: set[str] | None = None) -> list[str]:
     """Settle the holds that clients of this machine left when they died (SIGKILL, a crash), once
     nothing can still be billing against them: no instance record (the client died between
     authorize and its intent: no create was ever sent) -> released; a record whose pod is gone
     or was never created -> its spend recorded, or released. A hold whose process still runs,
-    whose pod may live, or from another machine is left alone. One sentence per settled hold."""
+    whose pod may live, or from another machine is left alone. One sentence per settled hold.
+
+    ``live_mock_pods`` (mock only): every pod the mock clouds running here list. A mock pod
+    lives only as long as its mock cloud, so one of a dead client that none lists is gone (a
+    dashboard forced out, its mock cloud with it): its record is closed and its hold settled."""
     import socket
 
     from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
@@ -156,6 +162,12 @@ def reconcile_holds(provider: Provider | None, mock: bool) -> list[str]:
             elif rec.state == instances.GONE and not rec.settled and provider is not None:
                 notes.append(settle_record(provider, rec, mock))
                 instances.save(rec)
+            elif (mock and live_mock_pods is not None and rec.open and rec.pod_id
+                  and rec.pod_id not in live_mock_pods and not rec.settled):
+                rec.state, rec.ended_at = instances.GONE, rec.ended_at or time.time()
+                rec.note = rec.note or "its mock cloud stopped, and the mock pod with it"
+                notes.append(settle_record(provider, rec, mock))
+                instances.save(rec)
         except BudgetError:
             continue  # settled meanwhile by someone else
     return notes
@@ -169,9 +181,11 @@ class Ended:
 
 
 async def end_pod(provider: Provider, pod_id: str, mock: bool,
-                  timeout_s: float = 60.0) -> Ended:
+                  timeout_s: float = 60.0, by: str = "`tplab terminate`") -> Ended:
     """Terminate a pod (retrying whatever goes wrong), verify it gone, close its instance
-    records and settle the holds they carry."""
+    records and settle the holds they carry. Its records say first who ends it (``by``), so a
+    lab still running knows its user stopped it; that lab settles its own hold."""
+    await asyncio.to_thread(instances.mark_ended_by, pod_id, f"{by} (pid {os.getpid()})", mock)
     await terminate_with_retries(provider, pod_id, attempts=3)
     proof = await verify_gone(provider, pod_id, timeout_s)
     settled: list[str] = []
@@ -189,13 +203,25 @@ def _close_records(provider: Provider, pod_id: str, mock: bool) -> list[str]:
         if rec.open:
             rec.state = instances.GONE
             rec.ended_at = rec.ended_at or now
-        if rec.auth_id and not rec.settled:
+        if rec.auth_id and not rec.settled and client_alive(rec):
+            notes.append(f"its lab {rec.lab_id} (pid {rec.pid}) is still running: it ends as "
+                         "stopped by you and settles its own hold")
+        elif rec.auth_id and not rec.settled:
             notes.append(settle_record(provider, rec, mock))
         instances.save(rec)
     return notes
 
 
-def settle_record(provider: Provider, rec: InstanceRecord, mock: bool) -> str:
+def client_alive(rec: InstanceRecord) -> bool:
+    """Whether the lab that wrote ``rec`` still runs (another process of this machine)."""
+    import socket
+
+    from tplab.util.pids import pid_alive
+    return (rec.host == socket.gethostname() and bool(rec.pid) and rec.pid != os.getpid()
+            and pid_alive(rec.pid))
+
+
+def settle_record(provider: Provider | None, rec: InstanceRecord, mock: bool) -> str:
     """Record what a crashed (or detached) lab's pod cost against the hold its record names."""
     from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
     from tplab.money.budget_config import fmt_usd
@@ -204,6 +230,8 @@ def settle_record(provider: Provider, rec: InstanceRecord, mock: bool) -> str:
     rate = rec.usd_per_hr or 0.0
     amount, how = rate * max(0.0, end - start) / 3600.0, "price × the pod's life"
     try:
+        if provider is None:
+            raise LookupError("no provider to ask")
         report = provider.actual_cost(rec.pod_id or "", None, start, end, rate)
         if report.actual_usd >= amount:
             amount, how = report.actual_usd, report.note or "the provider's figure"

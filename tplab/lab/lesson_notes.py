@@ -163,44 +163,84 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
     return " ".join(out)
 
 
+def _in_loop_alpha_us(ar_ms: Any, calls: Any, world: int) -> float | None:
+    """The decode loop's collective time per token as one collective's α (the ring's 2(p-1)α per
+    collective): what the loop really paid, waiting for the slower rank included."""
+    if not isinstance(ar_ms, (int, float)) or not isinstance(calls, (int, float)) or calls <= 0:
+        return None
+    return ar_ms * 1e3 / (calls * 2 * max(1, world - 1))
+
+
+def _apart(a: tuple[float, str], b: tuple[float, str]) -> str:
+    """'gloo's is 73× shm's' (or 'about the same'), for two (α, transport) pairs."""
+    lo, hi = sorted((a, b))
+    if lo[0] <= 0:
+        return ""
+    ratio = hi[0] / lo[0]
+    if ratio < 1.2:
+        return "about the same"
+    times = f"{ratio:.1f}" if ratio < 10 else f"{ratio:.0f}"
+    return f"{hi[1]}'s is {times}× {lo[1]}'s"
+
+
 def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str:
-    """The two CPU transports' α side by side: both from this run (``--comm both``), or this
-    run's against the other transport's profile (``assets/hardware_profiles.json``)."""
+    """The two CPU transports' α side by side, like with like and each named once: *back to
+    back* (the all-reduce sweep's fit, one call after another) and *in the loop* (the decode
+    loop's collective time per token, ``_in_loop_alpha_us``). Both transports from this run
+    (``--comm both``), or this run's against the other transport's profile
+    (``assets/hardware_profiles.json``, whose α says which of the two it is)."""
     if (r.get("device_type") or (r.get("env") or {}).get("device_type")) != "cpu":
         return ""
     here = r.get("comm") or r.get("backend")
-    fits = {name: (t.get("sweep") or {}).get("fit") for name, t in
-            (r.get("transports") or {}).items()}
+    transports = r.get("transports") or {}
+    fits = {name: (t.get("sweep") or {}).get("fit") for name, t in transports.items()}
     fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
     found: dict[str, dict[str, Any]] = {k: v for k, v in fits.items() if v}
     if here not in found or here not in ("shm", "gloo"):
         return ""
     other = "gloo" if here == "shm" else "shm"
-    a_here = found[here]["alpha_us"]
+    b2b_here = found[here]["alpha_us"]
+    loop_here = _in_loop_alpha_us(transports.get(here, {}).get("allreduce_ms_per_token",
+                                                                r.get("allreduce_ms_per_token")),
+                                  calls, world)
+    parts = []
     if other in found:
-        a_other, source = found[other]["alpha_us"], "in the same run"
-        t_here = (r.get("transports") or {}).get(here, {}).get("tp_per_token_ms")
-        t_other = (r.get("transports") or {}).get(other, {}).get("tp_per_token_ms")
+        b2b_other = found[other]["alpha_us"]
+        loop_other = _in_loop_alpha_us(transports.get(other, {}).get("allreduce_ms_per_token"),
+                                       transports.get(other, {}).get(
+                                           "allreduce_calls_per_token", calls), world)
+        apart = _apart((b2b_here, here), (b2b_other, other))
+        parts.append(f"back to back α = {b2b_here:.1f} µs over {here} and {b2b_other:.1f} µs "
+                     f"over {other} in the same run" + (f", {apart}" if apart else ""))
+        if loop_here is not None and loop_other is not None:
+            apart = _apart((loop_here, here), (loop_other, other))
+            parts.append(f"in the loop α ≈ {loop_here:.1f} µs over {here} and "
+                         f"{loop_other:.1f} µs over {other}" + (f", {apart}" if apart else ""))
+        t_here = transports.get(here, {}).get("tp_per_token_ms")
+        t_other = transports.get(other, {}).get("tp_per_token_ms")
+        if t_here and t_other:
+            parts.append(f"TP measured {t_here:.3f} ms/token over {here} against "
+                         f"{t_other:.3f} over {other}")
     else:
         from tplab.scaling import latency
         try:
             prof = latency.load_profile(latency.cpu_profile_name(other))
         except latency.ScalingError:
             return ""
-        a_other, t_here, t_other = prof.alpha_us.value, None, None
-        source = f"in the {prof.name} profile ({prof.alpha_us.source}, not this run)"
-    lo, hi = sorted(((a_here, here), (a_other, other)))
-    sentence = (f"The transport is the lesson's α: over {here} α = {a_here:.1f} µs, over {other} "
-                f"α = {a_other:.1f} µs {source}")
-    if lo[0] > 0:
-        sentence += f", {hi[0] / lo[0]:.0f}× apart"
-    if calls:
-        sentence += (f"; at {calls:.0f} collectives a token that is "
-                     f"{calls * 2 * (world - 1) * a_here / 1e3:.3f} ms of latency over {here} and "
-                     f"{calls * 2 * (world - 1) * a_other / 1e3:.3f} ms over {other}")
-    if t_here and t_other:
-        sentence += (f", and TP measured {t_here:.3f} ms/token over {here} against "
-                     f"{t_other:.3f} over {other}")
-    return sentence + (". Shared memory is how ranks on one host talk without a network stack; "
-                       "its α is of the order of an NVLink all-reduce's, gloo's TCP loopback "
-                       "is tens of times that.")
+        a_other = prof.alpha_us.value
+        in_loop = "in-loop" in prof.alpha_us.note
+        mine = loop_here if in_loop else b2b_here
+        if mine is None:
+            return ""
+        where = f"in the {prof.name} profile ({prof.alpha_us.source}, not this run)"
+        apart = _apart((mine, here), (a_other, other))
+        parts.append(f"{'in the loop' if in_loop else 'back to back'} α "
+                     f"{'≈' if in_loop else '='} {mine:.1f} µs over {here} in this run against "
+                     f"{a_other:.1f} µs over {other} {where}" + (f", {apart}" if apart else ""))
+        if in_loop:
+            parts.append(f"back to back this run's {here} α is {b2b_here:.1f} µs")
+    return ("The transport is the lesson's α, measured two ways: back to back (the all-reduce "
+            "sweep, one call after another) and in the loop (the decode loop's collective time "
+            "per token as 2(p-1)α per collective, waiting for the slower rank included): "
+            + "; ".join(parts) + ". Shared memory is how ranks on one host talk without a "
+            "network stack; gloo's collectives go through TCP loopback.")

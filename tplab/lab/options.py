@@ -12,7 +12,7 @@ from typing import Any
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
 from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
-from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS, executable_arg
 from tplab.records.job_flags import add_job_flags, positive_float, positive_int
 
 
@@ -82,7 +82,8 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                          "use NCCL",
                          "compile": "torch.compile the models on the pod"})
     g.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="where the artifacts go (default: TPLAB_HOME/labs/<lab id>)")
+                   help="a new or empty folder for the lab's files (default: "
+                        "TPLAB_HOME/labs/<lab id>, TPLAB_HOME/mock/labs/<lab id> with --mock)")
     g.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, metavar="PATH",
                    help="checkpoint to upload (default: the shipped MiniGPT-grammar)")
     g.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
@@ -97,7 +98,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--boot-guard", type=positive_float, default=None, metavar="S",
                    help="the pod ends itself when this client has not shown up S seconds after "
                         "its container started (default: the connect timeout + 120 s = 300 s)")
-    g.add_argument("--pod-python", metavar="PATH", default=None,
+    g.add_argument("--pod-python", metavar="PATH", type=executable_arg, default=None,
                    help="mock lab only: the Python its pods run the job with (e.g. a venv with "
                         "the images' torch 2.4.0); a real pod runs its image's python3")
     g.add_argument("--yes", "-y", action="store_true",

@@ -72,7 +72,8 @@ class Lab:
         self.facts = LabFacts(lab_id=self.lab_id, out_dir=out_dir)
         self.ctx = LabContext(config, provider, self.stream, self.facts,
                               lambda reason: self.request_terminate(reason, by_user=False),
-                              self._interrupted)
+                              self._interrupted,
+                              lambda reason: self.request_terminate(reason, by_user=True))
         self.session: PodSession | None = None
         self._creation = provision.Creation()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -234,7 +235,7 @@ class Lab:
                 from tplab.lab import auto_pick, providers
                 if self.config.provider_name() == "auto":  # the cheapest spot across clouds
                     self.config.provider, why = await auto_pick.pick(self.config)
-                    self.stream.log(why)
+                    self.stream.log(why, headline=True)
                 if self.config.mock:
                     mock_cm = providers.mock_session(self.config)
                     self.ctx.provider = await mock_cm.__aenter__()
@@ -314,11 +315,23 @@ class Lab:
                 await teardown.detach(self.ctx, self.session, self._own_mock)
             else:
                 await teardown.teardown(self.ctx, self._creation, self.session)
+                self._completed_before_the_stop()
         finally:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await ticker
         return await self._finish()
+
+    def _completed_before_the_stop(self) -> None:
+        """A stop that came after the job's `finished` (results written, outputs matched) whose
+        results the teardown fetched: the measurement is whole, so the lab completed."""
+        facts, session = self.facts, self.session
+        if (facts.status == STOPPED and facts.results is not None and session is not None
+                and session.tail.finished_seen_at is not None):
+            facts.status = COMPLETE
+            facts.reason = (f"the lab completed: the stop ({self._stop_reason or 'cancelled'}) "
+                            "came after the job had finished, and its results were fetched "
+                            "before the teardown")
 
     # ------------------------------------------------------------------ the body
     async def _body(self) -> None:

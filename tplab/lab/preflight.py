@@ -25,23 +25,40 @@ from tplab.lab.context import LabContext
 from tplab.lab.pod_python import pod_python_problem
 from tplab.money.worst_case import worst_case
 from tplab.records.job_flags import COMM_CHOICES
+from tplab.records.prompts_file import PromptsFileError, read_prompts
+
+
+def input_problem(cfg: LabConfig) -> str | None:
+    """The first problem with the lab's own inputs, found here without torch or network: the
+    transport, the TP degree, the checkpoint and prompts files (the prompts read as the job
+    reads them: UTF-8 text, enough prompts), ``--pod-python``. One sentence ending "Nothing was
+    created.", or None. `tplab run` and the dashboard ask it before a lab folder exists; the
+    lab's pre-flight asks it again."""
+    if cfg.comm not in COMM_CHOICES:
+        return f"--comm must be one of {', '.join(COMM_CHOICES)}, not {cfg.comm!r}. Nothing was created."
+    if cfg.comm != "gloo" and not cfg.mock:
+        return (f"--comm {cfg.comm} is the shared-memory transport of CPU ranks on one host (the "
+                "mock lab, `tplab local`); a GPU pod's collectives go over NCCL: drop --comm. "
+                "Nothing was created.")
+    if cfg.gpus < 2:
+        return (f"--gpus {cfg.gpus}: tensor parallelism needs at least 2 GPUs (--gpus is the TP "
+                "degree); use --gpus 2. Nothing was created.")
+    for path, what in ((cfg.checkpoint, "checkpoint"), (cfg.prompts, "prompts file")):
+        if not Path(path).is_file():
+            return f"The {what} {path} does not exist; pass an existing file. Nothing was created."
+    try:
+        read_prompts(cfg.prompts, cfg.num_prompts, flag="--prompts")
+    except PromptsFileError as exc:
+        return f"{str(exc)[0].upper()}{str(exc)[1:]} Nothing was created."
+    bad_python = pod_python_problem(cfg.pod_python, cfg.mock)
+    return f"{bad_python} Nothing was created." if bad_python else None
 
 
 def check_inputs(ctx: LabContext) -> None:
-    """The checkpoint and the prompts file exist; the transport asked for fits the pods."""
-    cfg = ctx.config
-    if cfg.comm not in COMM_CHOICES:
-        raise LabStop(FAILED, f"--comm must be one of {', '.join(COMM_CHOICES)}, not {cfg.comm!r}")
-    if cfg.comm != "gloo" and not cfg.mock:
-        raise LabStop(FAILED, f"--comm {cfg.comm} is the shared-memory transport of CPU ranks on "
-                      "one host (the mock lab, `tplab local`); a GPU pod's collectives go over "
-                      "NCCL: drop --comm, nothing was created")
-    for path, what in ((cfg.checkpoint, "checkpoint"), (cfg.prompts, "prompts file")):
-        if not Path(path).is_file():
-            raise LabStop(FAILED, f"the {what} {path} does not exist; pass an existing file")
-    bad_python = pod_python_problem(cfg.pod_python, cfg.mock)
-    if bad_python:
-        raise LabStop(FAILED, f"{bad_python} Nothing was created.")
+    """``input_problem``, as the lab's refusal (FAILED, nothing authorized)."""
+    problem = input_problem(ctx.config)
+    if problem:
+        raise LabStop(FAILED, problem)
 
 
 def choose_image(ctx: LabContext) -> ImageChoice:
@@ -80,7 +97,11 @@ def open_budget(ctx: LabContext) -> float:
         lab_cap_usd=cfg.lab_cap_usd, phase_cap_usd=cfg.phase_cap_usd)
     guard = BudgetGuard.from_config(bconf, mock=cfg.mock)
     ctx.facts.money.guard = guard
-    ctx.budget_event()
+    summary = guard.summary()
+    damaged = summary.damaged_note()
+    if damaged:
+        ctx.stream.warn(damaged)
+    ctx.budget_event(summary)
     pre = guard.check_preflight(bconf.lab_cap_usd, bconf.preflight_buffer_usd)
     if not pre.ok:
         raise LabStop(FAILED, pre.message)

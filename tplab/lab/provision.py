@@ -17,7 +17,7 @@ from tplab.cloud.base import (GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, Ambiguo
                               BootStep, NoCapacityError, PodInfo, PodSpec, ProviderError,
                               RentalMismatchError, SpotUnavailableError)
 from tplab.lab import instances
-from tplab.lab.lab_config import FAILED, STUB, LabStop
+from tplab.lab.lab_config import FAILED, STOPPED, STUB, LabStop
 from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
 from tplab.lab.context import LabContext
 from tplab.keys.redact import one_line
@@ -232,6 +232,9 @@ async def boot(ctx: LabContext) -> PodInfo:
                           f"{info.state} ({info.note or 'its provider took it back'}); it is "
                           "terminated now")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":
+            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            if outside:  # `tplab terminate` from another shell: the user's own stop
+                raise LabStop(STOPPED, f"stopped by the user ({outside})")
             raise LabStop(FAILED, f"the pod {pod.id} went {info.state} while booting "
                           f"({info.note or 'spot interruption?'})")
         if info.state.upper() == "RUNNING" and info.ssh is not None:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from tplab.wire import event_tail, remote
 from tplab.cloud.base import INTERRUPTED as POD_INTERRUPTED
 from tplab.cloud.base import PodInfo, ProviderError
-from tplab.lab.lab_config import FAILED, INTERRUPTED, LabStop
+from tplab.lab.lab_config import FAILED, INTERRUPTED, STOPPED, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.provision import self_end_arg
 from tplab.home.paths import tplab_home
@@ -57,6 +57,8 @@ class PodSession:
         self.tail = event_tail.TailState()
         self._last_touch: float | None = None
         self._result_seen = False
+        #: the job's own sentence from its first fatal ``error`` event (pod data: one line, cut)
+        self.job_error: str | None = None
 
     @property
     def public_key(self) -> str:
@@ -193,6 +195,8 @@ class PodSession:
                         ctx.facts.partial.add(batch)
                         if not self._result_seen:
                             self._note_result(batch)
+                        if self.job_error is None:
+                            self._note_error(batch)
             except (asyncssh.Error, OSError) as exc:
                 idle_drops = idle_drops + 1 if self.tail.read_pos == pos_before else 1
                 transport.ssh_drops += 1
@@ -216,6 +220,13 @@ class PodSession:
                 self.on_result(ev["results"])
                 return
 
+    def _note_error(self, batch: list) -> None:
+        for ev in batch:
+            if ev.type == "error" and ev.get("fatal"):
+                msg = one_line(str(ev.get("msg") or "")).rstrip(". ")
+                self.job_error = (msg[:297] + "...") if len(msg) > 300 else (msg or None)
+                return
+
     async def _check_pod_alive(self) -> bool:
         """Before a reconnect: is the pod still RUNNING? A LabStop when it is not; False when
         the provider could not say (an API error is a reason to retry, not to end the lab)."""
@@ -230,6 +241,9 @@ class PodSession:
             return False
         if info.state.upper() != "RUNNING":
             ctx.instance_event(info)
+            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            if outside:  # `tplab terminate` from another shell: the user's own stop
+                raise LabStop(STOPPED, f"stopped by the user ({outside})")
             if info.state.upper() == POD_INTERRUPTED:  # the provider took it back (outbid)
                 raise LabStop(INTERRUPTED, f"spot interruption: the pod {pod.id} went "
                               f"{info.state} ({info.note or 'its provider took it back'}); "
@@ -300,7 +314,10 @@ class PodSession:
                 continue
             pod.info = info
             ctx.instance_event(info)
-            if info.state.upper() == POD_INTERRUPTED:  # the provider says it took it back
+            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            if outside:  # `tplab terminate` from another shell: the user's own stop
+                ctx.stopped_by_user(outside)
+            elif info.state.upper() == POD_INTERRUPTED:  # the provider says it took it back
                 ctx.interrupted(f"spot interruption: the pod went {info.state} ({info.note})")
             else:
                 ctx.request_stop(f"the pod went {info.state} ({info.note})" if info.note else
@@ -347,6 +364,9 @@ class PodSession:
             # torchrun's teardown failed: the numbers are whole, the exit is worth a look
             stream.warn(f"torchrun exited with code {tail.exit_code} after the job reported "
                         f"`finished` (results written, outputs matched); see {out / 'job.log'}")
+        elif tail.exit_code != 0 and self.job_error:
+            raise LabStop(FAILED, f"the job failed on the pod: {self.job_error}; see "
+                          f"{out / 'job.log'} (exit code {tail.exit_code})")
         elif tail.exit_code != 0:
             raise LabStop(FAILED, f"the job exited with code {tail.exit_code}; see "
                           f"{out / 'job.log'}")

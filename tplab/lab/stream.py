@@ -138,8 +138,13 @@ class LabStream:
         self.timeline.setdefault(name, time.time())
         self.emit("phase", name=name, **extra)
 
-    def log(self, msg: str, level: str = "info") -> None:
-        self.emit("log", level=level, msg=one_line(msg))
+    def log(self, msg: str, level: str = "info", headline: bool = False) -> None:
+        """A log line; ``headline``: one every face shows, also the terse headless one (a
+        choice the lab made for the user, e.g. which cloud ``--provider auto`` picked)."""
+        if headline:
+            self.emit("log", level=level, msg=one_line(msg), headline=True)
+        else:
+            self.emit("log", level=level, msg=one_line(msg))
 
     def warn(self, msg: str, **extra: Any) -> None:
         self.emit("warning", msg=one_line(msg, 2000), **extra)

@@ -16,7 +16,7 @@ from typing import Callable
 
 from tplab.money.budget_config import fmt_usd
 from tplab.lab import instances
-from tplab.lab.lab_config import COMPLETE, FAILED
+from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED
 from tplab.lab.context import LabContext
 from tplab.lab.ending import iso, terminate_with_retries, verify_gone
 from tplab.cloud.registry import gone_routes
@@ -45,6 +45,33 @@ async def _find_created_pod(ctx: LabContext, creation: Creation) -> None:
 
 #: what a failed lab fetches from its pod before it goes (small files; bounded in time)
 FAILURE_LOGS = ("job.log", "watchdog.log", "guard.log")
+#: what the pod finished, fetched before a lab its user stopped is torn down (bounded in time)
+FINISHED_FILES = ("results.json", "events.jsonl")
+FINISHED_FETCH_S = 20.0
+
+
+async def _fetch_what_the_pod_finished(ctx: LabContext, session: PodSession) -> None:
+    """A lab stopped by its user while the connection is still there: results.json and
+    events.jsonl come back before the pod goes (Ctrl-C just after the job's `finished` keeps
+    the whole measurement). Not for the lab's own stops (a cap: the pod's seconds are the
+    budget's) and not when the body fetched them already. A fetch cut short by its bound
+    leaves no half file."""
+    facts = ctx.facts
+    names = [n for n in FINISHED_FILES if n not in facts.artifacts]
+    if facts.status != STOPPED or not names:
+        return
+    try:
+        await asyncio.wait_for(session.fetch(names), FINISHED_FETCH_S)
+    except Exception as exc:  # noqa: BLE001 - a timeout, a drop, a bad results.json
+        for name in names:
+            if name not in facts.artifacts:
+                with contextlib.suppress(OSError):
+                    (facts.out_dir / name).unlink()
+        ctx.stream.warn(f"what the pod finished could not be fetched before the teardown "
+                        f"({one_line(exc) or type(exc).__name__}); the pod is ended all the same")
+        return
+    if "results.json" in facts.artifacts:
+        ctx.stream.log("the pod's results.json and events.jsonl were fetched before the teardown")
 
 
 async def teardown(ctx: LabContext, creation: Creation, session: PodSession | None) -> None:
@@ -57,6 +84,8 @@ async def teardown(ctx: LabContext, creation: Creation, session: PodSession | No
     await _adopt_pending_authorization(ctx)
     await _find_created_pod(ctx, creation)
     if session is not None and session.conn is not None:
+        if pod.id is not None:
+            await _fetch_what_the_pod_finished(ctx, session)
         if facts.status != COMPLETE and pod.id is not None:
             # what the pod can tell about the failure, before it goes (bounded)
             with contextlib.suppress(Exception):

@@ -24,6 +24,7 @@ from typing import Any
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tplab.mock.runpod_mock.faults import add_fault_arguments
 
+    from tplab.home.paths import executable_arg
     from tplab.mock.clouds import NAMES
 
     parser.add_argument("--cloud", choices=(*NAMES, "both"), default=NAMES[0],
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where pods' sandboxes go (default $TPLAB_HOME/mock/cloud)")
     parser.add_argument("--keep-sandboxes", action="store_true",
                         help="leave pods' sandbox directories on disk at exit")
-    parser.add_argument("--pod-python", metavar="PATH", default=None,
+    parser.add_argument("--pod-python", metavar="PATH", type=executable_arg, default=None,
                         help="the Python the pods run their commands with (default: this one); "
                              "e.g. a venv with the images' torch")
     parser.add_argument("--exit-with-parent", action="store_true",
@@ -113,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
             ready["clouds"] = {s.provider: s.ready_info() for s in servers}
         sys.stdout.write(json.dumps(ready) + "\n")
         sys.stdout.flush()
+        records = []
+        if not args.exit_with_parent:  # started by hand (`tplab mock-cloud`): say so, so that
+            # `tplab status --mock` and `tplab terminate --mock` with this TPLAB_HOME find it
+            # (a lab's own mock is recorded by the lab that started it: tplab/mock/handle.py)
+            from tplab.home import mock_clouds
+            records = [mock_clouds.register(s.api_url, s.state.api_key, os.getpid(), s.provider)
+                       for s in servers]
         try:
             while not stop.is_set():
                 try:
@@ -123,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for server in servers:
                 await server.stop()
+            for record in records:
+                mock_clouds.unregister(record)
 
     try:
         asyncio.run(serve())

@@ -21,6 +21,7 @@ round-trips exactly. Pod-side code: standard library only.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 PLURAL_SUFFIX = "<+s>"
 _SLOT_RE = re.compile(r"<w([1-9][0-9]*)(:v)?>")
@@ -44,7 +45,8 @@ def parse_slot(token: str) -> int | None:
 
 
 def starts_with_vowel(word: str) -> bool:
-    return bool(word) and word[0] in _VOWELS
+    """Whether ``word`` starts with a vowel letter, an accented one too (élan, über)."""
+    return bool(word) and unicodedata.normalize("NFD", word[0])[0] in _VOWELS
 
 
 def pluralize(word: str) -> str:

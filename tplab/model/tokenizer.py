@@ -2,7 +2,8 @@
 
 The corpus is synthetic with a closed lexicon, so one token per word is the simplest tokenizer that
 lets the model copy and fix words as units. Text is lower-cased and split into words (apostrophes
-stay inside a word: ``doesn't`` is one token) and single punctuation marks. The vocabulary is stored
+stay inside a word: ``doesn't`` is one token; letters of any script, accents included, are word
+letters: ``josé`` is one word) and single punctuation marks. The vocabulary is stored
 in the checkpoint (``to_dict``) so a checkpoint decodes the same everywhere.
 
 Words outside the vocabulary are not lost: when the vocabulary has placeholder tokens
@@ -16,6 +17,7 @@ words as ``<unk>``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -25,13 +27,17 @@ from tplab.model.placeholders import (PLURAL_SUFFIX, parse_slot, pluralize, slot
 PAD, BOS, SEP, EOS, UNK = "<pad>", "<bos>", "<sep>", "<eos>", "<unk>"
 SPECIALS: tuple[str, ...] = (PAD, BOS, SEP, EOS, UNK)
 
-_TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)*|[^\sa-z0-9]")
+#: a word: letters and digits of any script (an accent stays in its word: josé, münchen), then
+#: apostrophe-joined letters (doesn't); anything else that is not a space is a mark of its own
+_LETTER = r"[^\W\d_][\u0300-\u036f]*"
+_TOKEN_RE = re.compile(rf"(?:[^\W_][\u0300-\u036f]*)+(?:'(?:{_LETTER})+)*|\S")
 _NO_SPACE_BEFORE = set(".,!?;:)")
 
 
 def split_words(text: str) -> list[str]:
-    """Lower-case ``text`` and split it into words and punctuation marks."""
-    return _TOKEN_RE.findall(text.lower().replace("\u2019", "'"))
+    """Lower-case ``text`` and split it into words and punctuation marks (Unicode composed
+    first, so an accent typed as a letter plus a combining mark is one letter)."""
+    return _TOKEN_RE.findall(unicodedata.normalize("NFC", text).lower().replace("\u2019", "'"))
 
 
 def join_words(words: Iterable[str]) -> str:

@@ -131,6 +131,18 @@ class BudgetSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def damaged_note(self) -> str | None:
+        """One sentence when the ledger has damaged lines (left out of every figure), for each
+        command that reads the budget to say, not only `tplab budget`; else None."""
+        if not self.damaged:
+            return None
+        first = self.damaged[0]
+        more = f" and {len(self.damaged) - 1} more" if len(self.damaged) > 1 else ""
+        return (f"the ledger {self.ledger_path} has {len(self.damaged)} damaged line(s) (line "
+                f"{first.line_no}: {first.reason}{more}), left out of the budget's figures: "
+                "spend it recorded there is not counted; repair or remove them (`tplab budget` "
+                "lists them)")
+
 
 # ------------------------------------------------------------------------------------- the fold
 

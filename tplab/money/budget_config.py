@@ -103,11 +103,39 @@ class BudgetConfig:
         if unknown:
             raise BudgetError(f"Budget config {path} has unknown setting(s) {', '.join(unknown)}; "
                               f"known are {', '.join(sorted(known))}.")
-        return cls(**data)
+        try:
+            config = cls(**data)
+        except BudgetError as exc:
+            text = str(exc)
+            raise BudgetError(f"Budget config {path}: {text[:1].lower()}{text[1:]}") from None
+        object.__setattr__(config, "_file", (path, frozenset(data)))
+        return config
+
+    def _where(self, key: str) -> str:
+        """Where a setting's value came from: the config file's key, or the default."""
+        path, keys = getattr(self, "_file", (None, frozenset()))
+        return f"{key} in {path}" if key in keys else "the default"
 
     def with_overrides(self, **overrides: float | None) -> BudgetConfig:
-        """A copy with the given settings replaced (``None`` leaves a setting as it is)."""
-        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        """A copy with the given settings replaced (``None`` leaves a setting as it is). The
+        overrides are command-line flags (``--lab-cap``, ``--phase-cap``): a lab cap above the
+        phase cap is said with the flag or the config key each value came from."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        try:
+            return replace(self, **given)
+        except BudgetError:
+            lab = given.get("lab_cap_usd", self.lab_cap_usd)
+            phase = given.get("phase_cap_usd", self.phase_cap_usd)
+            if not (0 <= phase < lab and ("lab_cap_usd" in given or "phase_cap_usd" in given)):
+                raise  # another setting's own sentence (a negative cap, say)
+            said_lab = (f"--lab-cap {fmt_usd(lab)}" if "lab_cap_usd" in given
+                        else f"the lab cap {fmt_usd(lab)} ({self._where('lab_cap_usd')})")
+            said_phase = (f"--phase-cap {fmt_usd(phase)}" if "phase_cap_usd" in given
+                          else f"the phase cap {fmt_usd(phase)} ({self._where('phase_cap_usd')})")
+            fix = (f"pass --lab-cap {fmt_usd(phase)} or less" if "lab_cap_usd" in given
+                   else f"pass --phase-cap {fmt_usd(lab)} or more")
+            raise BudgetError(f"{said_lab} is above {said_phase}: one lab may not authorize more "
+                              f"than the whole phase; {fix}.") from None
 
 
 def default_ledger_path(mock: bool = False) -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -72,9 +73,11 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
              shape: ModelShape | None = None, measured: dict[str, float] | None = None,
              sweep: Sequence[dict[str, Any]] | None = None,
              measured_crossover: float | None = None, measured_reason: str = "",
-             lo: float = 32.0, hi: float = 16384.0, banner: str | None = None) -> Path:
+             lo: float = 32.0, hi: float = 16384.0, banner: str | None = None,
+             warning: str | None = None) -> Path:
     """Write the scaling curve as a PNG: predicted lines, measured points, both crossovers;
-    ``banner`` (e.g. a mock lab's "MOCK") is written large above the plot."""
+    ``banner`` (e.g. a mock lab's "MOCK") is written large above the plot, ``warning`` (a
+    calibration that misses its own points: ``calibration.miss_warning``) in red on it."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -122,6 +125,8 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
                         fontsize=8)
     elif sweep:
         notes.append("measured: " + (measured_reason or "no crossover within the sweep"))
+    if warning:
+        notes.append(textwrap.fill(warning, 110))
     if notes:
         ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, color="tab:red", va="top",
                 fontsize=8, wrap=True)

@@ -30,7 +30,37 @@ def read_ledger_budget(mock: bool = False, lab_cap_usd: float | None = None,
                   held_usd=summary.held_usd, remaining_usd=summary.remaining_usd,
                   lab_cap_usd=conf.lab_cap_usd,
                   needed_usd=conf.lab_cap_usd + conf.preflight_buffer_usd,
-                  source="ledger", damaged_lines=len(summary.damaged))
+                  source="ledger", damaged_lines=len(summary.damaged),
+                  holds=holds_text(summary.open_authorizations, mock))
+
+
+def holds_text(auths: list, mock: bool) -> str | None:
+    """'$3.00 by lab 20261203-134012-ab12cd (still running here, pid 4242)': who holds the
+    money an open authorization keeps (the lab, by its instance record; whether its client
+    still runs), or None when nothing is held."""
+    if not auths:
+        return None
+    import socket
+
+    from tplab.lab import instances
+    from tplab.util.pids import pid_alive
+    try:
+        by_auth = {r.auth_id: r for r in instances.load_all(mock) if r.auth_id}
+    except OSError:
+        by_auth = {}
+    host = socket.gethostname()
+    parts = []
+    for a in auths:
+        rec = by_auth.get(a.auth_id)
+        who = f"lab {rec.lab_id}" if rec is not None else f"{a.label} (authorization {a.auth_id})"
+        if a.host == host and a.pid is not None and pid_alive(a.pid):
+            state = f"still running here, pid {a.pid}: its hold is settled when it ends"
+        elif a.host == host and a.pid is not None:
+            state = "its client ended: the next lab's pre-flight settles it"
+        else:
+            state = f"from {a.host or 'another machine'}"
+        parts.append(f"${a.amount_usd:.2f} by {who} ({state})")
+    return "held: " + "; ".join(parts)
 
 
 def preflight_sentence(b: Budget) -> str | None:
@@ -40,8 +70,9 @@ def preflight_sentence(b: Budget) -> str | None:
         return b.problem
     if b.preflight_ok is False:
         return (f"Budget pre-flight would fail: remaining ${b.remaining_usd:.2f} is below the "
-                f"${b.needed_usd:.2f} needed (lab cap ${b.lab_cap_usd:.2f} + buffer); nothing "
-                "was created — see `tplab budget`.")
+                f"${b.needed_usd:.2f} needed (lab cap ${b.lab_cap_usd:.2f} + buffer)"
+                + (f"; {b.holds}" if b.holds else "") + "; nothing was created — see "
+                "`tplab budget`.")
     return None
 
 

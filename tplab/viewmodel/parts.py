@@ -52,6 +52,7 @@ class Budget:
     needed_usd: float | None = None        # pre-flight: remaining must be at least this
     source: str | None = None              # "ledger" (read directly) | "lab" (the lab's events)
     problem: str | None = None             # the ledger could not be read: one sentence
+    holds: str | None = None               # who holds what of it (open authorizations), in words
     damaged_lines: int = 0                 # ledger lines that are not entries (left out)
 
     @property

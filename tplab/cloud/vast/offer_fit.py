@@ -28,6 +28,12 @@ class JudgedOffer:
     offer: dict[str, Any]
     price: float                 # the whole machine per hour, storage included
     fit: Fit
+    kind: str = "bid"            # "bid" (interruptible) or "ondemand"
+
+    @property
+    def what(self) -> str:
+        """What ``price`` is, in words."""
+        return ("minimum bid + storage" if self.kind == "bid" else "on-demand price + storage")
 
 
 def judge(offers: Iterable[Any], kind: str, disk_gb: float, choice: ImageChoice,
@@ -43,7 +49,7 @@ def judge(offers: Iterable[Any], kind: str, disk_gb: float, choice: ImageChoice,
         cap = gpu_arch.capability_from_vast(offer.get("compute_cap"))
         fit = Fit.worst(gpu_fit(choice, str(offer.get("gpu_name") or gpu_type), "vast", cap),
                         host_fit(choice, offer.get("cuda_max_good")))
-        out.append(JudgedOffer(offer, price, fit))
+        out.append(JudgedOffer(offer, price, fit, kind))
     return sorted(out, key=lambda j: j.price)
 
 
@@ -56,7 +62,7 @@ def host_offers(judged: list[JudgedOffer], shown: int = SHOWN) -> tuple[HostOffe
     """The cheapest ``shown`` offers as the quote's ``hosts``."""
     return tuple(HostOffer(offer=f"offer {j.offer['id']}", usd_per_hr=j.price,
                            host_cuda=_cuda_text(j.offer.get("cuda_max_good")), ok=j.fit.ok,
-                           why=j.fit.clause) for j in judged[:shown])
+                           why=j.fit.clause, price_what=j.what) for j in judged[:shown])
 
 
 def refusal(judged: list[JudgedOffer], choice: ImageChoice, gpu_count: int,

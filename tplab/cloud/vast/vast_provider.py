@@ -137,11 +137,20 @@ class VastProvider(PodLifecycle):
                                                 "right now")))
         return Quote(gpu_type=gpu_type, gpu_count=gpu_count,
                      spot_usd_per_hr=round(bid.price * BID_MARGIN, 6) if bid else None,
+                     spot_price_note=self._bid_note(bid) if bid else "",
                      on_demand_usd_per_hr=ond.price if ond else None,
                      spot_available=bid is not None, on_demand_available=ond is not None,
                      availability=None, spot_offered=True, spot_note=note, provider=self.name,
                      image=choice.image, hosts=offer_fit.host_offers(bid_offers or ond_offers),
                      image_refusal=refusal)
+
+    def _bid_note(self, bid: offer_fit.JudgedOffer) -> str:
+        """What tplab's bid on ``bid`` is made of: the offer's minimum bid (what Vast's CLI shows
+        as its price), its disk's storage, and the margin above them."""
+        minimum = shapes._float(bid.offer.get("min_bid")) or 0.0
+        return (f"tplab's bid, ${bid.price * BID_MARGIN:.3f}/h: offer {bid.offer['id']}'s minimum "
+                f"bid ${minimum:.3f}/h + storage ${bid.price - minimum:.3f}/h ({self.disk_gb} GB), "
+                f"+ {BID_MARGIN - 1:.0%} so a bid at the minimum is not outbid at once")
 
     def balance(self) -> float | None:
         me = self._api.call("reading the account balance", "GET", "/api/v0/users/current").body
