@@ -16,7 +16,8 @@ from pathlib import Path
 HELP = "gather a finished lab, its spend and the reading notes into the seed's experiments/ layout"
 DESCRIPTION = (
     "Copy the latest finished lab (or --lab ID; real or mock) into DIR/experiments/: "
-    "35-tp-inference/ (manifest, results, scaling curve, proof-terminated.png, a README), "
+    "35-tp-inference/ (manifest, results, scaling curve, trace.json, proof-terminated.png, a "
+    "README), "
     "35-cloud-budget/spend.jsonl (the lab's ledger lines as recorded), 35-cloud-budget.md (the "
     "phase's spend table) and 35-reading-notes/. A different existing file is never overwritten "
     "without --force.")

@@ -13,10 +13,25 @@ model from the measured points, each in a least-squares fit with relative residu
                                                             launch' (a TP rank's per-op cost)
 
 where roof is the roofline term at the profile's own bandwidth and peak, K the kernels per token.
+
+TP's two terms, comm and compute + launch, are fitted to one of two splits of the measured TP
+per-token time (``split_source`` says which; the calibration block's ``tp_split_from``):
+
+* ``profiled``: where every fitted point has its profiled pass (``results["timeline"]`` at the
+  lab's d_model, each sweep point's ``profiled``), the collectives' share of a token from that
+  one pass, (wire + wait) / (compute + wire + wait + rest), applied to the uninstrumented TP
+  per-token time: comm = share · tp, compute + launch = (1 - share) · tp;
+* ``two passes``: the instrumented pass's collective ms per token for comm, and the plain pass's
+  TP ms minus the fitted comm for the rest — two passes, taken at different moments, whose
+  difference carries both passes' noise.
+
+``tplab.scaling.split_compare`` calibrates with each split the run allows and reports each one's
+worst error.
 With fewer points than terms, or a term that would come out negative, the fit keeps that term at
 its prior (the profile's value, the back-to-back sweep's β) and says so in the term's note.
-A run without a sweep calibrates as before (``calibrate_from_single_point``): α, β from the
-all-reduce sweep, the launch overhead from the one measured single-device time.
+A run without a sweep calibrates from its one point (``calibrate_from_single_point``): α, β from
+the all-reduce sweep, the launch overhead from the one measured single-device time, and with the
+profiled split α (β kept) and a TP rank's launch overhead from its comm and its rest.
 
 ``check`` then predicts every measured point with the calibrated profile and reports the error of
 each (single, TP, and the comm term alone); ``annotate_results`` stores that in results.json as
@@ -39,6 +54,50 @@ from tplab.scaling.latency import HardwareProfile, ModelShape, Number, ScalingEr
 
 #: the calibrated prediction must be within this relative error of every measured point
 TOLERANCE = 0.25
+#: the two splits of a TP token TP's terms can be fitted to (see the module docstring)
+PROFILED, TWO_PASSES = "profiled", "two passes"
+#: what a calibrated profile's ``calibrated_from`` says when its TP terms came from the profile
+TP_TERMS_MARK = "TP terms from the profiled pass"
+SPLIT_NOTES = {
+    PROFILED: "the profiled pass's split of a token: the collectives' share (wire + wait) times "
+              "the uninstrumented TP per-token time for comm, the rest for compute + launch",
+    TWO_PASSES: "the instrumented pass's collective ms per token for comm, the plain pass's TP "
+                "ms minus the fitted comm for compute + launch (at one point, without a d_model "
+                "sweep: TP's terms as the all-reduce sweep and the profile have them)",
+}
+
+
+def comm_share(split: Any) -> float | None:
+    """The collectives' share of a profiled TP token, from a split's medians (a timeline mode's
+    ``median`` or a sweep point's ``profiled``): (wire + wait) / (compute + wire + wait + rest);
+    None when it is not one."""
+    if not isinstance(split, dict):
+        return None
+    parts = [split.get(k) for k in ("compute_us", "wire_us", "wait_us", "rest_us")]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in parts):
+        return None
+    total = sum(parts)  # type: ignore[arg-type]
+    return (parts[1] + parts[2]) / total if total > 0 else None  # type: ignore[operator]
+
+
+def _lab_split(results: dict[str, Any]) -> Any:
+    """The lab's own profiled TP split (results.json's timeline), or None."""
+    return (((results.get("timeline") or {}).get("modes") or {}).get("tp") or {}).get("median")
+
+
+def split_source(results: dict[str, Any], want: str = "auto") -> str:
+    """Which split TP's terms are fitted to: ``PROFILED`` when asked for or (``auto``) when every
+    point the fit uses has a profiled split, else ``TWO_PASSES``."""
+    if want == TWO_PASSES:
+        return TWO_PASSES
+    if sweep_points(results):
+        have = all(comm_share(p.get("profiled")) is not None for p in steady_points(results)[0])
+    else:
+        have = comm_share(_lab_split(results)) is not None
+    if want == PROFILED and not have:
+        raise ScalingError("results.json has no profiled pass at every point the calibration "
+                           "fits (run the job with --profile-tokens N > 0).")
+    return PROFILED if have else TWO_PASSES
 
 
 def run_label(results: dict[str, Any]) -> str:
@@ -115,12 +174,13 @@ def steady_points(results: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
 
 
 def calibrate(profile: HardwareProfile, results: dict[str, Any],
-              shape: ModelShape | None = None) -> HardwareProfile:
+              shape: ModelShape | None = None, split: str = "auto") -> HardwareProfile:
     """The profile calibrated from ``results``: from its d_model sweep when it has one, else
-    from its all-reduce sweep and its one measured point. ScalingError when nothing can be."""
+    from its all-reduce sweep and its one measured point; TP's terms from ``split_source(results,
+    split)``. ScalingError when nothing can be."""
     if sweep_points(results):
-        return calibrate_from_sweep(profile, results, shape)
-    return calibrate_from_single_point(profile, results, shape)
+        return calibrate_from_sweep(profile, results, shape, split)
+    return calibrate_from_single_point(profile, results, shape, split)
 
 
 def _fit_pair(x1: Sequence[float], x2: Sequence[float], y: Sequence[float],
@@ -175,8 +235,9 @@ def _prior_beta_bps(profile: HardwareProfile, results: dict[str, Any]) -> tuple[
 
 
 def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
-                         shape: ModelShape | None = None) -> HardwareProfile:
+                         shape: ModelShape | None = None, split: str = "auto") -> HardwareProfile:
     """Every term of the model fitted to the run's d_model sweep (see the module docstring)."""
+    source = split_source(results, split)
     shape = latency.shape_from_results(results, shape)
     pts, left_out = steady_points(results)
     if not pts:
@@ -193,7 +254,10 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
     single = [q["single_ms"] / 1e3 for q in pts]
     s1, l1, n1 = _fit_pair([_roof(shape, d, 1, bw, peak) for d in ds], [k1] * len(ds), single,
                            prior_a=1.0)
-    comm = [max(q["allreduce_ms"], 1e-9) / 1e3 for q in pts]
+    if source == PROFILED:
+        comm = [max((comm_share(q["profiled"]) or 0.0) * q["tp_ms"], 1e-9) / 1e3 for q in pts]
+    else:
+        comm = [max(q["allreduce_ms"], 1e-9) / 1e3 for q in pts]
     ab = [_comm_terms(shape, d, p) for d in ds]
     beta0, beta_from = _prior_beta_bps(profile, results)
     inv_beta, alpha, nc = _fit_pair([b for _, b in ab], [a for a, _ in ab], comm,
@@ -201,7 +265,10 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
     if nc:
         nc = f"beta from {beta_from} ({nc})"
     comm_fit = [a * alpha + b * inv_beta for a, b in ab]
-    rest = [max(q["tp_ms"] / 1e3 - c, 1e-9) for q, c in zip(pts, comm_fit)]
+    # the profiled split gives the rest from the same pass; two passes leave what the fitted comm
+    # does not explain of the plain pass
+    rest = [max(q["tp_ms"] / 1e3 - c, 1e-9)
+            for q, c in zip(pts, comm if source == PROFILED else comm_fit)]
     sp, lp, npp = _fit_pair([_roof(shape, d, p, bw, peak) for d in ds], [kp] * len(ds), rest,
                             prior_a=s1)
 
@@ -214,18 +281,23 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
         mem_bw_gbps=num(bw / s1 / 1e9, roof_note.format(s1, profile.name), n1),
         peak_tflops=num(peak / s1 / 1e12, roof_note.format(s1, profile.name), n1),
         launch_us=num(l1 * 1e6, f"single-device per-op overhead x {k1} ops per token", n1),
-        alpha_us=num(alpha * 1e6, "in-loop collective ms per token (instrumented pass), ring "
-                     "model over the all-reduces and the logits all-gather", nc),
+        alpha_us=num(alpha * 1e6, ("the profiled pass's collective share of the TP per-token "
+                     "time" if source == PROFILED else "in-loop collective ms per token "
+                     "(instrumented pass)") + ", ring model over the all-reduces and the logits "
+                     "all-gather", nc),
         beta_gbps=num(1e-9 / inv_beta, "same in-loop fit", nc),
         tp_mem_bw_gbps=num(bw / sp / 1e9, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
         tp_peak_tflops=num(peak / sp / 1e12, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
-        tp_launch_us=num(lp * 1e6, f"a TP rank's per-op overhead x {kp} ops per token (TP ms "
-                         "minus the fitted comm term)", npp),
-        calibrated_from=f"{label}, d_model sweep" + (f"; {left_out}" if left_out else ""))
+        tp_launch_us=num(lp * 1e6, f"a TP rank's per-op overhead x {kp} ops per token (" + (
+            "the profiled pass's non-collective share of the TP ms" if source == PROFILED
+            else "TP ms minus the fitted comm term") + ")", npp),
+        calibrated_from=f"{label}, d_model sweep" + (f"; {left_out}" if left_out else "")
+        + f"; TP terms from {SPLIT_NOTES[source]}")
 
 
 def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any],
-                                shape: ModelShape | None = None) -> HardwareProfile:
+                                shape: ModelShape | None = None,
+                                split: str = "auto") -> HardwareProfile:
     """The profile with α, β fitted to the run's all-reduce sweep and the launch overhead fitted
     to its single-device per-token time, each marked measured. What cannot be fitted (e.g. a
     noisy sweep whose times do not grow with size) stays as the profile has it, and
@@ -269,6 +341,11 @@ def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any
                 rest_s / shape.kernels(1) * 1e6, "measured",
                 f"(single per-token {single_ms:.3f} ms - roofline {roof_s * 1e3:.3f} ms) / "
                 f"{shape.kernels(1)} kernels, from {label}")
+    if split_source(results, split) == PROFILED:
+        tp_terms = _tp_terms_from_split(profile, results, shape, changes, label)
+        if tp_terms:
+            changes.update(tp_terms)
+            changes["calibrated_from"] += f"; TP terms from {SPLIT_NOTES[PROFILED]}"
     if len(changes) == 1:
         raise ScalingError("results.json has nothing to calibrate from: "
                            + (fit_error or "no sweep") + ", and no usable single-device "
@@ -276,6 +353,33 @@ def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any
     if fit_error:
         changes["calibrated_from"] += f"; {fit_error}"
     return dataclasses.replace(profile, **changes)
+
+
+def _tp_terms_from_split(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape,
+                         changes: dict[str, Any], label: str) -> dict[str, Number]:
+    """At the lab's one point, from its profiled split: α from the collectives' share of the TP
+    per-token time (β kept as fitted or as the profile has it) and a TP rank's launch overhead
+    from the rest, past its roofline term. A term that would come out non-positive is left."""
+    share, tp_ms = comm_share(_lab_split(results)), results.get("tp_per_token_ms")
+    d0, world = (results.get("model") or {}).get("d_model"), int(results.get("world_size") or 2)
+    if share is None or not isinstance(tp_ms, (int, float)) or not isinstance(d0, (int, float)):
+        return {}
+    out: dict[str, Number] = {}
+    comm_s, rest_s = share * tp_ms / 1e3, (1 - share) * tp_ms / 1e3
+    beta = changes.get("beta_gbps", profile.beta_gbps).value * 1e9
+    a, b = _comm_terms(shape, d0, world)
+    alpha = (comm_s - b / beta) / a
+    note = (f"the profiled pass's split of a TP token of {label} ({share:.0%} in the collectives) "
+            f"times its uninstrumented {tp_ms:.3f} ms per token")
+    if alpha > 0:
+        out["alpha_us"] = Number(alpha * 1e6, "measured", f"{note}; beta kept")
+    roof = _roof(shape, d0, world, profile.tp_value("mem_bw_gbps") * 1e9,
+                 profile.tp_value("peak_tflops") * 1e12)
+    launch = (rest_s - roof) / shape.kernels(world)
+    if launch > 0:
+        out["tp_launch_us"] = Number(launch * 1e6, "measured", f"(the rest of {note} - roofline "
+                                     f"{roof * 1e3:.3f} ms) / {shape.kernels(world)} ops")
+    return out
 
 
 def measured_points(results: dict[str, Any]) -> dict[str, float] | None:
@@ -308,8 +412,13 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
         m = measured_points(results)
         pts = [] if m is None else [{
             "d_model": m["d_model"], "single_ms": m["single_ms"], "tp_ms": m["tp_ms"],
-            "allreduce_ms": float(results.get("allreduce_ms_per_token") or 0.0)}]
+            "allreduce_ms": float(results.get("allreduce_ms_per_token") or 0.0),
+            "profiled": _lab_split(results)}]
         source = "the run's one measured point (no d_model sweep)"
+    split = PROFILED if TP_TERMS_MARK in (profile.calibrated_from or "") else TWO_PASSES
+    if split == PROFILED:  # comm as it was fitted: the profiled share of the TP time
+        pts = [{**q, "allreduce_ms": (comm_share(q.get("profiled")) or 0.0) * q["tp_ms"]}
+               if comm_share(q.get("profiled")) is not None else q for q in pts]
     rows, off = [], []
     for q in pts:
         pr = latency.predict(profile, float(q["d_model"]), world, shape)
@@ -340,7 +449,8 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
     errs = [abs(r[k]) for r in rows for k in ("single_error", "tp_error")]
     worst = max(errs) if errs else None
     return {"profile": profile.name, "calibrated_from": profile.calibrated_from,
-            "points_from": source, "tolerance": tolerance,
+            "points_from": source, "tp_split_from": split, "tp_split_note": SPLIT_NOTES[split],
+            "tolerance": tolerance,
             "terms": {k: n.to_json() for k, n in profile.numbers().items()},
             "points": rows, "max_abs_error": worst,
             "within_tolerance": worst is not None and worst <= tolerance, "off": off}
