@@ -11,7 +11,7 @@ How it is wired (and why):
   ten redraws a second and a key press is answered at once.
 * The layout follows the terminal's size (``tui/layout.py``): wide, medium or narrow, by
   CSS classes on the screen; a narrow screen keeps a summary strip and TERMINATE on screen and
-  switches the rest with keys 1–4.
+  switches the rest with keys 1–5 (5: the timeline of the profiled pass, in every layout).
 * The budget is read from the ledger before the first frame (standard library only, no torch),
   and again after each lab.
 * On a real terminal the driver is ``tui/terminal_driver.py``'s (no write blocks the loop; a

@@ -25,6 +25,7 @@ Standard library only: the pod computes it, the client reads it.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,28 +93,34 @@ def _within(e: Ev, s: float, t: float) -> bool:
 def rank_steps(events: Sequence[Ev], device: str) -> dict[tuple[str, int], RankStep]:
     """Each profiled step of one rank, from its events (CPU spans and ops; on a GPU the kernels
     each span launched, matched by their correlation id)."""
-    cpu = [e for e in events if e.cat not in GPU_CATS]
+    cpu = sorted((e for e in events if e.cat not in GPU_CATS), key=lambda e: e.ts)
+    starts = [e.ts for e in cpu]
+
+    def window_of(s: float, t: float) -> list[Ev]:  # the CPU events starting within [s, t]
+        return cpu[bisect_left(starts, s - 1e-3):bisect_right(starts, t + 1e-3)]
+
     tokens = [(e, parse_token(e.name)) for e in cpu if e.cat == "user_annotation"]
-    colls = [e for e in cpu if e.cat == "user_annotation" and parse_collective(e.name)]
     kernels: dict[int, list[Ev]] = {}
     if device == "cuda":
         for e in events:
             if e.cat in GPU_CATS and e.cat != "gpu_user_annotation" and e.corr is not None:
                 kernels.setdefault(e.corr, []).append(e)
-    launches = [e for e in cpu if e.cat in ("cuda_runtime", "cuda_driver") and e.corr is not None]
+    launch_cats = ("cuda_runtime", "cuda_driver")
     out: dict[tuple[str, int], RankStep] = {}
     for tok_ev, key in tokens:
         if key is None:
             continue
         s, t = tok_ev.ts, tok_ev.end
         step = RankStep(s, t)
-        mine = sorted((c for c in colls if c.tid == tok_ev.tid and _within(c, s, t)),
+        window = window_of(s, t)
+        mine = sorted((c for c in window if c.tid == tok_ev.tid and c.cat == "user_annotation"
+                       and parse_collective(c.name) and _within(c, s, t)),
                       key=lambda c: c.ts)
         if device == "cuda":
             owned: dict[int, list[Ev]] = {}
             free: list[Ev] = []
-            for la in launches:
-                if not _within(la, s, t):
+            for la in window:
+                if la.cat not in launch_cats or la.corr is None or not _within(la, s, t):
                     continue
                 ks = kernels.get(la.corr or -1, [])
                 idx = next((i for i, c in enumerate(mine) if c.ts <= la.ts <= c.end), None)
@@ -134,7 +141,7 @@ def rank_steps(events: Sequence[Ev], device: str) -> dict[tuple[str, int], RankS
         else:
             step.collectives = [(c.name, c.ts, c.end) for c in mine]
             inside = [(c.ts, c.end) for c in mine]
-            ops = [e for e in cpu if e.cat == "cpu_op" and e.tid == tok_ev.tid and _within(e, s, t)
+            ops = [e for e in window if e.cat == "cpu_op" and e.tid == tok_ev.tid and _within(e, s, t)
                    and not any(a - 1e-3 <= e.ts and e.end <= b + 1e-3 for a, b in inside)]
             step.compute = _merge((e.ts, e.end) for e in ops)
         out[key] = step

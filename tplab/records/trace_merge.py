@@ -30,6 +30,7 @@ Standard library only: the pod merges, the client reads and checks.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -231,9 +232,11 @@ def trace_document(merged: Merged, *, max_bytes: int = MAX_TRACE_BYTES,
     groups: dict[tuple[str, int] | None, list[dict[str, Any]]] = {}
     sizes: dict[tuple[str, int] | None, int] = {}
     for rank, evs in merged.events.items():
-        spans = _token_keys(evs)
+        spans = sorted(_token_keys(evs))
+        span_starts = [s for s, _, _ in spans]
         for e in evs:
-            key = next((k for s, t, k in spans if s <= e.ts <= t), None)
+            i = bisect_right(span_starts, e.ts) - 1  # the last step that started by then
+            key = spans[i][2] if i >= 0 and e.ts <= spans[i][1] else None
             d = {"ph": "X", "cat": e.cat, "name": e.name, "pid": rank, "tid": e.tid,
                  "ts": round(e.ts, 3), "dur": round(e.dur, 3)}
             if e.corr is not None:
