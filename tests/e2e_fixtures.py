@@ -40,6 +40,10 @@ def lab_assets_for(tmp_path_factory, prompts: list[str], dirname: str) -> tuple[
     return ckpt, prompts_file
 
 
+#: what a tiny lab that looks at the profiled pass passes to ``tiny_lab_config``: the default's
+PROFILED = {"profile_tokens": 4}
+
+
 @pytest.fixture
 def mock_cloud(tmp_path):
     """A running mock cloud (subprocess), so a test can look at its pods; stopped after the test."""
@@ -51,10 +55,12 @@ def mock_cloud(tmp_path):
 
 
 def tiny_lab_config(lab_assets: tuple[Path, Path], tmp_path: Path, **kw):
-    """A LabConfig for a small, fast mock lab; keyword arguments override its fields."""
+    """A LabConfig for a small, fast mock lab; keyword arguments override its fields. Without
+    the profiled pass (``profile_tokens=0``, a second of every lab): the labs that look at it
+    ask for it (``PROFILED``)."""
     from tplab.lab.lab_config import LabConfig
     ckpt, prompts = lab_assets
-    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
+    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False, profile_tokens=0,
                 checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
                 heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
     base.update(kw)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import PROFILED, tiny_lab_config
 from tplab.commands import main as cli
 from tplab.money.budget import BudgetGuard
 from tplab.money.budget_config import default_ledger_path, fmt_usd
@@ -51,7 +51,7 @@ def test_handin_after_a_mock_lab(lab_assets, tmp_path, capsys) -> None:
     TPLAB_HOME), and `tplab handin DIR` with no --lab finds it there."""
     from tplab.commands.run import run_lab
     lab_dir = tmp_path / "runs" / "lab02"
-    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=lab_dir)
+    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=lab_dir, **PROFILED)
     assert asyncio.run(run_lab(cfg, out=io.StringIO())) == 0
     capsys.readouterr()
     assert not (Path(default_ledger_path(True)).parent / "labs").exists()

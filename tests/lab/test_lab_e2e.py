@@ -87,6 +87,7 @@ from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import (
+    PROFILED,
     assert_key_unwritten,
     assert_ledgers_settled,
     assert_profiled_pass,
@@ -190,7 +191,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
     monkeypatch.setattr(orchestrator, "Lab", RecordingLab)
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5)
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5, **PROFILED)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()

@@ -158,6 +158,7 @@ def test_tp_terms_fitted_to_the_profiled_split_are_not_thrown_by_a_second_passes
     assert block["tp_split_from"] == "profiled"
     ways = block["both_ways"]
     assert ways["profiled"]["max_abs_error"] < 0.05 < ways["two passes"]["max_abs_error"]
+    assert ways["profiled"]["tp_max_abs_error"] < 0.05 < ways["two passes"]["tp_max_abs_error"]
     assert ways["profiled"]["max_abs_error"] == pytest.approx(block["max_abs_error"])
     text = split_compare.both_ways_text(ways)
     assert text.startswith("calibrated model's worst error, TP terms from the profiled split ")

@@ -12,7 +12,7 @@ from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import STOPPED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import PROFILED, tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
 from tui.widgets.scaling_panel import ScalingSource
@@ -46,7 +46,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     """Scenario "the dashboard, complete". Its lab is also the one
     test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod replayed (it ran a
     lab of its own): the replay's assertions close this test."""
-    cfg = _cfg(lab_assets, tmp_path)
+    cfg = _cfg(lab_assets, tmp_path, **PROFILED)
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
     app = TplabApp(lambda: Lab(cfg, provider=prov), plan={"num_prompts": 2, "new_tokens": 8},
                    scaling=ScalingSource.for_config(cfg))
