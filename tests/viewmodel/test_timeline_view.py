@@ -83,7 +83,8 @@ def test_the_fold_takes_the_timeline_event_and_both_faces_read_it():
         if ev.type == "timeline":
             assert s.timeline is not None and s.results is None
     assert s.unknown_events == 0 and s.timeline.splits["tp"].tokens == 4
-    assert any("profiled pass: TP token" in line.text for line in s.log)
+    assert any(line.text.startswith("profiled pass, TP: ") and "a token; medians: compute"
+               in line.text for line in s.log)
     view = HeadlessView(io.StringIO(), tty=False)
     for ev in events:
         view.handle(ev)

@@ -175,17 +175,18 @@ def _timeline_notes(r: dict[str, Any]) -> str:
     tp = t.splits.get("tp") if t is not None else None
     if t is None or tp is None:
         return ""
+    other = "the other rank" if tp.ranks <= 2 else "the last rank"
     out = (f"The profiled pass (torch's profiler on every rank, {tp.tokens} TP tokens, trace in "
            f"{t.trace_file}) splits a TP token of {tp.token_us:.0f} µs (median, mean of the "
            f"ranks) into {tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
-           f"{tp.wait_us:.0f} µs waiting for the other rank and {tp.rest_us:.0f} µs of the rest "
+           f"{tp.wait_us:.0f} µs waiting for {other} and {tp.rest_us:.0f} µs of the rest "
            "(launches, Python, host gaps)")
     share = tp.wait_share
     if tp.allreduce_us_per_call and tp.allreduce_wait_us_per_call is not None and share is not None:
         out += (f"; of {tp.allreduce_us_per_call:.0f} µs per all-reduce, "
-                f"{tp.allreduce_wait_us_per_call:.0f} µs ({share:.0%}) is waiting for the other "
-                f"rank to arrive and {tp.allreduce_wire_us_per_call or 0:.0f} µs is the "
-                "collective itself once both are there")
+                f"{tp.allreduce_wait_us_per_call:.0f} µs ({share:.0%}) is waiting for {other} "
+                f"to arrive and {tp.allreduce_wire_us_per_call or 0:.0f} µs is the collective "
+                "itself once all are there")
     single = t.splits.get("single")
     if single is not None:
         out += (f". Profiled the same way, one device spends {single.compute_us:.0f} µs of its "

@@ -216,9 +216,9 @@ class LabState(LabSnapshot):
             return
         self.timeline = timeline
         tp = timeline.splits.get("tp")
-        self.add_line(ev.ts, ev.src, "info", "profiled pass: TP token " + (
-            split_text(tp) if tp else "split unavailable") + f" (median of "
-            f"{tp.tokens if tp else 0}; trace in {timeline.trace_file})")
+        self.add_line(ev.ts, ev.src, "info", "profiled pass, TP: " + (
+            f"{split_text(tp)} ({tp.tokens} tokens)" if tp else "no TP step could be split")
+            + f"; the trace is {timeline.trace_file} (key 5: the timeline)")
 
     def _on_result(self, ev: Event) -> None:
         res = ev["results"]

@@ -138,6 +138,5 @@ class TimelineKeys:
 
     def action_timeline(self, how: str) -> None:
         self.timeline_panel.move(how)
-        app = self
-        if getattr(app, "view", None) != "timeline":
-            app.action_view("timeline")  # type: ignore[attr-defined]
+        if getattr(self, "view", None) != "timeline":
+            self.action_view("timeline")  # type: ignore[attr-defined]
