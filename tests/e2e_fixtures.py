@@ -40,6 +40,10 @@ def lab_assets_for(tmp_path_factory, prompts: list[str], dirname: str) -> tuple[
     return ckpt, prompts_file
 
 
+#: what a tiny lab that looks at the profiled pass passes to ``tiny_lab_config``: the default's
+PROFILED = {"profile_tokens": 4}
+
+
 @pytest.fixture
 def mock_cloud(tmp_path):
     """A running mock cloud (subprocess), so a test can look at its pods; stopped after the test."""
@@ -51,10 +55,12 @@ def mock_cloud(tmp_path):
 
 
 def tiny_lab_config(lab_assets: tuple[Path, Path], tmp_path: Path, **kw):
-    """A LabConfig for a small, fast mock lab; keyword arguments override its fields."""
+    """A LabConfig for a small, fast mock lab; keyword arguments override its fields. Without
+    the profiled pass (``profile_tokens=0``, a second of every lab): the labs that look at it
+    ask for it (``PROFILED``)."""
     from tplab.lab.lab_config import LabConfig
     ckpt, prompts = lab_assets
-    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False,
+    base = dict(mock=True, num_prompts=2, new_tokens=8, warmup=1, sweep=False, profile_tokens=0,
                 checkpoint=ckpt, prompts=prompts, out_dir=tmp_path / "out",
                 heartbeat_interval_s=1.0, mock_options={"boot_delay_s": 0.3})
     base.update(kw)
@@ -140,3 +146,43 @@ class FullDisk:
 
     def close(self) -> None:
         pass
+
+
+def assert_profiled_pass(out: Path, tokens: int = 4, ranks: int = 2) -> dict:
+    """The profiled pass's bars on a finished run's folder (``out``: results.json, trace.json):
+    trace.json is a Chrome trace Perfetto opens as it is, one process per rank, and every
+    profiled TP token shows its 2L+1 all-reduces (the embedding's, then each layer's attention
+    output and MLP down projection) and the logits gather by name, in order, on every rank;
+    results.json's timeline has both modes, each rank's compute + wire + wait + rest within 10%
+    of the step's own clock, and some rank waiting in some collective. Returns the timeline."""
+    import json
+
+    from tplab.records.trace_merge import check_trace, collective_counts
+    from tplab.records.trace_names import collective_name
+
+    results = json.loads((out / "results.json").read_text())
+    doc = json.loads((out / "trace.json").read_text())
+    assert check_trace(doc) == [], check_trace(doc)[:3]
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {r: f"rank {r}" for r in range(ranks)}
+    n_layer = results["model"]["n_layer"]
+    want = ([collective_name("embedding", "all-reduce")]
+            + [collective_name(p, "all-reduce", i) for i in range(n_layer)
+               for p in ("attn-out", "mlp-down")] + [collective_name("logits", "all-gather")])
+    steps = {k: v for k, v in collective_counts(doc).items() if k[1] == "tp"}
+    positions = sorted({k[2] for k in steps})
+    assert len(positions) == tokens and set(steps) == {(r, "tp", p) for r in range(ranks)
+                                                         for p in positions}
+    assert all(v == want for v in steps.values()), steps
+    tl = results["timeline"]
+    assert set(tl["modes"]) == {"tp", "single"} and tl["unmatched_steps"] == []
+    assert [len(tl["modes"][m]["tokens"]) for m in ("tp", "single")] == [tokens, tokens]
+    for step in tl["modes"]["tp"]["tokens"] + tl["modes"]["single"]["tokens"]:
+        for r in step["ranks"]:
+            parts = r["compute_us"] + r["wire_us"] + r["wait_us"] + r["rest_us"]
+            assert abs(parts / r["step_us"] - 1) <= 0.10, (step["mode"], step["pos"], r)
+    assert tl["sum_check"]["ok"] is True and tl["waiting_seen"] is True
+    assert tl["trace"]["file"] == "trace.json" and tl["trace"]["bytes"] <= 8 << 20
+    assert tl["clock"]["same_host"] is True and "same host" in tl["clock"]["alignment"]
+    return tl

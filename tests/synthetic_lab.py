@@ -43,8 +43,73 @@ class ScriptOptions:
     new_tokens: int = 24
     seed: int = 0
     #: where the script ends: "done" (complete lab), "running" (mid TP decode),
-    #: "terminated" (user TERMINATE mid-run), "error" (fatal job error)
+    #: "terminated" (user TERMINATE mid-run), "error" (fatal job error), "profiled" (right after
+    #: the profiled pass's timeline event; with ``profiled``)
     until: str = "done"
+    #: the job runs the profiled pass after the decode: a ``timeline`` event (and results.json's
+    #: section) from ``synthetic_timeline``
+    profiled: bool = False
+
+
+def _synthetic_rank_events(rng: random.Random, n_layer: int = 6, tokens: int = 4
+                           ) -> tuple[dict[int, list[Any]], dict[int, dict[str, dict[int, float]]]]:
+    """Two ranks' profiled steps as the profiler would record them (µs on one clock): per TP
+    step the token span, the ops between the collectives, each collective's span from the rank's
+    arrival to a common end after the last arrival; then single steps on rank 0."""
+    from tplab.records.trace_merge import Ev
+    from tplab.records.trace_names import collective_name, token_name
+    names = ([collective_name("embedding", "all-reduce")]
+             + [collective_name(p, "all-reduce", i) for i in range(n_layer)
+                for p in ("attn-out", "mlp-down")] + [collective_name("logits", "all-gather")])
+    events: dict[int, list[Any]] = {0: [], 1: []}
+    steps: dict[int, dict[str, dict[int, float]]] = {0: {"tp": {}, "single": {}}, 1: {"tp": {}}}
+    t = 1000.0
+    for k in range(tokens):
+        pos = 3 + k
+        cur = {r: t + r * rng.uniform(0, 30) for r in (0, 1)}
+        start = dict(cur)
+        for name in names:
+            arrive = {}
+            for r in (0, 1):
+                op = rng.uniform(40, 90) * (1.4 if r == 1 and rng.random() < 0.3 else 1.0)
+                events[r].append(Ev("cpu_op", "aten::linear", cur[r] + 3, op, 0))
+                arrive[r] = cur[r] + 3 + op + rng.uniform(2, 6)
+            end = max(arrive.values()) + rng.uniform(25, 60)
+            for r in (0, 1):
+                finish = end + rng.uniform(0, 4)
+                events[r].append(Ev("user_annotation", name, arrive[r], finish - arrive[r], 0))
+                cur[r] = finish
+        for r in (0, 1):
+            end_r = cur[r] + rng.uniform(20, 40)
+            events[r].append(Ev("user_annotation", token_name("tp", pos), start[r], end_r - start[r], 0))
+            steps[r]["tp"][pos] = round((end_r - start[r]) * rng.uniform(0.97, 0.995), 3)
+        t = max(cur.values()) + 200
+    for k in range(tokens):
+        pos, s0, cur0 = 3 + k, t, t
+        for _ in range(2 * n_layer + 2):
+            op = rng.uniform(30, 60)
+            events[0].append(Ev("cpu_op", "aten::linear", cur0 + 2, op, 0))
+            cur0 += op + rng.uniform(3, 12)
+        events[0].append(Ev("user_annotation", token_name("single", pos), s0, cur0 - s0, 0))
+        steps[0]["single"][pos] = round((cur0 - s0) * 0.99, 3)
+        t = cur0 + 150
+    return events, steps
+
+
+def synthetic_timeline(seed: int = 0, comm: str = "nccl") -> dict[str, Any]:
+    """results.json's ``timeline`` section of a synthetic profiled pass (invented figures, the
+    job's own split: ``tplab.records.timeline.timeline_section``)."""
+    from tplab.records.timeline import timeline_section
+    from tplab.records.trace_merge import Merged
+    events, steps = _synthetic_rank_events(random.Random(seed))
+    for evs in events.values():
+        evs.sort(key=lambda e: (e.ts, -e.dur))
+    merged = Merged(events=events, steps=steps, threads={0: {0: "main"}, 1: {0: "main"}},
+                    clock={"alignment": "same host: synthetic (invented figures)"}, t0_ns=0,
+                    dropped=0)
+    return timeline_section(merged, {0: "cpu", 1: "cpu"}, comm=comm,
+                            taken={"tokens_per_mode": 4, "synthetic": True},
+                            trace={"file": "trace.json", "note": "complete"})
 
 
 def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]:
@@ -161,6 +226,14 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
         at(0.5)
         L("heartbeat", age_s=0.5)
         cost()
+    timeline = synthetic_timeline(o.seed) if o.profiled else None
+    if timeline is not None:
+        at(0.3)
+        J("phase", name="profile", tokens=4, modes=["single", "tp"], comm="nccl")
+        at(0.8)
+        J("timeline", **timeline)
+        if o.until == "profiled":
+            return out
     singles = [e["ms"] for e in out if e.type == "token" and e["mode"] == "single"]
     tps = [e["ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
     ars = [e["ar_ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
@@ -182,7 +255,8 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
         "single": {"per_token_ms": single},
         "tp": {"per_token_ms": tp, "instrumented_per_token_ms": {
             **tp, "mean": round(tp["mean"] + INSTRUMENT_MS, 4)}},
-        "model": {"d_model": 128, "n_layer": 6, "n_head": 8, "vocab_size": 600}})
+        "model": {"d_model": 128, "n_layer": 6, "n_head": 8, "vocab_size": 600},
+        **({"timeline": timeline} if timeline is not None else {})})
     at(0.4)
     L("phase", name="fetch")
     return finish("COMPLETE", "")

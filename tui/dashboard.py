@@ -11,7 +11,7 @@ How it is wired (and why):
   ten redraws a second and a key press is answered at once.
 * The layout follows the terminal's size (``tui/layout.py``): wide, medium or narrow, by
   CSS classes on the screen; a narrow screen keeps a summary strip and TERMINATE on screen and
-  switches the rest with keys 1–4.
+  switches the rest with keys 1–5 (5: the timeline of the profiled pass, in every layout).
 * The budget is read from the ledger before the first frame (standard library only, no torch),
   and again after each lab.
 * On a real terminal the driver is ``tui/terminal_driver.py``'s (no write blocks the loop; a
@@ -52,6 +52,7 @@ from tui.widgets.instance import InstancePanel
 from tui.widgets.log import LogPanel
 from tui.widgets.scaling_panel import ScalingPanel, ScalingSource
 from tui.widgets.summary import SummaryStrip
+from tui.widgets.timeline_panel import TimelineKeys, TimelinePanel
 from tui.widgets.timings import TimingsStats
 from tui.widgets.token_plot import TokenPlot
 from tui.widgets.view_bar import ViewBar
@@ -61,7 +62,7 @@ MIN_HZ, MAX_HZ = 4.0, 30.0
 INPUT_QUIET_S = 0.25
 
 
-class TplabApp(App[int]):
+class TplabApp(TimelineKeys, App[int]):
     """The dashboard. ``lab_factory`` builds the lab on Start (None: nothing to start);
     ``replay_dir`` makes it a replay of that finished lab instead (no pod, ever)."""
 
@@ -82,6 +83,10 @@ class TplabApp(App[int]):
         Binding("2", "view('scaling')", "Scaling", show=False),
         Binding("3", "view('log')", "Log", show=False),
         Binding("4", "view('figures')", "Figures", show=False),
+        Binding("5", "view('timeline')", "Timeline", show=False),
+        Binding("left_square_bracket", "timeline('prev')", "Previous token", show=False),
+        Binding("right_square_bracket", "timeline('next')", "Next token", show=False),
+        Binding("m", "timeline('mode')", "Single/TP", show=False),
         Binding("f", "log_filter", "Log filter", show=False),
         Binding("plus", "speed(1)", "Faster", show=False),
         Binding("minus", "speed(-1)", "Slower", show=False),
@@ -132,6 +137,7 @@ class TplabApp(App[int]):
         self.token_plot = TokenPlot(id="plot")
         self.scaling_panel = ScalingPanel(self.scaling, id="scaling")
         self.log_panel = LogPanel(id="log")
+        self.timeline_panel = TimelinePanel(id="timeline")
         self.action_bar = ActionBar(id="actions")
         plan = self._plan_text()
         self.summary.plan_text = self.instance_panel.plan_text = plan
@@ -147,6 +153,7 @@ class TplabApp(App[int]):
                 with Horizontal(id="lower"):
                     yield self.scaling_panel
                     yield self.log_panel
+            yield self.timeline_panel
         yield self.action_bar
         yield Footer()
 
@@ -233,7 +240,7 @@ class TplabApp(App[int]):
         self.view_bar.show(switchable(layout), view, extra.strip())
 
     def action_view(self, view: str) -> None:
-        """Keys 1–4 (and clicks on the switch): show that view where the layout switches."""
+        """Keys 1–5 (and clicks on the switch): show that view where the layout switches."""
         if view not in dict(VIEWS):
             return
         self.view = view
@@ -337,6 +344,7 @@ class TplabApp(App[int]):
         self.token_plot.show(s, force=force)
         self.log_panel.show(s)
         self.scaling_panel.show(s)
+        self.timeline_panel.show(s)
         title, sub = self._title(), self._subtitle()
         if title != self.title:
             self.title = title
@@ -460,6 +468,7 @@ class TplabApp(App[int]):
             self.scaling_panel.set_source(self.scaling)
         self.scaling_panel.reset()
         self.log_panel.reset()
+        self.timeline_panel.reset()
         self.refresh_bindings()  # n is offered in a replay only
 
     # ------------------------------------------------------------------ before Start

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import PROFILED, tiny_lab_config
 from tplab.commands import main as cli
 from tplab.money.budget import BudgetGuard
 from tplab.money.budget_config import default_ledger_path, fmt_usd
@@ -22,7 +22,7 @@ from tplab.handin import spend_table
 SEED_TREE = {
     "experiments/35-tp-inference/manifest.json", "experiments/35-tp-inference/results.json",
     "experiments/35-tp-inference/instance.json", "experiments/35-tp-inference/scaling-curve.png",
-    "experiments/35-tp-inference/proof-terminated.png",
+    "experiments/35-tp-inference/proof-terminated.png", "experiments/35-tp-inference/trace.json",
     "experiments/35-tp-inference/proof-terminated.json", "experiments/35-tp-inference/README.md",
     "experiments/35-cloud-budget/spend.jsonl", "experiments/35-cloud-budget.md",
     "experiments/35-reading-notes/megatron-tp-layers.md",
@@ -51,7 +51,7 @@ def test_handin_after_a_mock_lab(lab_assets, tmp_path, capsys) -> None:
     TPLAB_HOME), and `tplab handin DIR` with no --lab finds it there."""
     from tplab.commands.run import run_lab
     lab_dir = tmp_path / "runs" / "lab02"
-    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=lab_dir)
+    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=lab_dir, **PROFILED)
     assert asyncio.run(run_lab(cfg, out=io.StringIO())) == 0
     capsys.readouterr()
     assert not (Path(default_ledger_path(True)).parent / "labs").exists()
@@ -75,6 +75,9 @@ def test_handin_after_a_mock_lab(lab_assets, tmp_path, capsys) -> None:
     assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
     assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
     assert "MOCK" in (tp / "README.md").read_text()
+    # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
+    assert (tp / "trace.json").read_bytes() == (lab_dir / "trace.json").read_bytes()
+    assert "| `trace.json` | the profiled pass as one Chrome trace" in (tp / "README.md").read_text()
     # the lab's ledger lines, byte for byte
     auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
     ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_fixtures import assert_profiled_pass
 from tplab.records.events import read_events
 from tplab.tp.shm_segment import segment_dir
 
@@ -82,8 +83,16 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     events = list(read_events(str(out / "events.jsonl")))
     assert [e.seq for e in events] == list(range(len(events)))  # every event once, in order
     phases = [e["name"] for e in events if e.type == "phase"]
-    assert phases == ["setup", "load", "warmup", "decode", "sweep", "d_model_sweep", "results",
-                      "finished"]
+    assert phases == ["setup", "load", "warmup", "decode", "profile", "sweep", "d_model_sweep",
+                      "results", "finished"]
+    # the profiled pass (over shm, the transport carrying the figures): the trace, the split,
+    # its event for the views, the final table's rows, the sweep's own splits
+    tl = assert_profiled_pass(out)
+    assert tl["comm"] == "shm"
+    (tl_event,) = [e for e in events if e.type == "timeline"]
+    assert tl_event["modes"] == tl["modes"]
+    assert "profiled TP token" in done.stdout and "per all-reduce" in done.stdout
+    assert all(p["profiled"]["tokens"] == 4 for p in r["d_model_sweep"])
     # the d_model sweep (over shm, the transport carrying the figures): each point streamed, TP
     # output equal to single at each, and the calibrated prediction stored beside each point
     assert [e["d_model"] for e in events if e.type == "sweep_point"] == [16, 32]
@@ -124,6 +133,12 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert (m["status"], m["reason"]) == ("EDUCATIONAL_STUB", "no cloud run")
     assert m["outputs_match"] is True and m["tp_per_token_ms"] == r["tp_per_token_ms"]
     assert f"{r['single_per_token_ms']:.3f} ms/token" in m["lesson_notes"]
+    assert "The profiled pass (torch's profiler on every rank, 4 TP tokens" in m["lesson_notes"]
+    assert "is waiting for the other rank to arrive" in m["lesson_notes"]
+    # the calibration fitted TP's terms to the profiled split, its error both ways side by side
+    assert cal["tp_split_from"] == "profiled" and set(cal["both_ways"]) == {"profiled",
+                                                                            "two passes"}
+    assert "TP terms from the profiled split" in done.stdout
     fits = [t["sweep"]["fit"] for t in r["transports"].values()]
     if all(fits):  # sizes up to 8 KiB are all latency: on a busy machine a fit can fail
         assert "µs over shm and " in m["lesson_notes"] and "in the same run" in m["lesson_notes"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_fixtures import assert_profiled_pass
 from tests.pod_torch import run_pod
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 from tplab.lab.bundle import bundle_items
@@ -57,7 +58,10 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
     assert all(p["outputs_match"] and p["single_ms"] > 0 and p["tp_ms"] > 0
                for p in measured.values())
     phases = [e["name"] for e in read_events(str(pod / "out" / "events.jsonl")) if e.type == "phase"]
-    assert phases[-1] == "finished" and "d_model_sweep" in phases
+    assert phases[-1] == "finished" and "d_model_sweep" in phases and "profile" in phases
+    # the profiled pass on the oldest torch's profiler, over shm
+    tl = assert_profiled_pass(pod / "out")
+    assert tl["comm"] == "shm" and OLDEST_TORCH_PIN in tl["taken"]["profiler"]
 
 
 def test_a_gpu_lab_on_a_pod_whose_torch_sees_no_gpu_is_refused_before_any_timing(tmp_path):

@@ -88,7 +88,13 @@ from tplab.records.events import read_events
 from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
-from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tiny_lab_config
+from tests.e2e_fixtures import (
+    PROFILED,
+    assert_key_unwritten,
+    assert_ledgers_settled,
+    assert_profiled_pass,
+    tiny_lab_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -187,7 +193,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
     monkeypatch.setattr(orchestrator, "Lab", RecordingLab)
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5)
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5, **PROFILED)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
@@ -203,7 +209,8 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert calls["DELETE /v2/pods/{id}"] == 1 and calls["GET /v2/pods/{id}"] >= 2
     d = cfg.out_dir
     for name in ("manifest.json", "results.json", "events.jsonl", "instance.json",
-                 "proof-terminated.json", "scaling-curve.png", "job.log", "stream.jsonl"):
+                 "proof-terminated.json", "scaling-curve.png", "job.log", "stream.jsonl",
+                 "trace.json"):
         assert (d / name).is_file(), name
     assert (d / "scaling-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     manifest = json.loads((d / "manifest.json").read_text())
@@ -239,8 +246,16 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     _assert_settled(cfg.ledger_label())
     actual = [e for e in _ledger_lines() if e["kind"] == "actual"]
     assert float(actual[-1]["amount_usd"]) == pytest.approx(manifest["actual_cost_usd"], abs=1e-6)
-    # the headless view: phases, final table
+    # the headless view: phases, final table (with the profiled pass's split)
     assert "speedup (single/TP)" in text and "verified gone" in text
+    assert "profiled TP token" in text and "is waiting for the other rank" in text
+    # the profiled pass over gloo: fetched with the results, its bars, its event streamed, the
+    # lesson notes quoting its split, listed among the artifacts
+    tl = assert_profiled_pass(d)
+    assert tl["comm"] == "gloo" and "trace.json" in manifest["artifacts"]
+    assert [e["type"] for e in streamed].count("timeline") == 1
+    assert "The profiled pass (torch's profiler on every rank" in manifest["lesson_notes"]
+    assert results["calibration"]["tp_split_from"] == "profiled"
     # secrets: neither the mock's API key nor a private key in anything written
     for path in d.iterdir():
         blob = path.read_bytes()

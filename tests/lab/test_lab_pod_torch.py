@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_fixtures import assert_ledgers_settled
+from tests.e2e_fixtures import assert_ledgers_settled, assert_profiled_pass
 from tests.pod_torch import pod_python
 from tplab.records.torch_support import OLDEST_TORCH_PIN
 
@@ -38,6 +38,9 @@ def test_a_mock_lab_with_its_pod_on_the_oldest_torch_completes(tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "COMPLETE" and m["verified_gone"] is True and m["outputs_match"] is True
     assert m["pod_torch_version"].startswith(OLDEST_TORCH_PIN)
+    # the profiled pass over gloo on the oldest torch's profiler, fetched into the lab folder
+    tl = assert_profiled_pass(out)
+    assert tl["comm"] == "gloo" and OLDEST_TORCH_PIN in tl["taken"]["profiler"]
     guard = (out / "guard.log").read_text()
     assert "boot-guard" in guard and "started" in guard
     assert "started:" in (out / "watchdog.log").read_text()

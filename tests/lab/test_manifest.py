@@ -85,6 +85,21 @@ def test_lesson_notes_are_written_from_the_runs_numbers():
     assert b != a and "α = 6.0 µs" in b and "0.800 ms/token" in b
 
 
+def test_lesson_notes_quote_the_profiled_passs_split_of_a_token_and_of_an_all_reduce():
+    from tests.synthetic_lab import synthetic_timeline
+    from tplab.viewmodel.timeline_view import timeline_from
+    section = synthetic_timeline()
+    tp = timeline_from(section).splits["tp"]
+    notes = lesson_notes.lesson_notes(_results(timeline=section))
+    assert (f"splits a TP token of {tp.token_us:.0f} µs (median, mean of the ranks) into "
+            f"{tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
+            f"{tp.wait_us:.0f} µs waiting for the other rank") in notes
+    assert (f"of {tp.allreduce_us_per_call:.0f} µs per all-reduce, "
+            f"{tp.allreduce_wait_us_per_call:.0f} µs ({tp.wait_share:.0%}) is waiting for the "
+            "other rank to arrive") in notes
+    assert "splits a TP token" not in lesson_notes.lesson_notes(_results())
+
+
 def test_no_run_and_no_crossover_claims_nothing():
     notes = lesson_notes.lesson_notes(None)
     assert notes == "No run and no prediction: nothing measured to reflect on."

@@ -88,3 +88,14 @@ def test_shard_state_dict_shapes_fit_the_tp_model_and_world_size_one_is_identity
     idx = torch.randint(0, SMALL.vocab_size, (1, 9))
     with torch.no_grad():
         torch.testing.assert_close(tp(idx), model(idx))
+
+
+def test_the_tp_build_names_each_collective_for_a_profilers_trace():
+    """2L+1 all-reduces (the embedding, each layer's attention output and MLP down projection)
+    and the logits gather, each named by its place: what the profiled pass's trace shows."""
+    m = MiniGPTTP(GPTConfig(n_layer=2))
+    names = [m.tok_emb.label] + [n for b in m.blocks for n in (b.attn.proj.label,
+                                                               b.mlp.down.label)]
+    assert names == ["embedding all-reduce", "L0 attn-out all-reduce", "L0 mlp-down all-reduce",
+                     "L1 attn-out all-reduce", "L1 mlp-down all-reduce"]
+    assert m.lm_head.label == "logits all-gather"

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from tplab.scaling import calibration, latency
+from tplab.scaling import calibration, fit_points, latency
 from tplab.records.dmodel import measured_crossover
 from tplab.scaling.latency import Number
 
@@ -125,3 +125,71 @@ def test_a_fit_through_unstable_points_says_it_does():
         p["unstable"], p["unstable_note"] = True, "single unstable: spread 40%; machine busy?"
     cal = calibration.calibrate(latency.load_profile("cpu-shm"), results)
     assert "fitted through unstable points" in cal.calibrated_from
+
+
+def _profiled(results: dict, instrumented_off: float = 1.0) -> dict:
+    """Each point with its profiled split (the true comm share of its TP time, split into wire
+    and wait; compute and rest the remainder), and its instrumented collective time, taken in
+    another pass, ``instrumented_off`` times the truth at the smallest size (a transient)."""
+    true, shape = _true_profile(), latency.shape_from_results({"model": MODEL})
+    for i, p in enumerate(results["d_model_sweep"]):
+        comm = latency.predict(true, p["d_model"], 2, shape).comm_ms * 1e3
+        rest = p["tp_ms"] * 1e3 - comm
+        p["profiled"] = {"tokens": 4, "token_us": p["tp_ms"] * 1e3, "compute_us": 0.8 * rest,
+                         "wire_us": 0.7 * comm, "wait_us": 0.3 * comm, "rest_us": 0.2 * rest}
+        if i == 0:
+            p["allreduce_ms"] *= instrumented_off
+    return results
+
+
+def test_tp_terms_fitted_to_the_profiled_split_are_not_thrown_by_a_second_passes_transient():
+    """The instrumented pass caught a slow moment at d_model 64 (its collectives 60% slow); the
+    profiled pass splits each token from one pass. Fitted to the split, TP is recovered; fitted
+    to the two passes' difference it is not — and both worst errors are reported side by side."""
+    from tplab.scaling import split_compare
+    results = _profiled(_results(grid=[64, 256, 1024, 4096]), instrumented_off=1.6)
+    assert fit_points.split_source(results) == fit_points.PROFILED
+    start = latency.load_profile("cpu-shm")
+    cal = calibration.calibrate(start, results)
+    assert fit_points.TP_TERMS_MARK in cal.calibrated_from
+    for key in ("alpha_us", "tp_launch_us"):
+        assert cal.numbers()[key].value == pytest.approx(TRUE[key], rel=0.05), key
+    block = split_compare.annotate_both_ways(results, cal, start)
+    assert block["tp_split_from"] == "profiled"
+    ways = block["both_ways"]
+    assert ways["profiled"]["max_abs_error"] < 0.05 < ways["two passes"]["max_abs_error"]
+    assert ways["profiled"]["tp_max_abs_error"] < 0.05 < ways["two passes"]["tp_max_abs_error"]
+    assert ways["profiled"]["max_abs_error"] == pytest.approx(block["max_abs_error"])
+    text = split_compare.both_ways_text(ways)
+    assert text.startswith("calibrated model's worst error, TP terms from the profiled split ")
+    # a point without its profiled pass: the two passes it is, and asking for the split is refused
+    del results["d_model_sweep"][2]["profiled"]
+    assert fit_points.split_source(results) == fit_points.TWO_PASSES
+    with pytest.raises(latency.ScalingError, match="--profile-tokens"):
+        calibration.calibrate(start, results, split=fit_points.PROFILED)
+
+
+def test_at_the_labs_one_point_the_profiled_split_fits_alpha_and_a_tp_ranks_launches():
+    """Without a d_model sweep: α (β kept) and a TP rank's per-op overhead from the profiled
+    share of the measured TP time, so the model meets the run's TP point."""
+    true, shape = _true_profile(), latency.shape_from_results({"model": MODEL})
+    pr = latency.predict(true, 64, 2, shape)
+    comm, rest = pr.comm_ms * 1e3, (pr.tp_ms - pr.comm_ms) * 1e3
+    results = {"schema": 1, "world_size": 2, "backend": "gloo", "comm": "shm",
+               "device_type": "cpu", "model": MODEL, "env": {"device_names": ["cpu: test"]},
+               "single_per_token_ms": pr.single_ms, "tp_per_token_ms": pr.tp_ms,
+               "allreduce_ms_per_token": pr.comm_ms * 2,
+               "timeline": {"modes": {"tp": {"median": {
+                   "compute_us": rest, "wire_us": comm * 0.6, "wait_us": comm * 0.4,
+                   "rest_us": 0.0}}}}}
+    start = dataclasses.replace(latency.load_profile("cpu-shm"),
+                                beta_gbps=true.beta_gbps, mem_bw_gbps=true.mem_bw_gbps,
+                                peak_tflops=true.peak_tflops, tp_mem_bw_gbps=true.tp_mem_bw_gbps,
+                                tp_peak_tflops=true.tp_peak_tflops)
+    cal = calibration.calibrate(start, results)
+    assert cal.alpha_us.value == pytest.approx(TRUE["alpha_us"], rel=1e-6)
+    assert cal.tp_launch_us.value == pytest.approx(TRUE["tp_launch_us"], rel=1e-6)
+    block = calibration.check(cal, results)
+    assert block["tp_split_from"] == "profiled" and abs(block["points"][0]["tp_error"]) < 1e-6
+    without = calibration.calibrate(start, results, split=fit_points.TWO_PASSES)
+    assert without.tp_launch_us.value != pytest.approx(TRUE["tp_launch_us"], rel=0.05)

@@ -3,8 +3,9 @@
 The seed's four tests (column, row, sharded embedding, the Column → GELU → Row MLP) run on two gloo
 ranks on the CPU within 1e-4, and again with the collectives over the shared-memory transport
 (``tplab.tp.shm``); beyond the seed: gradients of the input and of each shard's weight,
-world size 4, embedding ids on shard boundaries, the collectives' conjugate pairs, comm timing, and
-the error for a world size that does not divide a sharded dimension.
+world size 4, embedding ids on shard boundaries, the collectives' conjugate pairs, comm timing, the
+collectives' names in a profiler's trace (only inside ``labels.labelled()``), and the error for a
+world size that does not divide a sharded dimension.
 
 Spawning ranks costs seconds on the test machines, so all checks for one world size run in one
 spawn (``_checks`` below, once per module via a fixture); the ranks compute errors against the
@@ -200,6 +201,41 @@ def _collectives(rank: int, ws: int) -> dict[str, Any]:
     }
 
 
+def _labels(rank: int, ws: int) -> dict[str, list[str]]:
+    """The collective spans a profiler (the one the job's profiled pass runs) records for one
+    forward of labelled layers and an unlabelled one, outside and inside ``labelled()``."""
+    from tplab.records.trace_names import parse_collective
+    from tplab.tp import labels
+
+    torch.manual_seed(2)
+    emb = ShardedEmbedding.from_full(nn.Embedding(VOCAB, DIM))
+    emb.label = "embedding all-reduce"
+    row = RowParallelLinear.from_full(nn.Linear(IN, DIM))
+    row.label = "L0 attn-out all-reduce"
+    head = ColumnParallelLinear.from_full(nn.Linear(DIM, OUT), gather_output=True)
+    head.label = "logits all-gather"
+    plain = RowParallelLinear.from_full(nn.Linear(IN, DIM))
+    x = torch.randn(1, 2, IN)
+    ids = torch.tensor([[1, VOCAB - 1]])
+
+    def forward() -> None:
+        h = emb(ids) + row(x[..., row.in_start:row.in_start + row.in_per_rank])
+        h = h + plain(x[..., plain.in_start:plain.in_start + plain.in_per_rank])
+        head(h)
+
+    out: dict[str, list[str]] = {}
+    for where in ("outside", "inside"):
+        with torch.no_grad(), torch.autograd.profiler.profile(use_kineto=True) as prof:
+            if where == "inside":
+                with labels.labelled():
+                    forward()
+            else:
+                forward()
+        out[where] = [e.name for e in prof.function_events if parse_collective(e.name)]
+    out["left_on"] = [str(bool(labels.ON))]
+    return out
+
+
 def _errors(rank: int, ws: int) -> dict[str, str]:
     odd = 4 * ws + 1  # never divisible by ws >= 2
     builders = {
@@ -228,6 +264,7 @@ def _checks(rank: int, ws: int) -> dict[str, Any]:
         "embedding": _embedding(rank, ws),
         "mlp": _mlp(rank, ws),
         "collectives": _collectives(rank, ws),
+        "labels": _labels(rank, ws),
         "errors": _errors(rank, ws),
     }
 
@@ -344,3 +381,15 @@ def test_non_dividing_world_size_is_a_clear_error(ranks: list[dict[str, Any]]) -
             msg = r["errors"][name]
             for part in (layer, f"{dim}={odd}", f"world_size={ws}"):
                 assert part in msg, f"{name}: {part!r} missing from {msg!r}"
+
+
+@pytest.mark.slow  # spawns gloo ranks
+@pytest.mark.xdist_group("tp-layer-ranks")  # one spawn of the module's ranks, on one worker
+def test_collectives_are_named_in_a_trace_only_when_labelled(ranks: list[dict[str, Any]]) -> None:
+    """Inside ``labels.labelled()`` each forward collective is a span named by its layer (an
+    unnamed one says it is a collective); outside, with the profiler still running, none is: the
+    labels cost no span when the job is not profiling."""
+    for rank, res in enumerate(ranks):
+        assert res["labels"]["inside"] == ["embedding all-reduce", "L0 attn-out all-reduce",
+                                           "collective all-reduce", "logits all-gather"], rank
+        assert res["labels"]["outside"] == [] and res["labels"]["left_on"] == ["False"], rank

@@ -1,6 +1,7 @@
-"""The seed's four TP tests (column, row, sharded embedding, the Column → GELU → Row MLP) under
-the oldest torch the pod side supports, over gloo and over the shared-memory transport: the
-layers a real pod runs, on the torch it runs them with."""
+"""The seed's four TP tests (column, row, sharded embedding, the Column → GELU → Row MLP) and the
+collectives' names in a profiler's trace, under the oldest torch the pod side supports, over gloo
+and over the shared-memory transport: the layers a real pod runs, on the torch it runs them
+with."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from tests.pod_torch import REPO, run_pod
 from tplab.records.torch_support import OLDEST_TORCH_PIN
 
 SEED_TESTS = ("test_column_parallel_matches_single_gpu", "test_row_parallel_matches_single_gpu",
-              "test_sharded_embedding_lookup", "test_mlp_pattern_minimal")
+              "test_sharded_embedding_lookup", "test_mlp_pattern_minimal",
+              # the profiler's names for the collectives, on the oldest torch's profiler
+              "test_collectives_are_named_in_a_trace_only_when_labelled")
 
 
 @pytest.mark.slow  # a second interpreter imports its torch and spawns ranks twice

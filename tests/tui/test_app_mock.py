@@ -12,7 +12,7 @@ from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import STOPPED
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
-from tests.e2e_fixtures import tiny_lab_config
+from tests.e2e_fixtures import PROFILED, tiny_lab_config
 from tui.app import TplabApp
 from tui.screens.quit import ConfirmLeaveScreen, QuitScreen
 from tui.widgets.scaling_panel import ScalingSource
@@ -46,11 +46,12 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     """Scenario "the dashboard, complete". Its lab is also the one
     test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod replayed (it ran a
     lab of its own): the replay's assertions close this test."""
-    cfg = _cfg(lab_assets, tmp_path)
+    cfg = _cfg(lab_assets, tmp_path, **PROFILED)
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
     app = TplabApp(lambda: Lab(cfg, provider=prov), plan={"num_prompts": 2, "new_tokens": 8},
                    scaling=ScalingSource.for_config(cfg))
     token_seen_while_running = False
+    timeline_while_running = ""
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("s")
         while app.runner.outcome is None and app.runner.lab_error is None:
@@ -58,10 +59,17 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
             if app.runner.lab_active and app.state.timings["tp"].count + \
                     app.state.timings["single"].count > 0:
                 token_seen_while_running = True
+            if (app.runner.lab_active and app.state.timeline is not None
+                    and not timeline_while_running):  # the profiled pass, live: key 5 shows it
+                await pilot.press("5")
+                await pilot.pause(0.2)
+                app.redraw(force=True)
+                timeline_while_running = str(app.timeline_panel.border_title)
             assert pilot.app.is_running
         await wait_for(pilot, lambda: app.runner.proof_path is not None, what="proof screenshot")
     assert app.runner.lab_error is None, app.runner.lab_error
     assert token_seen_while_running, "timings never appeared while the lab ran"
+    assert timeline_while_running.startswith("Timeline · TP token 1/4"), timeline_while_running
     out = app.runner.outcome
     assert out.status == "COMPLETE", out.reason
     assert out.verified_gone and out.exit_code == 0 and app.runner.quitting.exit_code() == 0
@@ -97,6 +105,11 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
         assert s.done_status == "COMPLETE" and s.instance.gone
         assert s.timings["tp"].count == lived.timings["tp"].count == 2 * 8
         assert s.results["speedup"] == lived.results["speedup"]
+        # the replay's timeline is the live one: key 5, then the next token
+        assert s.timeline is not None and s.timeline.splits == lived.timeline.splits
+        await pilot.press("5", "right_square_bracket")
+        replay.redraw(force=True)
+        assert str(replay.timeline_panel.border_title).startswith("Timeline · TP token 2/4")
     assert [(p["id"], p["desiredStatus"]) for p in mock_cloud.pods()] == [
         (p["id"], p["desiredStatus"]) for p in pods_before]  # the replay created nothing
 

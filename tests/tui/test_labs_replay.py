@@ -19,10 +19,11 @@ N_PROMPTS, N_TOKENS = 2, 12
 
 
 def write_lab(folder: Path, *, mock: bool, status: str = "COMPLETE", until: str = "done",
-              start: str = "2026-11-30T10:00:00+00:00") -> Path:
+              start: str = "2026-11-30T10:00:00+00:00", profiled: bool = False) -> Path:
     """A lab folder as the orchestrator leaves it: the stream, the manifest, the results."""
     folder.mkdir(parents=True)
-    events = lab_script(ScriptOptions(num_prompts=N_PROMPTS, new_tokens=N_TOKENS, until=until))
+    events = lab_script(ScriptOptions(num_prompts=N_PROMPTS, new_tokens=N_TOKENS, until=until,
+                                      profiled=profiled))
     (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
     result = next((e["results"] for e in events if e.type == "result"), None)
     if result:
@@ -62,7 +63,7 @@ def test_find_labs_reads_each_folder_and_says_what_is_wrong(tmp_path):
 
 
 async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
-    folder = write_lab(_home() / "mock" / "labs" / "mock-1", mock=True)
+    folder = write_lab(_home() / "mock" / "labs" / "mock-1", mock=True, profiled=True)
     app = TplabApp(None)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("l")
@@ -78,6 +79,10 @@ async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
         assert s.timings["single"].count == N_PROMPTS * N_TOKENS
         assert s.timings["tp"].count == N_PROMPTS * N_TOKENS
         assert s.results and s.results["outputs_match"] is True
+        # its profiled pass: key 5 draws it, m switches to the single device's tokens
+        await pilot.press("5", "m")
+        app.redraw(force=True)
+        assert str(app.timeline_panel.border_title).startswith("Timeline · single token 1/4")
         assert app.scaling_panel.source.mock  # the curve of that lab's hardware
         await wait_for(pilot, lambda: app.scaling_panel.curve is not None, what="the curve")
         assert app.action_bar.terminate_button.label.plain == "NO POD (recording)"

@@ -44,7 +44,7 @@ async def test_at_80x24_terminate_state_budget_timings_and_phase_stay_on_screen(
         app.redraw(force=True)
         await pilot.pause(0.2)
         assert app.layout_name == NARROW
-        for key in ("1", "2", "3", "4"):  # in every view
+        for key in ("1", "2", "3", "4", "5"):  # in every view
             await pilot.press(key)
             await pilot.pause(0.1)
             bar = app.action_bar
@@ -86,6 +86,31 @@ async def test_keys_switch_the_views_in_the_narrow_and_medium_layouts():
                                              app.timings_panel, app.token_plot,
                                              app.scaling_panel, app.log_panel))
         assert not visible(app, app.summary)
+
+
+async def test_key_5_shows_the_timeline_in_every_layout_and_key_1_brings_the_plot_back():
+    """Narrow: the timeline is the whole view; medium and wide: it takes the right-hand side
+    and the figures column stays. Offered on the narrow and medium switches."""
+    app = _app()
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=6, profiled=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.runner.feed(events)
+        app.redraw(force=True)
+        right = (app.token_plot, app.scaling_panel, app.log_panel)
+        for size, layout, figures in (((80, 24), NARROW, False), ((120, 40), MEDIUM, True),
+                                      ((200, 60), WIDE, True)):
+            await pilot.resize_terminal(*size)
+            await pilot.press("5")
+            await pilot.pause(0.2)
+            assert app.layout_name == layout
+            assert visible(app, app.timeline_panel) and not any(visible(app, w) for w in right)
+            assert visible(app, app.budget_panel) == figures, size
+            assert visible(app, app.action_bar.terminate_button)
+            if layout != WIDE:
+                assert "5 Timeline" in app.view_bar._shown
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            assert visible(app, app.token_plot) and not visible(app, app.timeline_panel)
 
 
 async def test_a_plot_below_its_useful_size_shows_its_numbers():

@@ -158,3 +158,42 @@ def test_labs_screen(snap_compare, tmp_path, monkeypatch):
         await settle(pilot, app)
 
     assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+#: the wide layout's smallest common size (the timeline's bar asks for it beside 80×24)
+TALL = (160, 48)
+
+
+@pytest.mark.parametrize("size", [NARROW, TALL], ids=["80x24", "160x48"])
+def test_timeline_during_a_lab(snap_compare, size):
+    """The profiled pass has just arrived mid-lab: key 5 shows its first TP token as lanes."""
+    events = lab_script(ScriptOptions(num_prompts=3, new_tokens=24, until="profiled",
+                                      profiled=True))
+    app, run_before = _app(events, keys=("5",), mock=True)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [NARROW, TALL], ids=["80x24", "160x48"])
+def test_timeline_in_a_replay(snap_compare, size, tmp_path, monkeypatch):
+    """A finished lab replayed: its timeline, the second TP token (keys 5, then ])."""
+    import json
+    from pathlib import Path
+
+    folder = tmp_path / "lab-0042"
+    folder.mkdir()
+    events = lab_script(ScriptOptions(num_prompts=3, new_tokens=24, profiled=True))
+    (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
+    (folder / "results.json").write_text(json.dumps(
+        next(e["results"] for e in events if e.type == "result")))
+    monkeypatch.chdir(tmp_path)  # the replay's folder is shown by the name it was given
+    app = TplabApp(None, start=True, plan=dict(PLAN), replay_dir=Path("lab-0042"), replay_speed=0.0,
+                   scaling=ScalingSource("NVIDIA GeForce RTX 4090", 2), ledger=lambda: LEDGER)
+
+    async def run_before(pilot) -> None:
+        from .helpers import wait_for
+        await wait_for(pilot, lambda: app.state.done and not app.runner.lab_active,
+                       what="the replay's end")
+        await pilot.press("5", "right_square_bracket")
+        await settle(pilot, app)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -17,7 +17,8 @@ HELP = "gather a finished lab, its spend and the reading notes into the seed's e
 DESCRIPTION = (
     "Copy the lab the seed accepts (one that completed, else an EDUCATIONAL_STUB; a real lab "
     "before a mock one; the newest of those), or --lab ID, into DIR/experiments/: "
-    "35-tp-inference/ (manifest, results, scaling curve, proof-terminated.png, a README), "
+    "35-tp-inference/ (manifest, results, scaling curve, trace.json, proof-terminated.png, a "
+    "README), "
     "35-cloud-budget/spend.jsonl (the lab's ledger lines as recorded), 35-cloud-budget.md (the "
     "phase's spend table) and 35-reading-notes/. A different existing file is never overwritten "
     "without --force.")

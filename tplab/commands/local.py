@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         dest="prompts", help="prompts file, one a line (default: the shipped one)")
     add_job_flags(parser, ("num_prompts", "new_tokens", "warmup", "instrumented_prompts",
                            "no_sweep", "sweep_max_bytes", "comm", "sweep_d_model", "sweep_tokens",
-                           "sweep_budget_s"),
+                           "sweep_budget_s", "profile_tokens"),
                   defaults={"instrumented_prompts": 3, "sweep_budget_s": 150.0})
     parser.add_argument("--profile", default=None,
                         help="hardware profile the curve is calibrated from (default cpu-gloo, "
@@ -70,7 +70,8 @@ def _job_command(args: argparse.Namespace) -> list[str]:
            "--out", str(args.out), "--num-prompts", str(args.num_prompts),
            "--new-tokens", str(args.new_tokens), "--warmup", str(args.warmup),
            "--device", "cpu", "--threads", "1", "--comm", args.comm,
-           "--sweep-max-bytes", str(args.sweep_max_bytes)]
+           "--sweep-max-bytes", str(args.sweep_max_bytes),
+           "--profile-tokens", str(args.profile_tokens)]
     if args.no_sweep:
         cmd.append("--no-sweep")
     if args.sweep_d_model:
@@ -153,12 +154,12 @@ def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
     """Calibrate the profile from the run (its d_model sweep when it has one), store the
     calibrated prediction per measured point in results.json (``calibration``), and draw
     scaling-curve.png; (the PNG, the predicted crossover)."""
-    from tplab.scaling import calibration, chart, latency
+    from tplab.scaling import calibration, chart, latency, split_compare
     from tplab.util.jsonfile import write_json
 
     shape = latency.shape_from_results(results)
     cal = calibration.calibrate(profile, results, shape)
-    calibration.annotate_results(results, cal, shape)
+    split_compare.annotate_both_ways(results, cal, profile, shape)
     write_json(results_path, results)
     cross = calibration.crossovers(cal, results, results["world_size"], shape)
     png = chart.save_png(out_dir / "scaling-curve.png", cal, results["world_size"], shape,
@@ -255,7 +256,10 @@ def main(args: argparse.Namespace) -> int:
         return 1
     from tplab.faces.headless import format_rows, results_rows
 
-    rows = results_rows(results) + [
+    from tplab.scaling.split_compare import both_ways_text
+
+    ways = (results.get("calibration") or {}).get("both_ways")
+    rows = results_rows(results) + ([("calibration", both_ways_text(ways))] if ways else []) + [
         ("crossover d_model, predicted", (f"{crossover:.0f}" if crossover else
                                           "none in d_model 16..65536")
          + f" ({profile.name}, calibrated)"),

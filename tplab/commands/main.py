@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "handin": "handin",
     "local": "local",
     "scaling": "scaling",
+    "timeline": "timeline",
     "generate": "generate",
     "eval": "eval_",
     "train": "train",

@@ -91,7 +91,7 @@ def _load_run(args: argparse.Namespace) -> tuple[dict | None, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.scaling import calibration, chart, latency
+    from tplab.scaling import calibration, chart, latency, split_compare
 
     try:
         if args.list:
@@ -111,13 +111,13 @@ def main(args: argparse.Namespace) -> int:
                                  "measured_reason": "no run given (--calibrate)"}
         if results is not None:
             shape = latency.shape_from_results(results, shape)
-            profile = calibration.calibrate(profile, results, shape)
+            prior, profile = profile, calibration.calibrate(profile, results, shape)
             measured = calibration.measured_points(results)
             if int(results.get("world_size") or 0) != tp:
                 # a run at another world size is not a point on this curve
                 measured, results = None, {**results, "d_model_sweep": None}
             else:
-                calibration.annotate_results(results, profile, shape)
+                split_compare.annotate_both_ways(results, profile, prior, shape)
             cross = calibration.crossovers(profile, results, tp, shape)
     except latency.ScalingError as exc:
         print(f"tplab scaling: {exc}", file=sys.stderr)
@@ -155,6 +155,11 @@ def main(args: argparse.Namespace) -> int:
         from tplab.scaling.dmodel_table import dmodel_report
         print(dmodel_report(results or {}, f"{Path(args.out) / 'scaling.json'} (calibration, "
                                     "d_model_sweep[i].predicted_*)" if args.out else None))
+    ways = ((results or {}).get("calibration") or {}).get("both_ways")
+    if ways:
+        summary["calibration_both_ways"] = ways
+        print(f"\n  {split_compare.both_ways_text(ways)} (tp_split_from: "
+              f"{(results or {}).get('calibration', {}).get('tp_split_from')})")
     print("\n" + explain(summary, profile.name))
     if args.out is not None:
         out = Path(args.out)

@@ -2,6 +2,7 @@
 
 - ``headless``: `tplab run` and `tplab local` (phase lines, a progress bar over tokens, the final
   table; ``--json``: the event stream as JSON lines), drawn from the view-model's one fold;
+- ``timeline_text``: a lab's profiled pass as text lines (`tplab timeline`);
 - ``signals``: how `tplab run` ends a lab on a signal (teardown first, never cut short);
 - ``startcheck``: a start that cannot work, refused in one sentence before any lab folder exists
   (`tplab run` and the dashboard's Start);

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from tplab.records.events import Event
 from tplab.viewmodel.fold import LabState
+from tplab.viewmodel.timeline_view import Timeline, allreduce_text, split_text, timeline_from
 from tplab.viewmodel.tokens import share_text
 
 _QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
@@ -197,11 +198,33 @@ class HeadlessView:
                            f"duplicates dropped {summary.get('duplicates')}, gaps "
                            f"{summary.get('gaps')})"),
         ]
+        rows[6:6] = timeline_rows(s.timeline)
         if not res and not self.tokens:
             rows = [r for r in rows if r[0] in ("status", "pod", "actual $")]
         for name, path in sorted((summary.get("artifacts") or {}).items()):
             rows.append((f"artifact {name}", path))
         return format_rows(rows)
+
+
+def timeline_rows(t: Timeline | None) -> list[tuple[str, str]]:
+    """The profiled pass's split as table rows: a TP token's median split, an all-reduce's wait
+    and wire, a single token's, and where the trace is."""
+    if t is None:
+        return []
+    rows = []
+    tp, single = t.splits.get("tp"), t.splits.get("single")
+    if tp is not None:
+        rows.append(("profiled TP token", f"{split_text(tp)} (median of {tp.tokens}, over "
+                                          f"{t.comm}, mean of {tp.ranks} ranks)"))
+        ar = allreduce_text(tp)
+        if ar:
+            rows.append(("per all-reduce", ar))
+    if single is not None:
+        rows.append(("profiled single token", f"{split_text(single)} (median of "
+                                              f"{single.tokens})"))
+    rows.append(("trace", f"{t.trace_file} (Perfetto: ui.perfetto.dev; as text: tplab "
+                          "timeline DIR)"))
+    return rows
 
 
 def format_rows(rows: list[tuple[str, str]]) -> str:
@@ -265,6 +288,7 @@ def results_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                      + (f"{ratio:.2f}" if ratio is not None else "n/a")))
     rows.append(("instrumentation overhead", f"{r['instrumentation_overhead_ms_per_token']:+.3f} "
                  "ms/token"))
+    rows += timeline_rows(timeline_from(r.get("timeline")))
     for name, t in [(primary, r), *others.items()]:
         rows.append((f"alpha, beta (sweep fit), {name}", _fit_text(t.get("sweep"))))
     return rows

@@ -8,7 +8,8 @@ nothing at all is written, so a hand-in is never half old and half new.
 The layout (seeds 000, 002, 004):
 
 * ``experiments/35-tp-inference/`` — manifest.json, results.json, instance.json,
-  scaling-curve.png, proof-terminated.png (+ the provider's answer as JSON), README.md;
+  scaling-curve.png, trace.json (the profiled pass, for Perfetto), proof-terminated.png (+ the
+  provider's answer as JSON), README.md;
 * ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
 * ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
 * ``experiments/35-reading-notes/`` — the reading notes shipped in ``docs/reading-notes/``.
@@ -42,6 +43,9 @@ LAB_FILES: dict[str, str] = {
     "instance.json": "the instance id and its start time (block C), as tplab recorded them",
     "scaling-curve.png": "predicted 1-device and TP latency vs d_model with the measured points "
                          "and the crossover (block F)",
+    "trace.json": "the profiled pass as one Chrome trace, one process per rank, every all-reduce "
+                  "named by its layer: open it in ui.perfetto.dev or chrome://tracing "
+                  "(`tplab timeline` prints it as text)",
     "proof-terminated.png": "proof of termination: the provider's own answer for the pod after "
                             "terminate (state, times, API routes) and the lab's final frame",
     "proof-terminated.json": "the same provider answer as data",

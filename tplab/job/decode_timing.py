@@ -47,6 +47,11 @@ class DecodeRun(ModeRun):
         """Per-token times of the one-token steps (the prefill excluded)."""
         return self.step_ms[1:]
 
+    def record(self) -> ModeRun:
+        """The plain record results.json keeps."""
+        return ModeRun(tokens=self.tokens, step_ms=self.step_ms, ar_ms=self.ar_ms,
+                       ar_calls=self.ar_calls, ar_bytes=self.ar_bytes)
+
 
 class _CpuClock:
     def __init__(self) -> None:

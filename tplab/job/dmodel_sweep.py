@@ -19,6 +19,10 @@ visit); a point's figure is the median over the rounds, with the per-round sampl
 spread, the interval and the flag (``tplab.records.dmodel``) can be computed. On CUDA the per-step
 clock is a pair of CUDA events (``decode_timing.decode_timed``); the rounds are the same.
 
+After the rounds, with ``--profile-tokens``, every size decodes a few TP tokens under the profiler
+(``profiled_pass.ProfiledPass.split``): the medians of a token's compute, wire, wait and rest
+from that one pass, which the calibration fits TP's compute and comm terms to.
+
 A size is skipped, with the reason, when TP cannot split it (heads, d_ff or vocab not divisible),
 when its weights would not fit the device's free memory, or when, extrapolated from the previous
 size's wall time by the parameter count, it would overrun the sweep's time budget.
@@ -129,8 +133,9 @@ class DModelSweep:
                  device: torch.device, rank: int, world_size: int,
                  barrier: Callable[[], None], sync: Callable[[], None] | None,
                  emit: Callable[..., None], log: Callable[..., None],
-                 probe: Callable[[], None] | None = None) -> None:
+                 probe: Callable[[], None] | None = None, profile_tokens: int = 0) -> None:
         self.s = settings
+        self.profile_tokens = profile_tokens  # the profiled pass per size (0: none)
         self.probe = probe  # rank 0 times the machine's reference loop once a round
         self.base = base_config
         self.device = device
@@ -149,6 +154,7 @@ class DModelSweep:
         self._params: dict[int, int] = {}
         self._samples: dict[int, dict[str, list[Any]]] = {}
         self._seconds: dict[int, float] = {}
+        self._profiled: dict[int, dict[str, Any] | None] = {}
 
     # ------------------------------------------------------------------ decisions (rank 0)
     def _decide(self, d: int, started: float, committed_s: float,
@@ -222,6 +228,8 @@ class DModelSweep:
             if self.rank == 0 and kept:
                 self.log(f"d_model sweep: round {r + 1}/{self.rounds} over {round_order(kept, r)}")
             self._round(r, kept)
+        for d in kept:
+            self._profile(d)
         for d in kept:
             self._finish_point(d)
         self._models.clear()
@@ -307,6 +315,17 @@ class DModelSweep:
         smp["tokens"].append(("tp", plain.tokens))
         smp["tokens"].append(("tp", instr.tokens))
 
+    def _profile(self, d: int) -> None:
+        """A few TP tokens of size ``d`` under the profiler (every rank): the split of a token
+        into compute, wire, wait and rest from one pass, which the calibration fits the TP terms
+        to (``tplab.job.profiled_pass``)."""
+        if not self.profile_tokens:
+            return
+        from .profiled_pass import ProfiledPass
+        pp = ProfiledPass(tokens=self.profile_tokens, rank=self.rank, world_size=self.world,
+                          device=self.device, barrier=self.barrier, sync=self.sync)
+        self._profiled[d] = pp.split(self._models[d][1], self.prompt, self.base.block_size)
+
     def _finish_point(self, d: int) -> None:
         if self.rank != 0:
             return
@@ -322,7 +341,7 @@ class DModelSweep:
             outputs_match=all(t == seqs[0] for t in seqs), seconds=self._seconds[d],
             rounds=self.rounds, tokens_per_round=self.per_round,
             single_rounds_ms=tuple(smp["single"]), tp_rounds_ms=tuple(smp["tp"]),
-            allreduce_rounds_ms=tuple(smp["ar"]))
+            allreduce_rounds_ms=tuple(smp["ar"]), profiled=self._profiled.get(d))
         self.points.append(point)
         self.emit("sweep_point", skipped=False, **point.to_dict())
         if not point.outputs_match:

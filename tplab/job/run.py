@@ -3,7 +3,8 @@
     setup ─► load (full checkpoint, strict shard per rank) ─► warmup (rank 0 builds the single
     model; both modes warmed up) ─► decode (per prompt a single-device pass on rank 0 alone, the
     others at a barrier, and a TP pass, uninstrumented then instrumented; the mode going first
-    alternates prompt by prompt) ─► sweep (all-reduce sizes on this process group, alpha-beta
+    alternates prompt by prompt) ─► profile (a few tokens per mode under torch.profiler:
+    trace.json and results.json's timeline, ``profiled_pass.py``) ─► sweep (all-reduce sizes on this process group, alpha-beta
     fit) ─► d_model_sweep (with --sweep-d-model) ─► results.json
 
 ``--comm`` chooses the transport of the TP collectives (``comm.py``): the process group's own
@@ -37,7 +38,6 @@ from tplab.records.job_flags import add_job_flags, positive_int
 from tplab.util.jsonfile import write_json
 from tplab.stats.stability import stability_section
 from tplab.records.results import (
-    ModeRun,
     PromptRecord,
     build_results,
     combine_transports,
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for events.jsonl and results.json")
     add_job_flags(p, ("num_prompts", "new_tokens", "warmup", "instrumented_prompts", "no_sweep",
                       "sweep_max_bytes", "sweep_d_model", "sweep_tokens", "sweep_budget_s",
-                      "compile", "comm"), client=False)
+                      "compile", "comm", "profile_tokens"), client=False)
     p.add_argument("--warmup-tokens", type=positive_int, default=20,
                    help="new tokens per warm-up decode (default 20)")
     p.add_argument("--sweep-min-bytes", type=positive_int, default=256)
@@ -94,6 +94,7 @@ class Job:
         self.w = writer
         self.heartbeat: Heartbeat | None = None
         self.tp_model: Any = None
+        self.tp_raw: Any = None  # the eager TP model (what the profiled pass decodes)
         self.n_instr = 0
         self.params_full = 0
         self.params_rank = 0
@@ -158,12 +159,17 @@ class Job:
         prompts = self._check_args()
         self.phase("load", checkpoint=str(self.args.checkpoint))
         ckpt, prompt_ids = self._load(prompts)
-        records = self._passes(ckpt, prompts, prompt_ids)
+        records, single = self._passes(ckpt, prompts, prompt_ids)
+        timeline = self._profile(single, prompt_ids[0], ckpt.config.block_size)
+        del single
+        if self.rt.is_cuda:
+            torch.cuda.empty_cache()
         sweeps = self._sweep()
         dmodel = self._dmodel_sweep(ckpt, prompt_ids)
         if self.rt.rank != 0:
             return 0
-        return self._finish(ckpt, records, sweeps, started, dmodel)
+        return self._finish(ckpt, records, sweeps, started,
+                            {**dmodel, **({"timeline": timeline} if timeline else {})})
 
     # ------------------------------------------------------------------ the sequence
     def _announce_backend(self) -> None:
@@ -213,17 +219,18 @@ class Job:
                                    ckpt.config.block_size)
         if too_long:
             raise JobError(too_long)
-        tp_raw = build_tp(ckpt, self.rt.device)
+        tp_raw = self.tp_raw = build_tp(ckpt, self.rt.device)
         self.params_rank = sum(p.numel() for p in tp_raw.parameters())
         self.tp_model = self._prepare(tp_raw)
         return ckpt, prompt_ids
 
-    def _warm_up(self, ckpt: Any, prompt_ids: list[list[int]]) -> Any:
+    def _warm_up(self, ckpt: Any, prompt_ids: list[list[int]]) -> tuple[Any, Any]:
         """Rank 0 builds the single-device model; both modes (and every transport) are warmed
-        up before any pass is timed. Returns rank 0's single model (None elsewhere)."""
+        up before any pass is timed. Returns rank 0's (single model as decoded, eager model);
+        (None, None) elsewhere."""
         from tplab.model.checkpoint import build_single
         self.phase("warmup", modes=["single", "tp"])
-        single = None
+        single = single_raw = None
         self.params_full = 0
         if self.rt.rank == 0:
             single_raw = build_single(ckpt, self.rt.device)
@@ -234,7 +241,7 @@ class Job:
         for name in self.comms.names:
             with self.comms.use(name):
                 self._warmup(self.tp_model, prompt_ids)
-        return single
+        return single, single_raw
 
     def _single_pass(self, single: Any, i: int, ids: list[int], tok: Any) -> DecodeRun | None:
         """One single-device pass on rank 0 alone; the others wait at a barrier, blocked in the
@@ -252,14 +259,15 @@ class Job:
         return run
 
     def _passes(self, ckpt: Any, prompts: list[str],
-                prompt_ids: list[list[int]]) -> dict[str, list[PromptRecord]]:
+                prompt_ids: list[list[int]]) -> tuple[dict[str, list[PromptRecord]], Any]:
         """The timed passes, interleaved prompt by prompt: a single-device pass and, per
         transport, an uninstrumented TP pass (latency) and for the first prompts an instrumented
         one (all-reduce time). Which mode goes first alternates prompt by prompt (single first
         on even prompts), as does the first transport, so drift in the machine's speed hits
         single and TP alike and every figure's samples span the whole phase (a slow stretch of
-        a few seconds no longer owns one mode's figure). Rank 0 compares the outputs."""
-        single = self._warm_up(ckpt, prompt_ids)
+        a few seconds no longer owns one mode's figure). Rank 0 compares the outputs. Returns the
+        records and rank 0's eager single-device model (for the profiled pass)."""
+        single, single_raw = self._warm_up(ckpt, prompt_ids)
         self.phase("decode", modes=["single", "tp"], order="interleaved prompt by prompt",
                    transports=[self.comms.label(n) for n in self.comms.names])
         tok = ckpt.tokenizer
@@ -282,19 +290,33 @@ class Job:
                 continue
             for name in self.comms.names:
                 self._record(records[name], name, i, prompts[i], s_run, *runs[name], tok)
-        if single is not None:
-            del single
-            if self.rt.is_cuda:
-                torch.cuda.empty_cache()
-        return records
+        return records, single_raw
+
+    def _profile(self, single: Any, ids: list[int], block_size: int) -> dict[str, Any] | None:
+        """The profiled pass (--profile-tokens, 0: none) over the transport carrying the
+        figures; its ``timeline`` event and results.json section (rank 0; None elsewhere)."""
+        from .profiled_pass import ProfiledPass
+        a, rt, label = self.args, self.rt, self.comms.label(self.comms.primary)
+        if not a.profile_tokens:
+            return None
+        self.phase("profile", tokens=a.profile_tokens, modes=["single", "tp"], comm=label)
+        with self.comms.use(self.comms.primary):
+            section = ProfiledPass(
+                tokens=a.profile_tokens, rank=rt.rank, world_size=rt.world_size,
+                device=rt.device, barrier=self.barrier, sync=rt.sync if rt.is_cuda else None,
+                out_dir=Path(a.out), comm=label, compiled=a.compile,
+            ).run(single, self.tp_raw, ids, block_size)
+        if section is not None:
+            self.emit("timeline", **section)
+        return section
 
     def _record(self, into: list[PromptRecord], name: str, i: int, prompt: str,
                 s_run: DecodeRun, plain: DecodeRun, instr: DecodeRun | None, tok: Any) -> None:
         """Rank 0: one prompt's record over one transport, its prompt_done and a mismatch's error
         (the TP tokens were emitted as their pass ended)."""
         rec = PromptRecord(
-            index=i, prompt=prompt, single=_mode_run(s_run), tp=_mode_run(plain),
-            tp_instr=_mode_run(instr) if instr is not None else None,
+            index=i, prompt=prompt, single=s_run.record(), tp=plain.record(),
+            tp_instr=instr.record() if instr is not None else None,
             single_text=tok.decode(s_run.tokens, self.prompt_slots[i]),
             tp_text=tok.decode(plain.tokens, self.prompt_slots[i]))
         into.append(rec)
@@ -304,7 +326,7 @@ class Job:
         if not rec.match:
             self.emit("error", fatal=False,
                       msg=f"prompt {i}: TP output differs from the single-device output (over "
-                          f"{self.comms.label(name)}; first difference at token {_first_diff(rec)}).")
+                          f"{self.comms.label(name)}; first difference at token {rec.first_difference()}).")
 
     def _sweep_point(self, label: str, p: SweepPoint) -> None:
         self.emit("sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
@@ -352,7 +374,8 @@ class Job:
                    budget_s=settings.budget_s, comm=label)
         sweep = DModelSweep(settings, ckpt.config, prompt_ids[0], rt.device, rt.rank,
                             rt.world_size, self.barrier, rt.sync if rt.is_cuda else None,
-                            self.emit, self.log, self.probe.sample if self.probe else None)
+                            self.emit, self.log, self.probe.sample if self.probe else None,
+                            a.profile_tokens)
         with self.comms.use(self.comms.primary):
             points, skipped = sweep.run()
         return sweep_section(points, skipped,
@@ -409,22 +432,6 @@ class Job:
             return 1
         self.phase("finished", wall_s=results["wall_s"])
         return 0
-
-
-def _mode_run(r: DecodeRun) -> ModeRun:
-    return ModeRun(tokens=r.tokens, step_ms=r.step_ms, ar_ms=r.ar_ms, ar_calls=r.ar_calls,
-                   ar_bytes=r.ar_bytes)
-
-
-def _first_diff(rec: PromptRecord) -> int:
-    for k, (a, b) in enumerate(zip(rec.single.tokens, rec.tp.tokens)):
-        if a != b:
-            return k
-    if rec.tp_instr is not None:
-        for k, (a, b) in enumerate(zip(rec.tp.tokens, rec.tp_instr.tokens)):
-            if a != b:
-                return k
-    return min(len(rec.single.tokens), len(rec.tp.tokens))
 
 
 def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None) -> int:

@@ -47,6 +47,7 @@ class LabConfig:
     sweep: bool = True
     compile: bool = False
     comm: str = "gloo"                    # the TP collectives' transport (mock pods only: shm|both)
+    profile_tokens: int = 4               # tokens per mode of the profiled pass (0: none)
     #: the pod's container image (--image); None: the catalog's default for the cloud and the
     #: GPU's generation (tplab.cloud.image_fit.choose_image)
     image: str | None = None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tplab.viewmodel.timeline_view import timeline_from
+
 
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -131,6 +133,9 @@ def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
         if ratio is not None:
             sentence += f", {ratio:.1f}× the rest of the step's time"
         out.append(sentence + ".")
+    split = _timeline_notes(r)
+    if split:
+        out.append(split)
     fit = (r.get("sweep") or {}).get("fit")
     if fit and calls and msg:
         alpha_us, beta = fit["alpha_us"], fit["beta_gbps"]
@@ -181,6 +186,32 @@ def _apart(a: tuple[float, str], b: tuple[float, str]) -> str:
         return "about the same"
     times = f"{ratio:.1f}" if ratio < 10 else f"{ratio:.0f}"
     return f"{hi[1]}'s is {times}× {lo[1]}'s"
+
+
+def _timeline_notes(r: dict[str, Any]) -> str:
+    """What the profiled pass (results.json's ``timeline``) says a TP token's time is made of,
+    and how much of an all-reduce is waiting for the other rank."""
+    t = timeline_from(r.get("timeline"))
+    tp = t.splits.get("tp") if t is not None else None
+    if t is None or tp is None:
+        return ""
+    other = "the other rank" if tp.ranks <= 2 else "the last rank"
+    out = (f"The profiled pass (torch's profiler on every rank, {tp.tokens} TP tokens, trace in "
+           f"{t.trace_file}) splits a TP token of {tp.token_us:.0f} µs (median, mean of the "
+           f"ranks) into {tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
+           f"{tp.wait_us:.0f} µs waiting for {other} and {tp.rest_us:.0f} µs of the rest "
+           "(launches, Python, host gaps)")
+    share = tp.wait_share
+    if tp.allreduce_us_per_call and tp.allreduce_wait_us_per_call is not None and share is not None:
+        out += (f"; of {tp.allreduce_us_per_call:.0f} µs per all-reduce, "
+                f"{tp.allreduce_wait_us_per_call:.0f} µs ({share:.0%}) is waiting for {other} "
+                f"to arrive and {tp.allreduce_wire_us_per_call or 0:.0f} µs is the collective "
+                "itself once all are there")
+    single = t.splits.get("single")
+    if single is not None:
+        out += (f". Profiled the same way, one device spends {single.compute_us:.0f} µs of its "
+                f"{single.token_us:.0f} µs token computing")
+    return out + "."
 
 
 def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str:

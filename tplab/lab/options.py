@@ -68,7 +68,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--phase-cap", type=positive_float, default=None, metavar="USD",
                    help="the ledger's total cap (default: the budget config)")
     add_job_flags(g, ("num_prompts", "new_tokens", "warmup", "instrumented_prompts", "no_sweep",
-                      "sweep_d_model", "sweep_budget_s", "compile", "comm"),
+                      "sweep_d_model", "sweep_budget_s", "compile", "comm", "profile_tokens"),
                   defaults={"instrumented_prompts": 3, "sweep_d_model": None,
                             "sweep_budget_s": DEFAULT_SWEEP_BUDGET_S},
                   helps={"sweep_d_model": "the d_model sweep (MiniGPT-grammar's architecture "
@@ -116,6 +116,7 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
         num_prompts=args.num_prompts, new_tokens=args.new_tokens, warmup=args.warmup,
         instrumented_prompts=args.instrumented_prompts,
         sweep=not args.no_sweep, compile=args.compile, comm=args.comm, out_dir=args.out,
+        profile_tokens=args.profile_tokens,
         sweep_d_model=args.sweep_d_model, sweep_budget_s=args.sweep_budget_s,
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,

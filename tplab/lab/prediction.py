@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tplab.scaling import calibration, latency
+from tplab.scaling import calibration, latency, split_compare
 from tplab.home.paths import DEFAULT_CHECKPOINT
 
 #: the shipped checkpoint's d_model (MiniGPT-grammar: n_head 4 × head_dim 16), where a lab with
@@ -95,7 +95,7 @@ def _from_results(base: latency.HardwareProfile, results: dict[str, Any]) -> Lab
     try:
         profile = calibration.calibrate(base, results, shape)
         name = f"{base.name}, calibrated from this run"
-        block = calibration.annotate_results(annotated, profile, shape)
+        block = split_compare.annotate_both_ways(annotated, profile, base, shape)
     except latency.ScalingError:  # e.g. --no-sweep and no single timing: nothing to fit
         profile, name = base, f"{base.name}, uncalibrated"
     cross = calibration.crossovers(profile, results, world, shape)

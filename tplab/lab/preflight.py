@@ -155,7 +155,7 @@ _FLAGS = (("api_url", "--api-url"), ("gpu_type", "--gpu-type"), ("gpus", "--gpus
           ("checkpoint", "--checkpoint"), ("prompts", "--prompts-file"),
           ("heartbeat_timeout_s", "--heartbeat-timeout"), ("wall_cap_s", "--wall-cap"),
           ("boot_timeout_s", "--boot-timeout"), ("sweep_budget_s", "--sweep-budget-s"),
-          ("image", "--image"))
+          ("image", "--image"), ("profile_tokens", "--profile-tokens"))
 
 
 def on_demand_command(cfg: LabConfig) -> str:

@@ -101,6 +101,7 @@ class PodSession:
             args.append("--compile")
         if cfg.comm != "gloo":
             args += ["--comm", cfg.comm]
+        args += ["--profile-tokens", str(cfg.profile_tokens)]
         if cfg.d_model_sweep():
             args += ["--sweep-d-model", cfg.d_model_sweep(),
                      "--sweep-budget-s", f"{cfg.sweep_budget_s:g}"]

@@ -16,6 +16,8 @@ it and ``shard_state_dict`` only has to slice:
                          so every rank holds the full logits and takes the same argmax.
 
 A forward therefore costs 2 all-reduces per layer + 1 for the embedding + 1 all-gather for the logits.
+Each of those collectives carries its name for a profiler trace ("L3 attn-out all-reduce",
+``tplab.records.trace_names``), shown only while ``tplab.tp.labels.labelled()`` is on.
 
 Incremental decoding uses a ``KVCache`` preallocated to ``block_size`` per layer: a forward with a
 cache writes the new keys/values after the cached prefix, attends over prefix + new tokens, and
@@ -32,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tplab.model.config import GPTConfig
+from tplab.records.trace_names import collective_name
 from tplab.tp import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding, get_rank, get_world_size
 from tplab.tp.collectives import ProcessGroup
 
@@ -176,8 +179,23 @@ class MiniGPT(nn.Module):
         else:
             self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.world_size, self.rank = ws, (get_rank(group) if p else 0)
-        if not p:
+        if p:
+            self._name_collectives()
+        else:
             self._init_weights()
+
+    def _name_collectives(self) -> None:
+        """Each TP layer's collective gets the name a profiler trace shows it by."""
+        assert isinstance(self.tok_emb, ShardedEmbedding)
+        assert isinstance(self.lm_head, ColumnParallelLinear)
+        self.tok_emb.label = collective_name("embedding", "all-reduce")
+        for i, block in enumerate(self.blocks):
+            assert isinstance(block, Block)
+            assert isinstance(block.attn.proj, RowParallelLinear)
+            assert isinstance(block.mlp.down, RowParallelLinear)
+            block.attn.proj.label = collective_name("attn-out", "all-reduce", i)
+            block.mlp.down.label = collective_name("mlp-down", "all-reduce", i)
+        self.lm_head.label = collective_name("logits", "all-gather")
 
     def _init_weights(self) -> None:
         """nanoGPT's init: N(0, 0.02), residual projections scaled by 1/sqrt(2·n_layer)."""

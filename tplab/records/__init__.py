@@ -7,6 +7,9 @@
 - ``self_end``: the word that tells the pod's guard and watchdog how their pod ends itself;
 - ``torch_support``: the torch releases the pod side runs on (the job checks it at start, the
   client before it rents).
+- ``trace_names``, ``trace_merge``, ``timeline``: the profiled pass: its spans' names, the ranks'
+  traces on one clock merged into ``trace.json``, and results.json's ``timeline`` (each token
+  split per rank into compute, on the wire, waiting and rest).
 
 Why a package of its own: the job writes these and the client reads them, so they are the seam
 between the two sides. The statistics the job computes its figures with are ``tplab.stats``,

@@ -42,6 +42,9 @@ class DModelPoint:
     single_rounds_ms: tuple[float, ...] = ()     # per round: the visit's median per-token ms
     tp_rounds_ms: tuple[float, ...] = ()
     allreduce_rounds_ms: tuple[float, ...] = ()
+    #: the profiled pass at this size (TP only): the medians of its split of a token into
+    #: compute, wire, wait and rest (``tplab.records.timeline.mode_summary``); None without one
+    profiled: dict[str, Any] | None = None
 
     @property
     def allreduce_ms_per_call(self) -> float:

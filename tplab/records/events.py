@@ -43,6 +43,9 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     # point (single_ms, tp_ms, allreduce_ms, outputs_match, params, tokens, ...), skipped=True
     # the reason the size was not run
     "sweep_point": {"d_model": (int,), "skipped": (bool,)},
+    # the profiled pass, split rank by rank (results.json's "timeline" section, flat: "modes"
+    # holds each mode's profiled token steps and medians; tplab.records.timeline)
+    "timeline": {"modes": (dict,)},
     # the job's summary (the content of results.json, under "results")
     "result": {"results": (dict,)},
     # something failed; fatal=True means the run is over

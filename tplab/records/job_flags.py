@@ -40,6 +40,21 @@ def non_negative_int(text: str) -> int:
     return _whole_number_at_least(text, 0)
 
 
+#: the most tokens per mode the profiled pass may record (each adds a few hundred trace events
+#: a rank; the trace is bounded anyway, ``tplab.records.trace_merge.MAX_TRACE_BYTES``)
+MAX_PROFILE_TOKENS = 32
+
+
+def profile_tokens(text: str) -> int:
+    """argparse type of --profile-tokens: a whole number from 0 (no profiled pass) to
+    ``MAX_PROFILE_TOKENS``."""
+    value = non_negative_int(text)
+    if value > MAX_PROFILE_TOKENS:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_PROFILE_TOKENS}: the "
+                                         "profiled pass shows a few tokens, not a run")
+    return value
+
+
 def positive_float(text: str) -> float:
     """argparse type: a number more than 0 (not NaN)."""
     try:
@@ -126,6 +141,10 @@ JOB_FLAGS: dict[str, JobFlag] = {f.dest: f for f in (
             180.0, "S"),
     JobFlag("--compile", "torch.compile the models (both; compilation happens in the warm-up)",
             switch=True),
+    JobFlag("--profile-tokens", "tokens per mode decoded under torch.profiler after the timed "
+            "passes (single on rank 0, TP on every rank): the merged trace.json for Perfetto and "
+            "the timeline of compute, on the wire, waiting; 0 for none (default: %(default)s, at "
+            f"most {MAX_PROFILE_TOKENS})", profile_tokens, 4, "N"),
     JobFlag("--comm", "transport of the TP collectives on the CPU: gloo (the process group, "
             "default), shm (shared memory between the ranks on one host) or both (shm carries "
             "the figures; gloo is measured alongside); GPU pods use NCCL", None, "gloo",

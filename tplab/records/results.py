@@ -51,6 +51,18 @@ class PromptRecord:
             return False
         return self.single.tokens == self.tp.tokens
 
+    def first_difference(self) -> int:
+        """The first token position where TP differs from single (or the instrumented TP pass
+        from the plain one)."""
+        for k, (a, b) in enumerate(zip(self.single.tokens, self.tp.tokens)):
+            if a != b:
+                return k
+        if self.tp_instr is not None:
+            for k, (a, b) in enumerate(zip(self.tp.tokens, self.tp_instr.tokens)):
+                if a != b:
+                    return k
+        return min(len(self.single.tokens), len(self.tp.tokens))
+
 
 def _decode_steps(runs: list[ModeRun], attr: str = "step_ms") -> list[float]:
     out: list[float] = []

@@ -13,12 +13,27 @@ model from the measured points, each in a least-squares fit with relative residu
                                                             launch' (a TP rank's per-op cost)
 
 where roof is the roofline term at the profile's own bandwidth and peak, K the kernels per token.
+
+TP's two terms, comm and compute + launch, are fitted to one of two splits of the measured TP
+per-token time (``split_source`` says which; the calibration block's ``tp_split_from``):
+
+* ``profiled``: where every fitted point has its profiled pass (``results["timeline"]`` at the
+  lab's d_model, each sweep point's ``profiled``), the collectives' share of a token from that
+  one pass, (wire + wait) / (compute + wire + wait + rest), applied to the uninstrumented TP
+  per-token time: comm = share · tp, compute + launch = (1 - share) · tp;
+* ``two passes``: the instrumented pass's collective ms per token for comm, and the plain pass's
+  TP ms minus the fitted comm for the rest — two passes, taken at different moments, whose
+  difference carries both passes' noise.
+
+``tplab.scaling.split_compare`` calibrates with each split the run allows and reports each one's
+worst error.
 With fewer points than terms, or a term that would come out negative, the fit keeps that term at
 its prior (the profile's value, the back-to-back sweep's β) and says so in the term's note.
-A run without a sweep has one point (``calibrate_from_single_point``): β from the all-reduce
-sweep, α from the collective time the decode loop paid at that point, the launch overhead from
-the single-device time and a TP rank's from what is left of the TP time, so the curve passes
-through the run's own point.
+A run without a sweep has one point (``tplab.scaling.one_point``): β from the all-reduce
+sweep, the launch overhead from the single-device time; with the profiled split, α (β kept)
+and a TP rank's launch overhead from its comm and its rest; without it, α from the collective
+time the decode loop paid at that point and a TP rank's launch overhead from what is left of
+the TP time. Either way the curve passes through the run's own point.
 
 ``check`` then predicts every measured point with the calibrated profile and reports the error of
 each (single, TP, and the comm term alone); ``annotate_results`` stores that in results.json as
@@ -36,8 +51,19 @@ from typing import Any, Sequence
 
 from tplab.scaling import latency
 from tplab.records.dmodel import measured_crossover
-from tplab.stats.robust_fit import robust_alpha_beta
+from tplab.scaling.fit_points import (
+    PROFILED,
+    SPLIT_NOTES,
+    TP_TERMS_MARK,
+    TWO_PASSES,
+    comm_share,
+    lab_split,
+    split_source,
+    steady_points,
+    sweep_points,
+)
 from tplab.scaling.latency import HardwareProfile, ModelShape, Number, ScalingError
+from tplab.scaling.one_point import calibrate_from_single_point
 
 #: the calibrated prediction must be within this relative error of every measured point
 TOLERANCE = 0.25
@@ -84,45 +110,14 @@ def check_profile_matches(asked: str, results: dict[str, Any]) -> None:
                            f"{asked}; drop --profile or pass --profile {want}.")
 
 
-def sweep_points(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The d_model sweep's usable points (outputs matched, positive times), by d_model."""
-    out = []
-    for p in results.get("d_model_sweep") or []:
-        try:
-            ok = (p.get("outputs_match") is True and float(p["single_ms"]) > 0
-                  and float(p["tp_ms"]) > 0 and float(p["allreduce_ms"]) >= 0)
-        except (KeyError, TypeError, ValueError):
-            ok = False
-        if ok:
-            out.append(p)
-    return sorted(out, key=lambda p: p["d_model"])
-
-
-def steady_points(results: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """(the sweep points the calibration fits, what was left out and why).
-
-    Points flagged unstable (``unstable``: their rounds spread past ``harness.SPREAD_LIMIT``) are
-    left out when at least two steady points remain; otherwise all are fitted and the note says
-    the fit goes through unstable points, so it is never silent."""
-    pts = sweep_points(results)
-    bad = [p for p in pts if p.get("unstable")]
-    if not bad:
-        return pts, ""
-    which = ", ".join(f"d_model {p['d_model']} ({p.get('unstable_note') or 'unstable'})"
-                      for p in bad)
-    steady = [p for p in pts if not p.get("unstable")]
-    if len(steady) >= 2:
-        return steady, f"left out as unstable: {which}"
-    return pts, f"fitted through unstable points (fewer than two steady ones): {which}"
-
-
 def calibrate(profile: HardwareProfile, results: dict[str, Any],
-              shape: ModelShape | None = None) -> HardwareProfile:
+              shape: ModelShape | None = None, split: str = "auto") -> HardwareProfile:
     """The profile calibrated from ``results``: from its d_model sweep when it has one, else
-    from its all-reduce sweep and its one measured point. ScalingError when nothing can be."""
+    from its all-reduce sweep and its one measured point; TP's terms from ``split_source(results,
+    split)``. ScalingError when nothing can be."""
     if sweep_points(results):
-        return calibrate_from_sweep(profile, results, shape)
-    return calibrate_from_single_point(profile, results, shape)
+        return calibrate_from_sweep(profile, results, shape, split)
+    return calibrate_from_single_point(profile, results, shape, split)
 
 
 def _fit_pair(x1: Sequence[float], x2: Sequence[float], y: Sequence[float],
@@ -155,19 +150,6 @@ def _fit_pair(x1: Sequence[float], x2: Sequence[float], y: Sequence[float],
     return a, b, note
 
 
-def _roof(shape: ModelShape, d: float, p: int, bw: float, peak: float) -> float:
-    return max(shape.weight_elems(d, p) * shape.bytes_per_elem / bw, shape.flops(d, p) / peak)
-
-
-def _comm_terms(shape: ModelShape, d: float, p: int) -> tuple[float, float]:
-    """(A, B) with comm seconds per token = A·α + B/β (ring all-reduces + the logits gather)."""
-    n_ar = shape.allreduces_per_token()
-    a = n_ar * 2 * (p - 1) + (p - 1)
-    b = (n_ar * 2 * (p - 1) / p * shape.message_bytes(d)
-         + (p - 1) / p * shape.logits_bytes())
-    return a, b
-
-
 def _prior_beta_bps(profile: HardwareProfile, results: dict[str, Any]) -> tuple[float, str]:
     """β to fall back on: the run's back-to-back sweep fit, else the profile's."""
     fit = (results.get("sweep") or {}).get("fit") or {}
@@ -177,8 +159,9 @@ def _prior_beta_bps(profile: HardwareProfile, results: dict[str, Any]) -> tuple[
 
 
 def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
-                         shape: ModelShape | None = None) -> HardwareProfile:
+                         shape: ModelShape | None = None, split: str = "auto") -> HardwareProfile:
     """Every term of the model fitted to the run's d_model sweep (see the module docstring)."""
+    source = split_source(results, split)
     shape = latency.shape_from_results(results, shape)
     pts, left_out = steady_points(results)
     if not pts:
@@ -193,18 +176,24 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
     where = f"{len(pts)} d_model sweep point(s) {[int(d) for d in ds]} of {label}"
 
     single = [q["single_ms"] / 1e3 for q in pts]
-    s1, l1, n1 = _fit_pair([_roof(shape, d, 1, bw, peak) for d in ds], [k1] * len(ds), single,
+    s1, l1, n1 = _fit_pair([shape.roofline_s(d, 1, bw, peak) for d in ds], [k1] * len(ds), single,
                            prior_a=1.0)
-    comm = [max(q["allreduce_ms"], 1e-9) / 1e3 for q in pts]
-    ab = [_comm_terms(shape, d, p) for d in ds]
+    if source == PROFILED:
+        comm = [max((comm_share(q["profiled"]) or 0.0) * q["tp_ms"], 1e-9) / 1e3 for q in pts]
+    else:
+        comm = [max(q["allreduce_ms"], 1e-9) / 1e3 for q in pts]
+    ab = [shape.comm_coefficients(d, p) for d in ds]
     beta0, beta_from = _prior_beta_bps(profile, results)
     inv_beta, alpha, nc = _fit_pair([b for _, b in ab], [a for a, _ in ab], comm,
                                     prior_a=1.0 / beta0)
     if nc:
         nc = f"beta from {beta_from} ({nc})"
     comm_fit = [a * alpha + b * inv_beta for a, b in ab]
-    rest = [max(q["tp_ms"] / 1e3 - c, 1e-9) for q, c in zip(pts, comm_fit)]
-    sp, lp, npp = _fit_pair([_roof(shape, d, p, bw, peak) for d in ds], [kp] * len(ds), rest,
+    # the profiled split gives the rest from the same pass; two passes leave what the fitted comm
+    # does not explain of the plain pass
+    rest = [max(q["tp_ms"] / 1e3 - c, 1e-9)
+            for q, c in zip(pts, comm if source == PROFILED else comm_fit)]
+    sp, lp, npp = _fit_pair([shape.roofline_s(d, p, bw, peak) for d in ds], [kp] * len(ds), rest,
                             prior_a=s1)
 
     def num(value: float, what: str, note: str = "") -> Number:
@@ -216,116 +205,18 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
         mem_bw_gbps=num(bw / s1 / 1e9, roof_note.format(s1, profile.name), n1),
         peak_tflops=num(peak / s1 / 1e12, roof_note.format(s1, profile.name), n1),
         launch_us=num(l1 * 1e6, f"single-device per-op overhead x {k1} ops per token", n1),
-        alpha_us=num(alpha * 1e6, "in-loop collective ms per token (instrumented pass), ring "
-                     "model over the all-reduces and the logits all-gather", nc),
+        alpha_us=num(alpha * 1e6, ("the profiled pass's collective share of the TP per-token "
+                     "time" if source == PROFILED else "in-loop collective ms per token "
+                     "(instrumented pass)") + ", ring model over the all-reduces and the logits "
+                     "all-gather", nc),
         beta_gbps=num(1e-9 / inv_beta, "same in-loop fit", nc),
         tp_mem_bw_gbps=num(bw / sp / 1e9, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
         tp_peak_tflops=num(peak / sp / 1e12, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
-        tp_launch_us=num(lp * 1e6, f"a TP rank's per-op overhead x {kp} ops per token (TP ms "
-                         "minus the fitted comm term)", npp),
-        calibrated_from=f"{label}, d_model sweep" + (f"; {left_out}" if left_out else ""))
-
-
-def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any],
-                                shape: ModelShape | None = None) -> HardwareProfile:
-    """The profile with α, β fitted to the run's all-reduce sweep and the launch overhead fitted
-    to its single-device per-token time, each marked measured. What cannot be fitted (e.g. a
-    noisy sweep whose times do not grow with size) stays as the profile has it, and
-    ``calibrated_from`` says so; ScalingError only when nothing can be calibrated.
-
-    The launch overhead is what is left of the measured single per-token time once the roofline
-    term at the run's d_model is taken out, divided by the kernels per token (``ModelShape``).
-    """
-    shape = latency.shape_from_results(results, shape)
-    world = int(results.get("world_size") or 0)
-    sweep = (results.get("sweep") or {}).get("points") or []
-    label = (f"results.json ({results.get('comm') or results.get('backend', '?')}, world size "
-             f"{world}, {results.get('env', {}).get('device_names', ['?'])[0]})")
-    changes: dict[str, Any] = {"calibrated_from": label}
-    fit_error = ""
-    if sweep:
-        try:
-            fit = robust_alpha_beta(
-                [float(p["bytes"]) for p in sweep],
-                [[float(t) / 1e3 for t in (p.get("repeat_ms") or [p["ms"]])] for p in sweep],
-                world)
-        except (KeyError, TypeError, ValueError) as exc:
-            fit_error = f"sweep not fitted ({exc}); alpha and beta stay as the profile has them"
-        else:
-            note = (f"Theil-Sen fit to {fit.points} sweep points of {label} "
-                    f"(max relative residual {fit.max_rel_residual:.0%}"
-                    + (f"; unstable sizes left out: {list(fit.left_out_bytes)} B"
-                       if fit.left_out_bytes else "") + ")")
-            changes["alpha_us"] = Number(fit.alpha_s * 1e6, "measured", note)
-            changes["beta_gbps"] = Number(fit.beta_bps / 1e9, "measured", note)
-    single_ms = results.get("single_per_token_ms")
-    d0 = (results.get("model") or {}).get("d_model")
-    if isinstance(single_ms, (int, float)) and isinstance(d0, (int, float)) and single_ms > 0:
-        bw = profile.mem_bw_gbps.value * 1e9
-        peak = profile.peak_tflops.value * 1e12
-        roof_s = max(shape.weight_elems(d0, 1) * shape.bytes_per_elem / bw,
-                     shape.flops(d0, 1) / peak)
-        rest_s = single_ms / 1e3 - roof_s
-        if rest_s > 0:
-            changes["launch_us"] = Number(
-                rest_s / shape.kernels(1) * 1e6, "measured",
-                f"(single per-token {single_ms:.3f} ms - roofline {roof_s * 1e3:.3f} ms) / "
-                f"{shape.kernels(1)} kernels, from {label}")
-    _fit_in_loop_point(profile, results, shape, world, label, changes)
-    if len(changes) == 1:
-        raise ScalingError("results.json has nothing to calibrate from: "
-                           + (fit_error or "no sweep") + ", and no usable single-device "
-                           "per-token time.")
-    if fit_error:
-        changes["calibrated_from"] += f"; {fit_error}"
-    return dataclasses.replace(profile, **changes)
-
-
-def _fit_in_loop_point(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape,
-                       world: int, label: str, changes: dict[str, Any]) -> None:
-    """At the run's one point, what the decode loop really paid (``changes`` updated in place):
-    α from the collective ms per token of the instrumented pass (β kept at the back-to-back
-    sweep's, which a 256-byte message does not feel), then a TP rank's per-op overhead from
-    what is left of the TP per-token time. Without them the curve would carry the back-to-back
-    sweep's α, which misses the run's own TP point by the slower rank's waits (2-3x here).
-    When the instrumented pass paid more for its collectives than the plain pass's TP time
-    leaves room for (a busy machine, the timing's own syncs), α comes from that room, so the
-    curve still passes through the measured TP point."""
-    ar_ms, tp_ms = results.get("allreduce_ms_per_token"), results.get("tp_per_token_ms")
-    d0 = (results.get("model") or {}).get("d_model")
-    if not (isinstance(ar_ms, (int, float)) and ar_ms > 0 and isinstance(d0, (int, float))
-            and world >= 2):
-        return
-    bw, peak = profile.tp_value("mem_bw_gbps") * 1e9, profile.tp_value("peak_tflops") * 1e12
-    roof_s = _roof(shape, d0, world, bw, peak)
-    comm_s, how = ar_ms / 1e3, f"the instrumented pass's {ar_ms:.3f} ms"
-    if isinstance(tp_ms, (int, float)) and tp_ms > 0 and comm_s >= tp_ms / 1e3 - roof_s:
-        # no room left for a TP rank's launches: keep its prior and take α from what remains
-        room = tp_ms / 1e3 - roof_s - shape.kernels(world) * profile.tp_value("launch_us") * 1e-6
-        if room > 0:
-            comm_s = room
-            how = (f"the {room * 1e3:.3f} ms the plain pass's TP {tp_ms:.3f} ms left beside a TP "
-                   f"rank's compute and launches (the instrumented pass paid {ar_ms:.3f} ms)")
-    beta = changes.get("beta_gbps", profile.beta_gbps).value * 1e9
-    a, b = _comm_terms(shape, d0, world)
-    alpha_s = (comm_s - b / beta) / a
-    if alpha_s <= 0:
-        return
-    b2b = changes.get("alpha_us")
-    changes["alpha_us"] = Number(
-        alpha_s * 1e6, "measured",
-        f"in-loop collective time per token at the run's one point ({how}, waiting for the "
-        "slower rank included), ring model, beta kept at "
-        + (f"the back-to-back sweep's (which fitted alpha {b2b.value:.1f} us)" if b2b
-           else f"{profile.name}'s value") + f"; from {label}")
-    if not (isinstance(tp_ms, (int, float)) and tp_ms > 0):
-        return
-    rest_s = tp_ms / 1e3 - comm_s - roof_s
-    if rest_s > 0:
-        changes["tp_launch_us"] = Number(
-            rest_s / shape.kernels(world) * 1e6, "measured",
-            f"(TP per-token {tp_ms:.3f} ms - collectives {comm_s * 1e3:.3f} ms - a TP rank's "
-            f"roofline) / {shape.kernels(world)} ops, from {label}")
+        tp_launch_us=num(lp * 1e6, f"a TP rank's per-op overhead x {kp} ops per token (" + (
+            "the profiled pass's non-collective share of the TP ms" if source == PROFILED
+            else "TP ms minus the fitted comm term") + ")", npp),
+        calibrated_from=f"{label}, d_model sweep" + (f"; {left_out}" if left_out else "")
+        + f"; TP terms from {SPLIT_NOTES[source]}")
 
 
 def measured_points(results: dict[str, Any]) -> dict[str, float] | None:
@@ -358,8 +249,13 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
         m = measured_points(results)
         pts = [] if m is None else [{
             "d_model": m["d_model"], "single_ms": m["single_ms"], "tp_ms": m["tp_ms"],
-            "allreduce_ms": float(results.get("allreduce_ms_per_token") or 0.0)}]
+            "allreduce_ms": float(results.get("allreduce_ms_per_token") or 0.0),
+            "profiled": lab_split(results)}]
         source = "the run's one measured point (no d_model sweep)"
+    split = PROFILED if TP_TERMS_MARK in (profile.calibrated_from or "") else TWO_PASSES
+    if split == PROFILED:  # comm as it was fitted: the profiled share of the TP time
+        pts = [{**q, "allreduce_ms": (comm_share(q.get("profiled")) or 0.0) * q["tp_ms"]}
+               if comm_share(q.get("profiled")) is not None else q for q in pts]
     rows, off = [], []
     for q in pts:
         pr = latency.predict(profile, float(q["d_model"]), world, shape)
@@ -390,7 +286,8 @@ def check(profile: HardwareProfile, results: dict[str, Any], shape: ModelShape |
     errs = [abs(r[k]) for r in rows for k in ("single_error", "tp_error")]
     worst = max(errs) if errs else None
     return {"profile": profile.name, "calibrated_from": profile.calibrated_from,
-            "points_from": source, "tolerance": tolerance,
+            "points_from": source, "tp_split_from": split, "tp_split_note": SPLIT_NOTES[split],
+            "tolerance": tolerance,
             "terms": {k: n.to_json() for k, n in profile.numbers().items()},
             "points": rows, "max_abs_error": worst,
             "within_tolerance": worst is not None and worst <= tolerance, "off": off}

@@ -166,6 +166,19 @@ class ModelShape:
     def logits_bytes(self) -> float:
         return self.vocab_size * self.bytes_per_elem * self.batch
 
+    def roofline_s(self, d: float, p: int, bw: float, peak: float) -> float:
+        """One rank's roofline seconds per token at d_model ``d`` over ``p`` ranks: the weights
+        read at ``bw`` bytes/s or the flops at ``peak`` flop/s, whichever is longer."""
+        return max(self.weight_elems(d, p) * self.bytes_per_elem / bw, self.flops(d, p) / peak)
+
+    def comm_coefficients(self, d: float, p: int) -> tuple[float, float]:
+        """(A, B) with comm seconds per token = A·α + B/β (ring all-reduces + the logits gather)."""
+        n_ar = self.allreduces_per_token()
+        a = n_ar * 2 * (p - 1) + (p - 1)
+        b = (n_ar * 2 * (p - 1) / p * self.message_bytes(d)
+             + (p - 1) / p * self.logits_bytes())
+        return a, b
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -1,5 +1,6 @@
 """TP primitives: collectives as conjugate autograd Functions (over the process group or the
-shared-memory transport), comm timing, and the Megatron-style layers.
+shared-memory transport), comm timing, the collectives' names for a profiler (``labels``), and
+the Megatron-style layers.
 
 Pod-side: imports only torch and the standard library.
 """

@@ -14,6 +14,10 @@ byte that crosses ranks in one place, which is also where ``comm_timing`` (timin
 Every wrapper takes ``group=None`` (the default process group). With no initialised process group,
 or a group of one rank, every wrapper is the identity and no communication happens.
 
+Each forward collective can carry a label (``reduce_from_region(x, group, label)``): inside a
+``labels.labelled()`` block it is a profiler span of that name, so a trace shows every
+collective by its layer and place; outside one the label costs one check of a module-level list.
+
 Which transport carries the bytes is chosen here too, so layers and models never know: by default
 the process group's own backend (gloo on the CPU, nccl on GPUs); after ``use_transport(comm)`` with
 a ``tplab.tp.shm.ShmComm``, the fp32 CPU all-reduces and all-gathers of that communicator's group
@@ -33,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from . import timing
+from tplab.records.trace_names import UNNAMED
+
+from . import labels, timing
 from .timing import CommTiming, comm_timing
 
 if TYPE_CHECKING:
@@ -309,19 +315,41 @@ def copy_to_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
     return _CopyToRegion.apply(x, group)
 
 
-def reduce_from_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
-    """All-reduce (sum) forward, identity backward."""
+def reduce_from_region(x: torch.Tensor, group: ProcessGroup = None,
+                       label: str | None = None) -> torch.Tensor:
+    """All-reduce (sum) forward, identity backward. Inside ``labels.labelled()`` the forward
+    collective is a profiler span named ``label`` (e.g. "L3 attn-out all-reduce")."""
     if get_world_size(group) == 1:
         return x
+    if labels.ON:
+        with labels.span(label or UNNAMED["all_reduce"]):
+            return _reduce_forward(x, group)
     if not _recording(x):
         return _all_reduce_n(x, group)
     return _ReduceFromRegion.apply(x, group)
 
 
-def gather_from_region(x: torch.Tensor, group: ProcessGroup = None) -> torch.Tensor:
-    """All-gather along the last dim forward, keep this rank's chunk of the gradient backward."""
+def _reduce_forward(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
+    if not _recording(x):
+        return _all_reduce_n(x, group)
+    return _ReduceFromRegion.apply(x, group)
+
+
+def gather_from_region(x: torch.Tensor, group: ProcessGroup = None,
+                       label: str | None = None) -> torch.Tensor:
+    """All-gather along the last dim forward, keep this rank's chunk of the gradient backward.
+    Inside ``labels.labelled()`` the forward collective is a profiler span named ``label``."""
     if get_world_size(group) == 1:
         return x
+    if labels.ON:
+        with labels.span(label or UNNAMED["all_gather"]):
+            return _gather_forward(x, group)
+    if not _recording(x):
+        return _gather_last(x, group)
+    return _GatherFromRegion.apply(x, group)
+
+
+def _gather_forward(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     if not _recording(x):
         return _gather_last(x, group)
     return _GatherFromRegion.apply(x, group)

@@ -106,6 +106,8 @@ class ColumnParallelLinear(nn.Module):
 
     weight: nn.Parameter
     bias: nn.Parameter | None
+    #: the name of its all-gather in a profiler trace (set by the model that places it)
+    label: str | None = None
 
     def __init__(
         self,
@@ -150,7 +152,7 @@ class ColumnParallelLinear(nn.Module):
         x = copy_to_region(x, self.group)
         y = F.linear(x, self.weight, self.bias)
         if self.gather_output:
-            y = gather_from_region(y, self.group)
+            y = gather_from_region(y, self.group, self.label)
         return y
 
     def extra_repr(self) -> str:
@@ -171,6 +173,8 @@ class RowParallelLinear(nn.Module):
 
     weight: nn.Parameter
     bias: nn.Parameter | None
+    #: the name of its all-reduce in a profiler trace (set by the model that places it)
+    label: str | None = None
 
     def __init__(
         self,
@@ -213,7 +217,7 @@ class RowParallelLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.input_is_parallel:
             x = scatter_to_region(x, self.group)
-        y = reduce_from_region(F.linear(x, self.weight), self.group)
+        y = reduce_from_region(F.linear(x, self.weight), self.group, self.label)
         if self.bias is not None:
             y = y + self.bias
         return y
@@ -233,6 +237,9 @@ class ShardedEmbedding(nn.Module):
     partial results. Ids outside [0, vocab_size) are not checked when world_size > 1 (checking
     would force a device sync per lookup): they come back as zero vectors.
     """
+
+    #: the name of its all-reduce in a profiler trace (set by the model that places it)
+    label: str | None = None
 
     def __init__(
         self,
@@ -291,7 +298,7 @@ class ShardedEmbedding(nn.Module):
         foreign = (ids < self.vocab_start) | (ids >= self.vocab_end)
         local = (ids - self.vocab_start).masked_fill(foreign, 0)
         out = F.embedding(local, self.weight).masked_fill(foreign.unsqueeze(-1), 0.0)
-        return reduce_from_region(out, self.group)
+        return reduce_from_region(out, self.group, self.label)
 
     def extra_repr(self) -> str:
         return (

@@ -18,6 +18,7 @@ from typing import Any
 from tplab.records.events import Event
 from tplab.viewmodel.parts import Budget
 from tplab.viewmodel.snapshot import LabSnapshot
+from tplab.viewmodel.timeline_view import split_text, timeline_from
 
 #: at most this many lines of the pod's job.log are added to the log (its tail)
 REMOTE_LINES = 400
@@ -208,9 +209,22 @@ class LabState(LabSnapshot):
                + ("" if point["outputs_match"] else ", TP output differs"))
 
 
+    def _on_timeline(self, ev: Event) -> None:
+        timeline = timeline_from(ev.fields)
+        if timeline is None:
+            self.unknown_events += 1
+            return
+        self.timeline = timeline
+        tp = timeline.splits.get("tp")
+        self.add_line(ev.ts, ev.src, "info", "profiled pass, TP: " + (
+            f"{split_text(tp)} ({tp.tokens} tokens)" if tp else "no TP step could be split")
+            + f"; the trace is {timeline.trace_file} (key 5: the timeline)")
+
     def _on_result(self, ev: Event) -> None:
         res = ev["results"]
         self.results = res
+        if self.timeline is None and res.get("timeline") is not None:
+            self.timeline = timeline_from(res.get("timeline"))
         model = res.get("model") if isinstance(res.get("model"), dict) else {}
         for key, v in (("d_model", model.get("d_model")), ("world_size", res.get("world_size"))):
             if _int(v) is not None:
@@ -308,6 +322,7 @@ _HANDLERS: dict[str, Callable[[LabState, Event], None]] = {
     "prompt_done": LabState._on_prompt_done,
     "sweep": LabState._on_sweep,
     "sweep_point": LabState._on_sweep_point,
+    "timeline": LabState._on_timeline,
     "result": LabState._on_result,
     "error": LabState._on_error,
     "heartbeat": LabState._on_heartbeat,

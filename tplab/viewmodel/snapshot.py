@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tplab.viewmodel.parts import Budget, Cost, Instance, LogLine
+from tplab.viewmodel.timeline_view import Timeline
 from tplab.viewmodel.tokens import MODES, ModeTimings, TokenFold
 
 #: the orchestrator's phases, in order (``done`` ends a lab)
@@ -81,6 +82,8 @@ class LabSnapshot:
         self.sweep_points: list[dict[str, Any]] = []
         self.sweep_skipped: list[dict[str, Any]] = []
         self.results: dict[str, Any] | None = None
+        # the profiled pass: each token step as lanes, one per rank (``timeline_view``)
+        self.timeline: Timeline | None = None
         # termination as the user sees it
         self.terminate_requested_at: float | None = None
         self.terminate_seen = False    # the lab entered its terminate phase

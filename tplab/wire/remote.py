@@ -329,12 +329,14 @@ async def touch_heartbeat(sftp: asyncssh.SFTPClient) -> None:
 
 
 #: what comes back from the pod after the run
-FETCH_FILES = ("results.json", "events.jsonl", "job.log", "watchdog.log", "guard.log",
-               "exit_code")
+FETCH_FILES = ("results.json", "events.jsonl", "trace.json", "job.log", "watchdog.log",
+               "guard.log", "exit_code")
 #: the most of each file the client takes from the (untrusted) pod; a longer log comes back as
-#: its last part, anything else longer is not fetched
-FETCH_LIMITS = {"results.json": 8 << 20, "events.jsonl": 256 << 20, "job.log": 16 << 20,
-                "watchdog.log": 4 << 20, "guard.log": 1 << 20, "exit_code": 64}
+#: its last part, anything else longer is not fetched (trace.json: the job bounds it to
+#: ``tplab.records.trace_merge.MAX_TRACE_BYTES``, 8 MiB)
+FETCH_LIMITS = {"results.json": 8 << 20, "events.jsonl": 256 << 20, "trace.json": 9 << 20,
+                "job.log": 16 << 20, "watchdog.log": 4 << 20, "guard.log": 1 << 20,
+                "exit_code": 64}
 DEFAULT_FETCH_LIMIT = 16 << 20
 _LOGS = (".log",)
 

@@ -30,6 +30,9 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 | `ctrl+t` / `t` | **TERMINATE** the pod: no confirmation, works in every state, once |
 | `q` / `ctrl+q` | quit; while a pod is alive: terminate and quit, leave it running, or cancel |
 | `1` `2` `3` `4` | the view switch: plot, scaling curve, log, figures (narrow and medium screens) |
+| `5` | the timeline of the profiled pass (every layout; `1` brings the plot back) |
+| `[` / `]` | the timeline's previous / next profiled token |
+| `m` | the timeline's mode: TP or single device |
 | `f` | the log's filter: all, lab, job, stderr (the pod's job.log), problems |
 | `l` | the Labs screen: every lab that ran; enter opens one here, `r` replays it |
 | `+` / `-` | a replay's speed: ×1, ×10, ×100, max (as fast as it draws) |
@@ -40,7 +43,7 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 **Layouts**: 160 columns and more show every panel; from 100 columns the figures stay on the
 left and the lower right switches between the scaling curve and the log (2, 3); below that (or
 under 35 rows) a summary strip keeps the pod's state, the budget left, the latest ms/token and
-the phase on screen, TERMINATE stays at the bottom, and 1–4 switch the rest.
+the phase on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
 
 **Budget**: the ledger's cap, recorded spending, money held by open authorizations, what
 remains (read from the ledger before any lab, and again after each), and this lab's cap and
@@ -58,6 +61,15 @@ shows its numbers instead.
 
 **Scaling**: the latency model's single vs TP per-token time over d_model, the crossover (in
 the title), and this run's measured point.
+
+**Timeline** (key 5): after the timed passes the job decodes a few tokens per mode under
+torch's profiler on every rank (`--profile-tokens`). Each token is drawn as lanes, one per rank,
+time running left to right: █ compute, ▒ an all-reduce on the wire (after the last rank
+arrived), ░ waiting for the other rank to arrive, blank the rest (launches, Python); the labels
+above a lane name each collective (E the embedding, 3a / 3m layer 3's attention output and MLP
+down projection, G the logits gather). Below: each rank's split, the medians over the profiled
+tokens, and how much of an all-reduce is waiting. The whole pass is `trace.json` in the lab's
+folder, for ui.perfetto.dev; `tplab timeline DIR` prints the same as text.
 
 **Log**: whole lines, wrapped; scroll back with the mouse or the arrows once it has focus;
 `!` marks a warning, `✗` an error.

@@ -128,6 +128,8 @@ class TimingsStats(StatePanel):
             ("speedup", DASH if sp is None else f"{sp:.2f}× (single/tp)"),
             ("TP == single", match_text(state)),
         ], label_width=12))
+        if state.timeline is not None:  # the profiled pass arrived: where to see it
+            out.append("\nprofiled pass: key 5 draws each token per rank", style="dim")
         flagged = ((r or {}).get("stability") or {}).get("unstable") or []
         if flagged:  # the job's figures whose samples spread past the limit (stability block)
             out.append(f"\n{len(flagged)} figure(s) {flagged[0]['note']} "

@@ -1,6 +1,6 @@
 """The view switch: one line naming the views a layout can show, the current one marked.
 
-Each name is a link (a click switches), and keys 1–4 do the same from anywhere. The current
+Each name is a link (a click switches), and keys 1–5 do the same from anywhere. The current
 view is marked with ▸ and reverse video, so it reads without colour.
 """
 

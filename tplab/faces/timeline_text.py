@@ -1,0 +1,71 @@
+"""A finished lab's timeline as text: each profiled token, rank by rank, for a terminal or a pipe.
+
+Why: the dashboard draws the profiled pass as lanes (``tui/widgets/timeline_panel.py``); the
+same lanes and figures as plain lines serve ``tplab timeline LAB_DIR``, a script, a pipe to a
+file, or a terminal without the dashboard. Cells and labels come from the view-model
+(``tplab.viewmodel.timeline_view``), so the two faces draw the same thing. Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tplab.viewmodel.timeline_view import (
+    CELL,
+    LEGEND,
+    Step,
+    Timeline,
+    allreduce_text,
+    label_row,
+    lane_cells,
+    split_text,
+    us,
+)
+
+PREFIX = 4
+
+
+def step_lines(step: Step, index: int, count: int, width: int, comm: str) -> Iterator[str]:
+    """One step: a heading, then per rank its collectives' labels, its lane and its parts."""
+    where = f"over {comm}" if step.mode == "tp" else "on one device"
+    name = "TP" if step.mode == "tp" else "single"
+    yield f"{name} token {index + 1}/{count} (step {step.pos}) {where}, {us(step.span_us)}"
+    lane_width = max(10, width - PREFIX)
+    span = step.span_us or 1.0
+    for k, lane in enumerate(step.lanes):
+        labels = label_row(step, k, span, lane_width)
+        if labels:
+            yield " " * PREFIX + labels
+        yield f"r{lane.rank:<{PREFIX - 1}}" + "".join(
+            CELL.get(c, " ") for c in lane_cells(lane, span, lane_width)).rstrip()
+        yield (" " * PREFIX + f"{us(lane.token_us)} = compute {lane.compute_us:.0f} + wire "
+               f"{lane.wire_us:.0f} + wait {lane.wait_us:.0f} + rest {lane.rest_us:.0f} µs")
+
+
+def timeline_lines(t: Timeline, *, width: int = 100, modes: tuple[str, ...] = ("tp", "single"),
+                   token: int | None = None) -> Iterator[str]:
+    """The whole profiled pass (or one ``token``, 1-based, of each mode) as lines."""
+    yield f"profiled pass: TP over {t.comm}; {t.alignment}"
+    yield f"legend: {LEGEND}; labels: E embedding, 3a/3m layer 3's attn-out/mlp-down, G logits"
+    for mode in modes:
+        steps = t.steps.get(mode, ())
+        chosen = list(enumerate(steps))
+        if token is not None:
+            chosen = chosen[token - 1:token] if 0 < token <= len(steps) else []
+        for i, step in chosen:
+            yield ""
+            yield from step_lines(step, i, len(steps), width, t.comm)
+        split = t.splits.get(mode)
+        if split is not None and steps:
+            yield ""
+            yield f"{'TP' if mode == 'tp' else 'single'}, median of {split.tokens}: " \
+                  f"{split_text(split)}"
+            ar = allreduce_text(split)
+            if ar:
+                yield ar
+    if t.sum_worst is not None:
+        yield ""
+        yield (f"the parts add up to each step's own clock within {t.sum_worst:.1%} (worst rank "
+               "and step)")
+    yield f"trace: {t.trace_file} in the lab folder ({t.trace_note or 'complete'}); open it in " \
+          "ui.perfetto.dev or chrome://tracing"
