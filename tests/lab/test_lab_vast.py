@@ -5,7 +5,10 @@ ledger. And ``--provider auto`` across both mock clouds."""
 from __future__ import annotations
 
 import asyncio
+import calendar
 import json
+import re
+import time
 
 import pytest
 
@@ -38,8 +41,12 @@ def _alive(cloud) -> list[dict]:
 
 
 def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
+    """Vast's rules on, as the service keeps them (the mock's default): its input limits, its
+    rate limits, a market of 209 offers answered in the server's own order."""
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    started = time.monotonic()
     outcome = asyncio.run(Lab(cfg).run())
+    print(f"the Vast scenario lab took {time.monotonic() - started:.1f} s")
     assert outcome.status == COMPLETE, outcome.reason
     assert outcome.verified_gone and outcome.exit_code == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -57,6 +64,18 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
     guard = (tmp_path / "out" / "guard.log").read_text()
     assert "the client showed up after" in guard
     assert vast_cloud.api_key not in (tmp_path / "out" / "stream.jsonl").read_text()
+    # the create fit Vast's limits (the guard in variables of <= 256 characters) and the guard
+    # started with the instance's container, from its onstart
+    [made] = vast_cloud.pods()
+    first = re.match(r"(\S+Z) boot-guard\[\d+\]: started:", guard.splitlines()[0])
+    assert first, guard.splitlines()[0]
+    began = calendar.timegm(time.strptime(first.group(1), "%Y-%m-%dT%H:%M:%SZ"))
+    assert made["containerStartedAt"] - 1 <= began <= made["containerStartedAt"] + 5
+    # Vast's rate limits on, at the service's own intervals: tplab paced every call
+    assert sum(state["rateLimited"].values()) == 0, state["rateLimited"]
+    # 209 offers, the cheapest 2x RTX 4090 that can run the image far down the server's own
+    # order and behind 135 cheaper hosts whose drivers cannot: the lab bid on it
+    assert made["askId"] == 9001002 and made["is_bid"]
 
 
 def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,

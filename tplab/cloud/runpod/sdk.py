@@ -37,7 +37,7 @@ import types
 from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
-from tplab.cloud.runpod.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
+from tplab.cloud.runpod.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL, UNKNOWN_SOURCE
 from tplab.keys.redact import error_text, redact, register_secret
 
 _LOCK = threading.RLock()
@@ -112,10 +112,12 @@ class ApiError(ProviderError):
 class RunPodApi:
     """The SDK bound to one key and one API URL. Thread-safe (see module docstring)."""
 
-    def __init__(self, api_key: str, api_base_url: str | None = None) -> None:
+    def __init__(self, api_key: str, api_base_url: str | None = None,
+                 key_source: str = "") -> None:
         if not api_key:
             raise AuthError("No RunPod API key was given.")
         self._key = api_key
+        self.key_source = key_source or UNKNOWN_SOURCE
         register_secret(api_key)
         self.api_base_url = (api_base_url or os.environ.get("RUNPOD_API_BASE_URL")
                              or DEFAULT_API_BASE_URL).rstrip("/")
@@ -138,7 +140,7 @@ class RunPodApi:
             try:
                 return fn(*args, **kwargs)
             except rp_error.AuthenticationError:
-                raise AuthError(AUTH_FAILED) from None
+                raise AuthError(AUTH_FAILED.format(source=self.key_source)) from None
             except rp_error.QueryError as exc:
                 msg = error_text(exc, [self._key])
                 raise ApiError(f"RunPod returned an error while {what}: {msg}", msg) from None
