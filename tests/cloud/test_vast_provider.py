@@ -102,9 +102,9 @@ def test_429_and_5xx_are_backed_off_and_a_create_is_never_repeated(fake):
         (429, {"detail": "API requests too frequent endpoint threshold=2.0"}),
         (502, {"error": "bad gateway"})]
     q = provider(fake, sleeps).quote(GPU, 2)
-    # the 429 named its endpoint's threshold: the next search waits that long; the 502 the
-    # first retry delay
-    assert q.spot_available and [round(s, 1) for s in sleeps[:2]] == [2.0, 1.0]
+    # the 429 named its endpoint's threshold: the next search waits that long (and the
+    # pacer's margin for the trips); the 502 the first retry delay
+    assert q.spot_available and [round(s, 2) for s in sleeps[:2]] == [2.35, 1.0]
     fake.faults[("PUT", "/api/v0/asks/")] = [(500, {"error": "server_error", "msg": "oops"})]
     with pytest.raises(AmbiguousCreateError) as err:
         provider(fake).create(spec())

@@ -462,3 +462,21 @@ def test_a_404_to_its_own_destroy_is_a_key_that_cannot_see_it_and_the_next_way_i
     assert "vastai destroy instance 4242: failed (exit 0: Failed with error 404" in log
     assert "DELETE /api/v0/instances/4242: failed (HTTP 200 without success: true" in log
     assert "vastai destroy instance 4242: accepted" in log and len(ran) == 2
+
+
+def test_with_runpods_graphql_retired_a_pod_key_that_gets_404_ends_its_pod_another_way(tmp_path):
+    """A pod-scoped key that gets 404 on its own pod (v2), and GraphQL gone (an HTML 404):
+    neither is a success, each says why, and runpodctl ends the pod."""
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t - 1000)
+    ran = []
+    page = (404, "<!DOCTYPE html><html><body>This API has been retired</body></html>")
+    with FakeGraphQL([page], deletes=[(404, '{"title": "Not Found", "status": 404}')]) as api:
+        dog = make(tmp_path, api, clock, runpodctl="/usr/local/bin/runpodctl",
+                   run=lambda argv, env, t: (ran.append(argv) or (0, f"pod {POD} removed")))
+        assert dog.run() == 0
+    assert_v2_then_graphql(api)
+    log = (tmp_path / "watchdog.log").read_text()
+    assert f"v2 DELETE /v2/pods/{POD}: failed (HTTP 404: this pod's key cannot see it" in log
+    assert "GraphQL podTerminate: failed (HTTP 404:" in log
+    assert "runpodctl remove pod: accepted (exit 0" in log and len(ran) == 1

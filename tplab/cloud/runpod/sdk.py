@@ -23,6 +23,10 @@ Error mapping (messages never contain the key; everything passes through tplab.k
 - HTTP 401 (``runpod.error.AuthenticationError``) -> ``AuthError``
 - a GraphQL error (``runpod.error.QueryError``) -> ``ApiError`` with ``api_message``
 - a non-JSON answer (an HTTP 5xx page), a timeout or no connection -> ``TransientError``
+- GraphQL retired (to go in early 2027): the SDK cannot say so (it reads no status), so after
+  an answer that is not GraphQL one plain request asks the URL what it is: 404, 410 or a page
+  that is not JSON -> ``GraphqlGoneError`` (spot and the balance went with it: say so, and go
+  on through REST v2); a 5xx is still ``TransientError``
 """
 
 from __future__ import annotations
@@ -109,6 +113,15 @@ class ApiError(ProviderError):
         self.api_message = api_message
 
 
+class GraphqlGoneError(ProviderError):
+    """RunPod's GraphQL API is gone (404, 410, or a page that is not JSON): spot pods and the
+    account balance went with it; ``why`` says in a few words what its URL answered."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 class RunPodApi:
     """The SDK bound to one key and one API URL. Thread-safe (see module docstring)."""
 
@@ -168,12 +181,36 @@ class RunPodApi:
         import_runpod()
         from runpod.api.graphql import run_graphql_query
 
-        answer = self.call(what, run_graphql_query, query, api_key=self._key)
+        try:
+            answer = self.call(what, run_graphql_query, query, api_key=self._key)
+        except TransientError as exc:
+            if "error page" in str(exc):   # not GraphQL: retired, or a passing 5xx page?
+                self._raise_if_gone(what)
+            raise
         data = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(data, dict):
+            self._raise_if_gone(what)
             raise TransientError(f"RunPod's API gave an answer without data while {what}; "
                                  "try again.")
         return data
+
+    def _raise_if_gone(self, what: str) -> None:
+        """Ask the GraphQL URL once what it answers (``GraphqlGoneError`` when it is gone)."""
+        import requests
+
+        url = f"{self.api_base_url}/graphql"
+        try:
+            resp = requests.post(url, json={"query": "query { __typename }"}, timeout=30,
+                                 headers={"Authorization": f"Bearer {self._key}",
+                                          "User-Agent": "tplab (GraphQL)"})
+        except requests.exceptions.RequestException:
+            return
+        kind = resp.headers.get("Content-Type", "").split(";")[0].strip() or "no content type"
+        if resp.status_code in (404, 410) or (resp.status_code < 300 and "json" not in kind):
+            why = f"HTTP {resp.status_code}, {kind}"
+            raise GraphqlGoneError(f"RunPod's GraphQL API at {url} is gone ({why}) while "
+                                   f"{what}; spot pods and the account balance went with it.",
+                                   why)
 
     def redact(self, text: object) -> str:
         return redact(text, [self._key])

@@ -37,7 +37,7 @@ Each switch and what the mock then does:
     and create: 410 ``no_such_ask`` "... is no longer available" and 404 ``no_such_ask`` "... is
     not available" (someone else rented it: it is gone from later searches), 400
     ``invalid_price`` "... does not match a fresh search quote" (its price rose 10 %); nothing
-    is created.
+    is created. Setting the switch (to anything, ``[]`` too) puts every offer back.
 ``destroyed_records`` (bool)
     A destroyed instance is still answered, as a record whose ``actual_status`` and
     ``intended_status`` read ``destroyed`` (show, and the v1 list), as the service may answer

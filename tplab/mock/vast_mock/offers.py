@@ -73,13 +73,17 @@ def _machines() -> tuple[Machine, ...]:
 
 #: the 2x RTX 4090 hosts of the market beyond the first (see the module docstring)
 MARKET_HOSTS = 180
+#: market hosts at 9001002's own prices
+TWINS = 2
 #: what a search answers when it names no ``limit`` (Vast: 64)
 DEFAULT_LIMIT = 64
 
 
 def _market_hosts(ask: int) -> tuple[Machine, ...]:
     """Old-driver hosts cheaper than 9001002 (the cheapest 2x RTX 4090 that runs CUDA 12.4),
-    ranked high, and hosts that run it at higher prices, ranked in between: deterministic."""
+    ranked high, and hosts that run it, two at 9001002's own prices (listed after it: a lab
+    whose offer was taken finds another at the price it authorized), the rest higher, ranked in
+    between: deterministic."""
     out = []
     old = MARKET_HOSTS * 3 // 4
     for i in range(MARKET_HOSTS):
@@ -89,7 +93,8 @@ def _market_hosts(ask: int) -> tuple[Machine, ...]:
             score = 0.99 - 0.5 * ((i * 7) % old) / old
         else:         # CUDA 12.8 drivers, above 9001002's prices
             j = i - old
-            bid, od, cuda = 0.37 + 0.005 * j, 0.82 + 0.01 * j, 12.8
+            bid, od, cuda = ((0.36, 0.80, 12.8) if j < TWINS else
+                             (0.37 + 0.005 * j, 0.82 + 0.01 * j, 12.8))
             score = 0.98 - 0.6 * ((j * 11) % (MARKET_HOSTS - old)) / (MARKET_HOSTS - old)
         out.append(Machine(ask_id=ask, machine_id=42000 + i, gpu_name="RTX 4090", num_gpus=2,
                            gpu_ram_mb=24564, ondemand_dph=round(od, 4), min_bid=round(bid, 4),
