@@ -78,6 +78,8 @@ def test_create_bids_ssh_direct_and_attaches_the_key_to_the_instance_only(fake):
     ssh = fake.calls("POST", f"/api/v0/instances/{info.id}/ssh")
     assert [s.body for s in ssh] == [{"ssh_key": PUB}]
     assert fake.calls("POST", "/api/v0/ssh") == []                # never the account's keys
+    assert info.id and info.name == "tplab-lab1"    # as read back: its state is the boot's to poll
+    info = p.status(info.id)
     assert info.state == "RUNNING" and info.ssh.host == "127.0.0.1" and info.ssh.port == 40022
 
 

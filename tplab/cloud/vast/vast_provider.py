@@ -280,8 +280,9 @@ class VastProvider(PodLifecycle):
             raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']}{at} ({why}); "
                                        "nothing is left running.")
         pod_id = str(contract)
+        read: dict[str, Any] | None = None
         if machine_bid is not None:
-            self._check_rental(pod_id, spec, machine_bid)
+            read = self._check_rental(pod_id, spec, machine_bid)
         try:
             self._api.call("attaching the lab's SSH key to the instance", "POST",
                            f"/api/v0/instances/{pod_id}/ssh",
@@ -291,8 +292,8 @@ class VastProvider(PodLifecycle):
             raise ProviderError(f"Vast.ai rented instance {pod_id} but would not attach the "
                                 f"lab's SSH key ({error_text(exc)}); it has been destroyed.") \
                 from None
-        try:
-            info = self.status(pod_id)
+        try:   # the read-back is the instance as it is now (a show is paced: 2 s apart)
+            info = shapes.pod_info(read) if read is not None else self.status(pod_id)
         except ProviderError:
             info = PodInfo(id=pod_id, name=spec.name, state="PROVISIONING")
         return dataclasses.replace(info, name=info.name or spec.name, spot=spec.spot,
@@ -300,11 +301,12 @@ class VastProvider(PodLifecycle):
                                    gpu_count=info.gpu_count or spec.gpu_count,
                                    usd_per_hr=info.usd_per_hr or bid)
 
-    def _check_rental(self, pod_id: str, spec: PodSpec, bid: float) -> None:
-        """Read the new instance back: Vast's answer to a create never says which rental it
-        made, and an on-demand one bills at the full price. Anything but the interruptible
-        rental at the bid is destroyed at once, its end verified, and the lab told in one
-        sentence (``RentalMismatchError``, carrying the instance for the lab's teardown)."""
+    def _check_rental(self, pod_id: str, spec: PodSpec, bid: float) -> dict[str, Any]:
+        """Read the new instance back (and return it): Vast's answer to a create never says
+        which rental it made, and an on-demand one bills at the full price. Anything but the
+        interruptible rental at the bid is destroyed at once, its end verified, and the lab
+        told in one sentence (``RentalMismatchError``, carrying the instance for the lab's
+        teardown)."""
         inst: dict[str, Any] | None = None
         for attempt in range(READBACK_TRIES):
             try:
@@ -320,7 +322,7 @@ class VastProvider(PodLifecycle):
                 self._sleep(self.poll_interval_s)
         problem = shapes.rental_problem(inst, bid) if inst is not None else None
         if inst is not None and problem is None:
-            return
+            return inst
         what = problem or f"made it, but {why}"
         info = shapes.pod_info(inst) if inst is not None else PodInfo(
             id=pod_id, name=spec.name, state="PROVISIONING")
