@@ -12,9 +12,10 @@ and what the service answers, ``tplab.mock.vast_mock.departures``), readable and
   large enough to see past the cheap hosts that cannot run the image (without one Vast answers
   64); sorted here again by tplab's own price.
 - Create (``PUT /api/v0/asks/{offer}``): ``runtype: ssh_direct``, ``price`` = the bid per
-  machine, ``label`` = tplab's pod name, ``onstart`` (at most 4048 characters) keeps the
-  instance's id and key for SSH sessions (``self_end.ENV_FILE``) and starts the boot guard,
-  whose zip travels in ``env`` (a dict, as Vast's own CLI sends it).
+  machine, ``label`` = tplab's pod name, ``onstart`` (with any args, at most 4,096
+  characters) keeps the instance's id and key for SSH sessions (``self_end.ENV_FILE``) and
+  starts the boot guard, whose zip travels in ``env`` (a dict, as Vast's own CLI sends it), cut
+  into variables of at most 256 characters (``service_rules``: Vast refuses a longer one).
 - An instance's state (``actual_status``, ``intended_status``, ``next_state``, ``status_msg``)
   in tplab's words (``state_of``): running is RUNNING, unless Vast means to stop it (its
   intended or next state ``stopped``: an interruption, INTERRUPTED); stopped or frozen is

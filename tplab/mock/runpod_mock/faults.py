@@ -29,7 +29,8 @@ Each switch, what the mock then does, and (in brackets) what tplab answers with:
     terminated). Calls: a v2 route as ``METHOD /path`` with its template (``POST /v2/pods``,
     ``GET /v2/pods``, ``GET /v2/pods/{id}``, ``DELETE /v2/pods/{id}``, ``GET /v2/catalog/gpus``,
     ``GET /v2/billing/pods``) or a GraphQL root field (``myself``, ``gpuTypes``,
-    ``podRentInterruptable``, ``podTerminate``). [reads retried with bounded backoff; a create
+    ``podRentInterruptable``, ``podTerminate``; a document refused at validation, which runs
+    nothing, is no such call). [reads retried with bounded backoff; a create
     that got a 5xx is ambiguous: see ``create_500_after_create``]
 ``create_500_after_create`` (int)
     The first N creates (``POST /v2/pods`` or ``podRentInterruptable``) make the pod (it boots

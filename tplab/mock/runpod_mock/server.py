@@ -127,7 +127,7 @@ async def handle_graphql(request: web.Request) -> web.Response:
         calls, valid = [], False
     for call in calls:  # a document refused at validation runs nothing: counted apart
         state.calls[f"graphql {call}" + ("" if valid else " (invalid)")] += 1
-    for call in calls:
+    for call in calls if valid else ():  # a document refused at validation is no such call
         if state.faults.take_http_429(call):
             return web.Response(status=429, text="429 Too Many Requests",
                                  headers={"Retry-After": str(int(state.faults.retry_after_s))})
