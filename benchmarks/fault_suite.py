@@ -403,6 +403,10 @@ def api_cases(quick: bool) -> list[tuple[str, str, dict, str, dict]]:
          "COMPLETE", {}),
         ("create", "answers 500 after making the pod (ambiguous)",
          {"create_500_after_create": 1}, "FAILED", {"spot": False}),
+        ("GraphQL", "retired (an HTML 404): a spot lab is told spot is gone",
+         {"graphql_retired": "404"}, "EDUCATIONAL_STUB", {}),
+        ("GraphQL", "retired (410): on-demand through REST v2, balance unknown",
+         {"graphql_retired": "410"}, "COMPLETE", {"spot": False}),
     ]
     return [] if quick else cases  # quick: covered one by one in tests/lab and tests/cloud
 
@@ -416,24 +420,30 @@ def main(argv: list[str] | None = None) -> int:
                    help="whose mock cloud the rows run on (default both)")
     p.add_argument("--keep", metavar="DIR", help="work here and keep everything (default: a "
                                                  "temporary directory)")
+    p.add_argument("--rows", metavar="AREA", help="only the lab rows whose area starts with "
+                   "AREA (e.g. 'vast state', 'GraphQL'), then the ledgers and the canary")
     args = p.parse_args(argv)
     root = Path(args.keep or tempfile.mkdtemp(prefix="tplab-faults-"))
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     phases = ("boot", "run") if args.quick else PHASES
     rows: list[Row] = []
+    only = args.rows
     if args.provider in ("runpod", "both"):
-        rows += run_signal_trials(root, 1 if args.quick else args.reps, phases,
-                                  2 if args.quick else args.workers)
-        if not args.quick:
-            rows.append(ssh_drops(root))
-        for area, case, faults, expect, kw in api_cases(args.quick):
-            rows.append(fault_lab(root, area, case, faults, expect, **kw))
-        rows.append(disk_full(root))
+        if only is None:
+            rows += run_signal_trials(root, 1 if args.quick else args.reps, phases,
+                                      2 if args.quick else args.workers)
+            if not args.quick:
+                rows.append(ssh_drops(root))
+        for area, case, faults, expect, kw in api_cases(args.quick and only is None):
+            if only is None or area.startswith(only):
+                rows.append(fault_lab(root, area, case, faults, expect, **kw))
+        if only is None:
+            rows.append(disk_full(root))
     if args.provider in ("vast", "both"):
         import benchmarks.fault_suite as this  # fault_suite_vast's import of this file
         from benchmarks.fault_suite_vast import vast_rows
-        rows += vast_rows(root, args.quick, args.reps, args.workers)
+        rows += vast_rows(root, args.quick, args.reps, args.workers, only)
         if this.PRINTED is not PRINTED:      # run as a script: two copies of the module
             PRINTED.extend(this.PRINTED)
     rows.append(ledgers(root))

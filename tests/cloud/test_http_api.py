@@ -82,7 +82,7 @@ def serve():
     (problem(400, "dataCenterIds and gpu conflict"), RequestRejectedError,
      "refused creating the pod (HTTP 400: dataCenterIds and gpu conflict)"),
     ((401, {"title": "Unauthorized", "status": 401, "detail": "bad " + KEY}, None), AuthError,
-     "refused the API key (HTTP 401)"),
+     "refused the API key from RUNPOD_API_KEY or ~/.runpod/config.toml (HTTP 401)"),
     (problem(402, "insufficient balance"), BalanceError, "lack of funds (HTTP 402: insufficient"),
     (problem(403, "no access to pool"), ForbiddenError, "(HTTP 403: no access to pool); this API"),
     (problem(422, "Request validation failed.", errors=["(body): 'x' was unexpected"]),

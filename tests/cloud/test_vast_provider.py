@@ -71,11 +71,15 @@ def test_create_bids_ssh_direct_and_attaches_the_key_to_the_instance_only(fake):
     body = put[0].body
     assert body["runtype"] == "ssh_direct" and body["label"] == "tplab-lab1"
     assert body["price"] == pytest.approx(0.40 * 1.02 + 0.15 * 20 / 720 * 0.02, abs=1e-5)
-    assert len(body["onstart"]) <= shapes.ONSTART_MAX and isinstance(body["env"], dict)
-    assert body["env"][shapes.PAYLOAD_VAR] == spec().boot.payload_b64
+    assert isinstance(body["env"], dict) and len(body["onstart"]) <= 4096   # Vast's limits
+    assert all(len(v) <= 256 for v in body["env"].values())
+    chunks = sorted(k for k in body["env"] if k.startswith(shapes.PAYLOAD_PREFIX))
+    assert "".join(body["env"][k] for k in chunks) == spec().boot.payload_b64
     ssh = fake.calls("POST", f"/api/v0/instances/{info.id}/ssh")
     assert [s.body for s in ssh] == [{"ssh_key": PUB}]
     assert fake.calls("POST", "/api/v0/ssh") == []                # never the account's keys
+    assert info.id and info.name == "tplab-lab1"    # as read back: its state is the boot's to poll
+    info = p.status(info.id)
     assert info.state == "RUNNING" and info.ssh.host == "127.0.0.1" and info.ssh.port == 40022
 
 
@@ -100,7 +104,9 @@ def test_429_and_5xx_are_backed_off_and_a_create_is_never_repeated(fake):
         (429, {"detail": "API requests too frequent endpoint threshold=2.0"}),
         (502, {"error": "bad gateway"})]
     q = provider(fake, sleeps).quote(GPU, 2)
-    assert q.spot_available and sleeps[:2] == [1.0, 1.0]
+    # the 429 named its endpoint's threshold: the next search waits that long (and the
+    # pacer's margin for the trips); the 502 the first retry delay
+    assert q.spot_available and [round(s, 2) for s in sleeps[:2]] == [2.35, 1.0]
     fake.faults[("PUT", "/api/v0/asks/")] = [(500, {"error": "server_error", "msg": "oops"})]
     with pytest.raises(AmbiguousCreateError) as err:
         provider(fake).create(spec())
@@ -113,7 +119,8 @@ def test_429_and_5xx_are_backed_off_and_a_create_is_never_repeated(fake):
 def test_a_refused_key_is_one_sentence_without_the_key(fake):
     with pytest.raises(AuthError) as err:
         VastProvider("wrong_key_0123456789", fake.url).quote(GPU, 2)
-    assert "Vast.ai refused the API key (HTTP 401)" in str(err.value)
+    assert "Vast.ai refused the API key from the key tplab was given (HTTP 404: " \
+        "auth_error" in str(err.value)
     assert "wrong_key" not in str(err.value)
 
 

@@ -53,11 +53,12 @@ class FakeVast:
         class Handler(BaseHTTPRequestHandler):
             def _go(self) -> None:
                 url = urlparse(self.path)
+                path = url.path.rstrip("/") or "/"   # clients write the trailing slash
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body = json.loads(raw) if raw else None
-                fake.seen.append(Seen(self.command, url.path, parse_qs(url.query), body,
+                fake.seen.append(Seen(self.command, path, parse_qs(url.query), body,
                                       self.headers.get("Authorization", "")))
-                status, answer = fake.answer(self.command, url.path, parse_qs(url.query), body,
+                status, answer = fake.answer(self.command, path, parse_qs(url.query), body,
                                              self.headers.get("Authorization", ""))
                 data = json.dumps(answer).encode()
                 self.send_response(status)
@@ -95,8 +96,8 @@ class FakeVast:
         for (m, prefix), script in self.faults.items():
             if m == method and path.startswith(prefix) and script:
                 return script.pop(0)
-        if auth != f"Bearer {KEY}":
-            return 401, {"success": False, "error": "auth_error", "msg": "Invalid user key"}
+        if auth != f"Bearer {KEY}":   # as Vast answers a key it does not know: 404
+            return 404, {"success": False, "error": "auth_error", "msg": "Invalid API key"}
         if method == "POST" and path == "/api/v0/bundles":
             kind = body.get("type")
             names = (body.get("gpu_name") or {}).get("in") or []
@@ -153,5 +154,5 @@ class FakeVast:
         if method == "GET" and path == "/api/v0/charges":
             return 200, {"success": True, "results": self.charges, "next_token": None}
         if method == "GET" and path == "/api/v0/users/current":
-            return 200, {"id": 1, "balance": self.balance}
+            return 200, {"id": 1, "credit": self.balance, "balance": -4.2}
         return 404, {"success": False, "error": "not_found", "msg": f"{method} {path}"}

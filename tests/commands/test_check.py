@@ -88,6 +88,27 @@ def test_check_says_when_spot_is_gone_and_that_on_demand_could_run(cloud, monkey
     assert "on-demand worst case $2.76" in report.lines[-1].text
 
 
+@pytest.mark.parametrize("retired", ["404", "410", "html"])
+def test_check_with_runpods_graphql_retired_still_works(cloud, monkeypatch, retired):
+    """GraphQL gone (as planned for early 2027): spot not offered, the balance unknown, and an
+    on-demand lab still checks out through REST v2 (introspection was refused all along)."""
+    from tplab.faces.cloud_check import gather_check
+    monkeypatch.setenv("RUNPOD_API_KEY", cloud.api_key)
+    cloud.set_faults(graphql_retired=retired)
+    report = gather_check(mock=True, api_url=cloud.api_url)
+    spot = next(line for line in report.lines if line.name == "spot")
+    assert report.key_ok and not report.can_run and report.spot_offered is False
+    assert spot.text.startswith("spot not available: RunPod no longer offers spot pods: its "
+                                "GraphQL API, the only way to rent them, is gone (HTTP "
+                                + {"404": "404", "410": "410", "html": "200"}[retired])
+    balance = next(line for line in report.lines if line.name == "balance")
+    assert balance.ok is None and "the balance could not be read" in balance.text
+    assert report.balance_usd is None
+    ondemand = gather_check(mock=True, api_url=cloud.api_url, spot=False)
+    assert ondemand.can_run and ondemand.on_demand_usd_per_hr == pytest.approx(1.38)
+    assert cloud.calls().get("graphql (retired)", 0) >= 2
+
+
 @pytest.mark.slow  # its own mock cloud
 def test_check_on_its_own_mock_cloud_and_as_json():
     import json

@@ -35,13 +35,29 @@ def test_other_libraries_log_lines_are_shown_only_with_verbose():
     assert "generated new fontManager" in loud.stderr and "a third-party warning" in loud.stderr
 
 
-def test_run_without_a_key_says_so_once_and_leaves_no_folder(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.runpod/config.toml either
+def test_with_no_key_at_all_run_status_and_check_name_both_clouds_keys_vast_first(
+        tmp_path, monkeypatch, capsys):
+    """A first run, no key anywhere: each command names both clouds' keys, Vast.ai's first
+    (its GPUs are the interruptible ones a default lab needs), and never says "no spot"."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.runpod/config.toml, no vastai key file
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    for var in ("RUNPOD_API_KEY", "VAST_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
     assert main(["run", "--yes"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and "No RunPod API key found" in err
+    assert out == "" and err.count("\n") == 1
+    assert 0 <= err.index("VAST_API_KEY") < err.index("RUNPOD_API_KEY"), err
     home = tmp_path / "tplab-home"
     assert not (home / "labs").exists() or list((home / "labs").iterdir()) == []
+    assert main(["status"]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and 0 <= err.index("VAST_API_KEY") < err.index("RUNPOD_API_KEY")
+    assert main(["check"]) == 1
+    out, err = capsys.readouterr()
+    assert 0 <= out.index("VAST_API_KEY") < out.index("RUNPOD_API_KEY"), out
+    assert "Side by side: Vast.ai: no usable API key" in out
+    for said in (out, err):
+        assert "no spot" not in said.lower(), said
 
 
 def test_a_budget_that_fails_preflight_refuses_before_the_mock_cloud_starts(tmp_path, capsys):

@@ -115,3 +115,30 @@ def test_the_guard_travels_whole_in_the_create_args(tmp_path):
     out = subprocess.run([sys.executable, "-I", str(z), "--help"], capture_output=True,
                          text=True, cwd=tmp_path, timeout=60)
     assert out.returncode == 0 and "--first-heartbeat" in out.stdout
+
+
+def test_a_404_to_its_own_destroy_is_not_gone_the_guard_says_why_and_tries_the_next_way(
+        tmp_path, monkeypatch):
+    """The guard follows the cloud's description with the pod's own key: a 404 to its own
+    end (a key that cannot see the pod, never "already gone") is logged and the next way
+    tried in the same round."""
+    from tests.job.fakeapi import FakeGraphQL
+    from tplab.cloud.runpod.pod_self_end import self_end
+    from tplab.job.self_terminate import SelfEnd
+    clock = Clock()
+    with FakeGraphQL(deletes=[(404, '{"title": "Not Found", "status": 404}')]) as api:
+        monkeypatch.setenv("RUNPOD_POD_ID", "pod404")
+        monkeypatch.setenv("RUNPOD_API_KEY", "rpa_pod_scoped_key_0123456789")
+        monkeypatch.setenv("RUNPOD_API_BASE_URL", api.url)
+        monkeypatch.setenv("TPLAB_RP_ENV_FILE", str(tmp_path / "absent"))
+        cfg = GuardConfig(heartbeat=tmp_path / "hb", log=tmp_path / "guard.log",
+                          started_file=tmp_path / "g.json", first_heartbeat_s=5.0,
+                          wall_cap_s=600.0, stale_after_s=30.0, poll_s=1.0)
+        guard = BootGuard(cfg, now=clock.now, mono=clock.now, sleep=clock.sleep,
+                          self_end=SelfEnd.from_dict(self_end(api.url)))
+        assert guard.run() == 0
+    assert [c.path for c in api.calls] == ["/v2/pods/pod404", "/graphql"]
+    log = (tmp_path / "guard.log").read_text()
+    assert "v2 DELETE /v2/pods/pod404: failed (HTTP 404: this pod's key cannot see it" in log
+    assert "GraphQL podTerminate: accepted" in log and "termination accepted" in log
+    assert "rpa_pod_scoped_key" not in log

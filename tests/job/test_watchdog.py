@@ -163,7 +163,8 @@ def test_a_command_way_with_ok_output_is_judged_by_what_it_printed():
                               "ways": vast_self_end()["ways"][1:]})
     creds = PodCredentials("4242", KEY, "http://127.0.0.1:9")
     answers = {"ok": (0, "destroying instance 4242.\n"),
-               "gone": (0, "Failed with error 404: no such instance"),
+               # from inside, a 404 is a key that cannot see the instance: not a success
+               "not seen": (0, "Failed with error 404: auth_error"),
                "refused": (0, "Failed with error 401: Invalid user key")}
     seen = []
     for name, answer in answers.items():
@@ -171,7 +172,7 @@ def test_a_command_way_with_ok_output_is_judged_by_what_it_printed():
             seen.append((list(argv), env.get("VAST_API_KEY")))
             return answer
         term = SelfTerminator(creds, spec, run=run, which=lambda n: f"/usr/bin/{n}")
-        assert [a.ok for a in term.terminate()] == [name != "refused"], name
+        assert [a.ok for a in term.terminate()] == [name == "ok"], name
     assert seen[0] == (["/usr/bin/vastai", "--url", "http://127.0.0.1:9", "destroy",
                         "instance", "4242", "-y"], KEY)
 
@@ -313,7 +314,7 @@ def test_a_watchdog_started_before_the_env_file_is_written_waits_for_it(tmp_path
                 proc.kill()
                 proc.communicate()
     assert proc.returncode == 0, err
-    assert [c.path for c in api.calls] == ["/api/v0/instances/4242"]
+    assert [c.path for c in api.calls] == ["/api/v0/instances/4242/"]
     assert KEY not in (tmp_path / "watchdog.log").read_text() + out + err
 
 
@@ -413,7 +414,7 @@ def test_the_watchdog_follows_vasts_description_with_the_instance_key(tmp_path):
         proc = _cli(tmp_path, {"PATH": "/usr/bin:/bin"}, "--stale-after", "0.5", "--poll",
                     "0.05", spec=spec)
     assert proc.returncode == 0, proc.stderr
-    assert [c.path for c in api.calls] == ["/api/v0/instances/4242"]
+    assert [c.path for c in api.calls] == ["/api/v0/instances/4242/"]
     assert api.calls[0].headers["Authorization"] == f"Bearer {KEY}"
     log = (tmp_path / "watchdog.log").read_text()
     assert "DELETE /api/v0/instances/4242: accepted (HTTP 200)" in log and KEY not in log
@@ -425,3 +426,57 @@ def test_the_watchdog_refuses_to_start_without_a_description(tmp_path):
          "--log", str(tmp_path / "l")], capture_output=True, text=True, timeout=30,
         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
     assert proc.returncode == 2 and "--self-end is missing" in proc.stderr
+
+
+def test_a_404_to_its_own_destroy_is_a_key_that_cannot_see_it_and_the_next_way_is_tried(
+        tmp_path):
+    """From inside, the pod exists: a 404 (Vast's answer to a key it does not know, RunPod's
+    "not accessible to the caller") is never "already gone"; the watchdog says why and goes on
+    to the next way, on each cloud's description."""
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t - 1000)
+    auth_404 = (404, '{"success": false, "error": "auth_error", "msg": "Invalid API key"}')
+    with FakeGraphQL(deletes=[auth_404]) as api:            # RunPod: v2 404, then GraphQL
+        assert make(tmp_path, api, clock).run() == 0
+    assert_v2_then_graphql(api)
+    log = (tmp_path / "watchdog.log").read_text()
+    assert f"v2 DELETE /v2/pods/{POD}: failed (HTTP 404: this pod's key cannot see it" in log
+    assert "GraphQL podTerminate: accepted" in log
+
+    ran = []
+    vast = tmp_path / "vast"
+    vast.mkdir()
+    touch(vast / "heartbeat", clock.t - 1000)
+    with FakeGraphQL(deletes=[auth_404, (200, '{"success": false, "error": "x"}')]) as api:
+        spec = SelfEnd.from_dict(vast_self_end(api.url))
+        cfg = WatchdogConfig(heartbeat=vast / "heartbeat", log=vast / "watchdog.log",
+                             pod_id="4242", api_key=KEY, api_base=api.url, self_end=spec)
+        dog = Watchdog(cfg, now=clock.now, sleep=clock.sleep, which=lambda n: f"/usr/bin/{n}",
+                       run=lambda argv, env, t: (ran.append(argv) or
+                                                 (0, "Failed with error 404: auth_error")
+                                                 if len(ran) < 2 else
+                                                 (0, "destroying instance 4242.\n")))
+        assert dog.run() == 0
+    log = (vast / "watchdog.log").read_text()
+    assert "DELETE /api/v0/instances/4242: failed (HTTP 404: this pod's key cannot see it" in log
+    assert "vastai destroy instance 4242: failed (exit 0: Failed with error 404" in log
+    assert "DELETE /api/v0/instances/4242: failed (HTTP 200 without success: true" in log
+    assert "vastai destroy instance 4242: accepted" in log and len(ran) == 2
+
+
+def test_with_runpods_graphql_retired_a_pod_key_that_gets_404_ends_its_pod_another_way(tmp_path):
+    """A pod-scoped key that gets 404 on its own pod (v2), and GraphQL gone (an HTML 404):
+    neither is a success, each says why, and runpodctl ends the pod."""
+    clock = FakeClock()
+    touch(tmp_path / "heartbeat", clock.t - 1000)
+    ran = []
+    page = (404, "<!DOCTYPE html><html><body>This API has been retired</body></html>")
+    with FakeGraphQL([page], deletes=[(404, '{"title": "Not Found", "status": 404}')]) as api:
+        dog = make(tmp_path, api, clock, runpodctl="/usr/local/bin/runpodctl",
+                   run=lambda argv, env, t: (ran.append(argv) or (0, f"pod {POD} removed")))
+        assert dog.run() == 0
+    assert_v2_then_graphql(api)
+    log = (tmp_path / "watchdog.log").read_text()
+    assert f"v2 DELETE /v2/pods/{POD}: failed (HTTP 404: this pod's key cannot see it" in log
+    assert "GraphQL podTerminate: failed (HTTP 404:" in log
+    assert "runpodctl remove pod: accepted (exit 0" in log and len(ran) == 1

@@ -39,14 +39,24 @@ asserts the ledger and canary rows).
     + e2e::test_client_sigkill_watchdog_terminates_pod
     + fault suite: client SIGKILL in run
   terminate never takes effect        stops::test_a_terminate_that_lingers_..._gone[-1]
-  spot removed, then on-demand        runpod::test_spot_removed_is_a_stub_naming_on_demand_which_...
+  GraphQL gone (no spot), on-demand   runpod::test_spot_gone_with_graphql_is_a_stub_naming_on_...
     + fault suite: disk full under stream.jsonl (the on-demand lab)
+    + fault suite: runpod graphql retired
   ambiguous create, unreadable list,  runpod::test_ambiguous_create_*, test_a_pod_that_ends_in_error_*,
   boot ERROR, rate limit (4 labs)       test_a_rate_limit_that_does_not_pass_*
+  Vast, its rules on (complete)       vast::test_a_vast_lab_completes_and_names_vast
+    + fault suite: vast offer taken, then its quote stale (0 answers of 429)
+  Vast as it answers in production    vast::test_a_lab_on_vast_as_it_answers_in_production_...
+    + fault suite: vast list, vast 429 (limits doubled), vast ssh (direct port blocked), vast
+      state (a destroyed record)
+  Vast stopped intent while booting   vast::test_a_stopped_intent_while_the_instance_comes_up_...
+    + fault suite: vast state: stopped intent while it comes up
   Vast outbid mid-run                 vast::test_outbid_mid_run_is_a_spot_interruption_with_...
-    + fault suite: vast outbid mid-run
+    + fault suite: vast outbid mid-run, vast state: stopped intent mid-run
   Vast failed bid                     vast::test_a_failed_bid_leaves_nothing_and_says_so
     + fault suite: vast bid fails and leaves a stopped instance
+  Vast wrong key (no pod)             tests/commands/test_wrong_vast_key.py (check, status,
+    + fault suite: vast key refused     terminate, run: one sentence each)
   Vast SIGKILL/SIGHUP in boot and run test_fault_suite.py::test_the_quick_vast_rows_pass (4 labs)
   over shm, d_model sweep, complete   comm::test_a_mock_lab_over_shm_completes_and_calibrates_...
   detached (pod left running)         detach::test_detach_leaves_the_pod_running_with_its_record_...

@@ -40,17 +40,21 @@ def _no_live_pod(cloud) -> None:
         assert view["status"] == "TERMINATED" and view["alivePids"] == [], view
 
 
-async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
+async def test_spot_gone_with_graphql_is_a_stub_naming_on_demand_which_then_completes(
         lab_assets, tmp_path, mock_cloud, monkeypatch):
+    """RunPod's GraphQL retired (an HTML 404 at /graphql, as planned for early 2027): spot is
+    not offered (its only way went with it), the balance is unknown, and the on-demand lab
+    completes through REST v2 alone."""
     from tplab.commands.run import run_lab
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    mock_cloud.set_faults(spot_removed=True)
+    mock_cloud.set_faults(graphql_retired="404")
     cfg = tiny_lab_config(lab_assets, tmp_path / "spot", api_url=mock_cloud.api_url)
     code = await run_lab(cfg, out=io.StringIO())
     manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
     assert code == 3 and manifest["status"] == STUB
     reason = manifest["reason"]
-    assert "RunPod no longer offers spot pods" in reason and "never switches" in reason
+    assert "RunPod no longer offers spot pods: its GraphQL API, the only way to rent them, is " \
+        "gone (HTTP 404, text/html)" in reason and "never switches" in reason
     assert "On-demand is $1.380/h (stock HIGH), worst case $2.76 for the 2.00 h wall cap" in reason
     command = reason.split("to use it, run `")[1].split("`")[0]  # this same lab, on-demand
     assert command.startswith(f"tplab run --on-demand --mock --api-url {mock_cloud.api_url} ")
@@ -92,6 +96,7 @@ async def test_spot_removed_is_a_stub_naming_on_demand_which_then_completes(
     assert manifest["estimated_cost_usd"] == pytest.approx(1.38 * (300 + 2 * 8 * 3 * 0.02) / 3600,
                                                            abs=1e-6)
     assert manifest["authorized_usd"] == 3.0
+    assert not [k for k in calls if k.startswith("graphql ") and k != "graphql (retired)"]
     _no_live_pod(mock_cloud)
     # -- fault suite: the ledger and canary rows
     assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))

@@ -95,13 +95,14 @@ def create(cli, label: str, *extra: str) -> dict[str, Any]:
 
 def test_a_labs_whole_life_through_vasts_own_cli(cli, vast):
     user = raw(cli("show", "user", "--raw"))
-    assert 0 < user["credit"] == user["balance"] <= 5.0
-    search = cli("search", "offers", "--bid", "num_gpus=2 gpu_name=RTX_4090", "--raw")
+    assert 0 < user["credit"] <= 5.0 and user["balance"] <= 0.0   # credit is what is left
+    query = "num_gpus=2 gpu_name=RTX_4090 cuda_max_good>=12.4"
+    search = cli("search", "offers", "--bid", query, "-o", "dph_total", "--raw")
     offers = raw(search)
-    assert [(o["id"], o["gpu_name"], o["num_gpus"], o["is_bid"]) for o in offers] \
-        == [(MACHINE.ask_id, "RTX 4090", 2, True)]
-    assert offers[0]["min_bid"] == MACHINE.min_bid
-    table = ok(cli("search", "offers", "--bid", "num_gpus=2 gpu_name=RTX_4090"))
+    assert {(o["gpu_name"], o["num_gpus"], o["is_bid"]) for o in offers} == {("RTX 4090", 2,
+                                                                            True)}
+    assert offers[0]["id"] == MACHINE.ask_id and offers[0]["min_bid"] == MACHINE.min_bid
+    table = ok(cli("search", "offers", "--bid", query, "-o", "dph_total"))
     assert str(MACHINE.ask_id) in table
 
     bid = round(MACHINE.min_bid * 1.05, 4)
@@ -171,17 +172,18 @@ def test_each_fault_as_the_cli_shows_it(cli, vast):
 
     # 429 per endpoint and per key, no Retry-After: the CLI's own 3 tries (0.15 s, then x1.5)
     # all land inside the interval, and it says so on stderr (exit status 0 all the same)
-    vast.set_faults(min_interval_s=30.0)
-    raw(cli("show", "user", "--raw"))
-    code, out, err = cli("show", "user", "--raw")
+    vast.set_faults(rate_scale=30.0)   # Vast's own intervals x 30: the v1 list's 1 s is 30 s
+    raw(cli("show", "instances", "--raw"))
+    code, out, err = cli("show", "instances", "--raw")
     assert code == 0 and out == ""
     assert json.loads(err.strip().splitlines()[-1]) == {"error": True, "status_code": 429,
                                                        "msg": None}
-    assert vast.state()["rateLimited"].get("GET /api/v0/users/current") == 3
-    raw(cli("show", "instances", "--raw"))    # another endpoint: its own interval
-    req = urllib.request.Request(vast.api_url + "/api/v0/users/current/",
+    assert vast.state()["rateLimited"].get("GET /api/v1/instances") == 3
+    raw(cli("show", "user", "--raw"))    # another endpoint, with no limit of its own
+    req = urllib.request.Request(vast.api_url + "/api/v1/instances/",
                                  headers={"Authorization": f"Bearer {vast.api_key}"})
     with pytest.raises(urllib.error.HTTPError) as limited:
         urllib.request.urlopen(req, timeout=30)
     assert limited.value.code == 429 and "Retry-After" not in limited.value.headers
-    assert json.loads(limited.value.read()) == {"detail": "API requests too frequent"}
+    assert json.loads(limited.value.read()) == {
+        "detail": "API requests too frequent endpoint threshold=30"}

@@ -187,6 +187,9 @@ class PodInfo:
     uptime_s: float | None = None
     raw: dict = field(default_factory=dict)  # the provider's own answer (no secrets)
     note: str = ""              # the provider's reason for a state, one clause ("outbid: paused")
+    #: another way to the same sshd (Vast: its SSH proxy), tried when ``ssh`` does not answer
+    #: within a bound (some hosts' direct ports never answer); None: ``ssh`` is the only way
+    ssh_fallback: SshEndpoint | None = None
 
 
 @dataclass(frozen=True)

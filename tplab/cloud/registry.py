@@ -26,6 +26,17 @@ PROVIDERS: dict[str, str] = {
 DEFAULT = "runpod"
 AUTO = "auto"
 CHOICES = (*PROVIDERS, AUTO)
+#: the clouds named to a user who has no key at all, in this order: Vast.ai first, where
+#: interruptible GPUs are rented today (RunPod's spot pods were to end on 2026-09-11)
+FIRST_KEY_ORDER = ("vast", "runpod")
+
+
+def no_key_at_all() -> str:
+    """The one sentence for a user with no cloud key at all: each cloud's key and what it
+    rents, Vast.ai first (``FIRST_KEY_ORDER``)."""
+    hints = "; ".join(str(package(n).KEY_HINT) for n in FIRST_KEY_ORDER)
+    return (f"No cloud API key found: {hints} (`tplab check` then says what a lab would get; "
+            "--mock runs against the local mock clouds).")
 
 
 class UnknownProviderError(ProviderError):
@@ -59,8 +70,9 @@ def gone_routes(name: str | None) -> list[str]:
 
 def provider_for(name: str, api_key: str | None = None, api_url: str | None = None,
                  **options: Any) -> Provider:
-    """The provider of cloud ``name`` with this key (else the one its user keeps), pointed at
-    ``api_url`` (the cloud itself when None)."""
+    """The provider of cloud ``name`` with this key (else the one its user keeps, its source
+    named in every refusal: ``key_source``), pointed at ``api_url`` (the cloud itself when
+    None)."""
     pkg = package(name)
     key = api_key
     if not key:
@@ -68,6 +80,7 @@ def provider_for(name: str, api_key: str | None = None, api_url: str | None = No
         if found is None:
             raise AuthError(pkg.NO_KEY)
         key = found.key
+        options.setdefault("key_source", found.source)
     return pkg.make(key, api_url.rstrip("/") if api_url else None, **options)
 
 
@@ -86,8 +99,8 @@ def configured(environ: Mapping[str, str] | None = None) -> list[str]:
 def resolve(name: str | None, mock: bool = False,
             environ: Mapping[str, str] | None = None) -> str:
     """The name a lab runs with when none was given: in mock mode RunPod's mock;
-    else ``auto`` when several clouds have a key, the one that has, or ``runpod`` when none
-    has (its lab then says which key is missing). A given name is checked and kept."""
+    else the one cloud that has a key, or ``auto`` when several have one or none has (``auto``
+    then says which keys are missing: ``no_key_at_all``). A given name is checked and kept."""
     if name:
         name = name.strip().lower()
         if name != AUTO:
@@ -96,6 +109,4 @@ def resolve(name: str | None, mock: bool = False,
     if mock:
         return DEFAULT
     keys = configured(environ)
-    if len(keys) > 1:
-        return AUTO
-    return keys[0] if keys else DEFAULT
+    return keys[0] if len(keys) == 1 else AUTO

@@ -83,6 +83,10 @@ class RestClient:
         """Any answer that is neither a 429 nor a 5xx: the Answer, or the error it means."""
         raise NotImplementedError
 
+    def _before_send(self, method: str, path: str) -> None:
+        """Called before every request goes out, retries included (a cloud that paces its
+        calls waits here); nothing by default."""
+
     # ---- one call ------------------------------------------------------------------------
     def _request(self, what: str, method: str, path: str, params: Mapping[str, Any] | None,
                  json: Any, create: str | None) -> Answer:
@@ -92,6 +96,7 @@ class RestClient:
         failures = limited = 0
         waited = 0.0
         while True:
+            self._before_send(method, path)
             try:
                 resp = self.session.request(
                     method, url, params=params, json=json,
@@ -115,7 +120,8 @@ class RestClient:
                 limited += 1
                 wait = self._rate_limited(resp, what, limited, waited)
                 waited += wait
-                self._sleep(wait)
+                if wait > 0:
+                    self._sleep(wait)
                 continue
             if status >= 500:
                 _, detail = self._problem(resp)

@@ -52,7 +52,17 @@ def check_names(args: argparse.Namespace) -> list[str]:
     if args.mock or args.api_url:
         return [registry.DEFAULT]
     keys = registry.configured()
+    if not keys:  # no key at all: every cloud's key, Vast.ai's first (its GPUs interruptible)
+        return list(registry.FIRST_KEY_ORDER)
     return list(registry.PROVIDERS) if len(keys) != 1 else keys
+
+
+def _side(report) -> str:  # type: ignore[no-untyped-def]
+    """One cloud's answer in a few words: a key problem is never "no spot"."""
+    if not report.key_ok:
+        return "no usable API key (see its key line)"
+    return (f"spot ${report.spot_usd_per_hr:.3f}/h" if report.spot_usd_per_hr else "no spot") \
+        + (" (can run)" if report.can_run else "")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -75,10 +85,7 @@ def main(args: argparse.Namespace) -> int:
                     for offer in report.offers:  # each offer's host, cheapest first
                         print(f"      {_OFFER_MARK[offer.ok]} {offer.text}")
         if len(reports) > 1:
-            print("Side by side: " + "; ".join(
-                f"{where_asked(r)}: " + (f"spot ${r.spot_usd_per_hr:.3f}/h" if r.spot_usd_per_hr
-                                    else "no spot") + (" (can run)" if r.can_run else "")
-                for r in reports))
+            print("Side by side: " + "; ".join(f"{where_asked(r)}: {_side(r)}" for r in reports))
         print("A lab can run now." if can_run else
               "A lab could NOT run now (see FAIL above). Nothing was created.")
     if not can_run:

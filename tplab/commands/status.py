@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def mock_providers() -> list[tuple[Any, Any]]:
     """(record, provider) for every mock cloud running on this machine."""
     from tplab.home import mock_clouds
-    from tplab.lab.providers import provider_for
-    return [(rec, provider_for(rec.api_key, rec.api_url, rec.provider))
+    from tplab.lab.providers import MOCK_KEY, provider_for
+    return [(rec, provider_for(rec.api_key, rec.api_url, rec.provider, MOCK_KEY))
             for rec in mock_clouds.running()]
 
 
@@ -115,9 +115,22 @@ def cli_names(args: argparse.Namespace) -> list[str | None]:
     return list(registry.configured()) or [None]
 
 
+def no_key_at_all(args: argparse.Namespace) -> str | None:
+    """The sentence for a `tplab status` / `tplab terminate` that names no cloud, on a machine
+    with no cloud key at all (every cloud's key, Vast.ai's first); None otherwise."""
+    from tplab.cloud import registry
+    if args.mock or args.api_url or getattr(args, "provider", None) not in (None, registry.AUTO):
+        return None
+    return None if registry.configured() else registry.no_key_at_all()
+
+
 def main(args: argparse.Namespace) -> int:
     from tplab.cloud.base import ProviderError
     mock = bool(args.mock)
+    none = no_key_at_all(args)
+    if none:
+        print(f"tplab status: {none}", file=sys.stderr)
+        return 1
     try:
         rows = [r for name in cli_names(args) for r in gather(mock, args.api_url, name)]
     except ProviderError as exc:

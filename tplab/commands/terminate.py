@@ -39,14 +39,18 @@ def _mock_targets(providers: list | None = None) -> tuple[list, dict]:
 
 def main(args: argparse.Namespace) -> int:
     import asyncio
-    from tplab.cloud.base import ProviderError
-    from tplab.commands.status import cli_names, gather
+    from tplab.cloud.base import AuthError, ProviderError
+    from tplab.commands.status import cli_names, gather, no_key_at_all
     from tplab.lab.leftovers import end_pod
     from tplab.lab.providers import cli_provider
     if not args.pod_ids and not args.all:
         print("tplab terminate: name pod id(s) or pass --all (see `tplab status`).",
               file=sys.stderr)
         return 2
+    none = no_key_at_all(args)
+    if none:
+        print(f"tplab terminate: {none}", file=sys.stderr)
+        return 1
     live_mock_pods: set[str] | None = None
     try:
         if args.mock and not args.api_url:  # the mock clouds running on this machine
@@ -83,6 +87,9 @@ def main(args: argparse.Namespace) -> int:
     for pod_id in ids:  # one pod's failure never stops the others
         try:
             ended = asyncio.run(end_pod(pick(pod_id), pod_id, args.mock, args.timeout))
+        except AuthError as exc:  # the key: the same for every pod, and nothing was ended
+            print(f"tplab terminate: {exc}", file=sys.stderr)
+            return 1
         except Exception as exc:  # noqa: BLE001 - reported, and the next pod still goes
             failed += 1
             print(f"{pod_id}: could not be terminated ({exc}); check the provider console and "

@@ -104,7 +104,10 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
     mode without ``api_url`` a mock cloud is started for the check and stopped after it.
     ``image``: the lab's ``--image`` (None: the default for the cloud and the GPU)."""
     from tplab.cloud import registry
-    name = name or registry.DEFAULT
+    named = name
+    if not name:  # none named: RunPod's mock; with no key at all, the cloud a first lab needs
+        name = registry.DEFAULT if mock or api_url or registry.configured() \
+            else registry.FIRST_KEY_ORDER[0]
     report = CheckReport(mock=mock, api_url=api_url, gpu_type=gpu_type, gpus=gpus, spot=spot,
                          provider=name, image=image or "")
     if provider is not None:
@@ -116,9 +119,9 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
         try:
             report.api_url = cloud.api_url
             report.key_source = "the mock cloud's own key"
-            from tplab.lab.providers import provider_for
-            _ask(report, provider_for(cloud.api_key, cloud.api_url, name), lab_cap_usd,
-                 wall_cap_s)
+            from tplab.lab.providers import MOCK_KEY, provider_for
+            _ask(report, provider_for(cloud.api_key, cloud.api_url, name, MOCK_KEY),
+                 lab_cap_usd, wall_cap_s)
         finally:
             cloud.stop()
         return report
@@ -130,13 +133,15 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
         return report
     found = registry.package(name).find_key()
     if found is None:
-        report.add("key", False, registry.package(name).NO_KEY)
+        none_at_all = not named and not registry.configured()
+        report.add("key", False, registry.no_key_at_all() if none_at_all
+                   else registry.package(name).NO_KEY, "no API key found")
         return report
     report.key_source = found.source
     from tplab.lab.providers import provider_for, real_api_url
     try:
         url = api_url if mock else real_api_url(api_url, name)
-        prov = provider_for(found.key, url, name)
+        prov = provider_for(found.key, url, name, found.source)
     except ProviderError as exc:
         report.add("key", False, str(exc))
         return report
@@ -168,8 +173,9 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     try:
         quote = provider.quote(gpu, gpus, choice.image)
     except AuthError as exc:
-        report.add("key", False, f"{one_line(exc).rstrip('.')}; the key used came from "
-                   f"{report.key_source}.")
+        said = one_line(exc)
+        report.add("key", False, said if str(report.key_source) in said else
+                   f"{said.rstrip('.')}; the key used came from {report.key_source}.")
         return
     except ProviderError as exc:
         report.key_ok = True

@@ -57,6 +57,8 @@ def refusal(config: Any) -> str | None:
         if not os.environ.get(var, "").strip():
             return f"--api-url needs that cloud's API key in {var}. Nothing was created."
     if not config.mock and not any(registry.package(n).find_key() for n in names):
+        if len(names) > 1:   # no cloud named and no key anywhere: say every cloud's key
+            return registry.no_key_at_all()
         return (" ".join(registry.package(n).NO_KEY for n in names)
                 + " Or use --mock to run against the local mock cloud.")
     from tplab.viewmodel.ledger_view import (dead_clients_held_usd, preflight_sentence,

@@ -10,12 +10,18 @@ order, because a pod-scoped key's permissions can only be known live and clouds 
 each way is either
 
 * ``http``: ``method url`` (``{base}`` and ``{id}`` filled in) with ``Authorization: Bearer
-  <pod key>`` and an optional JSON body template; an ``ok`` status is success, a ``gone``
-  status (404) is success too (already gone); with ``answer_key`` an HTTP 200 must carry
+  <pod key>`` and an optional JSON body template; an ``ok`` status is success, and with
+  ``ok_field`` its JSON must also say ``<ok_field>: true`` (Vast answers 200 ``{"success":
+  false}`` for a destroy it did not do); with ``answer_key`` an HTTP 200 must carry
   ``data.<answer_key>`` and no ``errors`` (a GraphQL answer);
 * ``command``: an executable found on PATH, run with the key in the environment variable the
   way names (never on its command line); exit 0 is success, and with ``ok_output`` its output
   must also match that regex (a CLI that exits 0 after an error says so only in its output).
+
+Only a success ends the self-termination. From inside a pod the pod exists, so an answer of
+404, 401 or 403 to its own end means the key cannot see it (Vast answers a key it does not know
+404 ``auth_error``; RunPod's 404 is "not found or not accessible to the caller"), never that it
+is already gone: the attempt fails, saying so, and the next way is tried.
 
 The pod id and key come from the env file the spec names (``env_file_var`` may name another,
 as the mock clouds do), else from this process's environment. Standard library only: this runs
@@ -41,6 +47,8 @@ from typing import Any, Callable, Mapping, Sequence
 from tplab.records.self_end import decode
 
 POD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: answers to a pod's own end that mean its key cannot see it (never "already gone")
+KEY_CANNOT_SEE = (401, 403, 404)
 REDACTED = "[redacted]"
 
 #: ``request(method, url, body, headers, timeout_s) -> (http_status, response_text)``; raises
@@ -63,7 +71,7 @@ class Way:
     url: str = ""                       # "{base}/<the provider's path>/{id}"
     body: str = ""                      # a JSON template; {id} is filled in JSON-escaped
     ok: tuple[int, ...] = (200, 202, 204)
-    gone: tuple[int, ...] = (404,)
+    ok_field: str = ""                  # http: a JSON answer must say <ok_field>: true
     answer_key: str = ""                # http: HTTP 200 must carry data.<answer_key>
     argv: tuple[str, ...] = ()          # command: argv[0] looked up on PATH; {id} filled in
     key_env: str = ""                   # command: the variable that carries the key
@@ -238,10 +246,14 @@ class SelfTerminator:
             return Attempt(method, False, self.redact(f"no answer ({_reason(exc)})"))
         if way.answer_key:
             return Attempt(method, *_data_answer(status, self.redact(text), way.answer_key))
+        if status in way.ok and way.ok_field and not _says_true(text, way.ok_field):
+            return Attempt(method, False, f"HTTP {status} without {way.ok_field}: true: "
+                                          f"{self._snippet(text)}")
         if status in way.ok:
             return Attempt(method, True, f"HTTP {status}")
-        if status in way.gone:
-            return Attempt(method, True, f"HTTP {status}: the pod is already gone")
+        if status in KEY_CANNOT_SEE:
+            return Attempt(method, False, f"HTTP {status}: this pod's key cannot see it (from "
+                                          f"inside, the pod exists): {self._snippet(text)}")
         return Attempt(method, False, f"HTTP {status}: {self._snippet(text)}")
 
     def command(self, way: Way) -> Attempt | None:
@@ -283,6 +295,14 @@ class SelfTerminator:
             if attempt.ok:
                 break
         return attempts
+
+
+def _says_true(text: str, name: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get(name) is True
 
 
 def _data_answer(status: int, text: str, key: str) -> tuple[bool, str]:

@@ -17,8 +17,8 @@ import asyncio
 from dataclasses import dataclass
 
 from tplab.cloud import registry
-from tplab.cloud.base import ProviderError, Quote
-from tplab.lab.lab_config import STUB, LabConfig, LabStop
+from tplab.cloud.base import AuthError, ProviderError, Quote
+from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.money.worst_case import worst_case
 from tplab.keys.redact import one_line
 
@@ -29,6 +29,7 @@ class Answer:
     name: str
     quote: Quote | None = None
     error: str = ""
+    key_refused: bool = False           # the error is the key's (missing or refused)
 
     @property
     def label(self) -> str:
@@ -43,6 +44,8 @@ class Answer:
     def describe(self, wall_cap_s: float, cap: float) -> str:
         """This cloud's answer in a few words, for the pick and the stub."""
         q = self.quote
+        if q is None and self.key_refused:
+            return f"{self.label}: its key was refused ({self.error})"
         if q is None:
             return f"{self.label}: could not be asked ({self.error})"
         if q.image_refusal:
@@ -85,6 +88,8 @@ def _ask(config: LabConfig, name: str) -> Answer:
                 cloud.stop()
         prov = providers.real_provider(None, name)
         return Answer(name, prov.quote(config.gpu_type, config.gpus, image))
+    except AuthError as exc:
+        return Answer(name, error=one_line(exc).rstrip("."), key_refused=True)
     except ProviderError as exc:
         return Answer(name, error=one_line(exc).rstrip("."))
 
@@ -111,6 +116,13 @@ def decide(config: LabConfig, answers: list[Answer], cap: float) -> tuple[str, s
 
 
 async def pick(config: LabConfig) -> tuple[str, str]:
-    """Ask every cloud at once, then ``decide``."""
-    answers = await asyncio.gather(*(asyncio.to_thread(_ask, config, n) for n in names(config)))
+    """Ask every cloud at once, then ``decide``. No cloud with a key, or every key refused, is
+    a key problem (FAILED, each key named), never "no spot"."""
+    asked = names(config)
+    if not asked:
+        raise LabStop(FAILED, registry.no_key_at_all())
+    answers = await asyncio.gather(*(asyncio.to_thread(_ask, config, n) for n in asked))
+    refused = [a for a in answers if a.key_refused]
+    if refused and len(refused) == len(answers):
+        raise LabStop(FAILED, "; ".join(a.error for a in refused) + "; nothing was created")
     return decide(config, list(answers), lab_cap(config))

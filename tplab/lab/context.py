@@ -61,6 +61,10 @@ class LabContext:
     def provider_name(self) -> str:
         return getattr(self.provider, "name", "?")
 
+    def provider_label(self) -> str:
+        """What the user calls the provider ("Vast.ai"), else its registry name."""
+        return getattr(self.provider, "label", None) or self.provider_name
+
     def instance_event(self, info: PodInfo | None = None, state: str | None = None) -> None:
         """The pod as the dashboard shows it (state, price, SSH endpoint, uptime)."""
         pod = self.facts.pod

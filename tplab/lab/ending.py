@@ -3,7 +3,9 @@ that it is gone.
 
 Why apart: the lab's teardown, `tplab terminate`, and the dashboard's leftover sweep all end
 pods, and each must keep going through provider errors (an API error while verifying is one more
-poll, not the end; a lost terminate request is sent again). Sync providers run in threads.
+poll, not the end; a lost terminate request is sent again). A refused key is the one thing
+that does not pass with time: it ends the retries and the polls at once, never read as gone.
+Sync providers run in threads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from datetime import datetime, UTC
 from typing import Callable
 
-from tplab.cloud.base import GoneProof, Provider
+from tplab.cloud.base import AuthError, GoneProof, Provider
 from tplab.keys.redact import one_line
 
 
@@ -41,6 +43,9 @@ async def verify_gone(provider: Provider, pod_id: str, timeout_s: float = 60.0,
             last = await asyncio.to_thread(provider.verify_gone, pod_id)
             if last.gone:
                 return last
+        except AuthError as exc:  # the key cannot see it: no answer is coming, and not gone
+            return GoneProof(pod_id=pod_id, checked_at=iso(time.time()) or "",
+                             answer={"error": one_line(exc)}, listed=True)
         except Exception as exc:  # noqa: BLE001 - any failure is one more poll
             error = one_line(exc) or type(exc).__name__
         if time.monotonic() > deadline:
@@ -54,14 +59,21 @@ async def verify_gone(provider: Provider, pod_id: str, timeout_s: float = 60.0,
 
 
 async def terminate_with_retries(provider: Provider, pod_id: str, attempts: int = 5,
-                                 on_failure: Callable[[int, BaseException], None] | None = None
-                                 ) -> bool:
+                                 on_failure: Callable[[int, BaseException], None] | None = None,
+                                 raise_auth: bool = False) -> bool:
     """Send terminate until the provider accepts it (``attempts`` tries, whatever goes wrong);
-    False when every try failed (verify still runs: it re-sends)."""
+    False when every try failed (verify still runs: it re-sends). A refused key ends the tries
+    at once (False, or the ``AuthError`` itself with ``raise_auth``)."""
     for attempt in range(attempts):
         try:
             await asyncio.to_thread(provider.terminate, pod_id)
             return True
+        except AuthError as exc:
+            if on_failure is not None:
+                on_failure(attempt + 1, exc)
+            if raise_auth:
+                raise
+            return False
         except Exception as exc:  # noqa: BLE001 - keep trying whatever went wrong
             if on_failure is not None:
                 on_failure(attempt + 1, exc)

@@ -64,6 +64,9 @@ class LabConfig:
     boot_timeout_s: float = 600.0
     create_lookup_s: float = 60.0         # after an ambiguous create, look for the pod this long
     connect_timeout_s: float = 180.0      # per (re)connect
+    #: where the provider offers a second way to sshd (Vast's proxy): how long the first way
+    #: may take to answer before the lab connects through the second
+    direct_ssh_s: float = 20.0
     keepalive_interval_s: float = 2.0
     keepalive_count_max: int = 2
     label: str | None = None              # ledger label; None: lab02-tp-spinup-<gpu>x<n>

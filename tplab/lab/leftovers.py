@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from tplab.cloud.base import GONE_STATES, GoneProof, PodInfo, Provider, ProviderError
+from tplab.cloud.base import GONE_STATES, AuthError, GoneProof, PodInfo, Provider, ProviderError
 from tplab.lab import instances
 from tplab.lab.instances import InstanceRecord
 from tplab.lab.ending import terminate_with_retries, verify_gone
@@ -74,6 +74,8 @@ def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
             continue
         try:
             info = provider.status(pod_id)
+        except AuthError:  # a refused key is the user's to fix: said, never UNKNOWN or GONE
+            raise
         except ProviderError as exc:  # unknown is not gone: keep the record and its hold
             found[pod_id] = LivePod(PodInfo(id=pod_id, name=rec.pod_name, state=UNKNOWN,
                                             usd_per_hr=rec.usd_per_hr), rec, "instance.json",
@@ -182,11 +184,12 @@ class Ended:
 
 async def end_pod(provider: Provider, pod_id: str, mock: bool,
                   timeout_s: float = 60.0, by: str = "`tplab terminate`") -> Ended:
-    """Terminate a pod (retrying whatever goes wrong), verify it gone, close its instance
+    """Terminate a pod (retrying whatever goes wrong, but a refused key: ``AuthError``),
+    verify it gone, close its instance
     records and settle the holds they carry. Its records say first who ends it (``by``), so a
     lab still running knows its user stopped it; that lab settles its own hold."""
     await asyncio.to_thread(instances.mark_ended_by, pod_id, f"{by} (pid {os.getpid()})", mock)
-    await terminate_with_retries(provider, pod_id, attempts=3)
+    await terminate_with_retries(provider, pod_id, attempts=3, raise_auth=True)
     proof = await verify_gone(provider, pod_id, timeout_s)
     settled: list[str] = []
     if proof.gone:

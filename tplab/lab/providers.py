@@ -19,10 +19,16 @@ from tplab.lab.lab_config import LabConfig
 from tplab.lab.options import api_url_problem
 
 
-def provider_for(api_key: str, api_url: str | None, name: str | None = None) -> Provider:
-    """Cloud ``name``'s provider with this key, pointed at ``api_url`` (the cloud itself when
-    None)."""
-    return registry.provider_for(name or registry.DEFAULT, api_key, api_url)
+#: what a refusal calls the key of a mock cloud started for the lab (or found running here)
+MOCK_KEY = "the mock cloud's own key"
+
+
+def provider_for(api_key: str, api_url: str | None, name: str | None = None,
+                 key_source: str = "") -> Provider:
+    """Cloud ``name``'s provider with this key (``key_source``: where it was found, named when
+    the cloud refuses it), pointed at ``api_url`` (the cloud itself when None)."""
+    return registry.provider_for(name or registry.DEFAULT, api_key, api_url,
+                                 key_source=key_source)
 
 
 def real_api_url(api_url: str | None, name: str | None = None) -> str | None:
@@ -45,7 +51,7 @@ def real_provider(api_url: str | None = None, name: str | None = None) -> Provid
     found = pkg.find_key()
     if found is None:
         raise AuthError(pkg.NO_KEY + " Or use --mock to run against the local mock cloud.")
-    return registry.provider_for(name, found.key, url)
+    return registry.provider_for(name, found.key, url, key_source=found.source)
 
 
 def _mock_key(name: str | None) -> str:
@@ -76,14 +82,15 @@ async def mock_session(config: LabConfig) -> AsyncIterator[Provider]:
     way out."""
     name = config.provider_name()
     if config.api_url:
-        yield provider_for(_mock_key(name), config.api_url, name)
+        yield provider_for(_mock_key(name), config.api_url, name,
+                           registry.package(name).KEY_VAR)
         return
     pkg = registry.package(name)
     cloud = await asyncio.to_thread(pkg.start_mock, **mock_options(config, name))
     from tplab.keys.redact import register_secret
     register_secret(cloud.api_key)
     try:
-        yield provider_for(cloud.api_key, cloud.api_url, name)
+        yield provider_for(cloud.api_key, cloud.api_url, name, MOCK_KEY)
     finally:
         await asyncio.to_thread(cloud.stop)
 
@@ -97,5 +104,6 @@ def cli_provider(mock: bool, api_url: str | None, name: str | None = None) -> Pr
         configured = registry.configured()
         name = None if mock or not configured else configured[0]
     if mock:
-        return provider_for(_mock_key(name), api_url, name)
+        return provider_for(_mock_key(name), api_url, name,
+                            registry.package(name or registry.DEFAULT).KEY_VAR)
     return real_provider(api_url, name)

@@ -106,6 +106,10 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
                    bid_usd_per_gpu_hr=(price / cfg.gpus) if (cfg.spot and price) else None,
                    image=facts.pod.image.image if facts.pod.image else "",
                    boot=_boot_step(ctx))
+    if hasattr(ctx.cloud, "on_note"):  # what a long create does (an offer tried again) is logged
+        loop = asyncio.get_running_loop()
+        ctx.cloud.on_note = lambda note: loop.call_soon_threadsafe(ctx.stream.log, note,
+                                                                   "warning")
     creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.cloud.create, spec))
     try:
         info = await asyncio.shield(creation.future)

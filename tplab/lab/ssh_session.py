@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from tplab.wire import event_tail, remote
 from tplab.cloud.base import INTERRUPTED as POD_INTERRUPTED
-from tplab.cloud.base import PodInfo, ProviderError
+from tplab.cloud.base import PodInfo, ProviderError, SshEndpoint
 from tplab.lab.lab_config import FAILED, INTERRUPTED, STOPPED, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.provision import self_end_arg
@@ -59,6 +59,7 @@ class PodSession:
         self._result_seen = False
         #: the job's own sentence from its first fatal ``error`` event (pod data: one line, cut)
         self.job_error: str | None = None
+        self.endpoint: SshEndpoint | None = None   # the way to the pod's sshd that answered
 
     @property
     def public_key(self) -> str:
@@ -66,22 +67,55 @@ class PodSession:
 
     # ---- connect, upload, launch -------------------------------------------------------
     async def connect(self, info: PodInfo) -> None:
+        """Connect to the pod's SSH. Where the provider gives a second way to the same sshd
+        (``info.ssh_fallback``: Vast's proxy), the first way gets ``direct_ssh_s`` and, when it
+        does not answer in that time (some hosts' direct ports never do), the lab says so and
+        connects through the second for the rest of the bound. The endpoint that answered is
+        kept for every reconnect."""
         cfg, stream = self.ctx.config, self.ctx.stream
-        assert info.ssh is not None
-        stream.emit("ssh", state="connecting", host=info.ssh.host, port=info.ssh.port)
-        opts = remote.ConnectOptions(
-            host=info.ssh.host, port=info.ssh.port, user=info.ssh.user, pod_id=info.id,
-            known_hosts_dir=tplab_home(cfg.mock) / "known_hosts",
-            timeout_s=cfg.connect_timeout_s, keepalive_interval=cfg.keepalive_interval_s,
-            keepalive_count_max=cfg.keepalive_count_max)
+        first = self.endpoint or info.ssh
+        assert first is not None
+        second = info.ssh_fallback if self.endpoint is None else None
+        started = time.monotonic()
         try:
-            self.conn = await remote.connect(
-                opts, self.client_key,
-                on_attempt=lambda n, why: stream.log(f"ssh attempt {n}: {why}", "debug"))
+            if second is not None:
+                try:
+                    self.conn = await self._connect_to(first, info.id,
+                                                       min(cfg.direct_ssh_s, cfg.connect_timeout_s))
+                except remote.RemoteError as exc:
+                    took = time.monotonic() - started
+                    stream.log(one_line(
+                        f"direct SSH to {first.host}:{first.port} did not answer within "
+                        f"{took:.0f} s ({exc}); connecting through {self.ctx.provider_label()}'s "
+                        f"SSH proxy at {second.host}:{second.port}"), "warning")
+                    self.conn = await self._connect_to(
+                        second, info.id, max(1.0, cfg.connect_timeout_s - took), via="proxy")
+                    self.endpoint = second
+                    return
+            else:
+                self.conn = await self._connect_to(first, info.id, cfg.connect_timeout_s)
+            self.endpoint = first
         except remote.RemoteError as exc:
             stream.emit("ssh", state="closed")
             raise LabStop(FAILED, str(exc)) from None
-        stream.emit("ssh", state="connected", host=info.ssh.host, port=info.ssh.port)
+
+    async def _connect_to(self, ssh: SshEndpoint, pod_id: str, timeout_s: float,
+                          via: str = "") -> Any:
+        cfg, stream = self.ctx.config, self.ctx.stream
+        extra = {"via": via} if via else {}
+        stream.emit("ssh", state="connecting", host=ssh.host, port=ssh.port, **extra)
+        opts = remote.ConnectOptions(
+            host=ssh.host, port=ssh.port, user=ssh.user, pod_id=pod_id,
+            known_hosts_dir=tplab_home(cfg.mock) / "known_hosts",
+            timeout_s=timeout_s, keepalive_interval=cfg.keepalive_interval_s,
+            keepalive_count_max=cfg.keepalive_count_max,
+            attempt_timeout_s=min(remote.ConnectOptions.attempt_timeout_s, timeout_s))
+        conn = await remote.connect(
+            opts, self.client_key,
+            on_attempt=lambda n, why: stream.log(f"ssh attempt {n} to {ssh.host}:{ssh.port}: "
+                                                 f"{why}", "debug"))
+        stream.emit("ssh", state="connected", host=ssh.host, port=ssh.port, **extra)
+        return conn
 
     async def upload(self) -> None:
         from tplab.lab.bundle import bundle_items

@@ -1,8 +1,8 @@
 """THE list of requests the mock clouds refuse although the providers' OpenAPI schemas allow them.
 
 Why one list: a request that passes a provider's published schema can still be refused, for a
-rule the document states only in prose (RunPod: ``lastN`` excludes ``startTime``; Vast: onstart
-is limited to 4048 characters), for a value the schema types loosely (an SSH key that is any
+rule the document states only in prose or drops (RunPod: ``lastN`` excludes ``startTime``; Vast:
+the per-endpoint input limits of vast_mock/limits.py), for a value the schema types loosely (an SSH key that is any
 string, ``select_filters`` that is a JSON text), or because the mock does less than the provider
 (SSH instances only). Each such refusal is written here once, with the error it answers and why;
 the contract tests (tests/mock/test_contract_*.py) accept a 4xx to data the document allows
@@ -64,8 +64,13 @@ RULES: tuple[Rejection, ...] = (
               r"invalid_args.*unknown field", "a change-bid field the schema does not name"),
     Rejection("vast", "put", "/api/v0/ssh/{id}", 400, r"invalid_args.*unknown field",
               "a key-update field the schema does not name"),
-    Rejection("vast", "put", _ASKS, 400, r"invalid_args.*onstart is \d+ characters",
-              "onstart is limited to 4048 characters (the document's 'Key Quirks')"),
+    Rejection("vast", "put", _ASKS, 400,
+              r"invalid_args.*Invalid args: (env|args, args_str and onstart|label is|image is)",
+              "create_instance's x-input-validation, which the combined document drops "
+              "(vast_mock/limits.py): env 256 characters a variable and 32,768 in all, args + "
+              "args_str + onstart 4,096, label 256, image 1,024"),
+    Rejection("vast", "put", "/api/v0/instances/{id}", 400, r"invalid_args.*Invalid args: label",
+              "label_instance's x-input-validation: a label of at most 1,024 characters"),
     Rejection("vast", "put", _ASKS, 400, r"invalid_args.*runtype .*SSH instances only",
               "the mock runs SSH instances only (ssh, ssh_direct, ssh_direc, ssh_proxy)"),
     Rejection("vast", "put", _ASKS, 400, r"invalid_args.*env is not valid Docker flags",

@@ -20,7 +20,7 @@ MOCK = "tplab.mock.runpod_mock"
 API_URL_VAR = "RUNPOD_API_BASE_URL"
 #: the variable that holds the key for an already running mock (``--api-url``)
 KEY_VAR = "RUNPOD_API_KEY"
-from tplab.cloud.runpod.runpod_keys import NO_KEY  # noqa: E402,F401 - said once, in keys
+from tplab.cloud.runpod.runpod_keys import KEY_HINT, NO_KEY  # noqa: E402,F401 - said once
 
 
 def find_key(environ: Mapping[str, str] | None = None) -> Any:

@@ -22,6 +22,10 @@ SPOT_MUTATION = "podRentInterruptable"
 BALANCE_QUERY = "query myself { myself { id clientBalance currentSpendPerHr } }"
 #: does RunPod's schema still have the spot mutation? (asked before any money is authorized)
 MUTATIONS_QUERY = 'query mutations { __type(name: "Mutation") { fields { name } } }'
+#: the same question where introspection is refused: the mutation without its required input,
+#: which GraphQL refuses at validation (nothing is executed) with words that say whether the
+#: field exists ("Cannot query field ..." when it does not)
+SPOT_PROBE = "mutation probe { podRentInterruptable { id } }"
 
 
 def gql_str(value: str) -> str:

@@ -38,8 +38,10 @@ from tplab.cloud.base import (
 from tplab.cloud.rest_client import Answer, RestClient
 
 DEFAULT_API_BASE_URL = "https://api.runpod.io"
-AUTH_FAILED = ("RunPod refused the API key (HTTP 401); check RUNPOD_API_KEY, or the key in "
-               "~/.runpod/config.toml (`tplab check` says which one is used).")
+AUTH_FAILED = ("RunPod refused the API key from {source} (HTTP 401); put a valid key there "
+               "(RunPod console, Settings > API Keys), or set RUNPOD_API_KEY.")
+#: where the key came from, when the caller did not say
+UNKNOWN_SOURCE = "RUNPOD_API_KEY or ~/.runpod/config.toml"
 CAPACITY_HINTS = ("no longer any instances", "no instances", "not enough", "no available",
                   "out of stock", "insufficient capacity", "could not be placed", "capacity")
 USER_AGENT = "tplab (REST v2)"
@@ -69,9 +71,10 @@ class RestV2(RestClient):
                  timeout_s: float = 30.0, create_timeout_s: float = 60.0,
                  retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
                  rate_limit_tries: int = 4, max_retry_after_s: float = 30.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 key_source: str = "", sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(api_key, api_base_url, timeout_s=timeout_s,
                          create_timeout_s=create_timeout_s, retry_delays=retry_delays, sleep=sleep)
+        self.key_source = key_source or UNKNOWN_SOURCE
         self.rate_limit_tries = rate_limit_tries
         self.max_retry_after_s = max_retry_after_s
 
@@ -113,7 +116,7 @@ class RestV2(RestClient):
                 raise self._not_json(what, status)
             return Answer(status, body)
         if status == 401:
-            raise AuthError(AUTH_FAILED)
+            raise AuthError(AUTH_FAILED.format(source=self.key_source))
         if status == 402:
             raise BalanceError(f"RunPod refused {what} for lack of funds (HTTP 402: {detail}); "
                                "add funds in the RunPod console, then try again.")

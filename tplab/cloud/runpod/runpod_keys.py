@@ -21,6 +21,9 @@ CONFIG_PATH = Path("~/.runpod/config.toml")
 NO_KEY = ("No RunPod API key found: set RUNPOD_API_KEY, or store one in ~/.runpod/config.toml "
           "(`runpod config`, or runpodctl's `apiKey`).")
 ENV_SOURCE = "RUNPOD_API_KEY"
+#: this key beside the other clouds', for a user who has none (``registry.no_key_at_all``)
+KEY_HINT = ("for RunPod (on-demand pods; its spot is being retired), set RUNPOD_API_KEY or "
+            "store one in ~/.runpod/config.toml")
 
 
 @dataclass(frozen=True)

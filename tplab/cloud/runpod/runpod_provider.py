@@ -69,15 +69,15 @@ class RunPodProvider(PodLifecycle):
                  ssh_probe_timeout_s: float = 10.0, client_key: Any = None,
                  retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
                  terminate_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
-                 timeout_s: float = 30.0,
+                 timeout_s: float = 30.0, key_source: str = "",
                  sleep: Callable[[float], None] = time.sleep) -> None:
         key = api_key or load_api_key()
         if not key:
             raise AuthError(NO_KEY)
         base = (api_base_url or DEFAULT_API_BASE_URL).rstrip("/")
         self._rest = RestV2(key, base, timeout_s=timeout_s, retry_delays=retry_delays,
-                            sleep=sleep)
-        self._spot = Spot(RunPodApi(key, base), retry_delays)
+                            key_source=key_source, sleep=sleep)
+        self._spot = Spot(RunPodApi(key, base, key_source), retry_delays)
         self.cloud_type = cloud_type
         self.poll_interval_s = poll_interval_s
         self.ssh_probe_timeout_s = ssh_probe_timeout_s

@@ -23,6 +23,10 @@ Error mapping (messages never contain the key; everything passes through tplab.k
 - HTTP 401 (``runpod.error.AuthenticationError``) -> ``AuthError``
 - a GraphQL error (``runpod.error.QueryError``) -> ``ApiError`` with ``api_message``
 - a non-JSON answer (an HTTP 5xx page), a timeout or no connection -> ``TransientError``
+- GraphQL retired (to go in early 2027): the SDK cannot say so (it reads no status), so after
+  an answer that is not GraphQL one plain request asks the URL what it is: 404, 410 or a page
+  that is not JSON -> ``GraphqlGoneError`` (spot and the balance went with it: say so, and go
+  on through REST v2); a 5xx is still ``TransientError``
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import types
 from typing import Any, Callable, Iterable, TypeVar
 
 from tplab.cloud.base import AuthError, ProviderError, TransientError
-from tplab.cloud.runpod.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL
+from tplab.cloud.runpod.http_api import AUTH_FAILED, DEFAULT_API_BASE_URL, UNKNOWN_SOURCE
 from tplab.keys.redact import error_text, redact, register_secret
 
 _LOCK = threading.RLock()
@@ -109,13 +113,24 @@ class ApiError(ProviderError):
         self.api_message = api_message
 
 
+class GraphqlGoneError(ProviderError):
+    """RunPod's GraphQL API is gone (404, 410, or a page that is not JSON): spot pods and the
+    account balance went with it; ``why`` says in a few words what its URL answered."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 class RunPodApi:
     """The SDK bound to one key and one API URL. Thread-safe (see module docstring)."""
 
-    def __init__(self, api_key: str, api_base_url: str | None = None) -> None:
+    def __init__(self, api_key: str, api_base_url: str | None = None,
+                 key_source: str = "") -> None:
         if not api_key:
             raise AuthError("No RunPod API key was given.")
         self._key = api_key
+        self.key_source = key_source or UNKNOWN_SOURCE
         register_secret(api_key)
         self.api_base_url = (api_base_url or os.environ.get("RUNPOD_API_BASE_URL")
                              or DEFAULT_API_BASE_URL).rstrip("/")
@@ -138,7 +153,7 @@ class RunPodApi:
             try:
                 return fn(*args, **kwargs)
             except rp_error.AuthenticationError:
-                raise AuthError(AUTH_FAILED) from None
+                raise AuthError(AUTH_FAILED.format(source=self.key_source)) from None
             except rp_error.QueryError as exc:
                 msg = error_text(exc, [self._key])
                 raise ApiError(f"RunPod returned an error while {what}: {msg}", msg) from None
@@ -166,12 +181,36 @@ class RunPodApi:
         import_runpod()
         from runpod.api.graphql import run_graphql_query
 
-        answer = self.call(what, run_graphql_query, query, api_key=self._key)
+        try:
+            answer = self.call(what, run_graphql_query, query, api_key=self._key)
+        except TransientError as exc:
+            if "error page" in str(exc):   # not GraphQL: retired, or a passing 5xx page?
+                self._raise_if_gone(what)
+            raise
         data = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(data, dict):
+            self._raise_if_gone(what)
             raise TransientError(f"RunPod's API gave an answer without data while {what}; "
                                  "try again.")
         return data
+
+    def _raise_if_gone(self, what: str) -> None:
+        """Ask the GraphQL URL once what it answers (``GraphqlGoneError`` when it is gone)."""
+        import requests
+
+        url = f"{self.api_base_url}/graphql"
+        try:
+            resp = requests.post(url, json={"query": "query { __typename }"}, timeout=30,
+                                 headers={"Authorization": f"Bearer {self._key}",
+                                          "User-Agent": "tplab (GraphQL)"})
+        except requests.exceptions.RequestException:
+            return
+        kind = resp.headers.get("Content-Type", "").split(";")[0].strip() or "no content type"
+        if resp.status_code in (404, 410) or (resp.status_code < 300 and "json" not in kind):
+            why = f"HTTP {resp.status_code}, {kind}"
+            raise GraphqlGoneError(f"RunPod's GraphQL API at {url} is gone ({why}) while "
+                                   f"{what}; spot pods and the account balance went with it.",
+                                   why)
 
     def redact(self, text: object) -> str:
         return redact(text, [self._key])

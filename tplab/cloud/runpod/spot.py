@@ -4,8 +4,10 @@ Why honest about it: the seed's lab is spot-first, but REST v2 has no spot, spot
 docs in 2026-05 and RunPod has said ``podRentInterruptable`` is being removed; the GraphQL API
 itself is to be retired in early 2027. So before any money is authorized tplab asks (``offer``):
 
-1. does the GraphQL schema still have ``podRentInterruptable``? (introspection; ``None`` when
-   RunPod does not answer introspection, and then the create itself tells);
+1. does the GraphQL schema still have ``podRentInterruptable``? Introspection first; RunPod
+   refuses it in production, so then a document that names the mutation without its required
+   argument, which GraphQL validates and never executes: "cannot query field" means it is
+   gone, "argument ... required" that it is there (``None``: neither said);
 2. the minimum bid on the secure cloud, ``lowestPrice(input: {gpuCount, secureCloud: true})``,
    so the bid and the create are on the same cloud (a null ``minimumBidPrice``: no spot now).
 
@@ -13,7 +15,8 @@ itself is to be retired in early 2027. So before any money is authorized tplab a
 minimum. An unknown mutation, GraphQL gone, or no spot capacity is ``SpotUnavailableError``
 (nothing was created); a 5xx page or a timeout during the create is ``AmbiguousCreateError``
 (RunPod may have made the pod). Never a silent switch to on-demand: that is the caller's
-explicit choice (``--on-demand``).
+explicit choice (``--on-demand``). GraphQL itself gone (404, 410, a page that is not JSON:
+``GraphqlGoneError``) is spot not offered at all, said so, and the balance unknown.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from tplab.cloud.runpod import graphql_ops as ops
 from tplab.cloud.runpod import v2_pods
 from tplab.cloud.base import (AmbiguousCreateError, AuthError, PodSpec, ProviderError,
                               SpotUnavailableError, TransientError, UnknownGpuError)
-from tplab.cloud.runpod.sdk import ApiError, RunPodApi, with_retries
+from tplab.cloud.runpod.sdk import ApiError, GraphqlGoneError, RunPodApi, with_retries
 from tplab.keys.redact import error_text
 
 _UNKNOWN_FIELD = ("cannot query field", "unknown field", "unknown argument")
@@ -60,13 +63,25 @@ class Spot:
         return with_retries(lambda: self.api.graphql(what, query), self.retry_delays)
 
     def mutation_exists(self) -> bool | None:
-        """Whether RunPod's schema still has ``podRentInterruptable`` (None: not answered)."""
+        """Whether RunPod's schema still has ``podRentInterruptable`` (None: not said)."""
         try:
             data = self._read("asking whether spot still exists", ops.MUTATIONS_QUERY)
-        except ApiError:  # introspection refused: only the create itself will tell
-            return None
+        except ApiError:  # introspection refused (production): ask the validator instead
+            return self._mutation_validates()
         fields = ((data.get("__type") or {}).get("fields")) or []
         return any(f and f.get("name") == ops.SPOT_MUTATION for f in fields)
+
+    def _mutation_validates(self) -> bool | None:
+        """``ops.SPOT_PROBE`` names the mutation without its required input: invalid either
+        way, so nothing runs, and the validation error says whether the field exists."""
+        try:
+            self._read("asking whether spot still exists", ops.SPOT_PROBE)
+        except ApiError as exc:
+            low = exc.api_message.lower()
+            if any(h in low for h in _UNKNOWN_FIELD):
+                return False
+            return True if "required" in low and "argument" in low else None
+        return None
 
     def offer(self, gpu_type: str, gpu_count: int) -> SpotOffer:
         """What spot RunPod offers right now for ``gpu_count`` x ``gpu_type`` (never raises for a
@@ -75,6 +90,10 @@ class Spot:
             exists = self.mutation_exists()
         except AuthError:
             raise
+        except GraphqlGoneError as exc:
+            return SpotOffer(False, False, None, None,
+                             f"RunPod no longer offers spot pods: its GraphQL API, the only way "
+                             f"to rent them, is gone ({exc.why})")
         except ProviderError as exc:
             return SpotOffer(None, False, None, None,
                              f"RunPod's GraphQL API, the only way to rent spot, did not answer "

@@ -20,7 +20,7 @@ MOCK = "tplab.mock.vast_mock"
 API_URL_VAR = "VAST_API_BASE_URL"
 #: the variable that holds the key (for the real cloud, and for an already running mock)
 KEY_VAR = "VAST_API_KEY"
-from tplab.cloud.vast.vast_keys import NO_KEY  # noqa: E402,F401 - said once, in keys
+from tplab.cloud.vast.vast_keys import KEY_HINT, NO_KEY  # noqa: E402,F401 - said once, in keys
 
 
 def find_key(environ: Mapping[str, str] | None = None) -> Any:

@@ -19,11 +19,12 @@ DEFAULT_API_BASE = "https://console.vast.ai"
 #: where onstart keeps the instance's id and key for processes started over SSH
 ENV_FILE = "$HOME/.tplab-guard/instance.env"
 ID_VAR, KEY_VAR = "CONTAINER_ID", "CONTAINER_API_KEY"
-#: what ``vastai ... destroy instance ID -y`` prints when the instance is destroyed or already
-#: gone. vastai 1.9.1 exits 0 whatever happened (an HTTP error is "Failed with error N: ..." on
-#: stderr; with --raw a success prints nothing at all), and without ``-y`` it asks for
-#: confirmation, reads EOF and prints "Aborted.".
-CLI_ACCEPTED = r"destroying instance \d+\.|Failed with error 404"
+#: what ``vastai ... destroy instance ID -y`` prints when Vast destroyed the instance (only a
+#: success counts: from inside, "Failed with error 404" is a key that cannot see it). vastai
+#: 1.9.1 exits 0 whatever happened (an HTTP error is "Failed with error N: ..." on stderr; with
+#: --raw a success prints nothing at all), and without ``-y`` it asks for confirmation, reads
+#: EOF and prints "Aborted.".
+CLI_ACCEPTED = r"destroying instance \d+\."
 
 
 def self_end(api_base: str | None = None) -> dict[str, Any]:
@@ -32,8 +33,8 @@ def self_end(api_base: str | None = None) -> dict[str, Any]:
         "provider": "Vast.ai", "api_base": (api_base or DEFAULT_API_BASE).rstrip("/"),
         "id_var": ID_VAR, "key_var": KEY_VAR, "env_file": ENV_FILE,
         "ways": [{"label": "DELETE /api/v0/instances/{id}", "method": "DELETE",
-                  "url": "{base}/api/v0/instances/{id}", "ok": [200, 202, 204],
-                  "gone": [404]},
+                  "url": "{base}/api/v0/instances/{id}/", "ok": [200, 202, 204],
+                  "ok_field": "success"},
                  {"label": "vastai destroy instance {id}", "kind": "command",
                   "argv": ["vastai", "--url", "{base}", "destroy", "instance", "{id}", "-y"],
                   "key_env": "VAST_API_KEY", "ok_output": CLI_ACCEPTED}],

@@ -15,6 +15,9 @@ from typing import Mapping
 from tplab.keys.redact import register_secret
 
 ENV_SOURCE = "VAST_API_KEY"
+#: this key beside the other clouds', for a user who has none (``registry.no_key_at_all``)
+KEY_HINT = ("for Vast.ai, which rents interruptible GPUs (what the default spot lab needs), "
+            "set VAST_API_KEY or store one with `vastai set api-key`")
 NO_KEY = ("No Vast.ai API key found: set VAST_API_KEY, or store one with `vastai set api-key` "
           "(~/.config/vastai/vast_api_key).")
 

@@ -46,7 +46,7 @@ from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.vast import instance_self_end as pod_self_end
 from tplab.cloud.vast import offer_fit, shapes
-from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, VastApi
+from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, OfferMovedError, VastApi
 from tplab.keys.redact import error_text
 
 #: the v1 list's page size (its maximum) and how many pages tplab reads before it gives up
@@ -55,6 +55,11 @@ PAGE, MAX_PAGES = 25, 200
 BID_MARGIN = 1.02
 #: reads of a new instance before its rental is called unconfirmable
 READBACK_TRIES = 3
+#: offers tried when the cheapest moves between search and create (taken, repriced)
+OFFER_TRIES = 3
+#: the offer search asks in price order and sees this many offers: Vast answers 64 without a
+#: limit, in its own order, and the cheapest offer that can run the lab may come far down
+SEARCH_LIMIT = 1000
 
 
 class VastProvider(PodLifecycle):
@@ -73,13 +78,17 @@ class VastProvider(PodLifecycle):
     def __init__(self, api_key: str, api_base_url: str | None = None, *,
                  poll_interval_s: float = 2.0, ssh_probe_timeout_s: float = 10.0,
                  client_key: Any = None, retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
-                 rate_limit_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
+                 rate_limit_tries: int = 6,
                  terminate_delays: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
-                 timeout_s: float = 30.0, disk_gb: int = 20,
+                 timeout_s: float = 30.0, disk_gb: int = 20, key_source: str = "",
+                 pace_scale: float | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._api = VastApi(api_key, (api_base_url or DEFAULT_API_BASE_URL).rstrip("/"),
                             timeout_s=timeout_s, retry_delays=retry_delays,
-                            rate_limit_delays=rate_limit_delays, sleep=sleep)
+                            rate_limit_tries=rate_limit_tries, key_source=key_source,
+                            pace_scale=pace_scale, sleep=sleep)
+        #: where a long call says what it is doing (the lab's log; called from a worker thread)
+        self.on_note: Callable[[str], None] = lambda note: None
         self.poll_interval_s = poll_interval_s
         self.ssh_probe_timeout_s = ssh_probe_timeout_s
         self.client_key = client_key
@@ -100,9 +109,16 @@ class VastProvider(PodLifecycle):
 
     # ---- reads ---------------------------------------------------------------------------
     def offers(self, gpu_type: str, gpu_count: int, kind: str = "bid") -> list[dict[str, Any]]:
+        """Every offer of this shape, cheapest first (``SEARCH_LIMIT`` of them)."""
         ans = self._api.call(f"searching {kind} offers", "POST", "/api/v0/bundles",
-                             json=shapes.search_body(gpu_type, gpu_count, kind))
+                             json=shapes.search_body(gpu_type, gpu_count, kind, SEARCH_LIMIT))
         return [o for o in (ans.body or {}).get("offers") or [] if isinstance(o, dict)]
+
+    @property
+    def rate_limited(self) -> int:
+        """The 429s this provider met (it paces its calls: none, unless another client on the
+        same key, or a tighter limit, got in the way)."""
+        return self._api.rate_limited
 
     def _unknown_gpu(self, gpu_type: str) -> UnknownGpuError:
         return UnknownGpuError(
@@ -153,8 +169,12 @@ class VastProvider(PodLifecycle):
                 f"+ {BID_MARGIN - 1:.0%} so a bid at the minimum is not outbid at once")
 
     def balance(self) -> float | None:
+        """The account's dollars left: ``credit``, as Vast's own tools read it (its CLI's
+        ``show user``, its agent plugin's cost command: a test's spend is the change in
+        credit); the documented ``balance`` field is not that (a community script saw it near
+        -$4: what the account owes), so it is never read as the balance."""
         me = self._api.call("reading the account balance", "GET", "/api/v0/users/current").body
-        return shapes._float((me or {}).get("balance"))
+        return shapes._float((me or {}).get("credit"))
 
     def _instance(self, pod_id: str) -> dict[str, Any] | None:
         ans = self._api.call("reading the instance", "GET", f"/api/v0/instances/{pod_id}")
@@ -208,17 +228,44 @@ class VastProvider(PodLifecycle):
         kind = "bid" if spec.spot else "ondemand"   # on-demand only when asked by name
         what = "interruptible" if spec.spot else "on-demand"
         choice = choose_image(self.name, spec.gpu_type, spec.image or None)
-        judged = offer_fit.judge(self.offers(spec.gpu_type, spec.gpu_count, kind), kind,
-                                 spec.container_disk_gb, choice, spec.gpu_type)
-        refusal = offer_fit.refusal(judged, choice, spec.gpu_count, spec.gpu_type, what)
-        if refusal:  # offers there are, but none whose host can run the image
-            raise ImageMismatchError(f"{refusal[0].upper()}{refusal[1:]}; nothing was created.")
-        best = offer_fit.cheapest_runnable(judged)
-        if best is None:
-            error = SpotUnavailableError if spec.spot else NoCapacityError
-            raise error(f"Vast.ai has no {what} offer for {spec.gpu_count}x "
-                        f"{shapes.vast_gpu_name(spec.gpu_type)} right now; nothing was created.")
-        offer, price = best.offer, best.price
+        spec = dataclasses.replace(spec, image=choice.image)
+        passed: set[str] = set()     # offers that moved under this lab: not tried again
+        tries: list[str] = []
+        for attempt in range(OFFER_TRIES):
+            judged = [j for j in offer_fit.judge(
+                self.offers(spec.gpu_type, spec.gpu_count, kind), kind, spec.container_disk_gb,
+                choice, spec.gpu_type) if str(j.offer["id"]) not in passed]
+            refusal = offer_fit.refusal(judged, choice, spec.gpu_count, spec.gpu_type, what)
+            if refusal:  # offers there are, but none whose host can run the image
+                raise ImageMismatchError(f"{refusal[0].upper()}{refusal[1:]}; nothing was "
+                                         "created.")
+            best = offer_fit.cheapest_runnable(judged)
+            if best is None:
+                error = SpotUnavailableError if spec.spot else NoCapacityError
+                raise error(f"Vast.ai has no {what} offer for {spec.gpu_count}x "
+                            f"{shapes.vast_gpu_name(spec.gpu_type)} right now"
+                            + (f" (tried: {'; '.join(tries)})" if tries else "")
+                            + "; nothing was created.")
+            try:
+                return self._rent(spec, best.offer, best.price)
+            except OfferMovedError as exc:
+                passed.add(str(best.offer["id"]))
+                tries.append(f"offer {best.offer['id']}: HTTP {exc.status} {exc.error}")
+                self.on_note(f"Vast.ai would not rent offer {best.offer['id']} as quoted (HTTP "
+                             f"{exc.status} {exc.error}: taken, or its price moved); nothing was "
+                             f"created; searching again (try {attempt + 2} of {OFFER_TRIES})"
+                             if attempt + 1 < OFFER_TRIES else
+                             f"Vast.ai would not rent offer {best.offer['id']} as quoted (HTTP "
+                             f"{exc.status} {exc.error}); that was the last of {OFFER_TRIES} "
+                             "tries")
+        raise SpotUnavailableError(
+            f"Vast.ai would not rent any of the {OFFER_TRIES} cheapest {what} offers that fit "
+            f"as quoted ({'; '.join(tries)}: each taken or repriced between search and "
+            "create); nothing was created.")
+
+    def _rent(self, spec: PodSpec, offer: dict[str, Any], price: float) -> PodInfo:
+        """Rent ``offer`` (quoted at ``price`` per hour, storage included) for ``spec``; an
+        offer that moved is ``OfferMovedError`` with nothing created."""
         bid = round(price * BID_MARGIN, 6) if spec.spot else price
         cap = (spec.bid_usd_per_gpu_hr * spec.gpu_count) if spec.bid_usd_per_gpu_hr else None
         if cap is not None and bid > cap + 1e-6:
@@ -227,21 +274,24 @@ class VastProvider(PodLifecycle):
                 f"${cap:.3f}/h the lab authorized; nothing was created.")
         storage = price - (shapes._float(offer.get("min_bid")) or 0.0)
         machine_bid = max(0.001, round(bid - storage, 6)) if spec.spot else None
-        spec = dataclasses.replace(spec, image=choice.image)
         ans = self._api.call(f"renting offer {offer['id']}", "PUT", f"/api/v0/asks/{offer['id']}",
                              json=shapes.create_body(spec, machine_bid), create_label=spec.name)
         body = ans.body if isinstance(ans.body, dict) else {}
         contract = body.get("new_contract")
-        if not ans.found or not body.get("success") or not contract:
-            why = shapes_detail(body) if ans.found else "the offer is gone (HTTP 404)"
+        if not ans.found:   # a 404 Vast did not explain: the offer is not there
+            raise OfferMovedError(f"Vast.ai answered HTTP 404 for offer {offer['id']} "
+                                  f"({shapes_detail(body)}).", 404, "not_found")
+        if not body.get("success") or not contract:
+            why = shapes_detail(body)
             if contract:
                 self._destroy_leftover(str(contract), why)
             at = f" at ${machine_bid:.3f}/h" if machine_bid is not None else ""
             raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']}{at} ({why}); "
                                        "nothing is left running.")
         pod_id = str(contract)
+        read: dict[str, Any] | None = None
         if machine_bid is not None:
-            self._check_rental(pod_id, spec, machine_bid)
+            read = self._check_rental(pod_id, spec, machine_bid)
         try:
             self._api.call("attaching the lab's SSH key to the instance", "POST",
                            f"/api/v0/instances/{pod_id}/ssh",
@@ -251,8 +301,8 @@ class VastProvider(PodLifecycle):
             raise ProviderError(f"Vast.ai rented instance {pod_id} but would not attach the "
                                 f"lab's SSH key ({error_text(exc)}); it has been destroyed.") \
                 from None
-        try:
-            info = self.status(pod_id)
+        try:   # the read-back is the instance as it is now (a show is paced: 2 s apart)
+            info = shapes.pod_info(read) if read is not None else self.status(pod_id)
         except ProviderError:
             info = PodInfo(id=pod_id, name=spec.name, state="PROVISIONING")
         return dataclasses.replace(info, name=info.name or spec.name, spot=spec.spot,
@@ -260,11 +310,12 @@ class VastProvider(PodLifecycle):
                                    gpu_count=info.gpu_count or spec.gpu_count,
                                    usd_per_hr=info.usd_per_hr or bid)
 
-    def _check_rental(self, pod_id: str, spec: PodSpec, bid: float) -> None:
-        """Read the new instance back: Vast's answer to a create never says which rental it
-        made, and an on-demand one bills at the full price. Anything but the interruptible
-        rental at the bid is destroyed at once, its end verified, and the lab told in one
-        sentence (``RentalMismatchError``, carrying the instance for the lab's teardown)."""
+    def _check_rental(self, pod_id: str, spec: PodSpec, bid: float) -> dict[str, Any]:
+        """Read the new instance back (and return it): Vast's answer to a create never says
+        which rental it made, and an on-demand one bills at the full price. Anything but the
+        interruptible rental at the bid is destroyed at once, its end verified, and the lab
+        told in one sentence (``RentalMismatchError``, carrying the instance for the lab's
+        teardown)."""
         inst: dict[str, Any] | None = None
         for attempt in range(READBACK_TRIES):
             try:
@@ -280,7 +331,7 @@ class VastProvider(PodLifecycle):
                 self._sleep(self.poll_interval_s)
         problem = shapes.rental_problem(inst, bid) if inst is not None else None
         if inst is not None and problem is None:
-            return
+            return inst
         what = problem or f"made it, but {why}"
         info = shapes.pod_info(inst) if inst is not None else PodInfo(
             id=pod_id, name=spec.name, state="PROVISIONING")

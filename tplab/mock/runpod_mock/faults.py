@@ -29,7 +29,8 @@ Each switch, what the mock then does, and (in brackets) what tplab answers with:
     terminated). Calls: a v2 route as ``METHOD /path`` with its template (``POST /v2/pods``,
     ``GET /v2/pods``, ``GET /v2/pods/{id}``, ``DELETE /v2/pods/{id}``, ``GET /v2/catalog/gpus``,
     ``GET /v2/billing/pods``) or a GraphQL root field (``myself``, ``gpuTypes``,
-    ``podRentInterruptable``, ``podTerminate``). [reads retried with bounded backoff; a create
+    ``podRentInterruptable``, ``podTerminate``; a document refused at validation, which runs
+    nothing, is no such call). [reads retried with bounded backoff; a create
     that got a 5xx is ambiguous: see ``create_500_after_create``]
 ``create_500_after_create`` (int)
     The first N creates (``POST /v2/pods`` or ``podRentInterruptable``) make the pod (it boots
@@ -60,7 +61,14 @@ Each switch, what the mock then does, and (in brackets) what tplab answers with:
     ``DELETE /v2/pods/{id}`` with the pod-scoped key (the one in the pod's
     ``/etc/rp_environment``) answers 403: whether RunPod lets that key delete its own pod through
     v2 can only be known live. [the watchdog falls back to GraphQL ``podTerminate``; both attempts
-    are in ``watchdog.log``]
+    are in ``watchdog.log``] Given a status instead of true (403 or 404), that status: RunPod's
+    404 means "not found or not accessible to the caller" [from inside a pod, never "already
+    gone": the watchdog says so and tries the next way]
+``graphql_retired`` ("": off; "404", "410" or "html")
+    RunPod's GraphQL API is gone, as it is to be in early 2027: ``POST /graphql`` answers 404
+    with an HTML page, 410 with a JSON error, or 200 with an HTML page. [``tplab check`` and a
+    lab still work: spot "not offered" (its only way is gone), the balance unknown, on-demand
+    through REST v2; a pod's self-end skips GraphQL for its next way]
 
 Faults come from a JSON object with these keys (``--faults FILE``), from command-line flags
 (``--no-spot-capacity``, ``--spot-removed`` ...), or at run time from ``POST /_mock/faults``.
@@ -89,8 +97,9 @@ class Faults:
     retry_after_s: int = 1
     spot_interrupt_after_s: float | None = None
     terminate_fail_n: int = 0
-    pod_key_delete_refused: bool = False
+    pod_key_delete_refused: bool | int = False
     terminate_lingers: int = 0
+    graphql_retired: str = ""
     http_delay: dict[str, int] = field(default_factory=dict)
     delay_s: float = 5.0
 
@@ -105,6 +114,8 @@ class Faults:
         faults.http_500 = {str(k): int(v) for k, v in (faults.http_500 or {}).items()}
         faults.http_429 = {str(k): int(v) for k, v in (faults.http_429 or {}).items()}
         faults.http_delay = {str(k): int(v) for k, v in (faults.http_delay or {}).items()}
+        if faults.graphql_retired not in ("", "404", "410", "html"):
+            raise ValueError("graphql_retired is one of 404, 410, html")
         return faults
 
     @classmethod

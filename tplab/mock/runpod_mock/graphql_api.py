@@ -2,8 +2,8 @@
 
 Every request is parsed and validated against the schema before anything runs, so what RunPod
 would reject (an unknown field or mutation, a missing required argument) is rejected here too,
-with graphql-core's message. Introspection works (tplab asks the schema whether
-``podRentInterruptable`` still exists before it authorizes a spot lab). Root fields resolve
+with graphql-core's message. Introspection is refused, as RunPod refuses it in production
+(``__schema``/``__type``: HTTP 200 with ``errors[]``, no data). Root fields resolve
 against ``CloudState``; errors a caller causes come back as ``errors[].message`` with the data
 field null, the way RunPod answers. With the ``spot_removed`` fault the schema has no
 ``podRentInterruptable`` at all.
@@ -152,6 +152,10 @@ async def execute(state: CloudState, query: str, scope: str | None,
     except graphql.GraphQLError as exc:
         return 400, {"errors": [exc.formatted]}
     gql_schema = schema(state.faults.spot_removed)
+    refused = graphql.validate(gql_schema, document,
+                               [graphql.validation.NoSchemaIntrospectionCustomRule])
+    if refused:   # production RunPod: introspection disabled, answered 200 with errors
+        return 200, {"errors": [e.formatted for e in refused], "data": None}
     errors = graphql.validate(gql_schema, document)
     if errors:
         return 400, {"errors": [e.formatted for e in errors]}

@@ -16,8 +16,8 @@ the test that caused it fails. Errors are ``application/problem+json``
 (``{title, status, detail, errors?}``).
 
 Keys: the account key may do everything; a pod-scoped key (``RUNPOD_API_KEY`` inside a pod) may
-read and delete its own pod only (403 otherwise; and 403 for its DELETE under the
-``pod_key_delete_refused`` fault).
+read and delete its own pod only (403 otherwise; and 403, or the status it names, for its DELETE
+under the ``pod_key_delete_refused`` fault).
 """
 
 from __future__ import annotations
@@ -171,8 +171,11 @@ async def get_pod(request: web.Request, state: CloudState, query: dict[str, Any]
 async def delete_pod(request: web.Request, state: CloudState, query: dict[str, Any],
                      body: Any) -> tuple[int, Any]:
     pod_id = request.match_info["id"]
-    if state.faults.pod_key_delete_refused and scope_of(request) == pod_id:
-        raise CloudError("access denied: a pod-scoped key may not delete pods", 403)
+    refused = state.faults.pod_key_delete_refused
+    if refused and scope_of(request) == pod_id:
+        status = 403 if refused is True else int(refused)
+        raise CloudError("access denied: a pod-scoped key may not delete pods" if status == 403
+                         else f"Pod {pod_id} not found.", status)
     await state.terminate_pod(pod_id)
     return 204, None
 

@@ -91,8 +91,21 @@ async def count_calls(request: web.Request,
     return await handler(request)
 
 
+#: what RunPod's URL answers once GraphQL is retired (the ``graphql_retired`` switch)
+_RETIRED_PAGE = ("<!DOCTYPE html><html><head><title>Not Found</title></head><body><h1>This API "
+                 "has been retired</h1><p>Use https://rest.runpod.io/v2</p></body></html>")
+
+
 async def handle_graphql(request: web.Request) -> web.Response:
     state = request.app[_STATE]
+    retired = state.faults.graphql_retired
+    if retired:
+        state.calls["graphql (retired)"] += 1
+        if retired == "410":
+            return web.json_response({"error": "gone", "message": "The GraphQL API has been "
+                                      "retired: use REST v2."}, status=410)
+        return web.Response(status=404 if retired == "404" else 200, text=_RETIRED_PAGE,
+                            content_type="text/html")
     scope = rest_v2.scope_of(request)
     if scope is False:
         return _unauthorized()
@@ -107,12 +120,14 @@ async def handle_graphql(request: web.Request) -> web.Response:
     try:
         import graphql
 
-        calls = graphql_api.root_fields(graphql.parse(query))
+        document = graphql.parse(query)
+        calls = graphql_api.root_fields(document)
+        valid = not graphql.validate(graphql_api.schema(state.faults.spot_removed), document)
     except Exception:  # a syntax error: execute() reports it properly
-        calls = []
-    for call in calls:
-        state.calls[f"graphql {call}"] += 1
-    for call in calls:
+        calls, valid = [], False
+    for call in calls:  # a document refused at validation runs nothing: counted apart
+        state.calls[f"graphql {call}" + ("" if valid else " (invalid)")] += 1
+    for call in calls if valid else ():  # a document refused at validation is no such call
         if state.faults.take_http_429(call):
             return web.Response(status=429, text="429 Too Many Requests",
                                  headers={"Retry-After": str(int(state.faults.retry_after_s))})

@@ -6,7 +6,8 @@ The instance view is one dict for both show (``{"instances": {...}}``) and list.
 is the create's variables as ``[name, value]`` pairs, as the v1 list's schema and the CLI have
 it (contract.EXCEPTIONS: the show schema says a list of strings). Direct SSH (``public_ipaddr``
 + ``ports["22/tcp"]``) exists only where the machine opens direct ports; the proxy
-(``ssh_host``, ``ssh_port``) always.
+(``ssh_host``, ``ssh_port``) always; with ``direct_port_blocked`` the direct mapping names a
+port that takes connections and never answers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:
     m = inst.machine
     port = inst.public_port
     direct = port if port and not inst.faults.no_direct_ports else None
+    if direct and inst.blackhole is not None:   # direct_port_blocked: a port that never answers
+        direct = inst.blackhole.getsockname()[1]
     ports = {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(direct)}]} if direct else None
+    address = (" 127.0.0.1\n" if inst.faults.padded_ipaddr else "127.0.0.1") if direct else ""
     up = inst.compute_seconds()
     compute, storage = inst.charges()
     return {
@@ -34,7 +38,7 @@ def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:
         "onstart": inst.onstart, "extra_env": [[k, v] for k, v in inst.user_env.items()],
         "template_id": None, "template_hash_id": None,
         "template_name": None, "jupyter_token": "",
-        "public_ipaddr": "127.0.0.1" if direct else "", "local_ipaddrs": "127.0.0.1",
+        "public_ipaddr": address, "local_ipaddrs": "127.0.0.1",
         "ports": ports, "ssh_host": "127.0.0.1", "ssh_idx": "0",
         "ssh_port": port or 0,
         "direct_port_count": 0 if inst.faults.no_direct_ports else m.direct_port_count,
@@ -57,11 +61,13 @@ def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:
 
 
 def user_view(state: VastState) -> dict[str, Any]:
-    """``GET /api/v0/users/current``: ``credit`` (and ``balance``: the same) are the dollars
-    left; the mock has no invoices, so what is owed never differs from what was spent."""
+    """``GET /api/v0/users/current``: ``credit`` is the dollars left, as Vast's own tools read
+    it; ``balance`` is not (departures.BEHAVIOURS): here, minus what was charged since the
+    account's last top-up, so a client that reads it as dollars left is caught."""
     left = round(state.credit(), 8)
     return {"id": state.user_id, "key_id": 1, "email": "mock@vast.invalid",
-            "username": "tplab-mock", "balance": left, "credit": left,
+            "username": "tplab-mock", "balance": round(left - state.initial_credit, 8),
+            "credit": left,
             "ssh_key": next(iter(state.account_keys.values())).key
             if state.account_keys else "", "sid": "mock"}
 

@@ -145,11 +145,57 @@ BEHAVIOURS: tuple[Departure, ...] = (
         "SkyPilot issue #10517 (2026-08-20); swm-gpu/swm issue #13 (410 Gone); vast-cli commit "
         f"9f04c5f; {CLI}, vastai/api/instances.py show_instances (v1, next_token)"),
     Departure(
-        "429 {\"detail\": \"API requests too frequent\"} per endpoint and per key (a minimum "
-        "interval between calls), with no Retry-After header; the CLI retries 429/502/503/504 "
-        "after 0.15 s, then x1.5, 3 tries in all; mock: fault switch min_interval_s, http_429",
-        f"docs api-reference/rate-limits-and-errors.mdx (2026-01-27); {CLI}, "
-        "vastai/api/client.py retry_delay, _RETRYABLE_STATUS"),
+        "429 {\"detail\": \"API requests too frequent endpoint threshold=<s>\"} per endpoint and "
+        "per key (a minimum interval between calls let through; create 4.5 s with a 12 s "
+        "penalty, show instance 2 s, destroy 3 s, the v1 list 1 s, the offer search 10 a "
+        "minute), with no Retry-After header; the CLI retries 429/502/503/504 after 0.15 s, "
+        "then x1.5, 3 tries in all; mock: limits.RateLimiter from vast_endpoint_limits.json, "
+        "on by default (switch rate_scale), http_429",
+        "x-rate-limit of the per-endpoint files in vast-ai/docs api-reference/openapi/yaml "
+        "(dropped by the combined document); docs api-reference/rate-limits-and-errors.mdx "
+        f"(2026-01-27); create_instance.yaml's 429 example; {CLI}, vastai/api/client.py "
+        "retry_delay, _RETRYABLE_STATUS"),
+    Departure(
+        "input limits the combined document drops: a create's env at most 256 characters a "
+        "variable and 32,768 in all, args + args_str + onstart 4,096 together (not the 4,048 "
+        "onstart alone the document's prose says), label 256, image 1,024; answered 400 "
+        "invalid_args \"error 400/<n>: Invalid args: ...\"; mock: limits.create_problem",
+        "x-input-validation of vast-ai/docs api-reference/openapi/yaml/create_instance.yaml, "
+        "label_instance.yaml, change_bid.yaml"),
+    Departure(
+        "a key Vast does not know (wrong or revoked) is answered 404 {\"error\": \"auth_error\"}, "
+        "not 401; a deleted key 401 \"Invalid user key\"; an expired 2FA session 404 \"Session "
+        "expired. Please log in again.\"; an account with 2FA 401 on most reads: a 404 is not "
+        "\"not found\" until its error says so; mock: routes.refusal, switch key_refused",
+        "jhammant/AIonDemandCluster PR #1 and aiod/onboard.py (a live probe, 2026-06); "
+        "vast-cli vastai/cli/main.py"),
+    Departure(
+        "offer search without `limit` answers the first 64 offers, without `order` in the "
+        "server's own order (not by price); mock: offers.search (score, highest first), its "
+        "catalogue 209 offers, 181 of them 2x RTX 4090",
+        "gpuhunt issue #142; vast-cli vastai/api/offers.py; dstack vastai/compute.py"),
+    Departure(
+        "states the document does not list: actual_status `created` with \"OCI runtime create "
+        "failed\" in status_msg (a container that never starts), `restarting`; after a destroy "
+        "a show (and the list) may answer a record whose actual_status / intended_status is "
+        "`destroyed` (Vast's CLI also takes `terminated` as gone); intended_status or next_state "
+        "`stopped` while an instance comes up means it failed; an outbid may read cur_state = "
+        "intended_status = next_state = stopped; mock: rentals._boot, switches oci_error, "
+        "restarting_s, destroyed_records, stopped_while_loading, outbid_as_stopped",
+        "dstack vastai/compute.py (update_provisioning_data: OCI); dstack PR #4037; SkyPilot "
+        "sky/provision/vast/instance.py; vast-cli vast.py; vast-ai/vast-claude-plugin "
+        "skills/vastai/SKILL.md"),
+    Departure(
+        "an offer can move between search and create: 410 no_such_ask \"... is no longer "
+        "available\", 404 no_such_ask \"... is not available\", 400 invalid_price \"... does "
+        "not match a fresh search quote\", each with ask_id; mock: handlers.create_instance, "
+        "switch offer_taken",
+        "vast-ai/docs api-reference/openapi/yaml/create_instance.yaml (responses)"),
+    Departure(
+        "the account's dollars left are `credit` (Vast's own tools read it as the balance); "
+        "the documented `balance` is not that (a community script saw it near -$4): the mock "
+        "answers balance as minus what was charged; mock: answers.user_view",
+        "vast-ai/vast-claude-plugin commands/cost.md; vast-ai/docs yaml/show_user.yaml"),
     Departure(
         "a create without `price` (or with price null) rents ON DEMAND at the offer's "
         "dph_total, also after a bid search, and the answer ({\"success\": true, "
@@ -170,7 +216,11 @@ BEHAVIOURS: tuple[Departure, ...] = (
         "docs guides/instances/docker-environment.mdx"),
     Departure(
         "SSH: the proxy (ssh_host, ssh_port) works on every instance; direct is public_ipaddr "
-        "+ ports[\"22/tcp\"][0][\"HostPort\"] and needs the offer's direct_port_count >= 1; "
-        "mock: answers.instance_view, fault switch no_direct_ports",
-        "docs guides/instances/connect/ssh.mdx"),
+        "+ ports[\"22/tcp\"][0][\"HostPort\"] and needs the offer's direct_port_count >= 1, "
+        "and on some hosts it does not answer at all (SkyPilot moved to the proxy for it); "
+        "ports may be null while ssh_host/ssh_port are set; public_ipaddr may carry whitespace; "
+        "mock: answers.instance_view, switches no_direct_ports, direct_port_blocked, "
+        "padded_ipaddr",
+        "docs guides/instances/connect/ssh.mdx; SkyPilot sky/provision/vast/instance.py "
+        "(get_cluster_info), issue #6449; dstack vastai/compute.py (.strip())"),
 )

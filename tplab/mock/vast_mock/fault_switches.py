@@ -19,10 +19,47 @@ Each switch and what the mock then does:
     The first N creates with a ``price`` are rented as a create without one is: **on demand**
     at the offer's price (``is_bid`` false), and the answer is the same ``{"success": true,
     "new_contract": ...}`` as a bid's (a client that dropped the price on the way).
-``min_interval_s`` (seconds, 0: off)
-    Vast's own rate limit: per endpoint and per key, a call less than this long after that key's
-    last call of that endpoint that was let through answers 429 ``{"detail": "API requests too
-    frequent"}``, **without a Retry-After header** (a client must choose its own wait).
+``rate_scale`` (factor, default 1.0: the service's own limits)
+    Vast's rate limits, on by default, read from ``vast_endpoint_limits.json`` (limits.py): per
+    endpoint and per key, a minimum interval between calls let through (show instance 2 s,
+    destroy 3 s, create 4.5 s with a 12 s penalty, the v1 list 1 s, ...; the offer search 10 a
+    minute), answered 429 ``{"detail": "API requests too frequent endpoint threshold=..."}``
+    **without a Retry-After header**. Every interval is multiplied by this factor: 2.0 doubles
+    the limits, 0 turns them off (the mock's own unit tests, which call it faster than any
+    client may).
+``key_refused`` ("": off)
+    How the account key is refused, as Vast answers each case: ``revoked`` (a wrong or revoked
+    key: 404 ``{"error": "auth_error"}``, which is also what any unknown key gets), ``deleted``
+    (401 "Invalid user key"), ``session`` (404 "Session expired. Please log in again."),
+    ``2fa`` (401 "... Two Factor Authentication").
+``offer_taken`` (list of statuses)
+    The next creates answer these in turn, as Vast answers an offer that moved between search
+    and create: 410 ``no_such_ask`` "... is no longer available" and 404 ``no_such_ask`` "... is
+    not available" (someone else rented it: it is gone from later searches), 400
+    ``invalid_price`` "... does not match a fresh search quote" (its price rose 10 %); nothing
+    is created. Setting the switch (to anything, ``[]`` too) puts every offer back.
+``destroyed_records`` (bool)
+    A destroyed instance is still answered, as a record whose ``actual_status`` and
+    ``intended_status`` read ``destroyed`` (show, and the v1 list), as the service may answer
+    after a destroy; a second destroy answers 404 ``no_such_instance``.
+``stopped_while_loading`` (bool)
+    While an instance comes up (``loading``), Vast turns its ``intended_status`` and
+    ``next_state`` to ``stopped``: it never runs (storage bills until it is destroyed).
+``outbid_as_stopped`` (bool)
+    An outbid (``outbid_after_s``, ``POST /_mock/outbid``) is reported as
+    ``cur_state`` = ``intended_status`` = ``next_state`` = ``stopped`` (dstack #4037), not as a
+    running intent.
+``oci_error`` (bool)
+    Instances stop at ``actual_status`` ``created`` with ``status_msg`` "... OCI runtime create
+    failed ...": the container never starts.
+``restarting_s`` (seconds)
+    Between ``loading`` and ``running`` an instance shows ``restarting`` this long.
+``direct_port_blocked`` (bool)
+    The direct SSH endpoint (``public_ipaddr`` + ``ports["22/tcp"]``) leads to a port that
+    takes the connection and never answers (a host whose direct ports are filtered); the proxy
+    (``ssh_host``:``ssh_port``) works.
+``padded_ipaddr`` (bool)
+    ``public_ipaddr`` carries whitespace around the address (dstack strips it).
 ``http_429`` ({call: N})
     The first N requests for a call answer 429 ``{"detail": "API requests too frequent"}``
     (no Retry-After header either).
@@ -70,7 +107,16 @@ class VastFaults:
     outbid_resume_s: float = 30.0
     failed_bid_n: int = 0
     bid_ignored_n: int = 0
-    min_interval_s: float = 0.0
+    rate_scale: float = 1.0
+    key_refused: str = ""
+    offer_taken: list[int] = field(default_factory=list)
+    destroyed_records: bool = False
+    stopped_while_loading: bool = False
+    outbid_as_stopped: bool = False
+    oci_error: bool = False
+    restarting_s: float = 0.0
+    direct_port_blocked: bool = False
+    padded_ipaddr: bool = False
     http_429: dict[str, int] = field(default_factory=dict)
     http_500: dict[str, int] = field(default_factory=dict)
     destroy_lingers: int = 0
@@ -90,6 +136,11 @@ class VastFaults:
         faults = cls(**data)
         faults.http_429 = {str(k): int(v) for k, v in (faults.http_429 or {}).items()}
         faults.http_500 = {str(k): int(v) for k, v in (faults.http_500 or {}).items()}
+        faults.offer_taken = [int(s) for s in faults.offer_taken or []]
+        if set(faults.offer_taken) - {400, 404, 410}:
+            raise ValueError("offer_taken takes the statuses 400, 404 and 410")
+        if faults.key_refused not in ("", "revoked", "deleted", "session", "2fa"):
+            raise ValueError("key_refused is one of revoked, deleted, session, 2fa")
         return faults
 
     @classmethod

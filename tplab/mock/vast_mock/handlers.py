@@ -11,13 +11,24 @@ import json
 import shlex
 from typing import Any
 
-from tplab.mock.vast_mock import answers
-from tplab.mock.vast_mock.offers import find_machine, matches, search
+from tplab.mock.vast_mock import answers, limits
+from tplab.mock.vast_mock.offers import find_machine, market, matches, search
 from tplab.mock.vast_mock.rentals import SshKey, VastError, VastState, iso_now
 
 #: the runtypes of an SSH instance; the CLI sends several, space-separated ("ssh_direc ssh_proxy")
 SSH_RUNTYPES = ("ssh", "ssh_direct", "ssh_direc", "ssh_proxy")
-ONSTART_MAX = 4048
+#: how Vast answers a create whose offer moved (the ``offer_taken`` switch): status -> error,
+#: msg ("{ask}" filled in); 410 and 404 take the offer away, 400 raises its price
+OFFER_MOVED = {
+    410: ("no_such_ask", "error 410/3907: no_such_ask Instance type {ask} is no longer "
+                         "available."),
+    404: ("no_such_ask", "error 404/3603: no_such_ask Instance type by id {ask} is not "
+                         "available."),
+    400: ("invalid_price", "error 400/3480: invalid_price: the create does not match a fresh "
+                           "search quote: search again, then retry"),
+}
+#: how much a stale quote's offer costs after it moved
+REPRICE = 1.1
 #: what ``calls`` counts the list's pages after the first under (an after_token was sent)
 LATER_PAGES = "GET /api/v1/instances (after_token)"
 Result = tuple[int, Any]
@@ -63,7 +74,8 @@ def _filters(text: str | None, error: str) -> dict[str, Any]:
 # ---- offers and instances --------------------------------------------------------------------
 async def search_offers(state: VastState, p: dict[str, Any], body: Any, own: int | None) -> Result:
     offers = search(body, no_bid=state.faults.no_bid_offers,
-                    no_ondemand=state.faults.no_ondemand_offers)
+                    no_ondemand=state.faults.no_ondemand_offers,
+                    machines=market(state.taken, state.repriced))
     if state.faults.no_direct_ports:
         wanted = body.get("direct_port_count")
         offers = [o for o in ({**o, "direct_port_count": 0} for o in offers)
@@ -77,19 +89,30 @@ async def create_instance(state: VastState, p: dict[str, Any], body: Any,
     price. A bid below the offer's minimum still makes the instance, stopped, and answers
     ``bid_failed`` with its ``new_contract`` (contract.BEHAVIOURS)."""
     ask = p["id"]
-    machine = find_machine(ask)
+    if ask in state.taken:
+        raise VastError(410, "no_such_ask", OFFER_MOVED[410][1].format(ask=ask), ask_id=ask)
+    machine = find_machine(ask, market(state.taken, state.repriced))
     if machine is None:
-        raise VastError(404, "no_such_ask", f"Offer {ask} does not exist.", ask_id=ask)
+        raise VastError(404, "no_such_ask", OFFER_MOVED[404][1].format(ask=ask), ask_id=ask)
     runtype = body.get("runtype") or "ssh"
     if not set(runtype.split()) <= set(SSH_RUNTYPES):
         raise VastError(400, "invalid_args", f"runtype {runtype!r}: the mock runs SSH instances "
                         f"only ({', '.join(SSH_RUNTYPES)}).", ask_id=ask)
+    env = _env(body.get("env"))
+    problem = limits.create_problem(body, env)
+    if problem:
+        raise VastError(400, "invalid_args", problem, ask_id=ask)
     onstart = body.get("onstart") or ""
-    if len(onstart) > ONSTART_MAX:
-        raise VastError(400, "invalid_args", f"onstart is {len(onstart)} characters; the limit is "
-                        f"{ONSTART_MAX} (gzip+base64 a longer script).", ask_id=ask)
     price = body.get("price")
     faults = state.faults
+    if faults.offer_taken:
+        status = faults.offer_taken.pop(0)
+        if status == 400:
+            state.repriced[ask] = state.repriced.get(ask, 1.0) * REPRICE
+        else:
+            state.taken.add(ask)
+        error, msg = OFFER_MOVED[status]
+        raise VastError(status, error, msg.format(ask=ask), ask_id=ask)
     if (price is not None and faults.no_bid_offers) or (price is None
                                                         and faults.no_ondemand_offers):
         raise VastError(410, "no_such_ask", f"Offer {ask} is no longer available.", ask_id=ask)
@@ -102,7 +125,7 @@ async def create_instance(state: VastState, p: dict[str, Any], body: Any,
     failed_bid = price is not None and (below or faults.take_failed_bid())
     inst = state.create(machine, price=price, image=body["image"], label=body.get("label"),
                         disk_gb=float(body.get("disk") or 10.0), onstart=onstart,
-                        runtype=runtype, env=_env(body.get("env")),
+                        runtype=runtype, env=env,
                         stopped=failed_bid or body.get("target_state") == "stopped")
     if failed_bid:
         inst.status_msg = ("Your bid was not accepted: below the minimum bid" if below
@@ -114,13 +137,16 @@ async def create_instance(state: VastState, p: dict[str, Any], body: Any,
 
 
 async def show_instance(state: VastState, p: dict[str, Any], body: Any, own: int | None) -> Result:
-    found = await state.read(p["id"])
+    found = await state.read(p["id"]) or state.shown_destroyed(p["id"])
     return 200, {"instances": answers.instance_view(state, found[0]) if found else None}
 
 
 async def manage_instance(state: VastState, p: dict[str, Any], body: Any,
                           own: int | None) -> Result:
     inst = state.get(p["id"])
+    problem = limits.label_problem(body)
+    if problem:
+        raise VastError(400, "invalid_args", problem)
     if "label" in body:
         inst.label = body["label"]
     if body.get("state") == "stopped":
@@ -147,7 +173,8 @@ async def list_instances(state: VastState, p: dict[str, Any], body: Any,
         raise VastError(400, "invalid_token", "after_token is not one this API gave out")
     if after is not None:
         state.calls[LATER_PAGES] += 1
-    shown = [answers.instance_view(state, i) for i in await state.read()]
+    shown = [answers.instance_view(state, i)
+             for i in [*await state.read(), *state.shown_destroyed()]]
     found = [v for v in shown if all(matches(v, k, c) for k, c in filters.items())]
     found.sort(key=lambda v: v["id"])
     rest = [v for v in found if after is None or v["id"] > int(after)]
@@ -164,6 +191,9 @@ async def change_bid(state: VastState, p: dict[str, Any], body: Any, own: int | 
         raise VastError(404, "no_such_instance", exc.msg) from exc
     if not inst.is_bid:
         raise VastError(400, "invalid_args", f"Instance {inst.id} is on demand: it has no bid.")
+    problem = limits.bid_problem(body["price"], inst.machine.num_gpus)
+    if problem:
+        raise VastError(400, "invalid_args", problem)
     if body["price"] < inst.machine.min_bid - 1e-9:
         raise VastError(400, "invalid_args", f"A bid of ${body['price']}/hr is below the minimum "
                         f"of ${inst.machine.min_bid}/hr.")

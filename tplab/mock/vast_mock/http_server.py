@@ -91,7 +91,11 @@ async def admin_faults(request: web.Request) -> web.Response:
     if not _admin(request):
         return _unauthorized()
     try:
-        state.faults = state.faults.merged(await request.json())
+        changes = await request.json()
+        state.faults = state.faults.merged(changes)
+        if "offer_taken" in changes:  # a new script: every offer back on the market
+            state.taken.clear()
+            state.repriced.clear()
     except (ValueError, TypeError) as exc:
         return json_answer(400, error_body("invalid_args", f"bad faults: {exc}"))
     return web.json_response(state.faults.to_dict())

@@ -10,6 +10,14 @@ Prices are plausible figures only. A search answers the offers that match every 
 interruptible rental and each offer's ``dph_total`` is its minimum bid (plus storage), as
 Vast's interruptible search shows it; ``is_bid`` says which.
 
+The catalogue is a market, not a short list: besides one host per GPU and count, 2x RTX 4090 (the
+default lab's GPUs) has ``MARKET_HOSTS`` more hosts, most of them cheaper than the cheapest that
+can run a CUDA 12.4 image but with drivers that stop at CUDA 12.2, the rest pricier. A search
+without ``order`` answers in the server's own order (``score``, highest first, as Vast's CLI
+sorts by default), where the cheapest host that can run the lab comes far down, and a search
+without ``limit`` answers the first ``DEFAULT_LIMIT`` (64) offers, as Vast does (gpuhunt issue
+#142): a client must ask in price order and see enough offers to find it.
+
 Each offer is one host: ``cuda_max_good`` is the newest CUDA its driver runs and ``compute_cap``
 its GPUs' compute capability x 100. Most of the mock's hosts run CUDA 12.8; the RTX 3090 hosts
 and one cheap 2x L40S host stop at 12.2 (a CUDA 12.4 image cannot start there), and the RTX 5090
@@ -18,6 +26,7 @@ hosts are Blackwell (12.0: torch 2.4's kernels stop at sm_90), so a lab must pas
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -42,6 +51,7 @@ class Machine:
     direct_port_count: int = 64
     disk_space: float = 200.0
     verified: bool = True
+    score: float = 0.5      # the server's own ranking (its default order, highest first)
 
 
 def _machines() -> tuple[Machine, ...]:
@@ -56,7 +66,40 @@ def _machines() -> tuple[Machine, ...]:
             out.append(Machine(ask_id=ask, machine_id=40000 + g * 10 + n, gpu_name=name,
                                num_gpus=n, gpu_ram_mb=ram, ondemand_dph=round(od * n, 4),
                                min_bid=round(bid * n, 4)))
-    return tuple(out) + _more_machines(ask)
+    out[1] = dataclasses.replace(out[1], score=0.05)  # 2x RTX 4090: far down the order
+    more = _more_machines(ask)
+    return tuple(out) + more + _market_hosts(ask + len(more))
+
+
+#: the 2x RTX 4090 hosts of the market beyond the first (see the module docstring)
+MARKET_HOSTS = 180
+#: market hosts at 9001002's own prices
+TWINS = 2
+#: what a search answers when it names no ``limit`` (Vast: 64)
+DEFAULT_LIMIT = 64
+
+
+def _market_hosts(ask: int) -> tuple[Machine, ...]:
+    """Old-driver hosts cheaper than 9001002 (the cheapest 2x RTX 4090 that runs CUDA 12.4),
+    ranked high, and hosts that run it, two at 9001002's own prices (listed after it: a lab
+    whose offer was taken finds another at the price it authorized), the rest higher, ranked in
+    between: deterministic."""
+    out = []
+    old = MARKET_HOSTS * 3 // 4
+    for i in range(MARKET_HOSTS):
+        ask += 1
+        if i < old:   # CUDA 12.2 drivers, $0.300-0.359/h bid, $0.700-0.799/h on demand
+            bid, od, cuda = 0.300 + 0.059 * i / old, 0.700 + 0.099 * i / old, 12.2
+            score = 0.99 - 0.5 * ((i * 7) % old) / old
+        else:         # CUDA 12.8 drivers, above 9001002's prices
+            j = i - old
+            bid, od, cuda = ((0.36, 0.80, 12.8) if j < TWINS else
+                             (0.37 + 0.005 * j, 0.82 + 0.01 * j, 12.8))
+            score = 0.98 - 0.6 * ((j * 11) % (MARKET_HOSTS - old)) / (MARKET_HOSTS - old)
+        out.append(Machine(ask_id=ask, machine_id=42000 + i, gpu_name="RTX 4090", num_gpus=2,
+                           gpu_ram_mb=24564, ondemand_dph=round(od, 4), min_bid=round(bid, 4),
+                           cuda_max_good=cuda, score=round(score, 4)))
+    return tuple(out)
 
 
 #: compute capability x 100 per GPU name (NVIDIA's table), as Vast's offers carry it
@@ -82,8 +125,16 @@ def _more_machines(ask: int) -> tuple[Machine, ...]:
 MACHINES: tuple[Machine, ...] = _machines()
 
 
-def find_machine(ask_id: int) -> Machine | None:
-    return next((m for m in MACHINES if m.ask_id == ask_id), None)
+def market(taken: set[int], repriced: dict[int, float]) -> tuple[Machine, ...]:
+    """The machines on offer now: none taken by someone else (``offer_taken``), each repriced
+    one at its new prices."""
+    return tuple(dataclasses.replace(m, min_bid=round(m.min_bid * repriced[m.ask_id], 4),
+                                     ondemand_dph=round(m.ondemand_dph * repriced[m.ask_id], 4))
+                 if m.ask_id in repriced else m for m in MACHINES if m.ask_id not in taken)
+
+
+def find_machine(ask_id: int, machines: tuple[Machine, ...] = MACHINES) -> Machine | None:
+    return next((m for m in machines if m.ask_id == ask_id), None)
 
 
 def storage_per_hr(disk_gb: float) -> float:
@@ -108,7 +159,7 @@ def offer_view(m: Machine, kind: str, disk_gb: float = 10.0) -> dict[str, Any]:
         "rentable": True, "rented": False, "verified": m.verified,
         "verification": "verified" if m.verified else "unverified", "external": False,
         "static_ip": False, "cpu_cores": 16 * m.num_gpus, "cpu_ram": 64000 * m.num_gpus,
-        "inet_up": 1000.0, "inet_down": 1000.0, "os_version": "22.04",
+        "inet_up": 1000.0, "inet_down": 1000.0, "os_version": "22.04", "score": m.score,
     }
 
 
@@ -161,13 +212,15 @@ def _sort_key(field_name: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:
     return key
 
 
-def search(query: dict[str, Any], *, no_bid: bool, no_ondemand: bool) -> list[dict[str, Any]]:
-    """The offers matching ``query`` (a search body that passed the document)."""
+def search(query: dict[str, Any], *, no_bid: bool, no_ondemand: bool,
+           machines: tuple[Machine, ...] = MACHINES) -> list[dict[str, Any]]:
+    """The offers matching ``query`` (a search body that passed the document), among
+    ``machines`` (the market now: ``VastState.market()``)."""
     kind = BID if query.get("type") == BID else ONDEMAND
     if (kind == BID and no_bid) or (kind == ONDEMAND and no_ondemand):
         return []
     disk = float(query.get("allocated_storage") or 10.0)
-    offers = [offer_view(m, kind, disk) for m in MACHINES]
+    offers = [offer_view(m, kind, disk) for m in machines]
     defaults = {"verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False}}
     filters = {**defaults, **{k: v for k, v in query.items() if k not in _NOT_FILTERS}}
     found = [o for o in offers if all(matches(o, k, c) for k, c in filters.items())]
@@ -176,5 +229,5 @@ def search(query: dict[str, Any], *, no_bid: bool, no_ondemand: bool) -> list[di
         if key not in (found[0] if found else {}):
             continue
         found.sort(key=_sort_key(key), reverse=direction == "desc" or field_name.endswith("-"))
-    limit = query.get("limit")
-    return found[:limit] if isinstance(limit, int) and limit >= 0 else found
+    limit = query.get("limit", DEFAULT_LIMIT)
+    return found[:limit] if isinstance(limit, int) and limit >= 0 else found[:DEFAULT_LIMIT]

@@ -36,6 +36,7 @@ import math
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -47,9 +48,16 @@ from tplab.mock import container
 from tplab.mock.procs import CLOUD_MARKER_VAR, MARKER_VAR, kill_pod_processes, pod_pids
 from tplab.mock.sshpod import PodSshServer
 from tplab.mock.vast_mock.fault_switches import VastFaults
+from tplab.mock.vast_mock.limits import RateLimiter
 from tplab.mock.vast_mock.offers import Machine, storage_per_hr
 
 START_SH = Path(__file__).with_name("start.sh")
+#: what Vast shows when its host cannot start the container (the ``oci_error`` switch)
+OCI_ERROR = ("Error response from daemon: failed to create task for container: failed to "
+             "create shim task: OCI runtime create failed: runc create failed: unable to start "
+             "container process: error during container init: nvidia-container-cli: "
+             "requirement error: unsatisfied condition: cuda>=12.4, please update your driver")
+STOPPED_WHILE_LOADING = "Instance is being stopped: the host could not start it"
 BASE_URL_VAR = "VAST_API_BASE_URL"
 
 
@@ -111,6 +119,8 @@ class Instance:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     killed_pids: int = 0
     stopped_by: str | None = None        # outbid / user / credit
+    blackhole: socket.socket | None = None  # direct_port_blocked: listens, never answers
+    started_epoch: float | None = None   # when its container first started (epoch)
 
     @property
     def marker(self) -> str:
@@ -156,7 +166,9 @@ class VastState:
         self.account_keys: dict[int, SshKey] = {}
         self.calls: Counter[str] = Counter()
         self.rate_limited: Counter[str] = Counter()   # 429s answered, per call
-        self._last_accepted: dict[tuple[str, str], float] = {}
+        self.limiter = RateLimiter(lambda: self.faults.rate_scale)
+        self.taken: set[int] = set()             # offers someone else rented (offer_taken)
+        self.repriced: dict[int, float] = {}     # offers whose quote went stale: price factor
         self.schema_violations: list[str] = []
         self._next_id = 31000000 + secrets.randbelow(1000) * 1000
         self._next_key = 800000
@@ -175,25 +187,17 @@ class VastState:
                 return inst.id if inst.destroyed_mono is None else False
         return False
 
-    def too_frequent(self, call: str, key: str) -> bool:
-        """Whether this key called this endpoint less than ``min_interval_s`` ago (counted from
-        its last call that was let through); a call let through is remembered."""
-        interval = self.faults.min_interval_s
-        if interval <= 0:
-            return False
-        now = time.monotonic()
-        last = self._last_accepted.get((call, key))
-        if last is not None and now - last < interval:
-            return True
-        self._last_accepted[(call, key)] = now
-        return False
-
     def new_key_id(self) -> int:
         self._next_key += 1
         return self._next_key
 
     def live(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.destroyed_mono is None]
+
+    def shown_destroyed(self, inst_id: int | None = None) -> list[Instance]:
+        """Destroyed instances still answered as records (``destroyed_records``)."""
+        return [i for i in self.instances.values() if i.destroyed_mono is not None
+                and i.faults.destroyed_records and (inst_id is None or i.id == inst_id)]
 
     async def read(self, inst_id: int | None = None) -> list[Instance]:
         """The instances a read shows (one, or all), counting the read against a lingering
@@ -269,6 +273,9 @@ class VastState:
             if inst.actual_status is not None:
                 return
             inst.actual_status, inst.status_msg = "loading", "Pulling image"
+            if inst.faults.stopped_while_loading:
+                inst.intended_status, inst.status_msg = "stopped", STOPPED_WHILE_LOADING
+                return
             await asyncio.sleep(self.boot_delay_s / 2)
             if inst.actual_status != "loading":
                 return
@@ -276,9 +283,19 @@ class VastState:
                 inst.actual_status = "exited"
                 inst.status_msg = "Error: the container exited during boot (boot_exited fault)"
                 return
+            if inst.faults.oci_error:
+                inst.actual_status, inst.status_msg = "created", OCI_ERROR
+                return
+            if inst.faults.restarting_s > 0:
+                inst.actual_status, inst.status_msg = "restarting", "Restarting the container"
+                await asyncio.sleep(inst.faults.restarting_s)
+                if inst.actual_status != "restarting":
+                    return
             inst.ssh = PodSshServer(inst.marker, inst.sandbox, self.ssh_env(inst),
                                     env_file=inst.sandbox / "etc" / "environment")
             inst.ssh.reserve()
+            if inst.faults.direct_port_blocked:
+                inst.blackhole = socket.create_server(("127.0.0.1", 0), backlog=64)
             env = self.instance_env(inst)
             proc = await container.start_container(inst.sandbox, env, f"bash {START_SH}")
             inst.container_pid = proc.pid
@@ -302,6 +319,8 @@ class VastState:
         inst.actual_status, inst.status_msg = "running", msg
         if inst.running_since is None:
             inst.running_since = time.monotonic()
+        if inst.started_epoch is None:
+            inst.started_epoch = time.time()
 
     async def _watch(self, inst: Instance, proc: asyncio.subprocess.Process) -> None:
         code = await proc.wait()
@@ -321,6 +340,8 @@ class VastState:
         if inst.actual_status != "running":
             return
         await self.pause(inst, "outbid", "Instance stopped: outbid by a higher bid")
+        if inst.faults.outbid_as_stopped:
+            inst.intended_status = "stopped"
         if inst.faults.outbid_resume_s < 0:
             return
         await asyncio.sleep(inst.faults.outbid_resume_s)
@@ -397,11 +418,15 @@ class VastState:
         self._stop_clock(inst)
         inst.destroyed_mono = time.monotonic()
         inst.status_msg = msg
+        if inst.faults.destroyed_records:
+            inst.actual_status = inst.intended_status = "destroyed"
         current = asyncio.current_task()
         for task in inst.tasks:
             if task is not current and not task.done():
                 task.cancel()
         ssh, inst.ssh = inst.ssh, None
+        if inst.blackhole is not None:
+            inst.blackhole.close()
         inst.killed_pids += await container.end_all(inst.marker, ssh, inst.container_pid)
 
     async def shutdown(self) -> None:
@@ -428,11 +453,13 @@ class VastState:
             "id": inst.id, "label": inst.label, "actual_status": inst.actual_status,
             "intended_status": inst.intended_status, "destroyed": inst.destroyed_mono is not None,
             "is_bid": inst.is_bid, "price": inst.price, "gpu_name": inst.machine.gpu_name,
+            "askId": inst.machine.ask_id,
             "num_gpus": inst.machine.num_gpus, "sshPort": inst.ssh.port if inst.ssh else None,
             "sshListening": bool(inst.ssh and inst.ssh.listening),
             "hostKey": inst.ssh.host_key_openssh if inst.ssh else None,
             "sandbox": str(inst.sandbox), "computeUsd": compute, "storageUsd": storage,
             "computeSeconds": inst.compute_seconds(), "stoppedBy": inst.stopped_by,
             "statusMsg": inst.status_msg, "alivePids": sorted(pod_pids(inst.marker, roots)),
+            "containerStartedAt": inst.started_epoch,
             "killedPids": inst.killed_pids,
         }

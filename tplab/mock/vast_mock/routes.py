@@ -2,9 +2,12 @@
 
 Each route is served with and without the trailing slash (clients send ``/api/v0/asks/{id}/``;
 the document spells ``/api/v0/asks/{id}``). Every request passes, in order: auth (``Bearer``;
-401), the per-instance key's scope (start/stop/destroy its own instance only; 401), the rate
-limit and the fault switches (429 ``{"detail": "API requests too frequent"}`` without a
-Retry-After header, per endpoint and per key: ``min_interval_s``, ``http_429``; 500), the document's path, query and
+a key Vast does not know is 404 ``auth_error``, as Vast answers it; the ``key_refused`` switch
+answers the account key as a deleted key, an expired session or an account with 2FA would be:
+``refusal``), the per-instance key's scope (start/stop/destroy its own instance only; 401), the
+rate limit and the fault switches (429 ``{"detail": "API requests too frequent ..."}`` without a
+Retry-After header, per endpoint and per key: limits.py with ``rate_scale``, ``http_429``;
+500), the document's path, query and
 body schemas (400 ``invalid_args``, or the code the route's 400 lists), the handler; and every
 answer is held to the document (contract.py) — one that breaks it is a mock bug, answered 500
 and recorded in ``/_mock/state`` (``schemaViolations``) so the test that caused it fails.
@@ -64,6 +67,26 @@ def answer(state: VastState, route: str, method: str, status: int, body: Any) ->
     return json_answer(status, body)
 
 
+#: how Vast refuses a key (departures.BEHAVIOURS): the ``key_refused`` switch -> (status, body)
+REFUSALS: dict[str, tuple[int, dict[str, Any]]] = {
+    "revoked": (404, error_body("auth_error", "Invalid API key: no user is logged in with it.")),
+    "deleted": (401, error_body("auth_error", "Invalid user key")),
+    "session": (404, error_body("auth_error", "Session expired. Please log in again.")),
+    "2fa": (401, error_body("auth_error", "This account requires Two Factor Authentication: "
+                                          "log in with your second factor.")),
+}
+
+
+def refusal(state: VastState, key: str) -> tuple[int, dict[str, Any]] | None:
+    """How Vast answers this key, when it refuses it (None: the key is accepted)."""
+    scope = state.key_scope(key)
+    if scope is False:
+        return REFUSALS["revoked"]
+    if scope is None and state.faults.key_refused:
+        return REFUSALS[state.faults.key_refused]
+    return None
+
+
 def route_handler(route: str, method: str, handler: Handler) -> Callable[[web.Request],
                                                                         Awaitable[web.Response]]:
     call = f"{method.upper()} {route}"
@@ -72,18 +95,20 @@ def route_handler(route: str, method: str, handler: Handler) -> Callable[[web.Re
     async def wrapped(request: web.Request) -> web.Response:
         state = request.app[STATE]
         state.calls[call] += 1
-        scope = state.key_scope(key_of(request))
-        if scope is False:
-            return answer(state, route, method, 401, error_body(
-                "auth_error", "Invalid or missing API key: send Authorization: Bearer <key>."))
+        key = key_of(request)
+        refused = refusal(state, key)
+        if refused is not None:
+            return answer(state, route, method, *refused)
+        scope = state.key_scope(key)
         if scope is not None and ((method, route) not in INSTANCE_KEY_MAY
                                   or request.match_info.get("id") != str(scope)):
             return answer(state, route, method, 401, error_body(
                 "auth_error", "This key may only start, stop or destroy its own instance."))
-        if state.faults.take(state.faults.http_429, call) \
-                or state.too_frequent(call, key_of(request)):
+        limited = TOO_FREQUENT if state.faults.take(state.faults.http_429, call) \
+            else state.limiter.refuse(call, key)
+        if limited is not None:
             state.rate_limited[call] += 1
-            return json_answer(429, {"detail": TOO_FREQUENT})  # no Retry-After: Vast sends none
+            return json_answer(429, {"detail": limited})  # no Retry-After: Vast sends none
         if state.faults.take(state.faults.http_500, call):
             return json_answer(500, error_body("server_error", "Internal server error."))
         try:
@@ -138,9 +163,9 @@ async def deprecated_list(request: web.Request) -> web.Response:
     the service answers it (contract.BEHAVIOURS) and counted, so a test sees who still asks."""
     state = request.app[STATE]
     state.calls[DEPRECATED_LIST] += 1
-    if state.key_scope(key_of(request)) is False:
-        return json_answer(401, error_body(
-            "auth_error", "Invalid or missing API key: send Authorization: Bearer <key>."))
+    refused = refusal(state, key_of(request))
+    if refused is not None:
+        return json_answer(*refused)
     return json_answer(410, error_body(
         "deprecated_endpoint", "/api/v0/instances/ is deprecated. Use /api/v1/instances/ instead."))
 
