@@ -218,3 +218,38 @@ def test_without_direct_ports_only_the_ssh_proxy_leads_in(vast):
                 time.sleep(0.1)
     finally:
         destroy(vast, inst_id)
+
+
+def test_two_mocks_that_hand_out_the_same_id_never_reach_each_others_processes(tmp_path):
+    """Vast's ids are unique within one mock only: two mocks at once (two labs, a lab beside
+    `tplab mock-cloud`) can both make instance 31000001. Each instance's processes carry a mark
+    that names its own mock's run, so destroying one never kills the other's container."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from tplab.mock.procs import MARKER_VAR, pod_pids
+    from tplab.mock.vast_mock.fault_switches import VastFaults
+    from tplab.mock.vast_mock.offers import MACHINES
+    from tplab.mock.vast_mock.rentals import VastState
+
+    async def make(name: str):
+        state = VastState(api_key="k", balance_usd=1.0, faults=VastFaults(), boot_delay_s=60,
+                          state_dir=tmp_path / name)
+        state._next_id = 31000000  # the same id from both
+        inst = state.create(MACHINES[0], price=0.5, image="img", label=None, disk_gb=10,
+                            onstart="", runtype="ssh", env={})
+        for task in inst.tasks:  # its boot is not what this test is about
+            task.cancel()
+        return inst
+
+    a, b = (asyncio.run(make(name)) for name in ("run-a-1", "run-b-2"))
+    assert a.id == b.id and a.marker != b.marker
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            env={**os.environ, MARKER_VAR: a.marker})
+    try:
+        assert proc.pid in pod_pids(a.marker) and proc.pid not in pod_pids(b.marker)
+    finally:
+        proc.kill()
+        proc.wait(5)

@@ -124,7 +124,10 @@ class Instance:
 
     @property
     def marker(self) -> str:
-        return f"vast-{self.id}"
+        """Its processes' mark, unique on this machine: Vast's ids are only unique within one
+        mock (two mocks at once could both hand out an id), so the mark also names the mock's
+        run (its state directory, ``run-<time>-<pid>``), which a terminate must never reach past."""
+        return f"vast-{self.id}-{self.sandbox.parent.parent.name}"
 
     @property
     def storage_per_hr(self) -> float:
