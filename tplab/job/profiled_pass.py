@@ -24,6 +24,7 @@ Pod-side: torch and the standard library only.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import socket
@@ -100,18 +101,26 @@ def profile_decode(model: Any, prompt_ids: list[int], mode: str, tokens: int,
 
         for _ in range(1 + WARM_STEPS):
             step()
-        with profiler(device) as prof:
-            if barrier is not None:
-                barrier()
-            for _ in range(ANCHORS):
-                with labels.span(ANCHOR):
-                    anchors.append(time.time_ns())
-            for k in range(tokens):
-                pos = 1 + WARM_STEPS + k
-                with labels.span(token_name(mode, pos)):
-                    t = time.perf_counter()
-                    step()
-                    steps[pos] = (time.perf_counter() - t) * 1e6
+        # a collection of torch's and the profiler's objects inside a step's span (milliseconds
+        # here) would be time neither the step's clock nor any op accounts for: collect now,
+        # then none until the profiled steps are done
+        gc.collect()
+        gc.disable()
+        try:
+            with profiler(device) as prof:
+                if barrier is not None:
+                    barrier()
+                for _ in range(ANCHORS):
+                    with labels.span(ANCHOR):
+                        anchors.append(time.time_ns())
+                for k in range(tokens):
+                    pos = 1 + WARM_STEPS + k
+                    with labels.span(token_name(mode, pos)):
+                        t = time.perf_counter()
+                        step()
+                        steps[pos] = (time.perf_counter() - t) * 1e6
+        finally:
+            gc.enable()
         fd, path = tempfile.mkstemp(prefix="tplab-trace-", suffix=".json")
         os.close(fd)
         try:
