@@ -324,9 +324,7 @@ def reduce_from_region(x: torch.Tensor, group: ProcessGroup = None,
     if labels.ON:
         with labels.span(label or UNNAMED["all_reduce"]):
             return _reduce_forward(x, group)
-    if not _recording(x):
-        return _all_reduce_n(x, group)
-    return _ReduceFromRegion.apply(x, group)
+    return _reduce_forward(x, group)
 
 
 def _reduce_forward(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
@@ -344,9 +342,7 @@ def gather_from_region(x: torch.Tensor, group: ProcessGroup = None,
     if labels.ON:
         with labels.span(label or UNNAMED["all_gather"]):
             return _gather_forward(x, group)
-    if not _recording(x):
-        return _gather_last(x, group)
-    return _GatherFromRegion.apply(x, group)
+    return _gather_forward(x, group)
 
 
 def _gather_forward(x: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
