@@ -181,8 +181,11 @@ def assert_profiled_pass(out: Path, tokens: int = 4, ranks: int = 2) -> dict:
     for step in tl["modes"]["tp"]["tokens"] + tl["modes"]["single"]["tokens"]:
         for r in step["ranks"]:
             parts = r["compute_us"] + r["wire_us"] + r["wait_us"] + r["rest_us"]
-            assert abs(parts / r["step_us"] - 1) <= 0.10, (step["mode"], step["pos"], r)
-    assert tl["sum_check"]["ok"] is True and tl["waiting_seen"] is True
+            assert abs(parts / r["token_us"] - 1) <= 0.10, (step["mode"], step["pos"], r)
+    # and the profiler's spans agree with each rank's own clock (the median of its steps: one
+    # step can hold a deschedule outside the clock, which its span counts as rest)
+    assert tl["sum_check"]["ok"] is True, tl["sum_check"]
+    assert tl["sum_check"]["median_worst"] <= 0.10 and tl["waiting_seen"] is True
     assert tl["trace"]["file"] == "trace.json" and tl["trace"]["bytes"] <= 8 << 20
     assert tl["clock"]["same_host"] is True and "same host" in tl["clock"]["alignment"]
     return tl

@@ -88,6 +88,19 @@ def test_parts_that_do_not_add_up_to_the_steps_own_clock_fail_the_sum_check():
     assert s["sum_check"]["ok"] is False and s["sum_check"]["worst"] == pytest.approx(1 / 3)
 
 
+def test_one_step_off_alone_is_reported_and_the_medians_decide():
+    """A rank descheduled between its clock's read and its span's edge puts that time in one
+    step's span (as rest) and not on its clock: reported as the worst step, while each rank's
+    median over its steps says whether the profiler's clock agrees with the rank's."""
+    ev = {0: [Ev("user_annotation", token_name("single", p), 1000 * p, 100, 0)
+              for p in (3, 4, 5)]}
+    s = _section(ev, {0: {"single": {3: 100.0, 4: 100.0, 5: 40.0}}})
+    assert s["sum_check"]["ok"] is True and s["sum_check"]["median_worst"] == pytest.approx(0)
+    assert s["sum_check"]["worst"] == pytest.approx(1.5)
+    s = _section(ev, {0: {"single": {3: 40.0, 4: 40.0, 5: 100.0}}})
+    assert s["sum_check"]["ok"] is False
+
+
 def test_a_step_whose_ranks_show_different_collectives_is_left_out_and_named():
     a, b = collective_name("embedding", "all-reduce"), collective_name("logits", "all-gather")
     ev = {0: [Ev("user_annotation", token_name("tp", 3), 0, 100, 0),
