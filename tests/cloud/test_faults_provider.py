@@ -53,7 +53,7 @@ def test_runtime_late_past_the_bound_terminates(cloud):
     p = _provider(cloud)
     info = p.create(spec(new_key(), name="tplab-f-rtnull", spot=False))
     with pytest.raises(NotReadyError, match=r"STARTING and 22/tcp has no public port.*terminated"):
-        p.wait_ready(info.id, 1.0)
+        p.wait_ready(info.id, 0.5)
     assert p.verify_gone(info.id).gone
     _assert_nothing_left(cloud, "tplab-f-rtnull")
 

@@ -44,6 +44,8 @@ def _read(path: Path) -> str:
 
 @pytest.mark.parametrize("started_from", ["ssh", "onstart"])
 def test_the_instance_ends_itself_with_its_own_key(vast, started_from):
+    """What it pays for: the real watchdog as a process on the instance, and its heartbeat
+    going stale (1 s) once the client is gone."""
     key = new_key()
     provider = VastProvider(vast.api_key, vast.api_url, poll_interval_s=0.2, client_key=key,
                             retry_delays=(0.2,), terminate_delays=(0.2,))

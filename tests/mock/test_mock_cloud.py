@@ -211,6 +211,8 @@ def test_terminate_kills_detached_processes_and_frees_the_port(cloud, ready_pod)
 
 
 def test_billing_is_per_second_and_reported_by_v2(cloud):
+    """What it pays for (~2 s): a pod billed under a second, then a second after its terminate
+    (a clock still billing would show one more second)."""
     p = _provider(cloud)
     before = p.balance()
     info = p.create(spec(new_key(), name="tplab-billing", spot=False))

@@ -247,11 +247,11 @@ async def test_tail_holds_a_partial_line(server, tmp_path):
                 got.extend(batch)
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.15)   # ~7 polls of the partial line
     assert got == []
     with open(run / "events.jsonl", "a") as fh:
         fh.write(line[10:] + "\n")
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.15)
     (run / "exit_code").write_text("0\n")
     await asyncio.wait_for(task, 5)
     conn.close()
