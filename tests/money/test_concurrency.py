@@ -22,10 +22,6 @@ import pytest
 from tplab.money.budget import BudgetError, BudgetGuard, BudgetGuardExceeded
 from tplab.money.ledger import Ledger
 
-# One xdist worker runs the suite's waiting tests (deadlines, paced writers, bounds) one after
-# another while the other workers keep the cores busy; tests/conftest.py starts them first.
-pytestmark = pytest.mark.xdist_group("waits")
-
 N_PROCS = 8
 PARK_S = 10.0
 
