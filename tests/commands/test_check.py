@@ -68,6 +68,8 @@ def _creates(calls):
 
 @pytest.mark.slow  # tplab check as a process
 def test_check_mock_answers_every_line_and_creates_nothing(cloud):
+    """What it pays for: `python -m tplab check` as a process, as a user runs it (a Python start
+    and the cloud SDK's import)."""
     before = cloud.calls()
     proc = _check_process("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
     assert proc.returncode == 0, proc.stdout + proc.stderr
