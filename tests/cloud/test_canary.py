@@ -38,6 +38,8 @@ def _scan_tree(root: Path) -> list[str]:
 
 @pytest.mark.slow  # a mock cloud and a lab
 def test_canary_key_never_leaks(tmp_path, capfd, caplog):
+    """What it pays for: a mock cloud of its own (the canary is its account key), a pod, the
+    pod's self-termination as a process and `tplab check` as two processes, as a user runs it."""
     caplog.set_level(logging.DEBUG)
     state = tmp_path / "mockstate"
     texts: list[str] = []

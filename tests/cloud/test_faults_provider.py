@@ -53,7 +53,7 @@ def test_runtime_late_past_the_bound_terminates(cloud):
     p = _provider(cloud)
     info = p.create(spec(new_key(), name="tplab-f-rtnull", spot=False))
     with pytest.raises(NotReadyError, match=r"STARTING and 22/tcp has no public port.*terminated"):
-        p.wait_ready(info.id, 1.0)
+        p.wait_ready(info.id, 0.5)
     assert p.verify_gone(info.id).gone
     _assert_nothing_left(cloud, "tplab-f-rtnull")
 
@@ -63,7 +63,7 @@ def test_ssh_refusing_past_the_bound_terminates(cloud):
     p = _provider(cloud)
     info = p.create(spec(new_key(), name="tplab-f-refuse", spot=False))
     with pytest.raises(NotReadyError, match=r"handshake.*has been terminated"):
-        p.wait_ready(info.id, 1.5)
+        p.wait_ready(info.id, 0.8)   # the port shows after the 0.2 s boot; SSH refuses
     _assert_nothing_left(cloud, "tplab-f-refuse")
 
 

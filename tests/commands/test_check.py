@@ -1,13 +1,19 @@
 """`tplab check`: every line answered, nothing created, non-zero when a lab could not run; and
-the https rule for --api-url."""
+the https rule for --api-url.
+
+One test runs `python -m tplab check` as a process, as a user does; the others run the same
+command line in this process (``tplab.commands.main``, its stdout, stderr and exit status), so
+that each does not pay a Python start and the cloud SDK's import (~0.5 s) for the same lines."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -18,15 +24,41 @@ from tests.fresh_imports import packages_loaded_by
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _check(*args, key=None, timeout=120, vast_key=None):
+def _env(key: str | None, vast_key: str | None) -> dict[str, str]:
+    """This environment without any cloud's variables, with the keys given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "VAST_"))}
-    env["PYTHONPATH"] = str(REPO)
     if key:
         env["RUNPOD_API_KEY"] = key
     if vast_key:
         env["VAST_API_KEY"] = vast_key
+    return env
+
+
+def _check_process(*args, key=None, timeout=120, vast_key=None):
+    """`python -m tplab check args...` as a process."""
+    env = {**_env(key, vast_key), "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "tplab", "check", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def _check(*args, key=None, vast_key=None, home=None) -> subprocess.CompletedProcess[str]:
+    """`tplab check args...` through its command line's ``main``, in this process, with
+    ``_env``'s environment (HOME: ``home`` if given), which is restored afterwards."""
+    from tplab.commands.main import main
+    saved, env = dict(os.environ), _env(key, vast_key)
+    if home:
+        env["HOME"] = str(home)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["check", *args])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["tplab", "check", *args], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def _creates(calls):
@@ -36,8 +68,10 @@ def _creates(calls):
 
 @pytest.mark.slow  # tplab check as a process
 def test_check_mock_answers_every_line_and_creates_nothing(cloud):
+    """What it pays for: `python -m tplab check` as a process, as a user runs it (a Python start
+    and the cloud SDK's import)."""
     before = cloud.calls()
-    proc = _check("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
+    proc = _check_process("--mock", "--api-url", cloud.api_url, key=cloud.api_key)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     for line in ("[ok  ] key       the mock RunPod cloud accepts the API key (from RUNPOD_API_KEY)",
@@ -109,7 +143,7 @@ def test_check_with_runpods_graphql_retired_still_works(cloud, monkeypatch, reti
     assert cloud.calls().get("graphql (retired)", 0) >= 2
 
 
-@pytest.mark.slow  # its own mock cloud
+@pytest.mark.slow  # its own mock cloud, as a process
 def test_check_on_its_own_mock_cloud_and_as_json():
     import json
     proc = _check("--mock", "--json")
@@ -152,10 +186,7 @@ async def test_real_key_goes_only_to_https(monkeypatch, tmp_path):
 
 
 def test_check_without_any_key_says_where_to_put_one(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOD_")}
-    env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "tplab", "check", "--gpu-type", GPU], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = _check("--gpu-type", GPU, home=tmp_path)
     assert proc.returncode == 1
     assert "[FAIL] key       No RunPod API key found" in proc.stdout
 

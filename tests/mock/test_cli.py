@@ -92,6 +92,8 @@ os._exit(3)  # a crashed client: no stop(), no cleanup
 
 @pytest.mark.slow  # a mock cloud and its pods
 def test_mock_exits_with_a_crashed_parent_and_ends_its_pods(tmp_path):
+    """What it pays for: a client process of its own (Python, tplab's provider, its mock cloud
+    and a pod) that crashes, and the mock's check of its parent (every 0.5 s)."""
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-c", CRASHING_PARENT, str(tmp_path)], cwd=root,
                        capture_output=True, text=True, timeout=60,

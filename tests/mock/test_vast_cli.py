@@ -5,8 +5,10 @@ every step of a lab's life and for what each fault looks like through it.
 A mock only tplab's client accepts could hide a tplab client only the mock accepts: the CLI is
 what Vast's users run and what its SDK wraps, so where it and Vast's published document
 disagree the mock does what the CLI expects (tplab/mock/vast_mock/departures.py). Each call is a
-subprocess bounded by a timeout, with a HOME of its own (the CLI reads and writes its key file
-and caches there) and its update check off. The CLI exits 0 even when a call failed (it prints
+process of its own bounded by a timeout, forked from one that imported the CLI once
+(tests/mock/vastai_forks.py: a fresh ``vastai`` spends ~0.5 s importing before it sends its
+request), with a HOME of its own (the CLI reads and writes its key file and caches there) and its
+update check off; the installed ``vastai`` script itself runs once, for its version. The CLI exits 0 even when a call failed (it prints
 "Failed with error ..." or, with --raw, a JSON error on stderr), so every step is also checked
 for those lines.
 """
@@ -14,7 +16,6 @@ for those lines.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.mock.vast_helpers import MACHINE, VASTAI, destroy
+from tests.mock.vast_helpers import MACHINE, VASTAI, VastCLI, destroy, vastai_env
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +43,17 @@ def cli(vast, tmp_path_factory):
         pytest.fail(f"Vast's CLI is not installed at {VASTAI}: run ./scripts/setup --tests (it installs "
                     "pyproject's `vast-cli` pin into .venv-vastai)")
     home = tmp_path_factory.mktemp("vastai-home")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-           "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "VASTAI_NO_UPDATE_CHECK": "1", "LANG": "C.UTF-8", "COLUMNS": "200"}
-
-    def run(*args: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
-        done = subprocess.run([str(VASTAI), "--url", vast.api_url, "--api-key", vast.api_key,
-                               *args], env=env, capture_output=True, text=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
-        return done.returncode, done.stdout, done.stderr
-    version = run("--version")[1].strip()
+    env = vastai_env(home)
+    # the installed entry point itself, once: it runs, and it is the pinned version
+    version = subprocess.run([str(VASTAI), "--version"], env=env, capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL).stdout.strip()
     assert version == PIN, f".venv-vastai has vastai {version}, pyproject pins {PIN}"
-    return run
+    run = VastCLI(vast.api_url, vast.api_key, env, tmp_path_factory.mktemp("vastai-forks") / "log")
+    try:
+        assert run("--version")[1].strip() == PIN   # each call: the same CLI, a process of its own
+        yield run
+    finally:
+        run.close()
 
 
 def ok(result: tuple[int, str, str]) -> str:
@@ -85,7 +85,7 @@ def wait_status(cli, inst_id: int, want: str, timeout_s: float = 30.0) -> dict[s
             assert inst is not None
             return inst
         assert time.monotonic() < deadline, f"instance {inst_id} never became {want}: {seen}"
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 def create(cli, label: str, *extra: str) -> dict[str, Any]:

@@ -31,7 +31,9 @@ def _admin(vast, inst_id: int) -> dict:
 
 
 def test_outbid_pauses_the_instance_storage_keeps_billing_and_it_resumes(vast):
-    vast.set_faults(outbid_after_s=0.8, outbid_resume_s=2.5)
+    """What it pays for (~3 s): the outbid timer, a second paused (billing is by the second
+    begun: storage must show one more) and the resume after it."""
+    vast.set_faults(outbid_after_s=0.5, outbid_resume_s=2.0)
     key = new_key()
     _, body = create(vast, "tplab-outbid", onstart="sleep 600 &")
     inst_id = body["new_contract"]

@@ -68,7 +68,6 @@ def test_a_bid_below_the_minimum_still_makes_a_stopped_instance_that_bills_stora
         inst = show(vast, left)
         assert (inst["actual_status"], inst["intended_status"]) == ("stopped", "stopped")
         assert "below the minimum" in inst["status_msg"] and inst["is_bid"]
-        time.sleep(1.1)
         record = next(p for p in vast.pods() if p["id"] == left)
         assert record["storageUsd"] > 0 and record["computeUsd"] == 0
     finally:
@@ -255,7 +254,7 @@ def test_charges_bill_compute_while_running_and_storage_while_it_exists(vast):
     _, body = create(vast, "tplab-charge", disk=100)
     inst_id = body["new_contract"]
     wait_for(vast, inst_id, "running")
-    time.sleep(1.2)
+    time.sleep(0.2)   # billed by the second begun: one second of GPU at least
     destroy(vast, inst_id)
     now = int(time.time())
     status, charges = api(vast, "GET", "/api/v0/charges/?select_filters="

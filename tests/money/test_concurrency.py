@@ -2,40 +2,61 @@
 authorization twice.
 
 Each race is forced, not hoped for: every process is parked between reading the ledger and
-appending to it (``BudgetGuard.after_read``) until all of them have read, or until a short
-timeout. With the lock, only one process is ever inside, so the others never arrive, the wait
-times out and the writes go one after the other; without it, all of them read the same ledger
-and then all append. So a missing lock fails these tests every time.
+appending to it (``BudgetGuard.after_read``) until all of them have read. Without the lock, all
+of them read the same ledger and then all append, so a missing lock fails these tests every
+time. With it, only one process is ever inside and the others never arrive: the one inside sees
+another blocked on the ledger's lock (the kernel lists it in /proc/locks) and goes on, and from
+then on nobody parks; the writes go one after the other. (A park that sees neither ends after
+``PARK_S``, then nobody parks either.)
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import threading
+import os
+import time
+from pathlib import Path
 
 import pytest
 
 from tplab.money.budget import BudgetError, BudgetGuard, BudgetGuardExceeded
 from tplab.money.ledger import Ledger
 
-# One xdist worker runs the suite's waiting tests (deadlines, paced writers, bounds) one after
-# another while the other workers keep the cores busy; tests/conftest.py starts them first.
-pytestmark = pytest.mark.xdist_group("waits")
-
 N_PROCS = 8
-PARK_S = 1.5
+PARK_S = 10.0
 
 
-def _park(barrier) -> None:
-    try:
-        barrier.wait(timeout=PARK_S)
-    except threading.BrokenBarrierError:
-        pass  # the lock kept the others out: go on alone
+def _blocked_on(lock: Path) -> bool:
+    """Whether a process waits for the flock on ``lock`` (a ``->`` line of /proc/locks)."""
+    st = lock.stat()
+    ident = f" {os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} "
+    return any("->" in line and ident in line
+               for line in Path("/proc/locks").read_text().splitlines())
 
 
-def _guard(path: str, cap: float, park) -> BudgetGuard:
+class _Park:
+    """The park: ``n`` processes, each parked in its own ``k``-th read until ``n * k`` reads
+    have arrived (all of them read the same ledger), unless the lock is seen at work."""
+
+    def __init__(self, ctx, n: int) -> None:
+        self.n, self.arrived, self.alone = n, ctx.Value("i", 0), ctx.Value("b", False)
+
+    def __call__(self, lock: Path, reads: list[int]) -> None:
+        reads[0] += 1
+        with self.arrived.get_lock():
+            self.arrived.value += 1
+        deadline = time.monotonic() + PARK_S
+        while not self.alone.value and self.arrived.value < self.n * reads[0]:
+            if _blocked_on(lock) or time.monotonic() > deadline:
+                self.alone.value = True  # the lock keeps the others out: nobody parks again
+                return
+            time.sleep(0.002)
+
+
+def _guard(path: str, cap: float, park: _Park) -> BudgetGuard:
     guard = BudgetGuard(path, cap_usd=cap)
-    guard.after_read = lambda: _park(park)
+    reads = [0]
+    guard.after_read = lambda: park(guard.ledger.lock_path, reads)
     return guard
 
 
@@ -68,7 +89,7 @@ def _settle_worker(path: str, label: str, auth_id: str, how: str, start, park, r
 
 def _race(target, n: int, *args) -> list:
     ctx = mp.get_context("fork")
-    start, park, results = ctx.Barrier(n), ctx.Barrier(n), ctx.Queue()
+    start, park, results = ctx.Barrier(n), _Park(ctx, n), ctx.Queue()
     procs = [ctx.Process(target=target, args=(*args[i], start, park, results)) for i in range(n)]
     for p in procs:
         p.start()
