@@ -39,3 +39,18 @@ def test_the_report_says_whether_the_probes_were_built_or_found() -> None:
     assert "ran inside the first compile" in inductor_probes.describe(None)
     apart = inductor_probes.ProbeRecord(None, note="this torch has no separate probe step").to_dict()
     assert "no separate probe step" in inductor_probes.describe(apart)
+
+
+def test_the_time_table_says_how_the_probes_came() -> None:
+    from tplab.sidelabs.compile_stretch_report import time_lines
+
+    def table(record: inductor_probes.ProbeRecord) -> str:
+        return "\n".join(time_lines({"started_at": 0.0, "finished_at": 20.0,
+                                     "seconds": {"inductor_probes": record.seconds, "substitute": 4.0},
+                                     "inductor_probes": record.to_dict()}))
+
+    assert "| Inductor's CPU feature probes (built now) | 8.2 |" in table(
+        inductor_probes.ProbeRecord("/c", ["avx2"], 10, 8.2))
+    assert "| Inductor's CPU feature probes (found in the shared cache) | 0.4 |" in table(
+        inductor_probes.ProbeRecord("/c", ["avx2"], 0, 0.4))
+    assert "(not run apart) | 0.0 |" in table(inductor_probes.ProbeRecord(None, note="old torch"))

@@ -106,8 +106,9 @@ def time_lines(r: dict[str, Any]) -> list[str]:
     sec = dict(r.get("seconds") or {})
     m = r.get("model") or {}
     probes = r.get("inductor_probes") or {}
-    parts = [(f"Inductor's CPU feature probes ({'found in the shared cache' if probes.get('reused') else 'built now'})",
-              sec.get("inductor_probes")),
+    how = ("found in the shared cache" if probes.get("reused") else
+           "built now" if probes.get("built") else "not run apart")
+    parts = [(f"Inductor's CPU feature probes ({how})", sec.get("inductor_probes")),
              ("substitute (TinyHead compile + timing)", sec.get("substitute"))]
     if m:
         st = (m.get("stretch") or {}).get("seconds") or {}
