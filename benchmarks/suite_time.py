@@ -61,7 +61,7 @@ def _test_id(classname: str, name: str) -> str:
     while i < len(parts) and (REPO.joinpath(*parts[: i + 1])).is_dir():
         i += 1
     module = "/".join(parts[: i + 1]) + ".py"
-    return "::".join([module, *parts[i + 1:], name])
+    return "::".join([module, *parts[i + 1:], name.split("@")[0]])  # xdist's "@group" suffix
 
 
 def read_junit(path: Path, wall_s: float | None = None, rc: int | None = None) -> Run:
