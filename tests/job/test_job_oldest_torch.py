@@ -1,8 +1,9 @@
 """The job end to end under the oldest torch the pod side supports: the pod bundle, copied
 exactly as the lab uploads it (``tplab.lab.bundle.bundle_items``), run by torchrun with 2 ranks
-on that torch — over shared memory with gloo alongside, the d_model sweep included — and the
-pod's own check refusing, in one sentence and before any timing, a GPU lab on a pod whose torch
-sees no GPU."""
+on that torch — over shared memory with gloo alongside, the d_model sweep included, on prompts
+with words the model does not know, which the job writes back into the corrections the user
+reads — and the pod's own check refusing, in one sentence and before any timing, a GPU lab on a
+pod whose torch sees no GPU."""
 
 from __future__ import annotations
 
@@ -22,10 +23,15 @@ from tplab.records.torch_support import OLDEST_TORCH_PIN
 pytestmark = pytest.mark.slow  # torchrun under a second interpreter
 
 
-def _pod_dir(tmp_path: Path) -> Path:
+#: prompts with words outside the model's vocabulary, and the corrections the user must read
+UNKNOWN_WORDS = {"ingrid goed to the bakery yesterday": "ingrid went to the bakery yesterday",
+                 "the otters was hungry": "the otters were hungry"}
+
+
+def _pod_dir(tmp_path: Path, prompts: Path = DEFAULT_PROMPTS) -> Path:
     """What a pod's run directory holds after the upload, and nothing else."""
     pod = tmp_path / "pod"
-    for item in bundle_items(DEFAULT_CHECKPOINT, DEFAULT_PROMPTS):
+    for item in bundle_items(DEFAULT_CHECKPOINT, prompts):
         dest = pod / item.remote
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(item.local, dest)
@@ -39,9 +45,14 @@ def _torchrun(pod: Path, *job_args: str, timeout_s: float = 240) -> tuple[int, s
     return done.returncode, done.stdout
 
 
-def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
-    pod = _pod_dir(tmp_path)
-    rc, log = _torchrun(pod, "--num-prompts", "2", "--new-tokens", "12", "--warmup", "1",
+def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch_and_writes_unknown_words_back(
+        tmp_path):
+    """Irreducible: torchrun and two ranks importing the oldest torch in a second interpreter,
+    and one whole job on the shipped model (the one run that also serves the unknown words)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(UNKNOWN_WORDS) + "\n")
+    pod = _pod_dir(tmp_path, prompts)
+    rc, log = _torchrun(pod, "--num-prompts", "2", "--new-tokens", "16", "--warmup", "1",
                         "--comm", "both", "--sweep-max-bytes", "8192",
                         "--sweep-d-model", "32,64", "--sweep-tokens", "4",
                         "--sweep-budget-s", "600")  # a busy machine skips no size
@@ -62,6 +73,11 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch(tmp_path):
     # the profiled pass on the oldest torch's profiler, over shm
     tl = assert_profiled_pass(pod / "out")
     assert tl["comm"] == "shm" and OLDEST_TORCH_PIN in tl["taken"]["profiler"]
+    # -- from test_job_prompt_done_carries_unknown_words_through_single_and_tp
+    texts = {(e["mode"], e["prompt"]): e["text"] for e in read_events(str(pod / "out" / "events.jsonl"))
+             if e.type == "prompt_done"}
+    for i, want in enumerate(UNKNOWN_WORDS.values()):
+        assert texts[("single", i)] == texts[("tp", i)] == want
 
 
 def test_a_gpu_lab_on_a_pod_whose_torch_sees_no_gpu_is_refused_before_any_timing(tmp_path):

@@ -1,4 +1,5 @@
-"""TP build == single-device build: logits and greedy tokens, on 2 gloo ranks; and `generate --tp 2`."""
+"""TP build == single-device build: logits and greedy tokens on every shipped prompt (which ends
+its sentence and then keeps emitting <eos>), on 2 gloo ranks; and `generate --tp 2`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from tests.distributed import run_distributed
+from tests.model.test_shipped import SEED_CASES
 from tplab.commands import generate
 from tplab.model.checkpoint import build_single, build_tp, load_checkpoint
 from tplab.model.decode import greedy_decode, greedy_decode_batch
@@ -49,7 +51,10 @@ def _tp_decode(rank: int, world_size: int, checkpoint: str, prompts: list[str],
 
 
 @pytest.mark.slow  # spawns gloo ranks
-def test_tp_greedy_equals_single_token_for_token_on_every_prompt():
+def test_every_shipped_prompt_ends_keeps_emitting_eos_and_decodes_the_same_under_tp():
+    """The lab's decode of every shipped prompt (100 tokens, no stop): the sentence ends, then
+    only <eos>, and TP gives the single device's tokens. Irreducible: the TP ranks decode every
+    prompt in full over gloo, ~600 steps of 14 collectives each."""
     torch.set_num_threads(1)
     prompts = _prompts()
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
@@ -59,6 +64,13 @@ def test_tp_greedy_equals_single_token_for_token_on_every_prompt():
         probe = single(torch.tensor([ids[0]]))
     expected = _decode_all(single, ids)
     assert greedy_decode(single, ids[0], NEW_TOKENS) == expected[0]
+    # -- from test_every_shipped_prompt_ends_and_the_lab_decode_keeps_emitting_eos
+    tok = ckpt.tokenizer
+    assert len(prompts) >= 10 and set(SEED_CASES) <= set(prompts)
+    for text, out in zip(prompts, expected):
+        end = out.index(tok.eos_id)
+        assert end <= len(tok.encode(text)) + 3 and set(out[end:]) == {tok.eos_id}, text
+        assert tok.unk_id not in out[:end], text
     results = run_distributed(_tp_decode, 2, str(DEFAULT_CHECKPOINT), prompts, probe, timeout_s=280)
     for rank, res in enumerate(results):
         assert res["max_diff"] < 1e-3, f"rank {rank}: TP logits differ by {res['max_diff']}"

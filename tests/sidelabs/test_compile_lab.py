@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tplab.sidelabs import inductor_dump
+from tplab.sidelabs import inductor_dump, inductor_probes
 from tplab.home.paths import REPO_ROOT
 
 
 @pytest.mark.slow  # torch.compile
 def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
+    """Irreducible: two interpreters import torch (the command, then the lab's child, whose
+    Inductor variables must be set before its import) and the TinyHead compiles from scratch."""
     out = tmp_path / "lab"
     proc = subprocess.run(
         [sys.executable, "-m", "tplab", "compile", "--out", str(out), "--substitute-only",
@@ -40,6 +42,14 @@ def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
     assert manifest["files"]["kernels/fused_softmax.cpp"]
     report = (out / "REPORT.md").read_text()
     assert "within the seed's bar" in report
+    # Inductor's CPU probes ran first, in the shared cache, and the report and manifest say where
+    # they came from; the lab's own cache holds its kernels and no probe
+    probes = manifest["inductor_probes"]
+    assert probes == results["inductor_probes"] and probes["cache_dir"] and probes["isas"]
+    assert probes["reused"] == (probes["built"] == 0)
+    assert probes["cache_dir"] in report and "compiled from scratch in `inductor-cache/`" in report
+    own = [p.read_text() for p in (out / "inductor-cache").glob("*/*.cpp")]
+    assert own and not [src for src in own if inductor_probes.PROBE_MARK in src]
     assert (out / "KERNEL_ANNOTATION.md").exists()
     # Part F: the distributed survey of the shipped checkpoint sits beside the report, which links it
     survey = (out / "DISTRIBUTED.md").read_text()

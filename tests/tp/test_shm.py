@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.distributed import run_distributed
+from tests.distributed import FORKSERVER_PRELOAD, run_distributed
 from tplab.tp import shm_segment
 from tplab.tp.shm_segment import Layout, Segment, SegmentError
 
@@ -215,7 +215,10 @@ def _save(res: dict[str, Any], out_dir: str, rank: int) -> None:
 def test_dead_or_stuck_peer_is_a_clear_error_within_the_bound(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
+    # forked from the fork server that has imported torch (shared with run_distributed), so the
+    # two ranks do not import it again
+    mp.set_forkserver_preload(FORKSERVER_PRELOAD)
+    ctx = mp.get_context("forkserver")
     procs = [ctx.Process(target=_peer_failures, args=(r, str(tmp_path / "rdzv"), str(tmp_path)))
              for r in range(2)]
     for p in procs:

@@ -16,13 +16,20 @@ SEED_TESTS = ("test_column_parallel_matches_single_gpu", "test_row_parallel_matc
               "test_collectives_are_named_in_a_trace_only_when_labelled")
 
 
+#: pytest under the oldest torch, then the torch that ran the tests, in the same interpreter
+PYTEST_THEN_TORCH = ("import sys, pytest; rc = pytest.main(sys.argv[1:]); import torch; "
+                     "print(torch.__version__); sys.exit(rc)")
+
+
 @pytest.mark.slow  # a second interpreter imports its torch and spawns ranks twice
 def test_the_seed_tp_tests_pass_under_the_oldest_torch():
+    """Irreducible: a second interpreter imports the oldest torch, and each world size spawns
+    its ranks (gloo, then shm)."""
     select = f"({' or '.join(SEED_TESTS)}) and ws2"  # world size 2: gloo and shm
-    done = run_pod(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+    done = run_pod(["-c", PYTEST_THEN_TORCH, "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                     "tests/tp/test_tensor_parallel.py", "-k", select,
                     "-W", "ignore::pytest.PytestConfigWarning"], cwd=REPO, timeout_s=240)
     assert done.returncode == 0, done.stdout[-4000:]
     assert f"{2 * len(SEED_TESTS)} passed" in done.stdout, done.stdout[-2000:]
-    version = run_pod(["-c", "import torch; print(torch.__version__)"], cwd=REPO, timeout_s=120)
-    assert version.stdout.strip().splitlines()[-1].startswith(OLDEST_TORCH_PIN)
+    # the torch that ran them, printed last by the same interpreter
+    assert done.stdout.strip().splitlines()[-1].startswith(OLDEST_TORCH_PIN)

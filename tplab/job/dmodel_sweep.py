@@ -244,10 +244,11 @@ class DModelSweep:
         """Size ``d``'s models (single on rank 0, a TP shard on every rank), each warmed up;
         the seconds the two warm-up decodes took."""
         from tplab.model.gpt import MiniGPT, MiniGPTTP, shard_tensor, split_rule
+        from tplab.model.meta_build import on_meta
         cfg = sweep_config(self.base, d)
         single = None
         if self.rank == 0:
-            with torch.device("meta"):  # no init pass: the weights are drawn below
+            with on_meta():  # no init pass: the weights are drawn below
                 model = MiniGPT(cfg)
             model.load_state_dict(random_state_dict(cfg), strict=True, assign=True)
             single = model.to(self.device).eval()
@@ -257,7 +258,7 @@ class DModelSweep:
             self._decode(single, self.s.warmup_tokens)
         warm_s = time.monotonic() - t0
         self.barrier()
-        with torch.device("meta"):
+        with on_meta():
             tp = MiniGPTTP(cfg)
         rank, world = self.rank, self.world
         tp.load_state_dict(random_state_dict(

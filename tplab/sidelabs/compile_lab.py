@@ -24,7 +24,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from tplab.sidelabs import compile_report, compile_stretch, distributed_survey, inductor_dump
+from tplab.sidelabs import (compile_report, compile_stretch, distributed_survey, inductor_dump,
+                            inductor_probes)
 from tplab.sidelabs.inductor_env import DEBUG_SUBDIR, missing_env
 from tplab.sidelabs.pair_timing import time_pair
 from tplab.model.gpt import MiniGPT
@@ -255,9 +256,12 @@ def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: in
         "device": device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(device)})",
         "threads": torch.get_num_threads(), "started_at": time.time(),
     }
+    # before anything compiles: the probes stay in the shared cache, the lab's kernels go to its own
+    probes = inductor_probes.run_probes()
+    results["inductor_probes"] = probes.to_dict()
     t0 = time.perf_counter()
     sub = substitute_part(out, watch, calls, rounds, device)
-    results["seconds"] = {"substitute": time.perf_counter() - t0}
+    results["seconds"] = {"inductor_probes": probes.seconds, "substitute": time.perf_counter() - t0}
     results["substitute"] = sub
     t0 = time.perf_counter()
     results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls, device,

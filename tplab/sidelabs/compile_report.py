@@ -225,6 +225,8 @@ def manifest(out: Path, r: dict[str, Any]) -> dict[str, Any]:
         "decode_ms_per_token": m["decode_ms_per_token"] if m else None,
         "decode_speedup_vs_eager": m["decode_speedup_vs_eager"] if m else None,
         "stretch": stretch.stretch_manifest(m),
+        # the probes may come from Inductor's shared cache; the lab's kernels never do
+        "inductor_probes": r.get("inductor_probes"),
         "distributed_survey": distributed_survey.FILE if r.get("distributed") else None,
         "distributed_pick": _pick(r["distributed"]) if r.get("distributed") else None,
         "distributed_measured": [k.replace("_run", "") for k in ("ddp_run", "tp_run")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tplab.sidelabs.inductor_probes import describe
+
 
 def _us(x: float) -> str:
     return f"{x / 1000:.3f} ms" if x >= 1000 else f"{x:.1f} µs"
@@ -103,7 +105,11 @@ def time_lines(r: dict[str, Any]) -> list[str]:
     """Where the lab's wall time went, part by part."""
     sec = dict(r.get("seconds") or {})
     m = r.get("model") or {}
-    parts = [("substitute (TinyHead compile + timing)", sec.get("substitute"))]
+    probes = r.get("inductor_probes") or {}
+    how = ("found in the shared cache" if probes.get("reused") else
+           "built now" if probes.get("built") else "not run apart")
+    parts = [(f"Inductor's CPU feature probes ({how})", sec.get("inductor_probes")),
+             ("substitute (TinyHead compile + timing)", sec.get("substitute"))]
     if m:
         st = (m.get("stretch") or {}).get("seconds") or {}
         parts += [("MiniGPT forward compile", m.get("forward_compile_s")),
@@ -117,7 +123,7 @@ def time_lines(r: dict[str, Any]) -> list[str]:
     lines += [f"| the whole lab in the child interpreter | {total:.1f} |", "",
               "Compiles dominate: each `torch.compile` traces, lowers and builds C++ with the system "
               "compiler. `--rounds` and `--calls` set the timing part; `--substitute-only` skips the "
-              "model."]
+              "model.", "", describe(r.get("inductor_probes"))]
     return lines
 
 

@@ -78,14 +78,14 @@ def read_config(checkpoint: Path) -> dict[str, int]:
 
 def read_model_shapes(checkpoint: Path) -> ModelShapes:
     """Parameter shapes, dtype and TP collectives of the model in ``checkpoint``. Raises CheckpointError."""
-    import torch
 
     from tplab.model.checkpoint import CheckpointError, load_checkpoint
     from tplab.model.gpt import MiniGPT, MiniGPTTP
+    from tplab.model.meta_build import on_meta
     from tplab.tp import ColumnParallelLinear, RowParallelLinear, ShardedEmbedding
 
     ckpt = load_checkpoint(checkpoint)
-    with torch.device("meta"):
+    with on_meta():
         names = [n for n, _ in MiniGPT(ckpt.config).named_parameters()]
         tp_model = MiniGPTTP(ckpt.config)
     tensors = {n: ckpt.state_dict[n] for n in names}
