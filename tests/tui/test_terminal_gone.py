@@ -5,8 +5,9 @@ the lab's record (manifest STOPPED or COMPLETE, the pod verified gone, the provi
 terminated) and that nothing it started is left running. The bound after a teardown is the
 dashboard's promise: out within 5 s of the lab's end (``done``), whatever the terminal does.
 
-Labs that only boot get a mock cloud of their own whose pods boot for a minute (no job, no
-torch); the decode and COMPLETE states run whole small `--mock` labs, as a person would.
+Labs that only boot share one mock cloud whose pods boot for a minute (no job, no torch; every
+pod ended after each test); the decode and COMPLETE states run whole small `--mock` labs, as a
+person would.
 """
 
 from __future__ import annotations
