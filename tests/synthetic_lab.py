@@ -294,18 +294,22 @@ class SyntheticLab:
     ``subscribe()``, ``await run()``, ``request_terminate()``.
 
     ``speed`` scales the script's time (0 = as fast as possible); ``boot_speed``, when given,
-    scales it until the first token instead (the script boots for 16 s). With ``flood_rate`` set, the
-    lab emits that many token events per second, in 10 ms batches, until terminated: the
-    benchmark's load. A terminate request switches the script to its terminate path.
+    scales it until the first token instead (the script boots for 16 s), and ``teardown_speed``
+    the terminate path when given (the script's 3.7 s from terminate to done; 0: at once). With
+    ``flood_rate`` set, the lab emits that many token events per second, in 10 ms batches, until
+    terminated: the benchmark's load. A terminate request switches the script to its terminate
+    path at once, as a lab acts on it, also in the middle of a long wait (the boot's).
     ``restamp`` moves the script's timestamps to wall time (for a person watching it).
     """
 
     def __init__(self, opts: ScriptOptions | None = None, *, speed: float = 0.0,
                  flood_rate: float | None = None, out_dir: str | None = None,
-                 restamp: bool = False, boot_speed: float | None = None) -> None:
+                 restamp: bool = False, boot_speed: float | None = None,
+                 teardown_speed: float | None = None) -> None:
         self.opts = opts or ScriptOptions()
         self.speed = speed
         self.boot_speed = boot_speed or speed  # until the first token (a 16 s boot in the script)
+        self.teardown_speed = teardown_speed  # None: the pace of where it was cut
         self.flood_rate = flood_rate
         self.out_dir = out_dir
         self.terminate_calls: list[str] = []
@@ -376,9 +380,15 @@ class SyntheticLab:
                 continue
             if ev.type == "token":
                 booting = False
-            pace = self.boot_speed if booting else self.speed
+            pace = (self.teardown_speed if events is not full and self.teardown_speed is not None
+                    else self.boot_speed if booting else self.speed)
             if pace and prev_ts is not None and ev.ts > prev_ts:
-                await asyncio.sleep((ev.ts - prev_ts) / pace)
+                wait = (ev.ts - prev_ts) / pace
+                if events is full and wait > 0.05:  # a long wait: a terminate ends it
+                    if await self._terminated_within(wait):
+                        continue
+                else:
+                    await asyncio.sleep(wait)
             elif i % 64 == 0:
                 await asyncio.sleep(0)
             prev_ts = ev.ts
@@ -390,6 +400,14 @@ class SyntheticLab:
                                 out_dir=self.out_dir or done.get("out_dir"), pod_id="synth7x2k9q",
                                 verified_gone=True,
                                 exit_code={"COMPLETE": 0, "STOPPED": 4}.get(status, 1))
+
+    async def _terminated_within(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if a terminate is requested meanwhile (then True)."""
+        try:
+            await asyncio.wait_for(self._terminate.wait(), timeout=seconds)
+        except TimeoutError:
+            return False
+        return True
 
     async def _run_flood(self) -> SyntheticOutcome:
         loop = asyncio.get_running_loop()

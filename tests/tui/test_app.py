@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.widgets import Button
 
 from tui.app import TplabApp
@@ -67,7 +67,7 @@ async def test_terminate_mid_run_asks_the_lab_once_and_shows_progress(tmp_path):
         while app.runner.outcome is None:
             labels.add(_label(app))
             await pilot.pause(0.02)
-        await pilot.pause(0.3)
+        await pilot.pause()
         assert _label(app) == "POD GONE ✓"
         assert app.state.terminate_status == "gone" and not app.state.pod_alive
         assert lab.terminate_calls == ["user"]
@@ -77,7 +77,7 @@ async def test_terminate_mid_run_asks_the_lab_once_and_shows_progress(tmp_path):
 
 async def test_quit_with_a_pod_alive_offers_choices_then_terminates_and_quits(tmp_path):
     lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0,
-                       out_dir=str(tmp_path))
+                       teardown_speed=0, out_dir=str(tmp_path))
     app = TplabApp(lambda: lab, start=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.pod_alive, timeout=60, what="a pod")
@@ -123,7 +123,7 @@ async def test_in_its_own_mock_cloud_leaving_the_pod_running_terminates_it_and_s
     "leave it running" cannot be had, so it terminates (verified gone, hold settled) and says
     why; a second SIGTERM names no `tplab terminate ID --mock` that could not reach the pod."""
     lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0,
-                       out_dir=str(tmp_path))
+                       teardown_speed=0, out_dir=str(tmp_path))
     app = TplabApp(lambda: lab, start=True, mock=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.pod_alive, timeout=60, what="a pod")
@@ -162,7 +162,8 @@ async def test_help_screen_and_palette_entries():
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="palette")
         await pilot.press(*"start lab")
         assert app.state.idle  # typing went to the palette, not to the "s" binding
-        await pilot.pause(0.5)
+        listed = app.screen.query_one(CommandList)
+        await wait_for(pilot, lambda: listed.option_count > 0, what="the palette's match")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.runner.outcome is not None, what="the palette-started lab")
         assert app.state.done_status == "COMPLETE"
@@ -207,7 +208,7 @@ async def test_terminate_with_no_lab_running_terminates_leftover_pods():
         await pilot.press("ctrl+t")
         await pilot.press("ctrl+t")  # while the sweep runs: nothing extra
         await wait_for(pilot, lambda: app.runner.sweep_done, what="the sweep")
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert fake.terminated == ["old1", "old2"]
         assert _label(app) == "NO POD ALIVE ✓"
         assert any("old2" in line.text and "verified gone" in line.text
@@ -215,6 +216,7 @@ async def test_terminate_with_no_lab_running_terminates_leftover_pods():
 
 
 async def test_panels_redraw_on_the_timer_not_per_event():
+    """It pays for the second of redraws it counts."""
     lab = SyntheticLab(flood_rate=5000)
     app = TplabApp(lambda: lab, start=True, refresh_hz=10)
     async with app.run_test(size=SIZE) as pilot:
@@ -286,7 +288,7 @@ async def test_after_the_lab_ends_no_line_speaks_of_its_pod_as_alive():
     async with app.run_test(size=(120, 40)) as pilot:
         app.runner.feed(events)
         app.redraw(force=True)
-        await pilot.pause(0.2)
+        await pilot.pause()
         app.redraw(force=True)
         instance = app.instance_panel._shown.plain
         assert "GONE" in instance and "ran for" in instance

@@ -25,6 +25,8 @@ SIZE = (160, 48)
 LONG = {"num_prompts": 4, "new_tokens": 140}
 #: the lab TERMINATE interrupts once 30 TP tokens are in (all 10 prompts done on one device)
 MID = {"num_prompts": 10, "new_tokens": 60}
+#: ... without the untimed warm-up decodes (20 tokens per mode): no figure it shows needs them
+NO_WARMUP = {"warmup": 0}
 
 
 _cfg = tiny_lab_config
@@ -45,7 +47,8 @@ def _mock_app(cfg, mock_cloud) -> tuple[TplabApp, list[Lab]]:
 async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_path, mock_cloud):
     """Scenario "the dashboard, complete". Its lab is also the one
     test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod replayed (it ran a
-    lab of its own): the replay's assertions close this test."""
+    lab of its own): the replay's assertions close this test. It pays for one whole mock lab
+    (torchrun on this CPU), with the profiled pass that key 5 shows."""
     cfg = _cfg(lab_assets, tmp_path, **PROFILED)
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
     app = TplabApp(lambda: Lab(cfg, provider=prov), plan={"num_prompts": 2, "new_tokens": 8},
@@ -118,8 +121,9 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
     """Scenario "TERMINATE mid-run". Its lab is also the one
     tests/lab/test_lab_stops_e2e.py::test_terminate_mid_run_keeps_the_figures_measured_so_far
     ran (10 prompts x 60 tokens, TERMINATE once 30 TP tokens are in): the figures measured so
-    far, kept in the manifest, close this test."""
-    cfg = _cfg(lab_assets, tmp_path, **MID)
+    far, kept in the manifest, close this test. It pays for one whole mock lab up to 30 TP
+    tokens (the single pass of the first prompt, 60 tokens, comes before them)."""
+    cfg = _cfg(lab_assets, tmp_path, **MID, **NO_WARMUP)
     app, labs = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.state.timings["single"].count > 0, timeout=180,
@@ -174,6 +178,7 @@ async def test_terminate_mid_run_leaves_no_pod_in_the_mock_api(lab_assets, tmp_p
 
 
 async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cloud):
+    """It pays for a mock cloud and a lab up to its pod (no job)."""
     cfg = _cfg(lab_assets, tmp_path, **LONG)
     app, _ = _mock_app(cfg, mock_cloud)
     async with app.run_test(size=SIZE) as pilot:
@@ -196,6 +201,7 @@ async def test_quit_while_running_protects_the_pod(lab_assets, tmp_path, mock_cl
 
 
 async def test_leave_running_detaches_and_the_pod_stays_running(lab_assets, tmp_path, mock_cloud):
+    """It pays for a mock cloud and a lab up to a ready pod."""
     from tplab.lab import instances as instance_store
     cfg = _cfg(lab_assets, tmp_path, **LONG)
     app, labs = _mock_app(cfg, mock_cloud)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from tplab.viewmodel.past_labs import find_labs
@@ -19,11 +20,17 @@ N_PROMPTS, N_TOKENS = 2, 12
 
 
 def write_lab(folder: Path, *, mock: bool, status: str = "COMPLETE", until: str = "done",
-              start: str = "2026-11-30T10:00:00+00:00", profiled: bool = False) -> Path:
-    """A lab folder as the orchestrator leaves it: the stream, the manifest, the results."""
+              start: str = "2026-11-30T10:00:00+00:00", profiled: bool = False,
+              faster: float = 1.0) -> Path:
+    """A lab folder as the orchestrator leaves it: the stream, the manifest, the results.
+    ``faster``: the recording's clock runs that many times faster (the script's lab lasts 21 s:
+    a replay at ×10 of it takes 2 s, at ``faster=10`` a fifth of a second)."""
     folder.mkdir(parents=True)
     events = lab_script(ScriptOptions(num_prompts=N_PROMPTS, new_tokens=N_TOKENS, until=until,
                                       profiled=profiled))
+    if faster != 1.0:
+        t0 = events[0].ts
+        events = [replace(e, ts=t0 + (e.ts - t0) / faster) for e in events]
     (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
     result = next((e["results"] for e in events if e.type == "result"), None)
     if result:
@@ -143,7 +150,7 @@ def test_the_labs_screen_names_each_money_figure_for_what_it_is(tmp_path):
 async def test_start_after_a_replay_from_the_labs_screen_plays_it_again(tmp_path):
     """As help says: in a replay, s plays the same lab again (never starts a lab of its own);
     n, offered only then, starts one."""
-    folder = write_lab(_home() / "mock" / "labs" / "mock-1", mock=True)
+    folder = write_lab(_home() / "mock" / "labs" / "mock-1", mock=True, faster=10.0)
     started: list[int] = []
 
     class NewLab(ReplayLab):  # a lab of the dashboard's own, that never needs a cloud
@@ -160,8 +167,9 @@ async def test_start_after_a_replay_from_the_labs_screen_plays_it_again(tmp_path
         await pilot.press("r")
         await wait_for(pilot, lambda: app.runner.outcome is not None, what="the replay's end")
         assert app.runner.mode == "replay" and app.action_bar.start_button.label.plain == "Replay"
+        first = app.runner.lab
         await pilot.press("s")
-        await wait_for(pilot, lambda: app.runner.lab_active, what="the replay again")
+        await wait_for(pilot, lambda: app.runner.lab is not first, what="the replay again")
         assert app.runner.mode == "replay" and started == []
         assert isinstance(app.runner.lab, ReplayLab) and app.runner.lab.lab_dir == folder.resolve()
         assert "REPLAY" in app.title and "mock-1" in app.title

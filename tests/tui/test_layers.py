@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import tplab
-from tests.fresh_imports import packages_loaded_by
 
 TPLAB_DIR = Path(tplab.__file__).resolve().parent
 REPO = TPLAB_DIR.parent
@@ -43,28 +42,29 @@ def test_the_guard_sees_function_level_imports(tmp_path):
     assert {"textual.app", "textual_plotext"} <= _imports(f)
 
 
-def test_dashboard_and_labstate_do_not_import_torch():
-    assert packages_loaded_by(["tui.app", "tplab.viewmodel.fold", "tests.synthetic_lab"],
-                              ["torch"]) == []
-
-
 _FIRST_PAINT = r"""
 import json, sys
 from tui.app import app_from_args
+import tplab.viewmodel.fold, tests.synthetic_lab
+def torch_loaded():
+    return sorted(m for m in sys.modules if m.split(".")[0] == "torch")
+imported = torch_loaded()
 app = app_from_args(["--mock"])
 async def first(pilot):
     await pilot.pause()
     print(json.dumps({"budget": app.budget_panel._shown.plain,
                       "summary": app.summary._shown.plain,
-                      "torch": sorted(m for m in sys.modules if m.split(".")[0] == "torch")}))
+                      "torch": torch_loaded(), "torch_on_import": imported}))
     app.exit()
 app.run(headless=True, size=(80, 24), auto_pilot=first)
 """
 
 
-def test_the_first_frame_has_the_ledgers_budget_without_torch(tmp_path):
+def test_the_first_frame_has_the_ledgers_budget_and_nothing_imports_torch(tmp_path):
     """The figures a user must know before Start are on the first frame, read from the (mock)
-    ledger and budget config, and reading them imports no torch."""
+    ledger and budget config, and reading them imports no torch; nor does importing the
+    dashboard, the lab state's fold or the synthetic lab. One fresh interpreter (a second of
+    the test) is what it pays for: torch loaded by an earlier test would hide an import."""
     import json
     import os
     home = tmp_path / "home"
@@ -81,6 +81,8 @@ def test_the_first_frame_has_the_ledgers_budget_without_torch(tmp_path):
                          text=True, timeout=120, env=dict(os.environ, TPLAB_HOME=str(home)))
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
+    # -- from test_dashboard_and_labstate_do_not_import_torch
+    assert got["torch_on_import"] == []  # tui.app, tplab.viewmodel.fold, tests.synthetic_lab
     assert got["torch"] == []
     budget = got["budget"]
     assert "$8.00" in budget and "$0.5000" in budget and "$1.2500" in budget

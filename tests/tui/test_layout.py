@@ -42,11 +42,11 @@ async def test_at_80x24_terminate_state_budget_timings_and_phase_stay_on_screen(
     async with app.run_test(size=(80, 24)) as pilot:
         app.runner.feed(events)
         app.redraw(force=True)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert app.layout_name == NARROW
         for key in ("1", "2", "3", "4", "5"):  # in every view
             await pilot.press(key)
-            await pilot.pause(0.1)
+            await pilot.pause()
             bar = app.action_bar
             assert visible(app, bar.terminate_button) and visible(app, app.summary)
             summary = app.summary._shown.plain
@@ -63,24 +63,24 @@ async def test_keys_switch_the_views_in_the_narrow_and_medium_layouts():
         for key, widget in (("1", app.token_plot), ("2", app.scaling_panel),
                             ("3", app.log_panel), ("4", app.budget_panel)):
             await pilot.press(key)
-            await pilot.pause(0.1)
+            await pilot.pause()
             shown[key] = [w for w in (app.token_plot, app.scaling_panel, app.log_panel,
                                       app.budget_panel) if visible(app, w)]
             assert shown[key] == [widget], key
         await pilot.resize_terminal(120, 40)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert app.layout_name == MEDIUM
         # medium: figures and the live plot always; the lower right is the log (chosen last: 4
         # falls back to the scaling curve) or the curve
         assert visible(app, app.budget_panel) and visible(app, app.token_plot)
         await pilot.press("3")
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert visible(app, app.log_panel) and not visible(app, app.scaling_panel)
         await pilot.press("2")
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert visible(app, app.scaling_panel) and not visible(app, app.log_panel)
         await pilot.resize_terminal(200, 60)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert app.layout_name == WIDE
         assert all(visible(app, w) for w in (app.budget_panel, app.instance_panel,
                                              app.timings_panel, app.token_plot,
@@ -101,7 +101,7 @@ async def test_key_5_shows_the_timeline_in_every_layout_and_key_1_brings_the_plo
                                       ((200, 60), WIDE, True)):
             await pilot.resize_terminal(*size)
             await pilot.press("5")
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert app.layout_name == layout
             assert visible(app, app.timeline_panel) and not any(visible(app, w) for w in right)
             assert visible(app, app.budget_panel) == figures, size
@@ -109,7 +109,7 @@ async def test_key_5_shows_the_timeline_in_every_layout_and_key_1_brings_the_plo
             if layout != WIDE:
                 assert "5 Timeline" in app.view_bar._shown
             await pilot.press("1")
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert visible(app, app.token_plot) and not visible(app, app.timeline_panel)
 
 
@@ -141,7 +141,7 @@ async def test_every_visible_plot_is_readable_at_each_size():
         for size in ((80, 24), (100, 35), (120, 40), (160, 36), (200, 60)):
             await pilot.resize_terminal(*size)
             app.redraw(force=True)
-            await pilot.pause(0.2)
+            await pilot.pause()
             for plot in app.query(ThreadedPlot):
                 if visible(app, plot):
                     w, h = plot.content_size
@@ -193,8 +193,8 @@ async def test_ctrl_s_saves_next_to_the_lab_or_in_tplab_home_never_here(tmp_path
     monkeypatch.chdir(tmp_path)
     app = _app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("ctrl+s")
-        await pilot.pause(0.3)
+        await pilot.press("ctrl+s")  # saved by the key's own handler
+        await pilot.pause()
     import os
     assert list(tmp_path.glob("*.svg")) == []
     shots = list((tmp_path / "tplab-home" / "screenshots").glob("*.svg"))
@@ -227,7 +227,7 @@ async def test_at_80x24_help_and_the_quit_dialog_fit_and_read_whole():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
-        await pilot.pause(0.1)
+        await pilot.pause()
         box, text = app.screen.query_one(VerticalScroll), app.screen.query_one("#help-text", Static)
         assert _fits(app, box)
         width = text.content_region.width
@@ -238,7 +238,7 @@ async def test_at_80x24_help_and_the_quit_dialog_fit_and_read_whole():
         app.runner.lab_active = True  # as if this dashboard's own lab were running it
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), what="the quit dialog")
-        await pilot.pause(0.1)
+        await pilot.pause()
         dialog = app.screen.query_one(Vertical)
         assert _fits(app, dialog)
         for part in [*app.screen.query(Label), *app.screen.query(Button)]:
@@ -255,7 +255,7 @@ async def test_at_80x24_the_action_bar_keeps_a_long_lab_folder_whole(monkeypatch
     async with app.run_test(size=(80, 24)) as pilot:
         app.runner.feed(_done_at(LONG_OUT))
         app.redraw(force=True)
-        await pilot.pause(0.2)
+        await pilot.pause()
         app.redraw(force=True)
         status = app.action_bar.status_line
         lines = app.action_bar._status_shown.plain.split("\n")
@@ -280,7 +280,7 @@ async def test_at_80x24_the_labs_table_shows_whole_columns_only(tmp_path, monkey
         await pilot.press("l")
         await wait_for(pilot, lambda: isinstance(app.screen, LabsScreen) and app.screen.labs,
                        what="the lab list")
-        await pilot.pause(0.1)
+        await pilot.pause()
         table = app.screen.query_one(DataTable)
         shown = [str(c.label) for c in table.columns.values()]
         assert {"when (UTC)", "status", "pod gone", "cost"} <= set(shown)
@@ -288,7 +288,7 @@ async def test_at_80x24_the_labs_table_shows_whole_columns_only(tmp_path, monkey
         cells = [str(c) for c in table.get_row_at(0)]
         assert "✓ verified" in cells
         await pilot.resize_terminal(200, 50)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert len(table.columns) > len(shown)  # a wider screen shows more, whole
         assert table.virtual_size.width <= table.scrollable_content_region.width
 
@@ -309,7 +309,7 @@ async def test_damaged_ledger_lines_are_one_line_beside_the_figures_before_durin
             if stage == "after":
                 app.runner.refresh_budget()  # as at a lab's end: the ledger read again
             app.redraw(force=True)
-            await pilot.pause(0.1)
+            await pilot.pause()
             strip = app.summary._shown.plain.split("\n")
             assert len(strip) == 3 and " left of $" in strip[1], stage
             assert "% left" in strip[1] and "⚠ 1 damaged ledger line" in strip[1], stage
@@ -328,11 +328,11 @@ async def test_the_all_reduce_says_it_comes_from_the_instrumented_pass():
     async with app.run_test(size=(120, 40)) as pilot:
         app.runner.feed(events[:-30])  # live figures
         app.redraw(force=True)
-        await pilot.pause(0.1)
+        await pilot.pause()
         live = app.timings_panel._shown.plain
         app.runner.feed(events[-30:])  # the job's figures
         app.redraw(force=True)
-        await pilot.pause(0.1)
+        await pilot.pause()
         final = app.timings_panel._shown.plain
         width = app.timings_panel.content_size.width
         for text in (live, final):

@@ -31,7 +31,7 @@ async def test_long_lines_wrap_whole_and_the_filter_picks_a_source():
                                     '  File "run.py", line 3, in <module>',
                                     "RuntimeError: boom", "an ordinary line"])
         app.redraw(force=True)
-        await pilot.pause(0.2)
+        await pilot.pause()
         rows = _rows(app)
         width = app.log_panel.view.scrollable_content_region.width
         assert all(len(r.rstrip()) <= width for r in rows)
@@ -45,7 +45,7 @@ async def test_long_lines_wrap_whole_and_the_filter_picks_a_source():
         for group, expect in (("job", {"gloo on the CPU"}), ("stderr", {"an ordinary line"}),
                               ("problems", {"gloo on the CPU", "RuntimeError: boom"})):
             app.action_log_filter(group)
-            await pilot.pause(0.1)
+            await pilot.pause()
             texts = {r[16:].strip() for r in _rows(app) if r[:2].strip()}
             assert expect <= texts, group
             if group == "job":
@@ -66,13 +66,13 @@ async def test_scrollback_is_bounded_and_follows_the_tail_until_scrolled_up():
         view = app.log_panel.view
         app.runner.feed([w.make("log", level="info", msg=f"line {i}") for i in range(2500)])
         app.redraw(force=True)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert len(app.state.log) == 2000 and len(view._rows) == 2000
         assert view.following and _rows(app)[-1].rstrip().endswith("line 2499")
         view.scroll_to(y=0, animate=False, immediate=True)
         app.runner.feed([w.make("log", level="info", msg="newer")])
         app.redraw(force=True)
-        await pilot.pause(0.1)
+        await pilot.pause()
         assert view.scroll_offset.y == 0  # reading back: not pulled down
         assert _rows(app)[0].rstrip().endswith("line 501")  # the oldest kept
 

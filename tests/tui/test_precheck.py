@@ -71,7 +71,7 @@ async def test_the_idle_instance_panel_shows_the_check():
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.instance_panel.check_rows, what="the check")
         app.redraw(force=True)
-        await pilot.pause(0.1)
+        await pilot.pause()
         text = app.instance_panel._shown.plain
         assert "NVIDIA GeForce RTX 4090 × 2 · spot" in text and "balance" in text
         assert "$12.30" in text and "rpa_SECRET" not in text

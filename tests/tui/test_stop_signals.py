@@ -59,7 +59,7 @@ async def test_over_any_screen_the_pod_is_terminated_then_the_dashboard_exits(tm
 
 async def test_a_lab_still_being_built_is_stopped_as_soon_as_it_exists(tmp_path):
     lab = SyntheticLab(ScriptOptions(num_prompts=3, new_tokens=4000), speed=4.0,
-                       out_dir=str(tmp_path))
+                       teardown_speed=0, out_dir=str(tmp_path))
     release = asyncio.Event()
 
     class SlowFactory:

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("lingers", [3, -1])
 async def test_the_leftover_sweep_waits_for_a_lingering_pod_and_never_calls_a_stuck_one_gone(
         tmp_path, lingers):
+    """It pays for a mock cloud of its own (its faults) and, for the stuck pod, the sweep's
+    whole verify deadline."""
     cloud = start_mock_cloud({"terminate_lingers": lingers}, boot_delay_s=0.2,
                              state_dir=tmp_path / "mock-state")
     try:
@@ -30,8 +32,9 @@ async def test_the_leftover_sweep_waits_for_a_lingering_pod_and_never_calls_a_st
         key = remote.generate_client_key()
         left = prov.create(PodSpec(name="tplab-left-behind", gpu_type="NVIDIA GeForce RTX 4090",
                                    gpu_count=2, public_key=remote.public_key_line(key)))
+        # long enough for the fifth read, on which the terminate is sent again (~1.7 s in)
         cfg = LabConfig(mock=True, api_url=cloud.api_url, out_dir=tmp_path / "out",
-                        verify_timeout_s=5.0)
+                        verify_timeout_s=2.6)
         app = TplabApp(None, sweep_factory=lambda: Lab(cfg, provider=prov))
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("ctrl+t")

@@ -5,8 +5,9 @@ the lab's record (manifest STOPPED or COMPLETE, the pod verified gone, the provi
 terminated) and that nothing it started is left running. The bound after a teardown is the
 dashboard's promise: out within 5 s of the lab's end (``done``), whatever the terminal does.
 
-Labs that only boot get a mock cloud of their own whose pods boot for a minute (no job, no
-torch); the decode and COMPLETE states run whole small `--mock` labs, as a person would.
+Labs that only boot share one mock cloud whose pods boot for a minute (no job, no torch; every
+pod ended after each test); the decode and COMPLETE states run whole small `--mock` labs, as a
+person would.
 """
 
 from __future__ import annotations
@@ -94,13 +95,46 @@ def _assert_record(out: Path, status: str, reason_has: str | None = None) -> dic
     return m
 
 
-@pytest.fixture
-def booting_cloud(tmp_path):
+def _start_booting_cloud(state_dir: Path):
     """A mock cloud whose pods stay booting for a minute: a lab that reaches it has a pod to
-    end, and no job to run. One per test: a pod another test left would refuse the next lab."""
+    end, and no job to run."""
     from tplab.mock.handle import start_mock_cloud
 
-    cloud = start_mock_cloud(boot_delay_s=60.0, state_dir=tmp_path / "boot-cloud")
+    return start_mock_cloud(boot_delay_s=60.0, state_dir=state_dir)
+
+
+@pytest.fixture(scope="module")
+def _shared_booting_cloud(tmp_path_factory):
+    """One booting cloud for the module's tests (starting one costs half a second, a second
+    under load), its record in a home of its own (each test has its own TPLAB_HOME)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TPLAB_HOME", str(tmp_path_factory.mktemp("boot-cloud-home")))
+        cloud = _start_booting_cloud(tmp_path_factory.mktemp("boot-cloud"))
+    yield cloud
+    cloud.stop()
+
+
+@pytest.fixture
+def booting_cloud(_shared_booting_cloud):
+    """The shared booting cloud, left as the test found it: a pod a test left alive (one that
+    failed before its teardown) would refuse the next test's lab, so every pod still alive is
+    terminated."""
+    cloud = _shared_booting_cloud
+    yield cloud
+    from tplab.lab.providers import provider_for
+
+    alive = [p["id"] for p in cloud.pods() if p["desiredStatus"] != "TERMINATED"]
+    if alive:
+        provider = provider_for(cloud.api_key, cloud.api_url)
+        for pod_id in alive:
+            provider.terminate(pod_id)
+    assert [p["id"] for p in cloud.pods() if p["desiredStatus"] != "TERMINATED"] == []
+
+
+@pytest.fixture
+def own_booting_cloud(tmp_path):
+    """A booting cloud for one test whose pod lingers after it (the shared one stays clean)."""
+    cloud = _start_booting_cloud(tmp_path / "boot-cloud")
     yield cloud
     cloud.stop()
 
@@ -166,7 +200,7 @@ def test_during_a_replay_the_dashboard_exits_at_once(tmp_path, how):
     dash = _dashboard(["--replay", str(folder), "--speed", "1"])
     try:
         dash.wait_for_text("REPLAY", 60)
-        time.sleep(0.5)
+        dash.wait_for_text("phase preflight", 30)  # its first events played: mid-replay
         _stop(dash, how)
         took = dash.wait(AFTER_LAB_S)
     finally:
@@ -180,6 +214,7 @@ def test_during_a_replay_the_dashboard_exits_at_once(tmp_path, how):
 @pytest.mark.parametrize("how", HOW)
 def test_while_the_pod_boots_it_is_terminated_then_the_dashboard_exits(
         lab_assets, booting_cloud, tmp_path, how):
+    """It pays for the dashboard's process and a lab up to its pod (a few seconds, no job)."""
     out = tmp_path / "out"
     dash = _booting_lab(booting_cloud, lab_assets, out)
     try:
@@ -199,6 +234,7 @@ def test_while_the_pod_boots_it_is_terminated_then_the_dashboard_exits(
 @pytest.mark.parametrize("how", HOW)
 def test_on_the_quit_dialog_the_answer_is_terminate_and_quit(
         lab_assets, booting_cloud, tmp_path, how):
+    """It pays for the dashboard's process and a lab up to its pod (a few seconds, no job)."""
     out = tmp_path / "out"
     dash = _booting_lab(booting_cloud, lab_assets, out)
     try:
@@ -217,10 +253,12 @@ def test_on_the_quit_dialog_the_answer_is_terminate_and_quit(
 
 
 def test_a_second_sigterm_ends_it_at_once_and_says_what_may_still_run(
-        lab_assets, booting_cloud, tmp_path):
-    booting_cloud.set_faults(terminate_lingers=20)  # the teardown takes a while: it is cut short
+        lab_assets, own_booting_cloud, tmp_path):
+    """It pays for a booting cloud of its own (its pod lingers after the test), the dashboard's
+    process and a lab up to its pod."""
+    own_booting_cloud.set_faults(terminate_lingers=20)  # the teardown takes a while: cut short
     out = tmp_path / "out"
-    dash = _booting_lab(booting_cloud, lab_assets, out)
+    dash = _booting_lab(own_booting_cloud, lab_assets, out)
     try:
         dash.send(signal.SIGTERM)
         dash.wait_for_text("VERIFYING GONE", 30)
@@ -238,6 +276,8 @@ def test_a_second_sigterm_ends_it_at_once_and_says_what_may_still_run(
 
 def test_a_terminal_that_takes_nothing_does_not_hold_up_the_teardown_or_the_exit(
         lab_assets, booting_cloud, tmp_path):
+    """It pays for a lab up to its pod and for the wait it is about: the terminal takes nothing
+    for longer than a write may wait (``STALL_S``), so that writes are being dropped."""
     from tui import terminal_driver
 
     out = tmp_path / "out"
@@ -251,7 +291,7 @@ def test_a_terminal_that_takes_nothing_does_not_hold_up_the_teardown_or_the_exit
             now = dash.pending()
             if now != last:
                 full_since, last = time.monotonic(), now
-            elif time.monotonic() - full_since > terminal_driver.STALL_S + 1.0:
+            elif time.monotonic() - full_since > terminal_driver.STALL_S + 0.5:
                 break  # nothing taken for longer than a write may wait: writes are dropped now
         assert last > 0 and time.monotonic() < deadline, "the terminal's buffer never filled"
         t = _stop(dash, TERM)
@@ -273,9 +313,14 @@ def test_mid_decode_then_a_new_lab_runs_to_complete_and_ends_the_same_way(
     """The bars checked by hand in tmux, as a test: the terminal closed (or SIGTERM) mid-decode
     ends the lab STOPPED with the pod verified gone and the process gone; the next `--mock
     --start` lab in the same TPLAB_HOME runs to COMPLETE with no word about the earlier one;
-    and closing (or SIGTERM) after COMPLETE ends the dashboard at once with exit 0."""
+    and closing (or SIGTERM) after COMPLETE ends the dashboard at once with exit 0. It pays
+    for two whole mock labs (torchrun on this CPU): a process ends once, so each of its two
+    exits (mid-decode, after COMPLETE) needs a lab of its own; neither runs the warm-up or the
+    profiled pass, which no check looks at."""
     ckpt, prompts = lab_assets
-    files = ["--checkpoint", str(ckpt), "--prompts-file", str(prompts), "--no-sweep"]
+    # no warm-up and no profiled pass: neither is looked at, and they cost a lab seconds
+    files = ["--checkpoint", str(ckpt), "--prompts-file", str(prompts), "--no-sweep",
+             "--warmup", "0", "--profile-tokens", "0"]
     first, second = tmp_path / "first", tmp_path / "second"
     dash = _dashboard(["--mock", "--start", "--prompts", "2", "--new-tokens", "60", *files,
                        "--out", str(first)])
