@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.provider in ("runpod", "both"):
         if only is None:
             rows += run_signal_trials(root, 1 if args.quick else args.reps, phases,
-                                      2 if args.quick else args.workers)
+                                      4 if args.quick else args.workers)
             if not args.quick:
                 rows.append(ssh_drops(root))
         for area, case, faults, expect, kw in api_cases(args.quick and only is None):

@@ -222,7 +222,7 @@ def vast_rows(root: Path, quick: bool, reps: int, workers: int,
     rows: list[Row] = []
     if only is None:
         phases = ("boot", "run") if quick else PHASES
-        rows += run_signal_trials(root, 1 if quick else reps, phases, 2 if quick else workers,
+        rows += run_signal_trials(root, 1 if quick else reps, phases, 4 if quick else workers,
                                   provider="vast")
         if not quick:
             rows.append(key_absent_from_ssh(root))

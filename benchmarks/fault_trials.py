@@ -162,10 +162,10 @@ def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: i
     cases = [(p, s, n) for n in range(1, reps + 1) for p in phases
              for s in (signal.SIGKILL, signal.SIGHUP)]
     pool = [Worker(root / f"w{i}-{provider}", provider=provider) for i in range(workers)]
-    for w in pool:
-        w.start()
     rows: list[Row] = []
     try:
+        with cf.ThreadPoolExecutor(workers) as ex:   # the mock clouds start side by side
+            list(ex.map(Worker.start, pool))
         with cf.ThreadPoolExecutor(workers) as ex:
             queue = list(cases)
             free = list(pool)
@@ -180,13 +180,21 @@ def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: i
                     rows.append(fut.result())
                     free.append(running.pop(fut))
     finally:
-        for w in pool:
-            terminate_all(w)
-            w.stop()
+        with cf.ThreadPoolExecutor(workers) as ex:   # and end side by side
+            list(ex.map(_end_worker, pool))
     where = "" if provider == "runpod" else f" [{provider}]"
     order = {(f"in {p} #{n}{where}", s): i for i, (p, s, n) in enumerate(
         (p, "SIGKILL" if s == signal.SIGKILL else "SIGHUP", n) for p, s, n in cases)}
     return sorted(rows, key=lambda r: order.get((r.case, r.area.split()[-1]), 0))
+
+
+def _end_worker(w: Worker) -> None:
+    """What a user runs afterwards (`tplab terminate --all`), then the worker's cloud stopped."""
+    try:
+        if w.cloud is not None:
+            terminate_all(w)
+    finally:
+        w.stop()
 
 
 def terminate_all(w: Worker) -> None:
