@@ -109,6 +109,7 @@ from tests.e2e_fixtures import (
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+BLACKWELL_RUNPOD = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2204"
 
 
 _cfg = tiny_lab_config
@@ -179,13 +180,19 @@ def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[d
 
 async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock_cloud,
                                                      monkeypatch):
-    """Scenario "spot, complete" (headless `tplab run`). Its lab also carries what
+    """Scenario "spot, complete" (headless `tplab run`), its image named with --image. Its lab
+    also carries what
     tests/lab/test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     asserted on a lab of its own (the instance events, live uptime, add_artifact): the second
     half of this test, on the lab `run_lab` made, with the status polled every 0.5 s as there
-    (the job's run phase, torchrun starting two ranks, lasts several polls)."""
+    (the job's run phase, torchrun starting two ranks, lasts several polls); and what
+    tests/lab/test_lab_images.py::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
+    asserted on a lab of its own (the --image flag read, recorded in the manifest and instance
+    record, the pod on a host whose CUDA runs it): the last part."""
     from tplab.commands.run import run_lab
     from tplab.lab import orchestrator
+    from tplab.lab.options import add_lab_arguments, config_from_args
+    import argparse
     import io
     labs: list[Lab] = []
     seen: list = []
@@ -203,7 +210,15 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
     monkeypatch.setattr(orchestrator, "Lab", RecordingLab)
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5, **PROFILED)
+    # -- from test_lab_images.py::test_image_flag_is_accepted_and_recorded_...: the flag read
+    parser = argparse.ArgumentParser()
+    add_lab_arguments(parser)
+    args = parser.parse_args(["--mock", "--api-url", mock_cloud.api_url, "--image",
+                              BLACKWELL_RUNPOD, "--prompts", "2", "--new-tokens", "8",
+                              "--out", str(tmp_path / "out")])
+    assert config_from_args(args).image == BLACKWELL_RUNPOD
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5,
+               image=BLACKWELL_RUNPOD, **PROFILED)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
@@ -309,6 +324,18 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert "proof-terminated.png" in again["artifacts"]
     assert again["status"] == COMPLETE and again["verified_gone"] is True
 
+    # -- from test_lab_images.py::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
+    # (it ran Lab(cfg).run() on the config the flags made; COMPLETE and verified gone: above)
+    out = d
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["image"]["name"] == BLACKWELL_RUNPOD and manifest["image"]["named"]
+    assert manifest["image"]["why"] == "named with --image"
+    record = json.loads((out / "instance.json").read_text())
+    assert record["image"] == BLACKWELL_RUNPOD
+    pod = next(p for p in mock_cloud.pods() if p["id"] == outcome_pod)
+    # the RTX 4090's hosts run CUDA 12.2, 12.4 and 12.8: only 12.8 runs this image
+    assert pod["allowedCudaVersions"] == ["12.8"] and pod["hostCuda"] == "12.8"
+
 
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     """Scenario "every transient fault, complete": one lab through a runtime that is null at
@@ -322,7 +349,7 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone[4]
     (exit 0, manifest COMPLETE and verified gone, TERMINATED)."""
     from tplab.mock.handle import start_mock_cloud
-    cloud = start_mock_cloud({"runtime_null_s": 1.5, "ssh_refuse_s": 3.0, "terminate_fail_n": 2,
+    cloud = start_mock_cloud({"runtime_null_s": 0.5, "ssh_refuse_s": 2.0, "terminate_fail_n": 2,
                               "http_500": {"GET /v2/pods/{id}": 2}, "terminate_lingers": 4},
                              boot_delay_s=0.3, state_dir=tmp_path / "mock-state")
     try:
@@ -331,8 +358,14 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
         cloud.stop()
 
 
+#: the provider's backoff before it asks again after a 5xx or a failed terminate, shortened:
+#: the faults come and are retried the same, without the seconds a real cloud is given
+QUICK_RETRIES = {"retry_delays": (0.1, 0.2, 0.4), "terminate_delays": (0.1, 0.2, 0.4, 0.8)}
+
+
 async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
-    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    from tplab.cloud.registry import provider_for
+    prov = provider_for("runpod", mock_cloud.api_key, mock_cloud.api_url, **QUICK_RETRIES)
     cfg = _cfg(lab_assets, tmp_path, new_tokens=16)
     lab = Lab(cfg, provider=prov)
     events = lab.subscribe()
@@ -495,9 +528,9 @@ def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, moc
 
 async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path, mock_cloud):
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    # $0.70/h for at most 10 s costs at most $0.00194: within a $0.002 authorization, whose
-    # 80% ($0.0016) is reached after about 8.2 s; the default job runs far longer than 10 s
-    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.002, wall_cap_s=10.0, num_prompts=10,
+    # $0.70/h for at most 5 s costs at most $0.00097: within a $0.001 authorization, whose
+    # 80% ($0.0008) is reached after about 4.1 s; the job (10 x 100 tokens) runs far longer
+    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.001, wall_cap_s=5.0, num_prompts=10,
                new_tokens=100)
     lab = Lab(cfg, provider=prov)
     events = lab.subscribe()
@@ -513,14 +546,14 @@ async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path,
     assert outcome.status == FAILED and outcome.exit_code != 0
     # whichever comes first on a loaded machine: the wall cap, the lab cap, or the pod's own
     # watchdog (same wall cap) — each ends in terminate + verify
-    assert ("wall-clock cap" in outcome.reason or "lab cap $0.002 was reached" in outcome.reason
+    assert ("wall-clock cap" in outcome.reason or "lab cap $0.001 was reached" in outcome.reason
             or "watchdog" in outcome.reason), outcome.reason
     assert outcome.verified_gone
     warnings = [e for e in seen if e.type == "warning" and e.get("kind") == "budget80"]
     assert len(warnings) == 1 and "80%" in warnings[0]["msg"]
     costs = [e for e in seen if e.type == "cost"]
     assert costs and costs[-1]["accrued_usd"] <= 0.0025
-    assert all(c["seconds_left"] <= 10.5 for c in costs)
+    assert all(c["seconds_left"] <= 5.5 for c in costs)
     pods = mock_cloud.pods()
     assert pods[0]["desiredStatus"] == "TERMINATED"
     _assert_settled(cfg.ledger_label())
@@ -532,7 +565,9 @@ async def test_spot_interruption_ends_the_lab_through_terminate(lab_assets, tmp_
                              state_dir=tmp_path / "mock-state")
     try:
         prov = _provider(cloud.api_key, cloud.api_url)
-        cfg = _cfg(lab_assets, tmp_path, num_prompts=10, new_tokens=100)
+        # the pod's state read every 0.5 s while the job runs (the default 3 s: a user's lab
+        # notices it within that; here the check is that it ends through terminate)
+        cfg = _cfg(lab_assets, tmp_path, num_prompts=10, new_tokens=100, status_poll_s=0.5)
         outcome = await Lab(cfg, provider=prov).run()
         assert outcome.status == FAILED and outcome.exit_code != 0
         assert "EXITED" in outcome.reason, outcome.reason

@@ -20,6 +20,8 @@ from tplab.mock.handle import start_mock_cloud
 
 pytestmark = pytest.mark.slow
 
+BLACKWELL_VAST = "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
+
 
 @pytest.fixture
 def vast_cloud(tmp_path, monkeypatch):
@@ -219,7 +221,12 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     limits doubled (429 without Retry-After: the client, paced for the service's own, learns),
     a host whose direct SSH port never answers (the proxy
     does) and whose public_ipaddr carries whitespace, and a destroyed instance still shown as a
-    record that says destroyed. The lab completes, lists only through v1, to the last page."""
+    record that says destroyed. The lab completes, lists only through v1, to the last page.
+    The GPU is a Blackwell one (RTX 5090), with the image the lab picks for it by default: what
+    tests/lab/test_lab_images.py::test_a_blackwell_lab_gets_the_blackwell_image_by_default
+    asserted on a lab of its own (marked below). What it pays for: every call paced at twice
+    Vast's intervals (a show every 4 s, a list page every 2 s), the 429s learned from, and the
+    direct SSH port's bound (1 s) before the proxy."""
     from tests.mock.vast_helpers import create, destroy
     vast_cloud.set_faults(rate_scale=0.0)      # the 30 others are made faster than Vast allows
     others = [create(vast_cloud, f"someone-else-{i}", bid=False, target_state="stopped")[1]
@@ -227,7 +234,7 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     vast_cloud.set_faults(rate_scale=2.0, direct_port_blocked=True, padded_ipaddr=True,
                           destroyed_records=True)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
-                          direct_ssh_s=3.0)
+                          direct_ssh_s=1.0, gpu_type="RTX 5090")
     started = time.monotonic()
     outcome = asyncio.run(Lab(cfg).run())
     took = time.monotonic() - started
@@ -261,6 +268,17 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     # (COMPLETE, no pod, no hold: above), their ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
     assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    # -- from test_lab_images.py::test_a_blackwell_lab_gets_the_blackwell_image_by_default
+    # (COMPLETE and verified gone: above)
+    out = tmp_path / "out"
+    manifest = json.loads((out / "manifest.json").read_text())
+    image = manifest["image"]
+    assert image["name"] == BLACKWELL_VAST and image["named"] is False
+    assert image["torch"] == "2.8.0" and "sm_120" in image["arch_list"]
+    assert image["why"].startswith("the default for Blackwell GPUs (sm_120) on Vast.ai")
+    assert json.loads((out / "instance.json").read_text())["image"] == BLACKWELL_VAST
+    stream = (out / "stream.jsonl").read_text()
+    assert f"image {BLACKWELL_VAST} (torch 2.8.0, CUDA 12.8" in stream
 
 
 def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
@@ -295,8 +313,8 @@ def test_an_instance_that_never_gets_a_public_ssh_port_is_one_sentence(lab_asset
                                                                        vast_cloud):
     vast_cloud.set_faults(no_ssh_port=True)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
-                          boot_timeout_s=6.0)
+                          boot_timeout_s=4.0)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == FAILED and outcome.verified_gone
-    assert "never got a public SSH port within 6 s" in outcome.reason
+    assert "never got a public SSH port within 4 s" in outcome.reason
     assert _alive(vast_cloud) == [] and _settled()[-1] in ("actual", "release")
