@@ -6,14 +6,19 @@ asserting everything its lab shows. A "+" line names a test whose own lab was dr
 repeated the lab above it; its assertions moved, unchanged, into that test (marked there with a
 "-- from <test>" comment). e2e = tests/lab/test_lab_e2e.py, stops = test_lab_stops_e2e.py,
 runpod = test_lab_runpod.py, comm = test_lab_comm.py, detach = test_lab_instance_detach.py,
-vast = test_lab_vast.py, app = tests/tui/test_app_mock.py, gone = tests/tui/test_terminal_gone.py
-(the dashboard on a pseudo-terminal), reader = tests/commands/test_run_reader_gone.py. A "+ fault
+vast = test_lab_vast.py, images = test_lab_images.py, torch24 = test_lab_pod_torch.py, handin =
+tests/handin/test_handin.py, app = tests/tui/test_app_mock.py, gone =
+tests/tui/test_terminal_gone.py (the dashboard on a pseudo-terminal), reader =
+tests/commands/test_run_reader_gone.py. A "+ fault
 suite" line names a row of benchmarks/fault_suite.py's quick table whose lab (once in
 test_fault_suite.py) was dropped for the same reason (marked "-- fault suite"; each such lab also
 asserts the ledger and canary rows).
 
-  spot lab, complete (headless run)   e2e::test_full_lab_completes_with_every_artifact
+  spot lab, complete (headless run),  e2e::test_full_lab_completes_with_every_artifact
+  its image named with --image
     + detach::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
+    + images::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
+    + handin::test_handin_after_a_mock_lab
   every transient fault, complete     e2e::test_ssh_dropped_twice_every_event_exactly_once
     + e2e::test_slow_runtime_and_refused_ssh_are_waited_out
     + e2e::test_api_errors_and_failing_terminates_still_end_verified_gone
@@ -46,9 +51,18 @@ asserts the ledger and canary rows).
   boot ERROR, rate limit (4 labs)       test_a_rate_limit_that_does_not_pass_*
   Vast, its rules on (complete)       vast::test_a_vast_lab_completes_and_names_vast
     + fault suite: vast offer taken, then its quote stale (0 answers of 429)
-  Vast as it answers in production    vast::test_a_lab_on_vast_as_it_answers_in_production_...
+  Vast as it answers in production,   vast::test_a_lab_on_vast_as_it_answers_in_production_...
+  a Blackwell GPU (its default image)
+    + images::test_a_blackwell_lab_gets_the_blackwell_image_by_default
     + fault suite: vast list, vast 429 (limits doubled), vast ssh (direct port blocked), vast
       state (a destroyed record)
+  Vast bid rented on demand           vast::test_a_bid_rented_on_demand_is_destroyed_at_once_...
+  Vast: no public SSH port            vast::test_an_instance_that_never_gets_a_public_ssh_port_...
+  --provider auto picks Vast          vast::test_auto_picks_vast_when_runpod_offers_no_spot
+  --provider auto, no spot (no pod)   vast::test_auto_with_no_spot_anywhere_is_a_stub_naming_both
+  Vast offers too old (no pod), two   images::test_vast_offers_with_an_old_driver_are_refused_...,
+                                        images::test_a_blackwell_gpu_with_the_24_image_is_refused_...
+  the pod on the oldest torch         torch24::test_a_mock_lab_with_its_pod_on_the_oldest_torch_completes
   Vast stopped intent while booting   vast::test_a_stopped_intent_while_the_instance_comes_up_...
     + fault suite: vast state: stopped intent while it comes up
   Vast outbid mid-run                 vast::test_outbid_mid_run_is_a_spot_interruption_with_...
@@ -179,7 +193,7 @@ def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[d
 
 
 async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock_cloud,
-                                                     monkeypatch):
+                                                     monkeypatch, capsys):
     """Scenario "spot, complete" (headless `tplab run`), its image named with --image. Its lab
     also carries what
     tests/lab/test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
@@ -188,7 +202,10 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     (the job's run phase, torchrun starting two ranks, lasts several polls); and what
     tests/lab/test_lab_images.py::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
     asserted on a lab of its own (the --image flag read, recorded in the manifest and instance
-    record, the pod on a host whose CUDA runs it): the last part."""
+    record, the pod on a host whose CUDA runs it): the last part; and, before the second
+    half, what tests/handin/test_handin.py::test_handin_after_a_mock_lab asserted on a lab of its
+    own (`tplab handin` of this lab, written where the README's real run writes it: --out
+    runs/lab02, outside TPLAB_HOME)."""
     from tplab.commands.run import run_lab
     from tplab.lab import orchestrator
     from tplab.lab.options import add_lab_arguments, config_from_args
@@ -218,7 +235,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
                               "--out", str(tmp_path / "out")])
     assert config_from_args(args).image == BLACKWELL_RUNPOD
     cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5,
-               image=BLACKWELL_RUNPOD, **PROFILED)
+               image=BLACKWELL_RUNPOD, out_dir=tmp_path / "runs" / "lab02", **PROFILED)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
@@ -286,6 +303,10 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
         blob = path.read_bytes()
         assert b"PRIVATE KEY" not in blob, path
 
+    # -- from tests/handin/test_handin.py::test_handin_after_a_mock_lab (it ran run_lab(cfg)
+    # on a tiny profiled lab with --out runs/lab02; exit 0: above)
+    _handin_after_a_mock_lab(d, tmp_path, capsys)
+
     # -- from test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     outcome_pod = manifest["instance_id"]
     assert code == 0 and manifest["status"] == COMPLETE
@@ -335,6 +356,71 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     pod = next(p for p in mock_cloud.pods() if p["id"] == outcome_pod)
     # the RTX 4090's hosts run CUDA 12.2, 12.4 and 12.8: only 12.8 runs this image
     assert pod["allowedCudaVersions"] == ["12.8"] and pod["hostCuda"] == "12.8"
+
+
+def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
+    """tests/handin/test_handin.py::test_handin_after_a_mock_lab's assertions, unchanged, on the
+    full lab's folder: the seed's tree, every file non-empty, the spend lines equal to the
+    ledger's for that lab, the budget table's totals equal to `tplab budget`'s, the proof
+    picture written with the lab; a student's different file refused without --force;
+    one-sentence errors."""
+    from tests.handin.test_handin import PNG, SEED_TREE, _budget_json, _totals, _tree
+    from tplab.commands import main as cli
+    from tplab.money.budget_config import fmt_usd
+    capsys.readouterr()
+    assert not (Path(default_ledger_path(True)).parent / "labs").exists()
+    assert cli.main(["handin", "--list"]) == 0
+    assert str(lab_dir) in capsys.readouterr().out
+    # the lab itself wrote the proof picture and names it
+    manifest = json.loads((lab_dir / "manifest.json").read_text())
+    assert (lab_dir / "proof-terminated.png").read_bytes()[:8] == PNG
+    assert manifest["terminated_screenshot"] == "proof-terminated.png"
+    assert "proof-terminated.png" in manifest["artifacts"]
+    proof = json.loads((lab_dir / "proof-terminated.json").read_text())
+    assert proof["routes"] and proof["routes"][0].startswith("GET /v2/pods/")
+
+    dest = tmp_path / "student"
+    assert cli.main(["handin", str(dest)]) == 0
+    said = capsys.readouterr().out
+    assert _tree(dest) == SEED_TREE
+    assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
+    assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
+    tp = dest / "experiments/35-tp-inference"
+    assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
+    assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
+    assert "MOCK" in (tp / "README.md").read_text()
+    # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
+    assert (tp / "trace.json").read_bytes() == (lab_dir / "trace.json").read_bytes()
+    assert "| `trace.json` | the profiled pass as one Chrome trace" in (tp / "README.md").read_text()
+    # the lab's ledger lines, byte for byte
+    auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
+    ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)
+    mine = [ln for ln in ledger if json.loads(ln).get("auth_id") == auth]
+    assert [json.loads(ln)["kind"] for ln in mine] == ["authorize", "actual"]
+    assert (dest / "experiments/35-cloud-budget/spend.jsonl").read_bytes() == b"".join(mine)
+    # the table's totals are tplab budget's
+    b = _budget_json(capsys)
+    md = (dest / "experiments/35-cloud-budget.md").read_text()
+    assert _totals(md) == tuple(fmt_usd(b[k]) for k in ("cap_usd", "spent_usd", "held_usd",
+                                                          "remaining_usd"))
+    assert f"{lab_dir.name} (this hand-in)" in md and "MOCK" in md
+
+    # again: nothing changes; a student's edit is refused and nothing is written
+    assert cli.main(["handin", str(dest), "--lab", lab_dir.name]) == 0
+    assert "wrote" not in capsys.readouterr().out
+    notes = dest / "experiments/35-reading-notes/synthesis.md"
+    notes.write_text("my own synthesis\n")
+    (tp / "results.json").unlink()
+    assert cli.main(["handin", str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "synthesis.md" in err and "--force" in err
+    assert notes.read_text() == "my own synthesis\n" and not (tp / "results.json").exists()
+    assert cli.main(["handin", str(dest), "--force"]) == 0
+    assert notes.read_text() != "my own synthesis\n" and (tp / "results.json").is_file()
+
+    assert cli.main(["handin", str(dest), "--lab", "20990101-000000-nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no finished lab with id '20990101-000000-nope'" in err
 
 
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
