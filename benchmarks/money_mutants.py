@@ -78,7 +78,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "ZeroDivisionError as exc:  # unknown is not gone",
            (f"{UNITS}::test_a_failed_orphan_lookup_keeps_the_record_and_says_so",)),
     Mutant("tplab terminate settles nothing", "tplab/lab/leftovers.py",
-           "            notes.append(settle_record(provider, rec, mock))", "            pass",
+           "        elif rec.auth_id and not rec.settled:\n"
+           "            notes.append(settle_record(provider, rec, mock))",
+           "        elif rec.auth_id and not rec.settled:\n            pass",
            (f"{UNITS}::test_terminate_settles_a_crashed_labs_hold_at_price_times_life",)),
 )
 

@@ -205,7 +205,9 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     record, the pod on a host whose CUDA runs it): the last part; and, before the second
     half, what tests/handin/test_handin.py::test_handin_after_a_mock_lab asserted on a lab of its
     own (`tplab handin` of this lab, written where the README's real run writes it: --out
-    runs/lab02, outside TPLAB_HOME)."""
+    runs/lab02, outside TPLAB_HOME). What it pays for: one whole tiny lab with the profiled pass
+    (torch's profiler on both ranks), the suite's lab that shows everything a complete lab
+    writes."""
     from tplab.commands.run import run_lab
     from tplab.lab import orchestrator
     from tplab.lab.options import add_lab_arguments, config_from_args
@@ -433,7 +435,8 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     ssh retries logged), test_api_errors_and_failing_terminates_still_end_verified_gone
     (COMPLETE, verified gone, TERMINATED, ledger settled) and, from test_lab_stops_e2e.py,
     test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone[4]
-    (exit 0, manifest COMPLETE and verified gone, TERMINATED)."""
+    (exit 0, manifest COMPLETE and verified gone, TERMINATED). What it pays for: one whole lab
+    with each fault waited out (the provider's backoff shortened: ``QUICK_RETRIES``)."""
     from tplab.mock.handle import start_mock_cloud
     cloud = start_mock_cloud({"runtime_null_s": 0.5, "ssh_refuse_s": 2.0, "terminate_fail_n": 2,
                               "http_500": {"GET /v2/pods/{id}": 2}, "terminate_lingers": 4},
@@ -613,6 +616,8 @@ def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, moc
 
 
 async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path, mock_cloud):
+    """The lab ends at its wall cap (or its lab cap, reached first) through terminate and verify,
+    with one 80 % warning on the way. What it pays for: a lab running to its 5 s wall cap."""
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
     # $0.70/h for at most 5 s costs at most $0.00097: within a $0.001 authorization, whose
     # 80% ($0.0008) is reached after about 4.1 s; the job (10 x 100 tokens) runs far longer
@@ -646,6 +651,7 @@ async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path,
 
 
 async def test_spot_interruption_ends_the_lab_through_terminate(lab_assets, tmp_path):
+    """What it pays for: a lab running until the mock takes its spot pod back (4 s after it ran)."""
     from tplab.mock.handle import start_mock_cloud
     cloud = start_mock_cloud({"spot_interrupt_after_s": 4.0}, boot_delay_s=0.3,
                              state_dir=tmp_path / "mock-state")

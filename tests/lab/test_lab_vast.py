@@ -46,7 +46,8 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
     """Vast's rules on, as the service keeps them (the mock's default): its input limits, its
     rate limits, a market of 209 offers answered in the server's own order; and the cheapest
     offer taken between search and create (410 no_such_ask), the next one's quote stale (400
-    invalid_price)."""
+    invalid_price). What it pays for: three creates at Vast's own create interval (4.5 s, the
+    service's limit, kept so that none meets a 429), then a whole lab at Vast's intervals."""
     vast_cloud.set_faults(offer_taken=[410, 400])
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
     started = time.monotonic()
@@ -132,6 +133,8 @@ def test_a_stopped_intent_while_the_instance_comes_up_fails_the_lab_at_once(
 
 def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,
                                                                     vast_cloud):
+    """What it pays for: a lab at Vast's own intervals to its first measured prompt, then its
+    teardown's show and list at those intervals."""
     # outbid the moment the job has measured its first prompt (the baseline's first prompt_done
     # reached the client): the job (all 16 shipped prompts x 100 tokens, three passes) is then
     # decoding and far from done, on a quiet machine or a loaded one. (It was a timer, outbid
@@ -282,6 +285,8 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
 
 
 def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
+    """What it pays for: both mock clouds, started by the lab, and a whole lab on Vast at its
+    own intervals."""
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
         "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},
         "vast": {"boot_delay_s": 0.3}})
@@ -311,6 +316,8 @@ def test_auto_with_no_spot_anywhere_is_a_stub_naming_both(lab_assets, tmp_path):
 
 def test_an_instance_that_never_gets_a_public_ssh_port_is_one_sentence(lab_assets, tmp_path,
                                                                        vast_cloud):
+    """What it pays for: the boot bound (4 s) it shows being waited to, then the teardown at
+    Vast's intervals."""
     vast_cloud.set_faults(no_ssh_port=True)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
                           boot_timeout_s=4.0)
