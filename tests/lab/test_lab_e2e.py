@@ -617,11 +617,11 @@ def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, moc
 
 async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path, mock_cloud):
     """The lab ends at its wall cap (or its lab cap, reached first) through terminate and verify,
-    with one 80 % warning on the way. What it pays for: a lab running to its 5 s wall cap."""
+    with one 80 % warning on the way. What it pays for: a lab running to its 3 s wall cap."""
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    # $0.70/h for at most 5 s costs at most $0.00097: within a $0.001 authorization, whose
-    # 80% ($0.0008) is reached after about 4.1 s; the job (10 x 100 tokens) runs far longer
-    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.001, wall_cap_s=5.0, num_prompts=10,
+    # $0.70/h for at most 3 s costs at most $0.00058: within a $0.0006 authorization, whose
+    # 80% ($0.00048) is reached after about 2.5 s; the job (10 x 100 tokens) runs far longer
+    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.0006, wall_cap_s=3.0, num_prompts=10,
                new_tokens=100)
     lab = Lab(cfg, provider=prov)
     events = lab.subscribe()
@@ -637,14 +637,14 @@ async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path,
     assert outcome.status == FAILED and outcome.exit_code != 0
     # whichever comes first on a loaded machine: the wall cap, the lab cap, or the pod's own
     # watchdog (same wall cap) — each ends in terminate + verify
-    assert ("wall-clock cap" in outcome.reason or "lab cap $0.001 was reached" in outcome.reason
+    assert ("wall-clock cap" in outcome.reason or "lab cap $0.0006 was reached" in outcome.reason
             or "watchdog" in outcome.reason), outcome.reason
     assert outcome.verified_gone
     warnings = [e for e in seen if e.type == "warning" and e.get("kind") == "budget80"]
     assert len(warnings) == 1 and "80%" in warnings[0]["msg"]
     costs = [e for e in seen if e.type == "cost"]
     assert costs and costs[-1]["accrued_usd"] <= 0.0025
-    assert all(c["seconds_left"] <= 5.5 for c in costs)
+    assert all(c["seconds_left"] <= 3.5 for c in costs)
     pods = mock_cloud.pods()
     assert pods[0]["desiredStatus"] == "TERMINATED"
     _assert_settled(cfg.ledger_label())

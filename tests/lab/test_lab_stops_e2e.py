@@ -69,8 +69,9 @@ def test_ctrl_c_just_after_the_job_finished_keeps_its_results_and_events(lab_ass
     ckpt, prompts = lab_assets
     out = tmp_path / "out"
     proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "2",
-                 "--new-tokens", "8", "--no-sweep", "--checkpoint", str(ckpt), "--prompts-file",
-                 str(prompts), "--out", str(out)], {"RUNPOD_API_KEY": mock_cloud.api_key})
+                 "--new-tokens", "8", "--no-sweep", "--profile-tokens", "0", "--checkpoint",
+                 str(ckpt), "--prompts-file", str(prompts), "--out", str(out)],
+                {"RUNPOD_API_KEY": mock_cloud.api_key})
     try:
         seen = _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "phase"
                                   and e["name"] == "finished", 120)
