@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one trial per kind (the test suite's)")
     p.add_argument("--reps", type=int, default=3, help="signal trials per phase (default 3)")
-    p.add_argument("--workers", type=int, default=3, help="signal trials at once (default 3)")
+    p.add_argument("--workers", type=int, default=3, help="signal trials at once (default 3; "
+                   "--quick runs its four at once)")
     p.add_argument("--provider", choices=("runpod", "vast", "both"), default="both",
                    help="whose mock cloud the rows run on (default both)")
     p.add_argument("--keep", metavar="DIR", help="work here and keep everything (default: a "
