@@ -32,6 +32,22 @@ def vast_cloud(tmp_path, monkeypatch):
     cloud.stop()
 
 
+#: Vast's limits at a tenth, the client told so (``SCALE_VAR``), for the labs that are not about
+#: pacing: every call is still paced, and the mock still answers 429 to one that comes too soon,
+#: at a tenth of the wait. The scenario lab keeps Vast's own limits (and its 0 answers of 429),
+#: the production lab twice them.
+QUICK_LIMITS = 0.1
+
+
+@pytest.fixture
+def vast_quick(vast_cloud, monkeypatch):
+    """``vast_cloud`` with Vast's limits at ``QUICK_LIMITS``, and the lab's client told so."""
+    from tplab.cloud.vast.pacing import SCALE_VAR
+    vast_cloud.set_faults(rate_scale=QUICK_LIMITS)
+    monkeypatch.setenv(SCALE_VAR, str(QUICK_LIMITS))
+    return vast_cloud
+
+
 def _settled() -> list[str]:
     assert BudgetGuard(default_ledger_path(mock=True), 100.0).held == 0.0, "a hold was left open"
     lines = default_ledger_path(mock=True).read_text().splitlines()
@@ -95,12 +111,12 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
 
 
 def test_a_stopped_intent_while_the_instance_comes_up_fails_the_lab_at_once(
-        lab_assets, tmp_path, vast_cloud):
+        lab_assets, tmp_path, vast_quick):
     """Vast turns the instance's intended and next state to stopped while it loads (its own
     agent plugin: it failed): the lab fails at once with the reason, not after the boot
     timeout, and nothing is left billing."""
-    vast_cloud.set_faults(stopped_while_loading=True)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+    vast_quick.set_faults(stopped_while_loading=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url,
                           boot_timeout_s=600.0)
     lab = Lab(cfg)
     events = lab.subscribe()
@@ -124,24 +140,24 @@ def test_a_stopped_intent_while_the_instance_comes_up_fails_the_lab_at_once(
     assert "went ERROR while booting" in outcome.reason
     assert "set it to stop while it was coming up" in outcome.reason, outcome.reason
     assert failed_after < 30.0
-    assert _alive(vast_cloud) == [] and _settled()[-1] == "actual"
+    assert _alive(vast_quick) == [] and _settled()[-1] == "actual"
     # -- fault suite: "vast state: stopped intent while it comes up" (FAILED within 30 s, no
     # pod, no hold: above), its ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
 def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,
-                                                                    vast_cloud):
-    """What it pays for: a lab at Vast's own intervals to its first measured prompt, then its
-    teardown's show and list at those intervals."""
+                                                                    vast_quick):
+    """On Vast's limits at a tenth (``vast_quick``). What it pays for: a lab to its first
+    measured prompt, then its teardown."""
     # outbid the moment the job has measured its first prompt (the baseline's first prompt_done
     # reached the client): the job (all 16 shipped prompts x 100 tokens, three passes) is then
     # decoding and far from done, on a quiet machine or a loaded one. (It was a timer, outbid
     # 30 s after the instance ran: 30 s of two ranks decoding, and a guess at the machine's speed.)
     # reported as dstack saw it: cur_state = intended_status = next_state = stopped
-    vast_cloud.set_faults(outbid_resume_s=-1, outbid_as_stopped=True)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+    vast_quick.set_faults(outbid_resume_s=-1, outbid_as_stopped=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url,
                           num_prompts=16, new_tokens=100, status_poll_s=0.5)
     lab = Lab(cfg)
     events = lab.subscribe()
@@ -151,7 +167,7 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
         async for ev in events:
             if ev.src == "job" and ev.type == "prompt_done" and not outbid_after:
                 outbid_after.append(f"prompt {ev['prompt']} ({ev['mode']})")
-                await asyncio.to_thread(vast_cloud.outbid, lab.pod_id)
+                await asyncio.to_thread(vast_quick.outbid, lab.pod_id)
 
     async def run() -> LabOutcome:
         watcher = asyncio.create_task(outbid_on_the_first_prompt())
@@ -164,7 +180,7 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
     assert outbid_after == ["prompt 0 (single)"], outbid_after
     assert outcome.status == INTERRUPTED and "spot interruption" in outcome.reason
     assert "outbid" in outcome.reason or "paused" in outcome.reason
-    assert outcome.verified_gone and _alive(vast_cloud) == [] and outcome.exit_code == 5
+    assert outcome.verified_gone and _alive(vast_quick) == [] and outcome.exit_code == 5
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["status"] == INTERRUPTED and "spot interruption" in manifest["reason"]
     partial = manifest.get("partial") or {}
@@ -175,37 +191,37 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
     # -- fault suite: "vast outbid mid-run" and "vast state: stopped intent mid-run"
     # (INTERRUPTED, exit 5, tokens kept, no pod, no hold: above), their ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
-def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_cloud):
-    vast_cloud.set_faults(failed_bid_n=1)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_quick):
+    vast_quick.set_faults(failed_bid_n=1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == STUB and "nothing is left running" in outcome.reason
-    assert _alive(vast_cloud) == [] and len(vast_cloud.pods()) == 1   # made, then destroyed
+    assert _alive(vast_quick) == [] and len(vast_quick.pods()) == 1   # made, then destroyed
     assert _settled()[-1] == "release"
     # -- fault suite: "vast bid fails and leaves a stopped instance" (a stub, nothing left,
     # nothing held: above), its ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
 def test_a_bid_rented_on_demand_is_destroyed_at_once_and_said_in_one_sentence(
-        lab_assets, tmp_path, vast_cloud):
+        lab_assets, tmp_path, vast_quick):
     # Vast rents a create without a price on demand, and its answer does not say so; here the
     # mock does that to tplab's bid (bid_ignored_n), as a client dropping the price would
-    vast_cloud.set_faults(bid_ignored_n=1)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    vast_quick.set_faults(bid_ignored_n=1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == FAILED and outcome.exit_code == 1 and outcome.verified_gone
     assert "rented it on demand at $0.800/h" in outcome.reason, outcome.reason
     assert "destroyed at once and verified gone" in outcome.reason
     assert "\n" not in outcome.reason and outcome.reason.count(". ") == 0
-    [made] = vast_cloud.pods()
+    [made] = vast_quick.pods()
     assert made["is_bid"] is False and made["destroyed"] and made["alivePids"] == []
     assert made["computeSeconds"] < 5             # destroyed within seconds of its start
-    calls = vast_cloud.calls()
+    calls = vast_quick.calls()
     assert not calls.get("POST /api/v0/instances/{id}/ssh")   # no key given to it
     proof = json.loads((tmp_path / "out" / "proof-terminated.json").read_text())
     assert proof["answer"] == {"pod": None}
@@ -215,7 +231,7 @@ def test_a_bid_rented_on_demand_is_destroyed_at_once_and_said_in_one_sentence(
     # -- fault suite: "vast on-demand instead of the bid" (FAILED, no pod, no hold: above), its
     # ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
 def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_path, vast_cloud):
@@ -284,12 +300,15 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     assert f"image {BLACKWELL_VAST} (torch 2.8.0, CUDA 12.8" in stream
 
 
-def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
-    """What it pays for: both mock clouds, started by the lab, and a whole lab on Vast at its
-    own intervals."""
+def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path, monkeypatch):
+    """Vast's limits at a tenth on the mock the lab starts, the client told so (as
+    ``vast_quick``). What it pays for: both mock clouds, started by the lab, and a whole lab on
+    Vast."""
+    from tplab.cloud.vast.pacing import SCALE_VAR
+    monkeypatch.setenv(SCALE_VAR, str(QUICK_LIMITS))
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
         "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},
-        "vast": {"boot_delay_s": 0.3}})
+        "vast": {"faults": {"rate_scale": QUICK_LIMITS}, "boot_delay_s": 0.3}})
     lab = Lab(cfg)
     outcome = asyncio.run(lab.run())
     assert outcome.status == COMPLETE, outcome.reason
@@ -315,13 +334,13 @@ def test_auto_with_no_spot_anywhere_is_a_stub_naming_both(lab_assets, tmp_path):
 
 
 def test_an_instance_that_never_gets_a_public_ssh_port_is_one_sentence(lab_assets, tmp_path,
-                                                                       vast_cloud):
-    """What it pays for: the boot bound (4 s) it shows being waited to, then the teardown at
-    Vast's intervals."""
-    vast_cloud.set_faults(no_ssh_port=True)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+                                                                       vast_quick):
+    """On Vast's limits at a tenth (``vast_quick``). What it pays for: the boot bound (4 s) it
+    shows being waited to."""
+    vast_quick.set_faults(no_ssh_port=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url,
                           boot_timeout_s=4.0)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == FAILED and outcome.verified_gone
     assert "never got a public SSH port within 4 s" in outcome.reason
-    assert _alive(vast_cloud) == [] and _settled()[-1] in ("actual", "release")
+    assert _alive(vast_quick) == [] and _settled()[-1] in ("actual", "release")
