@@ -35,7 +35,8 @@ import signal
 import time
 from pathlib import Path
 
-from benchmarks.fault_suite import CANARY, PHASES, Row, Worker, fault_lab, run_signal_trials
+from benchmarks.fault_trials import (CANARY, HEARTBEAT_S, PHASES, PRINTED, Row, Worker, fault_lab,
+                                     quiet_for, run_signal_trials, terminate_all)
 
 ROUTES = ["POST /api/v0/bundles", "GET /api/v0/instances/{id}", "GET /api/v1/instances",
           "GET /api/v0/charges", "GET /api/v0/users/current", "DELETE /api/v0/instances/{id}",
@@ -176,7 +177,6 @@ def key_absent_from_ssh(root: Path) -> Row:
     """A client SIGKILLed once its job runs: only the watchdog it started over SSH (or, a minute
     later, the boot guard) can end the instance, and that SSH session had no CONTAINER_API_KEY
     (as on Vast): the watchdog must read it from the file the instance's onstart wrote."""
-    from benchmarks.fault_suite import HEARTBEAT_S, PRINTED, _terminate_all, quiet_for
     w = Worker(root / "vast-key", provider="vast")
     w.start()
     proc = w.client(w.root / "out")
@@ -211,7 +211,7 @@ def key_absent_from_ssh(root: Path) -> Row:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-        _terminate_all(w)
+        terminate_all(w)
         w.stop()
 
 
@@ -222,7 +222,7 @@ def vast_rows(root: Path, quick: bool, reps: int, workers: int,
     rows: list[Row] = []
     if only is None:
         phases = ("boot", "run") if quick else PHASES
-        rows += run_signal_trials(root, 1 if quick else reps, phases, 2 if quick else workers,
+        rows += run_signal_trials(root, 1 if quick else reps, phases, 4 if quick else workers,
                                   provider="vast")
         if not quick:
             rows.append(key_absent_from_ssh(root))

@@ -133,6 +133,14 @@ def test_no_import_cycle_under_tplab_and_tui():
     assert find_cycles(graph) == []
 
 
+def test_no_import_cycle_among_the_benchmarks():
+    """benchmarks/ imports tplab (and the tests' helpers) and each other: no circle there either
+    (a benchmark run as a script that imports a module importing it back runs twice)."""
+    graph = import_graph(REPO, ("tplab", "tui", "tests", "benchmarks"))
+    assert graph["benchmarks.fault_suite_vast"], "the graph was not read"
+    assert [c for c in find_cycles(graph) if any(m.startswith("benchmarks.") for m in c)] == []
+
+
 def test_the_cycle_check_sees_function_level_and_relative_imports(tmp_path):
     pkg = tmp_path / "tplab"
     (pkg / "lab").mkdir(parents=True)

@@ -1,22 +1,22 @@
-"""`tplab handin` after a real mock lab: the seed's tree, every file non-empty, the spend lines equal
-to the ledger's for that lab, the budget table's totals equal to `tplab budget`'s, the proof picture
-written with the lab; a student's different file refused without --force; one-sentence errors.
-Plus the spend table on a ledger with every kind of ending, without a lab."""
+"""`tplab handin` on finished lab folders: the lab it picks (the newest that completed, a real one
+before a mock one; said, and why the newer ones were passed over), the one-sentence refusals,
+and the spend table on a ledger with every kind of ending. `tplab handin` after a real mock lab
+(the seed's tree, the spend lines equal to the ledger's, the budget table's totals equal to
+`tplab budget`'s, a student's file refused without --force) is asserted on the suite's full
+lab, which it shares (tests/lab/test_lab_e2e.py::test_full_lab_completes_with_every_artifact,
+with the helpers below: ``SEED_TREE``, ``PNG``, ``_tree``, ``_totals``, ``_budget_json``)."""
 
 from __future__ import annotations
 
-import asyncio
-import io
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.e2e_fixtures import PROFILED, tiny_lab_config
 from tplab.commands import main as cli
 from tplab.money.budget import BudgetGuard
-from tplab.money.budget_config import default_ledger_path, fmt_usd
+from tplab.money.budget_config import fmt_usd
 from tplab.handin import spend_table
 
 SEED_TREE = {
@@ -43,70 +43,6 @@ def _totals(md: str) -> list[str]:
 def _budget_json(capsys) -> dict:
     assert cli.main(["budget", "--mock", "--json"]) == 0
     return json.loads(capsys.readouterr().out)
-
-
-@pytest.mark.slow
-def test_handin_after_a_mock_lab(lab_assets, tmp_path, capsys) -> None:
-    """The lab is written where the README's real run writes it (``--out runs/lab02``, outside
-    TPLAB_HOME), and `tplab handin DIR` with no --lab finds it there."""
-    from tplab.commands.run import run_lab
-    lab_dir = tmp_path / "runs" / "lab02"
-    cfg = tiny_lab_config(lab_assets, tmp_path, out_dir=lab_dir, **PROFILED)
-    assert asyncio.run(run_lab(cfg, out=io.StringIO())) == 0
-    capsys.readouterr()
-    assert not (Path(default_ledger_path(True)).parent / "labs").exists()
-    assert cli.main(["handin", "--list"]) == 0
-    assert str(lab_dir) in capsys.readouterr().out
-    # the lab itself wrote the proof picture and names it
-    manifest = json.loads((lab_dir / "manifest.json").read_text())
-    assert (lab_dir / "proof-terminated.png").read_bytes()[:8] == PNG
-    assert manifest["terminated_screenshot"] == "proof-terminated.png"
-    assert "proof-terminated.png" in manifest["artifacts"]
-    proof = json.loads((lab_dir / "proof-terminated.json").read_text())
-    assert proof["routes"] and proof["routes"][0].startswith("GET /v2/pods/")
-
-    dest = tmp_path / "student"
-    assert cli.main(["handin", str(dest)]) == 0
-    said = capsys.readouterr().out
-    assert _tree(dest) == SEED_TREE
-    assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
-    assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
-    tp = dest / "experiments/35-tp-inference"
-    assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
-    assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
-    assert "MOCK" in (tp / "README.md").read_text()
-    # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
-    assert (tp / "trace.json").read_bytes() == (lab_dir / "trace.json").read_bytes()
-    assert "| `trace.json` | the profiled pass as one Chrome trace" in (tp / "README.md").read_text()
-    # the lab's ledger lines, byte for byte
-    auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
-    ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)
-    mine = [ln for ln in ledger if json.loads(ln).get("auth_id") == auth]
-    assert [json.loads(ln)["kind"] for ln in mine] == ["authorize", "actual"]
-    assert (dest / "experiments/35-cloud-budget/spend.jsonl").read_bytes() == b"".join(mine)
-    # the table's totals are tplab budget's
-    b = _budget_json(capsys)
-    md = (dest / "experiments/35-cloud-budget.md").read_text()
-    assert _totals(md) == tuple(fmt_usd(b[k]) for k in ("cap_usd", "spent_usd", "held_usd",
-                                                          "remaining_usd"))
-    assert f"{lab_dir.name} (this hand-in)" in md and "MOCK" in md
-
-    # again: nothing changes; a student's edit is refused and nothing is written
-    assert cli.main(["handin", str(dest), "--lab", lab_dir.name]) == 0
-    assert "wrote" not in capsys.readouterr().out
-    notes = dest / "experiments/35-reading-notes/synthesis.md"
-    notes.write_text("my own synthesis\n")
-    (tp / "results.json").unlink()
-    assert cli.main(["handin", str(dest)]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "synthesis.md" in err and "--force" in err
-    assert notes.read_text() == "my own synthesis\n" and not (tp / "results.json").exists()
-    assert cli.main(["handin", str(dest), "--force"]) == 0
-    assert notes.read_text() != "my own synthesis\n" and (tp / "results.json").is_file()
-
-    assert cli.main(["handin", str(dest), "--lab", "20990101-000000-nope"]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no finished lab with id '20990101-000000-nope'" in err
 
 
 def test_no_lab_yet_is_one_sentence(tmp_path, capsys) -> None:

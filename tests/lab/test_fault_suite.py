@@ -49,8 +49,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.timeout(900)
 def test_the_quick_vast_rows_pass(tmp_path):
-    """On the mock Vast cloud: SIGKILL and SIGHUP in boot and run; then the ledgers and the
-    canary."""
+    """On the mock Vast cloud: SIGKILL and SIGHUP in boot and run, the four trials at once;
+    then the ledgers and the canary. What it pays for: a SIGKILLed client's pod is ended only by
+    the pod itself, so the longest trial waits out the boot guard's bound (12 s after the
+    container started)."""
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fault_suite.py"), "--quick",
                           "--provider", "vast", "--keep", str(tmp_path / "faults")], cwd=REPO,
                          capture_output=True, text=True, timeout=880)

@@ -16,6 +16,8 @@ pytestmark = pytest.mark.slow
 
 
 async def test_a_mock_lab_over_shm_completes_and_calibrates_the_shm_profile(lab_assets, tmp_path):
+    """What it pays for: a whole lab over shm with the d_model sweep it shows, two sizes decoded
+    on the pod."""
     from tplab.commands.run import run_lab
     cfg = tiny_lab_config(lab_assets, tmp_path, comm="shm", sweep_d_model="32,64")
     out = io.StringIO()

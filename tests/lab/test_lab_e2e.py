@@ -6,14 +6,19 @@ asserting everything its lab shows. A "+" line names a test whose own lab was dr
 repeated the lab above it; its assertions moved, unchanged, into that test (marked there with a
 "-- from <test>" comment). e2e = tests/lab/test_lab_e2e.py, stops = test_lab_stops_e2e.py,
 runpod = test_lab_runpod.py, comm = test_lab_comm.py, detach = test_lab_instance_detach.py,
-vast = test_lab_vast.py, app = tests/tui/test_app_mock.py, gone = tests/tui/test_terminal_gone.py
-(the dashboard on a pseudo-terminal), reader = tests/commands/test_run_reader_gone.py. A "+ fault
+vast = test_lab_vast.py, images = test_lab_images.py, torch24 = test_lab_pod_torch.py, handin =
+tests/handin/test_handin.py, app = tests/tui/test_app_mock.py, gone =
+tests/tui/test_terminal_gone.py (the dashboard on a pseudo-terminal), reader =
+tests/commands/test_run_reader_gone.py. A "+ fault
 suite" line names a row of benchmarks/fault_suite.py's quick table whose lab (once in
 test_fault_suite.py) was dropped for the same reason (marked "-- fault suite"; each such lab also
 asserts the ledger and canary rows).
 
-  spot lab, complete (headless run)   e2e::test_full_lab_completes_with_every_artifact
+  spot lab, complete (headless run),  e2e::test_full_lab_completes_with_every_artifact
+  its image named with --image
     + detach::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
+    + images::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
+    + handin::test_handin_after_a_mock_lab
   every transient fault, complete     e2e::test_ssh_dropped_twice_every_event_exactly_once
     + e2e::test_slow_runtime_and_refused_ssh_are_waited_out
     + e2e::test_api_errors_and_failing_terminates_still_end_verified_gone
@@ -46,9 +51,18 @@ asserts the ledger and canary rows).
   boot ERROR, rate limit (4 labs)       test_a_rate_limit_that_does_not_pass_*
   Vast, its rules on (complete)       vast::test_a_vast_lab_completes_and_names_vast
     + fault suite: vast offer taken, then its quote stale (0 answers of 429)
-  Vast as it answers in production    vast::test_a_lab_on_vast_as_it_answers_in_production_...
+  Vast as it answers in production,   vast::test_a_lab_on_vast_as_it_answers_in_production_...
+  a Blackwell GPU (its default image)
+    + images::test_a_blackwell_lab_gets_the_blackwell_image_by_default
     + fault suite: vast list, vast 429 (limits doubled), vast ssh (direct port blocked), vast
       state (a destroyed record)
+  Vast bid rented on demand           vast::test_a_bid_rented_on_demand_is_destroyed_at_once_...
+  Vast: no public SSH port            vast::test_an_instance_that_never_gets_a_public_ssh_port_...
+  --provider auto picks Vast          vast::test_auto_picks_vast_when_runpod_offers_no_spot
+  --provider auto, no spot (no pod)   vast::test_auto_with_no_spot_anywhere_is_a_stub_naming_both
+  Vast offers too old (no pod), two   images::test_vast_offers_with_an_old_driver_are_refused_...,
+                                        images::test_a_blackwell_gpu_with_the_24_image_is_refused_...
+  the pod on the oldest torch         torch24::test_a_mock_lab_with_its_pod_on_the_oldest_torch_completes
   Vast stopped intent while booting   vast::test_a_stopped_intent_while_the_instance_comes_up_...
     + fault suite: vast state: stopped intent while it comes up
   Vast outbid mid-run                 vast::test_outbid_mid_run_is_a_spot_interruption_with_...
@@ -109,6 +123,7 @@ from tests.e2e_fixtures import (
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+BLACKWELL_RUNPOD = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2204"
 
 
 _cfg = tiny_lab_config
@@ -178,14 +193,25 @@ def _json_events_until(proc: subprocess.Popen, pred, timeout_s: float) -> list[d
 
 
 async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock_cloud,
-                                                     monkeypatch):
-    """Scenario "spot, complete" (headless `tplab run`). Its lab also carries what
+                                                     monkeypatch, capsys):
+    """Scenario "spot, complete" (headless `tplab run`), its image named with --image. Its lab
+    also carries what
     tests/lab/test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     asserted on a lab of its own (the instance events, live uptime, add_artifact): the second
     half of this test, on the lab `run_lab` made, with the status polled every 0.5 s as there
-    (the job's run phase, torchrun starting two ranks, lasts several polls)."""
+    (the job's run phase, torchrun starting two ranks, lasts several polls); and what
+    tests/lab/test_lab_images.py::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
+    asserted on a lab of its own (the --image flag read, recorded in the manifest and instance
+    record, the pod on a host whose CUDA runs it): the last part; and, before the second
+    half, what tests/handin/test_handin.py::test_handin_after_a_mock_lab asserted on a lab of its
+    own (`tplab handin` of this lab, written where the README's real run writes it: --out
+    runs/lab02, outside TPLAB_HOME). What it pays for: one whole tiny lab with the profiled pass
+    (torch's profiler on both ranks), the suite's lab that shows everything a complete lab
+    writes."""
     from tplab.commands.run import run_lab
     from tplab.lab import orchestrator
+    from tplab.lab.options import add_lab_arguments, config_from_args
+    import argparse
     import io
     labs: list[Lab] = []
     seen: list = []
@@ -203,7 +229,15 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
     monkeypatch.setattr(orchestrator, "Lab", RecordingLab)
     monkeypatch.setenv("RUNPOD_API_KEY", mock_cloud.api_key)
-    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5, **PROFILED)
+    # -- from test_lab_images.py::test_image_flag_is_accepted_and_recorded_...: the flag read
+    parser = argparse.ArgumentParser()
+    add_lab_arguments(parser)
+    args = parser.parse_args(["--mock", "--api-url", mock_cloud.api_url, "--image",
+                              BLACKWELL_RUNPOD, "--prompts", "2", "--new-tokens", "8",
+                              "--out", str(tmp_path / "out")])
+    assert config_from_args(args).image == BLACKWELL_RUNPOD
+    cfg = _cfg(lab_assets, tmp_path, api_url=mock_cloud.api_url, status_poll_s=0.5,
+               image=BLACKWELL_RUNPOD, out_dir=tmp_path / "runs" / "lab02", **PROFILED)
     out = io.StringIO()
     code = await run_lab(cfg, out=out)
     text = out.getvalue()
@@ -271,6 +305,10 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
         blob = path.read_bytes()
         assert b"PRIVATE KEY" not in blob, path
 
+    # -- from tests/handin/test_handin.py::test_handin_after_a_mock_lab (it ran run_lab(cfg)
+    # on a tiny profiled lab with --out runs/lab02; exit 0: above)
+    _handin_after_a_mock_lab(d, tmp_path, capsys)
+
     # -- from test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     outcome_pod = manifest["instance_id"]
     assert code == 0 and manifest["status"] == COMPLETE
@@ -309,6 +347,83 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert "proof-terminated.png" in again["artifacts"]
     assert again["status"] == COMPLETE and again["verified_gone"] is True
 
+    # -- from test_lab_images.py::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
+    # (it ran Lab(cfg).run() on the config the flags made; COMPLETE and verified gone: above)
+    out = d
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["image"]["name"] == BLACKWELL_RUNPOD and manifest["image"]["named"]
+    assert manifest["image"]["why"] == "named with --image"
+    record = json.loads((out / "instance.json").read_text())
+    assert record["image"] == BLACKWELL_RUNPOD
+    pod = next(p for p in mock_cloud.pods() if p["id"] == outcome_pod)
+    # the RTX 4090's hosts run CUDA 12.2, 12.4 and 12.8: only 12.8 runs this image
+    assert pod["allowedCudaVersions"] == ["12.8"] and pod["hostCuda"] == "12.8"
+
+
+def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
+    """tests/handin/test_handin.py::test_handin_after_a_mock_lab's assertions, unchanged, on the
+    full lab's folder: the seed's tree, every file non-empty, the spend lines equal to the
+    ledger's for that lab, the budget table's totals equal to `tplab budget`'s, the proof
+    picture written with the lab; a student's different file refused without --force;
+    one-sentence errors."""
+    from tests.handin.test_handin import PNG, SEED_TREE, _budget_json, _totals, _tree
+    from tplab.commands import main as cli
+    from tplab.money.budget_config import fmt_usd
+    capsys.readouterr()
+    assert not (Path(default_ledger_path(True)).parent / "labs").exists()
+    assert cli.main(["handin", "--list"]) == 0
+    assert str(lab_dir) in capsys.readouterr().out
+    # the lab itself wrote the proof picture and names it
+    manifest = json.loads((lab_dir / "manifest.json").read_text())
+    assert (lab_dir / "proof-terminated.png").read_bytes()[:8] == PNG
+    assert manifest["terminated_screenshot"] == "proof-terminated.png"
+    assert "proof-terminated.png" in manifest["artifacts"]
+    proof = json.loads((lab_dir / "proof-terminated.json").read_text())
+    assert proof["routes"] and proof["routes"][0].startswith("GET /v2/pods/")
+
+    dest = tmp_path / "student"
+    assert cli.main(["handin", str(dest)]) == 0
+    said = capsys.readouterr().out
+    assert _tree(dest) == SEED_TREE
+    assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
+    assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
+    tp = dest / "experiments/35-tp-inference"
+    assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
+    assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
+    assert "MOCK" in (tp / "README.md").read_text()
+    # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
+    assert (tp / "trace.json").read_bytes() == (lab_dir / "trace.json").read_bytes()
+    assert "| `trace.json` | the profiled pass as one Chrome trace" in (tp / "README.md").read_text()
+    # the lab's ledger lines, byte for byte
+    auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
+    ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)
+    mine = [ln for ln in ledger if json.loads(ln).get("auth_id") == auth]
+    assert [json.loads(ln)["kind"] for ln in mine] == ["authorize", "actual"]
+    assert (dest / "experiments/35-cloud-budget/spend.jsonl").read_bytes() == b"".join(mine)
+    # the table's totals are tplab budget's
+    b = _budget_json(capsys)
+    md = (dest / "experiments/35-cloud-budget.md").read_text()
+    assert _totals(md) == tuple(fmt_usd(b[k]) for k in ("cap_usd", "spent_usd", "held_usd",
+                                                          "remaining_usd"))
+    assert f"{lab_dir.name} (this hand-in)" in md and "MOCK" in md
+
+    # again: nothing changes; a student's edit is refused and nothing is written
+    assert cli.main(["handin", str(dest), "--lab", lab_dir.name]) == 0
+    assert "wrote" not in capsys.readouterr().out
+    notes = dest / "experiments/35-reading-notes/synthesis.md"
+    notes.write_text("my own synthesis\n")
+    (tp / "results.json").unlink()
+    assert cli.main(["handin", str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "synthesis.md" in err and "--force" in err
+    assert notes.read_text() == "my own synthesis\n" and not (tp / "results.json").exists()
+    assert cli.main(["handin", str(dest), "--force"]) == 0
+    assert notes.read_text() != "my own synthesis\n" and (tp / "results.json").is_file()
+
+    assert cli.main(["handin", str(dest), "--lab", "20990101-000000-nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no finished lab with id '20990101-000000-nope'" in err
+
 
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     """Scenario "every transient fault, complete": one lab through a runtime that is null at
@@ -320,9 +435,10 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     ssh retries logged), test_api_errors_and_failing_terminates_still_end_verified_gone
     (COMPLETE, verified gone, TERMINATED, ledger settled) and, from test_lab_stops_e2e.py,
     test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone[4]
-    (exit 0, manifest COMPLETE and verified gone, TERMINATED)."""
+    (exit 0, manifest COMPLETE and verified gone, TERMINATED). What it pays for: one whole lab
+    with each fault waited out (the provider's backoff shortened: ``QUICK_RETRIES``)."""
     from tplab.mock.handle import start_mock_cloud
-    cloud = start_mock_cloud({"runtime_null_s": 1.5, "ssh_refuse_s": 3.0, "terminate_fail_n": 2,
+    cloud = start_mock_cloud({"runtime_null_s": 0.5, "ssh_refuse_s": 2.0, "terminate_fail_n": 2,
                               "http_500": {"GET /v2/pods/{id}": 2}, "terminate_lingers": 4},
                              boot_delay_s=0.3, state_dir=tmp_path / "mock-state")
     try:
@@ -331,8 +447,14 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
         cloud.stop()
 
 
+#: the provider's backoff before it asks again after a 5xx or a failed terminate, shortened:
+#: the faults come and are retried the same, without the seconds a real cloud is given
+QUICK_RETRIES = {"retry_delays": (0.1, 0.2, 0.4), "terminate_delays": (0.1, 0.2, 0.4, 0.8)}
+
+
 async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
-    prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
+    from tplab.cloud.registry import provider_for
+    prov = provider_for("runpod", mock_cloud.api_key, mock_cloud.api_url, **QUICK_RETRIES)
     cfg = _cfg(lab_assets, tmp_path, new_tokens=16)
     lab = Lab(cfg, provider=prov)
     events = lab.subscribe()
@@ -494,10 +616,12 @@ def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, moc
 
 
 async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path, mock_cloud):
+    """The lab ends at its wall cap (or its lab cap, reached first) through terminate and verify,
+    with one 80 % warning on the way. What it pays for: a lab running to its 3 s wall cap."""
     prov = _provider(mock_cloud.api_key, mock_cloud.api_url)
-    # $0.70/h for at most 10 s costs at most $0.00194: within a $0.002 authorization, whose
-    # 80% ($0.0016) is reached after about 8.2 s; the default job runs far longer than 10 s
-    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.002, wall_cap_s=10.0, num_prompts=10,
+    # $0.70/h for at most 3 s costs at most $0.00058: within a $0.0006 authorization, whose
+    # 80% ($0.00048) is reached after about 2.5 s; the job (10 x 100 tokens) runs far longer
+    cfg = _cfg(lab_assets, tmp_path, lab_cap_usd=0.0006, wall_cap_s=3.0, num_prompts=10,
                new_tokens=100)
     lab = Lab(cfg, provider=prov)
     events = lab.subscribe()
@@ -513,26 +637,29 @@ async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path,
     assert outcome.status == FAILED and outcome.exit_code != 0
     # whichever comes first on a loaded machine: the wall cap, the lab cap, or the pod's own
     # watchdog (same wall cap) — each ends in terminate + verify
-    assert ("wall-clock cap" in outcome.reason or "lab cap $0.002 was reached" in outcome.reason
+    assert ("wall-clock cap" in outcome.reason or "lab cap $0.0006 was reached" in outcome.reason
             or "watchdog" in outcome.reason), outcome.reason
     assert outcome.verified_gone
     warnings = [e for e in seen if e.type == "warning" and e.get("kind") == "budget80"]
     assert len(warnings) == 1 and "80%" in warnings[0]["msg"]
     costs = [e for e in seen if e.type == "cost"]
     assert costs and costs[-1]["accrued_usd"] <= 0.0025
-    assert all(c["seconds_left"] <= 10.5 for c in costs)
+    assert all(c["seconds_left"] <= 3.5 for c in costs)
     pods = mock_cloud.pods()
     assert pods[0]["desiredStatus"] == "TERMINATED"
     _assert_settled(cfg.ledger_label())
 
 
 async def test_spot_interruption_ends_the_lab_through_terminate(lab_assets, tmp_path):
+    """What it pays for: a lab running until the mock takes its spot pod back (4 s after it ran)."""
     from tplab.mock.handle import start_mock_cloud
     cloud = start_mock_cloud({"spot_interrupt_after_s": 4.0}, boot_delay_s=0.3,
                              state_dir=tmp_path / "mock-state")
     try:
         prov = _provider(cloud.api_key, cloud.api_url)
-        cfg = _cfg(lab_assets, tmp_path, num_prompts=10, new_tokens=100)
+        # the pod's state read every 0.5 s while the job runs (the default 3 s: a user's lab
+        # notices it within that; here the check is that it ends through terminate)
+        cfg = _cfg(lab_assets, tmp_path, num_prompts=10, new_tokens=100, status_poll_s=0.5)
         outcome = await Lab(cfg, provider=prov).run()
         assert outcome.status == FAILED and outcome.exit_code != 0
         assert "EXITED" in outcome.reason, outcome.reason

@@ -1,25 +1,25 @@
 """The lab and its pod's image, on the mock clouds: a pod that could not run the job is refused
-before anything is authorized or created, in one sentence; the image a lab uses (the default
-for the cloud and GPU generation, or ``--image``) is in its instance record and manifest."""
+before anything is authorized or created, in one sentence. The image a lab uses (the default
+for the cloud and GPU generation, or ``--image``) is in its instance record and manifest: the
+labs that complete show it (tests/lab/test_lab_vast.py::test_a_lab_on_vast_as_it_answers_in_production_completes,
+a Blackwell GPU with its default image; tests/lab/test_lab_e2e.py::test_full_lab_completes_with_every_artifact,
+--image on RunPod), each once a lab of its own here."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 
 import pytest
 
 from tests.e2e_fixtures import tiny_lab_config
-from tplab.lab.lab_config import COMPLETE, FAILED
-from tplab.lab.options import add_lab_arguments, config_from_args
+from tplab.lab.lab_config import FAILED
 from tplab.lab.orchestrator import Lab
-from tplab.mock.handle import start_mock_cloud, start_mock_vast
+from tplab.mock.handle import start_mock_vast
 from tplab.money.budget import default_ledger_path
 
 TORCH_24_VAST = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 BLACKWELL_VAST = "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
-BLACKWELL_RUNPOD = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2204"
 CREATES = ("PUT /api/v0/asks/{id}", "POST /v2/pods", "graphql podRentInterruptable")
 
 
@@ -82,52 +82,3 @@ def test_a_blackwell_gpu_with_the_24_image_is_refused_before_any_cloud_call(
     _one_sentence(outcome.reason)
     _nothing_done(vast, before, tmp_path / "out")
     assert vast.calls().get("POST /api/v0/bundles", 0) == searches  # no offer was even asked for
-
-
-@pytest.mark.slow  # a whole mock lab
-def test_a_blackwell_lab_gets_the_blackwell_image_by_default(lab_assets, tmp_path, vast,
-                                                             monkeypatch):
-    monkeypatch.setenv("VAST_API_KEY", vast.api_key)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast.api_url,
-                          gpu_type="RTX 5090")
-    outcome = asyncio.run(Lab(cfg).run())
-    assert outcome.status == COMPLETE and outcome.verified_gone, outcome.reason
-    out = tmp_path / "out"
-    manifest = json.loads((out / "manifest.json").read_text())
-    image = manifest["image"]
-    assert image["name"] == BLACKWELL_VAST and image["named"] is False
-    assert image["torch"] == "2.8.0" and "sm_120" in image["arch_list"]
-    assert image["why"].startswith("the default for Blackwell GPUs (sm_120) on Vast.ai")
-    assert json.loads((out / "instance.json").read_text())["image"] == BLACKWELL_VAST
-    stream = (out / "stream.jsonl").read_text()
-    assert f"image {BLACKWELL_VAST} (torch 2.8.0, CUDA 12.8" in stream
-
-
-@pytest.mark.slow  # a whole mock lab
-def test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it(
-        lab_assets, tmp_path, monkeypatch):
-    cloud = start_mock_cloud(boot_delay_s=0.3, state_dir=tmp_path / "runpod")
-    try:
-        monkeypatch.setenv("RUNPOD_API_KEY", cloud.api_key)
-        parser = argparse.ArgumentParser()
-        add_lab_arguments(parser)
-        args = parser.parse_args(["--mock", "--api-url", cloud.api_url, "--image",
-                                  BLACKWELL_RUNPOD, "--prompts", "2", "--new-tokens", "8",
-                                  "--out", str(tmp_path / "out")])
-        cfg = config_from_args(args)
-        assert cfg.image == BLACKWELL_RUNPOD
-        cfg.checkpoint, cfg.prompts = lab_assets
-        cfg.sweep, cfg.warmup, cfg.mock_options = False, 1, {"boot_delay_s": 0.3}
-        outcome = asyncio.run(Lab(cfg).run())
-        assert outcome.status == COMPLETE and outcome.verified_gone, outcome.reason
-        out = tmp_path / "out"
-        manifest = json.loads((out / "manifest.json").read_text())
-        assert manifest["image"]["name"] == BLACKWELL_RUNPOD and manifest["image"]["named"]
-        assert manifest["image"]["why"] == "named with --image"
-        record = json.loads((out / "instance.json").read_text())
-        assert record["image"] == BLACKWELL_RUNPOD
-        pod = next(p for p in cloud.pods() if p["id"] == outcome.pod_id)
-        # the RTX 4090's hosts run CUDA 12.2, 12.4 and 12.8: only 12.8 runs this image
-        assert pod["allowedCudaVersions"] == ["12.8"] and pod["hostCuda"] == "12.8"
-    finally:
-        cloud.stop()

@@ -29,7 +29,9 @@ def _run(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]
 
 def test_a_mock_lab_with_its_pod_on_the_oldest_torch_completes(tmp_path):
     """The README's command: ``--pod-python .venv-pod/bin/python``, relative to where tplab
-    runs (a mock pod runs in a sandbox folder of its own, where that path means nothing)."""
+    runs (a mock pod runs in a sandbox folder of its own, where that path means nothing). What
+    it pays for: a whole profiled lab whose pod processes run the second interpreter, torch
+    2.4."""
     out = tmp_path / "lab"
     relative = os.path.relpath(pod_python(), REPO)
     done = _run("--pod-python", relative, "--prompts", "2", "--new-tokens", "8",

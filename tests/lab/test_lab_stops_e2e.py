@@ -64,12 +64,14 @@ def test_ctrl_c_just_after_the_job_finished_keeps_its_results_and_events(lab_ass
                                                                          mock_cloud):
     """Ctrl-C the moment `job: finished` shows (before the lab fetched on its own): what the
     pod finished comes back before the teardown, so the lab is whole (COMPLETE, exit 0), its
-    figures measured, not partial."""
+    figures measured, not partial. What it pays for: `tplab run` as a process (the signal is
+    the user's), through a whole lab."""
     ckpt, prompts = lab_assets
     out = tmp_path / "out"
     proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "2",
-                 "--new-tokens", "8", "--no-sweep", "--checkpoint", str(ckpt), "--prompts-file",
-                 str(prompts), "--out", str(out)], {"RUNPOD_API_KEY": mock_cloud.api_key})
+                 "--new-tokens", "8", "--no-sweep", "--profile-tokens", "0", "--checkpoint",
+                 str(ckpt), "--prompts-file", str(prompts), "--out", str(out)],
+                {"RUNPOD_API_KEY": mock_cloud.api_key})
     try:
         seen = _json_events_until(proc, lambda e: e["src"] == "job" and e["type"] == "phase"
                                   and e["name"] == "finished", 120)
@@ -99,7 +101,8 @@ def test_ctrl_c_just_after_the_job_finished_keeps_its_results_and_events(lab_ass
 def test_tplab_terminate_from_another_shell_is_the_users_stop(lab_assets, tmp_path, capsys):
     """`tplab terminate --all --mock` while a `tplab run --mock` decodes: the lab ends STOPPED
     (exit 4) naming who ended its pod, not FAILED as a spot interruption; the running lab
-    settles its own hold, once."""
+    settles its own hold, once. What it pays for: `tplab run` as a process, with the mock cloud
+    it starts itself, to the job's first token."""
     from tplab.commands.main import main
     ckpt, prompts = lab_assets
     out = tmp_path / "out"
@@ -128,7 +131,8 @@ def test_tplab_terminate_from_another_shell_is_the_users_stop(lab_assets, tmp_pa
 
 def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock_cloud):
     """The terminal closes (SIGHUP) with a 60 s heartbeat timeout: the client's own teardown
-    ends the pod within 15 s, long before the pod's watchdog would."""
+    ends the pod within 15 s, long before the pod's watchdog would. What it pays for: `tplab
+    run` as a process (the signal is the terminal's), to the job's first token."""
     ckpt, prompts = lab_assets
     proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "4",
                  "--new-tokens", "100", "--no-sweep", "--checkpoint", str(ckpt),
@@ -165,6 +169,9 @@ def test_sighup_while_the_job_runs_tears_down_at_once(lab_assets, tmp_path, mock
 
 async def test_cancelling_the_lab_again_and_again_never_cuts_the_teardown(lab_assets, tmp_path,
                                                                           mock_cloud):
+    """The lab's task cancelled six times from the job's first token on: the pod still ends,
+    verified gone, the manifest written, nothing held. What it pays for: a lab to its first
+    token, then its teardown."""
     prov = provider_for(mock_cloud.api_key, mock_cloud.api_url)
     lab = Lab(tiny_lab_config(lab_assets, tmp_path, num_prompts=4, new_tokens=100), provider=prov)
     events = lab.subscribe()
@@ -195,12 +202,12 @@ def _wait_all_terminated(cloud, bound_s: float) -> float:
 
 
 def test_client_killed_while_the_pod_boots_the_guard_ends_it(lab_assets, tmp_path):
-    """SIGKILL during boot (boot 6 s, heartbeat timeout 10 s): nothing on the client side can
+    """SIGKILL during boot (boot 2 s, the guard's bound 4 s): nothing on the client side can
     act, the watchdog never started; the guard the create call put in the container ends the
-    pod within boot + its bound."""
+    pod within boot + its bound. What it pays for: the boot, then the guard's bound."""
     from tplab.mock.handle import start_mock_cloud
     ckpt, prompts = lab_assets
-    boot_s, guard_s = 6.0, 10.0
+    boot_s, guard_s = 2.0, 4.0
     cloud = start_mock_cloud(boot_delay_s=boot_s, state_dir=tmp_path / "mock-state")
     try:
         proc = _cli(["run", "--mock", "--api-url", cloud.api_url, "--json", "--prompts", "2",
@@ -242,7 +249,8 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
     """Also test_lab_e2e.py::test_client_sigkill_watchdog_terminates_pod, whose lab this is now:
     one RUNNING pod once the job streams; the client SIGKILLed, the (restarted) watchdog ends the
     pod within stale-after + one poll + the API call (hb + 12 s), and the next tplab finds no
-    live pod."""
+    live pod. What it pays for: `tplab run` as a process to the job's first token, the
+    watchdog's restart, then the heartbeat timeout (6 s) that lets the watchdog act."""
     ckpt, prompts = lab_assets
     hb = 6.0
     proc = _cli(["run", "--mock", "--api-url", mock_cloud.api_url, "--json", "--prompts", "4",
@@ -314,7 +322,8 @@ async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_
     and it ends COMPLETE), or for good (the lab waits its bound, re-sends terminate, and ends
     FAILED with exit 1 and the command to run: never "verified gone"). The few-polls case
     (lingers=4) is now one of the faults of tests/lab/test_lab_e2e.py::
-    test_ssh_dropped_twice_every_event_exactly_once, with its assertions."""
+    test_ssh_dropped_twice_every_event_exactly_once, with its assertions. What it pays for: a
+    whole lab, then the verify bound (4 s) it shows being waited to."""
     import io
     from tplab.commands.run import run_lab
     from tplab.mock.handle import start_mock_cloud
@@ -322,13 +331,13 @@ async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_
                              state_dir=tmp_path / "mock-state")
     try:
         os.environ["RUNPOD_API_KEY"] = cloud.api_key
-        cfg = tiny_lab_config(lab_assets, tmp_path, api_url=cloud.api_url, verify_timeout_s=6.0)
+        cfg = tiny_lab_config(lab_assets, tmp_path, api_url=cloud.api_url, verify_timeout_s=4.0)
         out = io.StringIO()
         t0 = time.monotonic()
         code = await run_lab(cfg, out=out)
         m = json.loads((cfg.out_dir / "manifest.json").read_text())
         deletes = cloud.state()["calls"].get("DELETE /v2/pods/{id}", 0)
-        assert time.monotonic() - t0 >= 6.0  # it waited to its bound
+        assert time.monotonic() - t0 >= 4.0  # it waited to its bound
         assert code == 1 and m["status"] == "FAILED" and m["verified_gone"] is False
         assert "could not be verified gone" in m["reason"]
         assert "could not be verified gone" in out.getvalue()

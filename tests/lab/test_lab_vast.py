@@ -20,6 +20,8 @@ from tplab.mock.handle import start_mock_cloud
 
 pytestmark = pytest.mark.slow
 
+BLACKWELL_VAST = "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
+
 
 @pytest.fixture
 def vast_cloud(tmp_path, monkeypatch):
@@ -28,6 +30,22 @@ def vast_cloud(tmp_path, monkeypatch):
     monkeypatch.setenv("VAST_API_KEY", cloud.api_key)
     yield cloud
     cloud.stop()
+
+
+#: Vast's limits at a tenth, the client told so (``SCALE_VAR``), for the labs that are not about
+#: pacing: every call is still paced, and the mock still answers 429 to one that comes too soon,
+#: at a tenth of the wait. The scenario lab keeps Vast's own limits (and its 0 answers of 429),
+#: the production lab twice them.
+QUICK_LIMITS = 0.1
+
+
+@pytest.fixture
+def vast_quick(vast_cloud, monkeypatch):
+    """``vast_cloud`` with Vast's limits at ``QUICK_LIMITS``, and the lab's client told so."""
+    from tplab.cloud.vast.pacing import SCALE_VAR
+    vast_cloud.set_faults(rate_scale=QUICK_LIMITS)
+    monkeypatch.setenv(SCALE_VAR, str(QUICK_LIMITS))
+    return vast_cloud
 
 
 def _settled() -> list[str]:
@@ -44,7 +62,8 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
     """Vast's rules on, as the service keeps them (the mock's default): its input limits, its
     rate limits, a market of 209 offers answered in the server's own order; and the cheapest
     offer taken between search and create (410 no_such_ask), the next one's quote stale (400
-    invalid_price)."""
+    invalid_price). What it pays for: three creates at Vast's own create interval (4.5 s, the
+    service's limit, kept so that none meets a 429), then a whole lab at Vast's intervals."""
     vast_cloud.set_faults(offer_taken=[410, 400])
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
     started = time.monotonic()
@@ -92,12 +111,12 @@ def test_a_vast_lab_completes_and_names_vast(lab_assets, tmp_path, vast_cloud):
 
 
 def test_a_stopped_intent_while_the_instance_comes_up_fails_the_lab_at_once(
-        lab_assets, tmp_path, vast_cloud):
+        lab_assets, tmp_path, vast_quick):
     """Vast turns the instance's intended and next state to stopped while it loads (its own
     agent plugin: it failed): the lab fails at once with the reason, not after the boot
     timeout, and nothing is left billing."""
-    vast_cloud.set_faults(stopped_while_loading=True)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+    vast_quick.set_faults(stopped_while_loading=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url,
                           boot_timeout_s=600.0)
     lab = Lab(cfg)
     events = lab.subscribe()
@@ -121,22 +140,24 @@ def test_a_stopped_intent_while_the_instance_comes_up_fails_the_lab_at_once(
     assert "went ERROR while booting" in outcome.reason
     assert "set it to stop while it was coming up" in outcome.reason, outcome.reason
     assert failed_after < 30.0
-    assert _alive(vast_cloud) == [] and _settled()[-1] == "actual"
+    assert _alive(vast_quick) == [] and _settled()[-1] == "actual"
     # -- fault suite: "vast state: stopped intent while it comes up" (FAILED within 30 s, no
     # pod, no hold: above), its ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
 def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, tmp_path,
-                                                                    vast_cloud):
+                                                                    vast_quick):
+    """On Vast's limits at a tenth (``vast_quick``). What it pays for: a lab to its first
+    measured prompt, then its teardown."""
     # outbid the moment the job has measured its first prompt (the baseline's first prompt_done
     # reached the client): the job (all 16 shipped prompts x 100 tokens, three passes) is then
     # decoding and far from done, on a quiet machine or a loaded one. (It was a timer, outbid
     # 30 s after the instance ran: 30 s of two ranks decoding, and a guess at the machine's speed.)
     # reported as dstack saw it: cur_state = intended_status = next_state = stopped
-    vast_cloud.set_faults(outbid_resume_s=-1, outbid_as_stopped=True)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
+    vast_quick.set_faults(outbid_resume_s=-1, outbid_as_stopped=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url,
                           num_prompts=16, new_tokens=100, status_poll_s=0.5)
     lab = Lab(cfg)
     events = lab.subscribe()
@@ -146,7 +167,7 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
         async for ev in events:
             if ev.src == "job" and ev.type == "prompt_done" and not outbid_after:
                 outbid_after.append(f"prompt {ev['prompt']} ({ev['mode']})")
-                await asyncio.to_thread(vast_cloud.outbid, lab.pod_id)
+                await asyncio.to_thread(vast_quick.outbid, lab.pod_id)
 
     async def run() -> LabOutcome:
         watcher = asyncio.create_task(outbid_on_the_first_prompt())
@@ -159,7 +180,7 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
     assert outbid_after == ["prompt 0 (single)"], outbid_after
     assert outcome.status == INTERRUPTED and "spot interruption" in outcome.reason
     assert "outbid" in outcome.reason or "paused" in outcome.reason
-    assert outcome.verified_gone and _alive(vast_cloud) == [] and outcome.exit_code == 5
+    assert outcome.verified_gone and _alive(vast_quick) == [] and outcome.exit_code == 5
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["status"] == INTERRUPTED and "spot interruption" in manifest["reason"]
     partial = manifest.get("partial") or {}
@@ -170,37 +191,37 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
     # -- fault suite: "vast outbid mid-run" and "vast state: stopped intent mid-run"
     # (INTERRUPTED, exit 5, tokens kept, no pod, no hold: above), their ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
-def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_cloud):
-    vast_cloud.set_faults(failed_bid_n=1)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_quick):
+    vast_quick.set_faults(failed_bid_n=1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == STUB and "nothing is left running" in outcome.reason
-    assert _alive(vast_cloud) == [] and len(vast_cloud.pods()) == 1   # made, then destroyed
+    assert _alive(vast_quick) == [] and len(vast_quick.pods()) == 1   # made, then destroyed
     assert _settled()[-1] == "release"
     # -- fault suite: "vast bid fails and leaves a stopped instance" (a stub, nothing left,
     # nothing held: above), its ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
 def test_a_bid_rented_on_demand_is_destroyed_at_once_and_said_in_one_sentence(
-        lab_assets, tmp_path, vast_cloud):
+        lab_assets, tmp_path, vast_quick):
     # Vast rents a create without a price on demand, and its answer does not say so; here the
     # mock does that to tplab's bid (bid_ignored_n), as a client dropping the price would
-    vast_cloud.set_faults(bid_ignored_n=1)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url)
+    vast_quick.set_faults(bid_ignored_n=1)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == FAILED and outcome.exit_code == 1 and outcome.verified_gone
     assert "rented it on demand at $0.800/h" in outcome.reason, outcome.reason
     assert "destroyed at once and verified gone" in outcome.reason
     assert "\n" not in outcome.reason and outcome.reason.count(". ") == 0
-    [made] = vast_cloud.pods()
+    [made] = vast_quick.pods()
     assert made["is_bid"] is False and made["destroyed"] and made["alivePids"] == []
     assert made["computeSeconds"] < 5             # destroyed within seconds of its start
-    calls = vast_cloud.calls()
+    calls = vast_quick.calls()
     assert not calls.get("POST /api/v0/instances/{id}/ssh")   # no key given to it
     proof = json.loads((tmp_path / "out" / "proof-terminated.json").read_text())
     assert proof["answer"] == {"pod": None}
@@ -210,7 +231,7 @@ def test_a_bid_rented_on_demand_is_destroyed_at_once_and_said_in_one_sentence(
     # -- fault suite: "vast on-demand instead of the bid" (FAILED, no pod, no hold: above), its
     # ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
-    assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    assert_key_unwritten(vast_quick.api_key, tmp_path, [])
 
 
 def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_path, vast_cloud):
@@ -219,7 +240,12 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     limits doubled (429 without Retry-After: the client, paced for the service's own, learns),
     a host whose direct SSH port never answers (the proxy
     does) and whose public_ipaddr carries whitespace, and a destroyed instance still shown as a
-    record that says destroyed. The lab completes, lists only through v1, to the last page."""
+    record that says destroyed. The lab completes, lists only through v1, to the last page.
+    The GPU is a Blackwell one (RTX 5090), with the image the lab picks for it by default: what
+    tests/lab/test_lab_images.py::test_a_blackwell_lab_gets_the_blackwell_image_by_default
+    asserted on a lab of its own (marked below). What it pays for: every call paced at twice
+    Vast's intervals (a show every 4 s, a list page every 2 s), the 429s learned from, and the
+    direct SSH port's bound (1 s) before the proxy."""
     from tests.mock.vast_helpers import create, destroy
     vast_cloud.set_faults(rate_scale=0.0)      # the 30 others are made faster than Vast allows
     others = [create(vast_cloud, f"someone-else-{i}", bid=False, target_state="stopped")[1]
@@ -227,7 +253,7 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     vast_cloud.set_faults(rate_scale=2.0, direct_port_blocked=True, padded_ipaddr=True,
                           destroyed_records=True)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
-                          direct_ssh_s=3.0)
+                          direct_ssh_s=1.0, gpu_type="RTX 5090")
     started = time.monotonic()
     outcome = asyncio.run(Lab(cfg).run())
     took = time.monotonic() - started
@@ -261,12 +287,28 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
     # (COMPLETE, no pod, no hold: above), their ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
     assert_key_unwritten(vast_cloud.api_key, tmp_path, [])
+    # -- from test_lab_images.py::test_a_blackwell_lab_gets_the_blackwell_image_by_default
+    # (COMPLETE and verified gone: above)
+    out = tmp_path / "out"
+    manifest = json.loads((out / "manifest.json").read_text())
+    image = manifest["image"]
+    assert image["name"] == BLACKWELL_VAST and image["named"] is False
+    assert image["torch"] == "2.8.0" and "sm_120" in image["arch_list"]
+    assert image["why"].startswith("the default for Blackwell GPUs (sm_120) on Vast.ai")
+    assert json.loads((out / "instance.json").read_text())["image"] == BLACKWELL_VAST
+    stream = (out / "stream.jsonl").read_text()
+    assert f"image {BLACKWELL_VAST} (torch 2.8.0, CUDA 12.8" in stream
 
 
-def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path):
+def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path, monkeypatch):
+    """Vast's limits at a tenth on the mock the lab starts, the client told so (as
+    ``vast_quick``). What it pays for: both mock clouds, started by the lab, and a whole lab on
+    Vast."""
+    from tplab.cloud.vast.pacing import SCALE_VAR
+    monkeypatch.setenv(SCALE_VAR, str(QUICK_LIMITS))
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
         "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},
-        "vast": {"boot_delay_s": 0.3}})
+        "vast": {"faults": {"rate_scale": QUICK_LIMITS}, "boot_delay_s": 0.3}})
     lab = Lab(cfg)
     outcome = asyncio.run(lab.run())
     assert outcome.status == COMPLETE, outcome.reason
@@ -292,11 +334,13 @@ def test_auto_with_no_spot_anywhere_is_a_stub_naming_both(lab_assets, tmp_path):
 
 
 def test_an_instance_that_never_gets_a_public_ssh_port_is_one_sentence(lab_assets, tmp_path,
-                                                                       vast_cloud):
-    vast_cloud.set_faults(no_ssh_port=True)
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_cloud.api_url,
-                          boot_timeout_s=6.0)
+                                                                       vast_quick):
+    """On Vast's limits at a tenth (``vast_quick``). What it pays for: the boot bound (4 s) it
+    shows being waited to."""
+    vast_quick.set_faults(no_ssh_port=True)
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url,
+                          boot_timeout_s=4.0)
     outcome = asyncio.run(Lab(cfg).run())
     assert outcome.status == FAILED and outcome.verified_gone
-    assert "never got a public SSH port within 6 s" in outcome.reason
-    assert _alive(vast_cloud) == [] and _settled()[-1] in ("actual", "release")
+    assert "never got a public SSH port within 4 s" in outcome.reason
+    assert _alive(vast_quick) == [] and _settled()[-1] in ("actual", "release")

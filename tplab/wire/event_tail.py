@@ -162,7 +162,9 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
 
     Polls every ``poll_s`` while events flow, backing off to ``max_poll_s`` while the file is
     quiet: on the mock cloud the pod shares this machine's cores, and a busy poll would slow
-    the very job it watches (gloo all-reduce latency suffers from every extra wake-up).
+    the very job it watches (gloo all-reduce latency suffers from every extra wake-up). Once
+    the job's ``finished`` has come, the exit code is looked for every ``poll_s``: the job no
+    longer runs, and the lab's next steps wait on it.
 
     Resumable: reads from ``state.read_pos``; every event is yielded exactly once across calls
     (events at or below ``state.last_seq`` are dropped and counted). Raises the transport's
@@ -216,7 +218,9 @@ async def tail_events(sftp: asyncssh.SFTPClient, state: TailState, poll_s: float
                 state.finished = True
                 break
             await asyncio.sleep(delay)
-            delay = min(max_poll_s, delay * 2)
+            # quiet: back off, except once the job said `finished`, when only its exit is
+            # awaited (within the grace) and the lab's fetch and terminate wait on each look
+            delay = poll_s if state.finished_seen_at is not None else min(max_poll_s, delay * 2)
     finally:
         if fh is not None:
             with contextlib.suppress(asyncssh.Error, OSError):

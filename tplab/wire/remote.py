@@ -278,7 +278,8 @@ def launch_command(spec: LaunchSpec) -> str:
     """The shell line that starts job and watchdog detached (survives the SSH session)."""
     py = shlex.quote(spec.python)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.extra_env.items())
-    job = (f"{env} PYTHONPATH=. {py} -m torch.distributed.run --standalone "
+    # torchrun through tplab.job.torchrun: the same run, its exit status without the teardown
+    job = (f"{env} PYTHONPATH=. {py} -m tplab.job.torchrun --standalone "
            f"--nproc-per-node={int(spec.nproc)} -m tplab.job "
            + " ".join(shlex.quote(a) for a in spec.job_args)
            + " > job.log 2>&1; echo $? > exit_code.tmp && mv exit_code.tmp exit_code")
