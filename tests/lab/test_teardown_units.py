@@ -144,6 +144,39 @@ async def test_terminate_settles_a_crashed_labs_hold_at_price_times_life():
         pytest.approx(0.36, rel=0.02)
 
 
+async def test_terminate_of_a_running_labs_pod_says_the_lab_ends_it_even_once_settled():
+    """A lab still running when `tplab terminate` ends its pod settles its own hold, often
+    before the pod is verified gone here: the user is told the lab ended as stopped by them
+    either way, and the hold is not settled a second time."""
+    import socket
+    import subprocess
+    import sys
+
+    guard = BudgetGuard.from_config(mock=True)
+    auth = guard.authorize("lab02-tp-spinup-rtx4090x2", 3.0)
+    lab = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _record("running1", auth_id=auth, created_at=time.time() - 60, pid=lab.pid,
+                host=socket.gethostname())
+
+        class LabSettlesFirst(FakeProvider):
+            def terminate(self, pod_id: str) -> None:
+                super().terminate(pod_id)
+                rec = instances.load_all(True)[0]  # the running lab sees its pod go, settles
+                assert rec.ended_by.startswith("`tplab terminate` (pid")
+                rec.settled = True
+                instances.save(rec)
+
+        ended = await leftovers.end_pod(LabSettlesFirst(), "running1", mock=True, timeout_s=10)
+    finally:
+        lab.kill()
+        lab.wait(10)
+    assert ended.proof.gone
+    assert len(ended.settled) == 1 and "was running: it ended as stopped by you and settled " \
+        "its own hold" in ended.settled[0], ended.settled
+    assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 3.0  # the lab's to settle
+
+
 def _ctx(tmp_path, provider=None) -> LabContext:
     stream = LabStream()
     facts = LabFacts(lab_id="L1", out_dir=tmp_path)

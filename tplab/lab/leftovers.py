@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from tplab.cloud.base import GONE_STATES, AuthError, GoneProof, PodInfo, Provider, ProviderError
@@ -188,16 +189,21 @@ async def end_pod(provider: Provider, pod_id: str, mock: bool,
     verify it gone, close its instance
     records and settle the holds they carry. Its records say first who ends it (``by``), so a
     lab still running knows its user stopped it; that lab settles its own hold."""
-    await asyncio.to_thread(instances.mark_ended_by, pod_id, f"{by} (pid {os.getpid()})", mock)
+    marked = await asyncio.to_thread(instances.mark_ended_by, pod_id,
+                                     f"{by} (pid {os.getpid()})", mock)
+    # the labs that were running when their pod was marked: each settles its own hold, maybe
+    # before the pod is verified gone here, and the user is told so either way
+    running = {rec.lab_id for rec in marked if rec.auth_id and client_alive(rec)}
     await terminate_with_retries(provider, pod_id, attempts=3, raise_auth=True)
     proof = await verify_gone(provider, pod_id, timeout_s)
     settled: list[str] = []
     if proof.gone:
-        settled = await asyncio.to_thread(_close_records, provider, pod_id, mock)
+        settled = await asyncio.to_thread(_close_records, provider, pod_id, mock, running)
     return Ended(proof, settled)
 
 
-def _close_records(provider: Provider, pod_id: str, mock: bool) -> list[str]:
+def _close_records(provider: Provider, pod_id: str, mock: bool,
+                   running: Collection[str] = ()) -> list[str]:
     notes = []
     now = time.time()
     for rec in instances.load_all(mock):
@@ -209,6 +215,9 @@ def _close_records(provider: Provider, pod_id: str, mock: bool) -> list[str]:
         if rec.auth_id and not rec.settled and client_alive(rec):
             notes.append(f"its lab {rec.lab_id} (pid {rec.pid}) is still running: it ends as "
                          "stopped by you and settles its own hold")
+        elif rec.auth_id and rec.settled and rec.lab_id in running:
+            notes.append(f"its lab {rec.lab_id} (pid {rec.pid}) was running: it ended as "
+                         "stopped by you and settled its own hold")
         elif rec.auth_id and not rec.settled:
             notes.append(settle_record(provider, rec, mock))
         instances.save(rec)
