@@ -17,7 +17,7 @@ from tplab.home.paths import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "assets" / "examples"
 FILES = ("manifest.json", "results.json", "scaling-curve.png", "proof-terminated.png",
-         "terminal-plot.txt", "tplab-run.txt", "README.md")
+         "terminal-plot.txt", "tplab-run.txt", "README.md", "trace.json", "timeline.txt")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -57,6 +57,11 @@ def test_the_example_is_there_and_says_mock() -> None:
     assert "MOCK" in (EXAMPLES / "README.md").read_text()
     plot = (EXAMPLES / "terminal-plot.txt").read_text()
     assert "d_model" in plot and "\x1b[" not in plot  # plain text, no colour codes
+    # the profiled pass: the trace a user opens in Perfetto and the lanes `tplab timeline` prints
+    trace = json.loads((EXAMPLES / "trace.json").read_text())
+    assert {e.get("pid") for e in trace["traceEvents"] if e.get("ph") == "X"} >= {0, 1}
+    lanes = (EXAMPLES / "timeline.txt").read_text()
+    assert "\nr0 " in lanes and "\nr1 " in lanes and "waiting" in lanes and "\x1b[" not in lanes
     readme = (REPO_ROOT / "README.md").read_text()
     assert "scripts/example-lab" in readme and "assets/examples/proof-terminated.png" in readme
     assert (REPO_ROOT / "scripts" / "example-lab").is_file()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tplab.records.events import Event
-from tplab.lab.proof_png import final_frame, provider_lines, write_proof_png
+from tplab.lab.proof_png import final_frame, fit_lines, provider_lines, write_proof_png
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -69,3 +69,14 @@ def test_no_proof_no_picture_and_a_picture_when_there_is_one(tmp_path) -> None:
     (tmp_path / "proof-terminated.json").write_text(json.dumps(_proof(verified_gone=False)))
     path = write_proof_png(tmp_path, {"status": "FAILED", "reason": "x"}, mock=True)
     assert path == tmp_path / "proof-terminated.png" and path.read_bytes()[:8] == PNG
+
+
+def test_a_long_line_of_the_frame_keeps_its_columns() -> None:
+    """The summary table's long rows (the profiled split) stay in the table's columns in the
+    picture, cut at their end, not re-flowed."""
+    frame = ("  status                          COMPLETE\n"
+             "  profiled TP token               " + "16.5 ms a token; medians: " + "x" * 120)
+    lines = fit_lines(frame)
+    assert lines[0] == "  status                          COMPLETE"
+    assert lines[1].startswith("  profiled TP token               16.5 ms") and len(lines[1]) == 118
+    assert lines[1].endswith("...")

@@ -4,9 +4,10 @@ Why a module (run by ``scripts/example-lab``): the example must come from a real
 the local mock cloud, not be drawn by hand, and be easy to make again when the manifest's schema
 changes (``tests/lab/test_example_assets.py`` fails until it is). This copies from a finished mock
 lab: manifest.json, results.json (what the test rebuilds the manifest from), scaling-curve.png,
-proof-terminated.png, the terminal plot as plain text (the same prediction the PNG draws,
-``scaling_plot.render_plotext``) and `tplab run`'s final screen, and writes a README that says
-MOCK. Client side: no torch.
+proof-terminated.png, trace.json (the profiled pass, for ui.perfetto.dev), the terminal plot as
+plain text (the same prediction the PNG draws, ``scaling_plot.render_plotext``), the profiled pass
+as `tplab timeline` prints it and `tplab run`'s final screen, and writes a README that says MOCK.
+Client side: no torch.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from pathlib import Path
 
 from tplab.viewmodel.past_labs import find_labs
 
-COPIED = ("manifest.json", "results.json", "scaling-curve.png", "proof-terminated.png")
+COPIED = ("manifest.json", "results.json", "scaling-curve.png", "proof-terminated.png",
+          "trace.json")
 PLOT = "terminal-plot.txt"
+TIMELINE = "timeline.txt"
+TIMELINE_COLS = 100
 RUN = "tplab-run.txt"
 
 
@@ -39,6 +43,18 @@ def terminal_plot(lab_dir: Path) -> str:
                                        measured_crossover=pred.measured_crossover)
 
 
+def timeline_text(lab_dir: Path) -> str:
+    """The lab's profiled pass as `tplab timeline LAB_DIR --width 100` prints it."""
+    from tplab.faces.timeline_text import timeline_lines
+    from tplab.viewmodel.timeline_view import timeline_from
+    results = json.loads((lab_dir / "results.json").read_text(encoding="utf-8"))
+    timeline = timeline_from(results.get("timeline"))
+    if timeline is None:
+        raise SystemExit("example: the lab ran no profiled pass (its results hold no timeline)")
+    return "\n".join(timeline_lines(timeline, width=TIMELINE_COLS, modes=("tp", "single"),
+                                     token=None))
+
+
 def readme(manifest: dict) -> str:
     return "\n".join([
         "# Example: one finished lab's outputs (MOCK)", "",
@@ -55,6 +71,9 @@ def readme(manifest: dict) -> str:
         "| `scaling-curve.png` | predicted 1-device and TP latency vs d_model, the measured "
         "points, the crossover |",
         f"| `{PLOT}` | the same curve as the terminal draws it |",
+        "| `trace.json` | the profiled pass, each rank's spans (open it in ui.perfetto.dev) |",
+        f"| `{TIMELINE}` | the profiled pass as `tplab timeline` prints it: per token, each "
+        "rank's lane of compute, on the wire and waiting |",
         "| `proof-terminated.png` | the provider's answer that the pod is gone, and the final "
         "frame |",
         f"| `{RUN}` | `tplab run --mock`'s last screen |", "",
@@ -74,6 +93,7 @@ def main(argv: list[str]) -> int:
     for name in COPIED:
         shutil.copyfile(lab / name, dest / name)
     (dest / PLOT).write_text(terminal_plot(lab) + "\n", encoding="utf-8")
+    (dest / TIMELINE).write_text(timeline_text(lab) + "\n", encoding="utf-8")
     text = run_output.read_text(encoding="utf-8")
     (dest / RUN).write_text(text.replace(str(home), "$TPLAB_HOME"), encoding="utf-8")
     manifest = json.loads((lab / "manifest.json").read_text(encoding="utf-8"))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +88,13 @@ def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 
     return "\n".join(phases + [""] + table.splitlines())
 
 
+def fit_lines(frame: str, width: int = 118) -> list[str]:
+    """The frame's lines as the picture draws them: a line over ``width`` is cut at its end,
+    its indentation and columns kept as the terminal showed them."""
+    return [ln[:width - 3].rstrip() + "..." if len(ln) > width else ln
+            for ln in frame.splitlines()]
+
+
 def write_proof_png(out_dir: Path, summary: dict[str, Any], mock: bool = False) -> Path | None:
     """Draw proof-terminated.png from the out dir's proof-terminated.json and stream.jsonl;
     None (nothing drawn) when the lab has no proof (no pod was terminated)."""
@@ -108,8 +114,7 @@ def draw(path: Path, proof: dict[str, Any], frame: str, mock: bool) -> Path:
     from functools import partial
 
     rows = provider_lines(proof)
-    frame_lines = [textwrap.shorten(ln, 118, placeholder="...") if len(ln) > 118 else ln
-                   for ln in frame.splitlines()]
+    frame_lines = fit_lines(frame)
     height = 1.9 + 0.2 * len(rows) + 0.19 * len(frame_lines)
     fig = plt.figure(figsize=(10, height), dpi=110)
     text = partial(fig.text, parse_math=False)  # "$0.0181" is money, not mathtext
