@@ -8,7 +8,7 @@ without the half second each rank's interpreter would spend unloading torch.
 from __future__ import annotations
 
 from .run import main
-from .torchrun import end_now
+from tplab.util.process_end import end_now
 
 if __name__ == "__main__":
     end_now(main())

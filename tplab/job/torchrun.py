@@ -6,18 +6,19 @@ interpreter then spends half a second or more (more on a loaded host) unloading 
 process ends, and the lab waits for that exit status before it fetches the run and terminates
 the pod that bills it. Here torchrun runs exactly as ``-m`` runs it (as ``__main__``, with these
 arguments); then the exit handlers run and the output is flushed as at any exit, and only the
-interpreter's teardown is skipped. The exit status is the one ``python -m`` would give.
+interpreter's teardown is skipped (``tplab.util.process_end``). The exit status is the one
+``python -m`` would give.
 
-Pod-side: the standard library only (torch is what it runs).
+Pod-side: the standard library and ``tplab.util`` only (torch is what it runs).
 """
 
 from __future__ import annotations
 
-import atexit
-import os
 import runpy
 import sys
 import traceback
+
+from tplab.util.process_end import end_now
 
 
 def exit_status(code: object) -> int:
@@ -42,18 +43,6 @@ def run(module: str = "torch.distributed.run") -> int:
         traceback.print_exc()
         return 1
     return 0
-
-
-def end_now(code: int) -> None:
-    """End this process with ``code`` as an ordinary exit would, less the interpreter's
-    teardown: the exit handlers, then the output flushed."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or broken stream: nothing more can be said
-            pass
-    os._exit(code)
 
 
 if __name__ == "__main__":

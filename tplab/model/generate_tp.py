@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from tplab.model.checkpoint import CheckpointError, build_tp, load_checkpoint
 from tplab.model.decode import greedy_decode
+from tplab.util.process_end import end_now
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,9 +63,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # the answer is printed and the process group left: skip the interpreter's teardown with torch
-    # loaded (0.3-0.9 s a rank here), which torchrun and the user would wait for
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    # the answer is printed and the process group left: end without unloading torch, which
+    # torchrun and the user would wait for
+    end_now(main())
