@@ -350,7 +350,7 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
     (shim / "__init__.py").write_text("")
     (shim / "distributed" / "__init__.py").write_text("")
     (shim / "distributed" / "run.py").write_text(FAKE_TORCHRUN)
-    items = remote.bundle_items(pkg, ["records", "job"], [
+    items = remote.bundle_items(pkg, ["records", "util", "job"], [
         UploadItem(shim / "__init__.py", "torch/__init__.py"),
         UploadItem(shim / "distributed" / "__init__.py", "torch/distributed/__init__.py"),
         UploadItem(shim / "distributed" / "run.py", "torch/distributed/run.py")])
