@@ -31,7 +31,7 @@ INTERVALS: dict[str, float] = {
     "GET /api/v0/instances/{id}": 2.0,             # show_instance
     "PUT /api/v0/instances/{id}": 1.0,             # label / manage / stop instance
     "DELETE /api/v0/instances/{id}": 3.0,          # destroy_instance
-    "DELETE /api/v0/instances/{id}/ssh/{key}": 2.0,  # detach_ssh
+    "DELETE /api/v0/instances/{id}/ssh/{id}": 2.0,  # detach_ssh (both ids numbers)
     "PUT /api/v0/instances/bid_price/{id}": 5.5,   # change_bid
     "GET /api/v1/instances": 1.0,                  # show_instances
     "GET /api/v0/charges": 1.0,                    # show_charges
