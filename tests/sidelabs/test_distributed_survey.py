@@ -144,7 +144,7 @@ def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: P
     assert "1.234 ms per token**, 20% of the 6.170 ms token" in tp_s and "0.50×" in tp_s and "as computed" in tp_s
     assert str((tmp_path / "local" / "results.json").resolve()) in tp_s and "2027-01-15" in tp_s
     assert survey.NOT_MEASURED not in tp_s and "measured here: 20% of a TP token" in secs[survey.CLOSING]
-    assert "calibrated from the TP run" in tp_s
+    assert "`cpu-gloo`: " in tp_s and "[cpu-gloo calibrated from this run" in tp_s
     # DDP, FSDP and PP were not measured by anything
     for title in (survey.SECTIONS[0], survey.SECTIONS[1], survey.SECTIONS[3]):
         assert survey.NOT_MEASURED in secs[title]

@@ -169,14 +169,9 @@ def _tp(m: ModelShapes, run: TPMeasured | None, th: dc.Thresholds) -> list[str]:
                      f"{run.instrumented_prompts} prompt(s)). Untimed, a TP token took {run.tp_per_token_ms:.3f} ms "
                      f"and one device {run.single_per_token_ms:.3f} ms: TP ran at {ratio:.2f}× the single "
                      "device's speed.")
-    named = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo"}
-    if named:
-        lines.append("- When it pays (`tplab/scaling/latency.py`, this pattern grown in d_model): TP=2 decodes "
-                     "faster than one device from d_model "
-                     + ", ".join(f"{_d(v)} on `{k}`" for k, v in named.items()) + " (assumed hardware)"
-                     + (f", {_d(th.tp_crossover['cpu-gloo'])} on this CPU over gloo "
-                        f"({th.crossover_sources['cpu-gloo']})" if "cpu-gloo" in th.tp_crossover else "")
-                     + ".")
+    if th.tp_crossover:
+        lines.append("- When it pays (`tplab/scaling/crossover.py`, this pattern grown in d_model): "
+                     + "; ".join(f"`{k}`: {b.text()}" for k, b in th.tp_crossover.items()) + ".")
     return lines + [""]
 
 
@@ -222,7 +217,8 @@ def closing_sentences(m: ModelShapes, ddp_run: DDPMeasured | None, tp_run: TPMea
           f"save {byte_figure(f.state_bytes - f.state_bytes_per_rank)} per rank, TP would add {t.collectives} "
           f"latency-bound collectives ({byte_figure(t.bytes_per_token)}) to every token{tp_time}, and "
           f"PP would leave {p.bubble:.0%} of each step idle across only {m.config['n_layer']} blocks.")
-    cross = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo" and v is not None}
+    cross = {k: b.estimate for k, b in th.tp_crossover.items()
+             if not k.startswith("cpu-") and b.estimate is not None}
     tp_when = (f"for serving, TP=2 starts to beat one device between d_model {_d(min(cross.values()))} "
                f"(`{min(cross, key=cross.__getitem__)}`) and {_d(max(cross.values()))} "
                f"(`{max(cross, key=cross.__getitem__)}`) "
@@ -241,7 +237,7 @@ def render(data: dict[str, Any]) -> str:
     m = ModelShapes.from_json(data["model"])
     ddp_run = DDPMeasured.from_json(data["ddp_run"]) if data.get("ddp_run") else None
     tp_run = TPMeasured.from_json(data["tp_run"]) if data.get("tp_run") else None
-    th = dc.thresholds(m, tp_run.calibration if tp_run else None)
+    th = dc.thresholds(m, tp_run.crossover if tp_run else None)
     lines = _header(m) + _ddp(m, ddp_run) + _fsdp(m) + _tp(m, tp_run, th) + _pp(m)
     lines += [CLOSING, "", " ".join(closing_sentences(m, ddp_run, tp_run, th)), ""]
     if not th.pattern_matches:
