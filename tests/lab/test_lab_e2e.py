@@ -388,7 +388,15 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
     assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
     tp = dest / "experiments/35-tp-inference"
-    assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
+    # the lab's manifest, its screenshot named by the seed's path in this tree (seed 000)
+    handed = json.loads((tp / "manifest.json").read_text())
+    assert handed.pop("terminated_screenshot") == "experiments/35-tp-inference/proof-terminated.png"
+    assert handed == {k: v for k, v in manifest.items() if k != "terminated_screenshot"}
+    # blocks A and B where the seed puts them, and the README says where each lives in tplab
+    assert (dest / "experiments/35-tp-inference/run.py").read_text().count("tplab.job.run") == 1
+    assert "class ColumnParallelLinear" in (dest / "src/minitrain/tensor_parallel.py").read_text()
+    assert "| A | the TP primitives | `tplab/tp/layers.py`" in (tp / "README.md").read_text()
+    assert "(equal to `tplab budget --mock`" in (dest / "experiments/35-cloud-budget.md").read_text()
     assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
     assert "MOCK" in (tp / "README.md").read_text()
     # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
