@@ -80,3 +80,25 @@ def test_a_timing_survives_its_json():
     assert back.samples == t.samples and back.figures == t.figures
     assert back.ratio("a", "b").to_dict() == t.ratio("a", "b").to_dict()
     assert back.calls_per_round == 7
+
+
+def test_deferred_timings_run_together_so_every_ratio_spans_the_whole_phase():
+    from tplab.sidelabs.pair_timing import Budget
+    order: list[str] = []
+
+    def side(name: str, value: float):
+        def m() -> float:
+            order.append(name)
+            return value
+        return m
+    budget = Budget(calls=1, rounds=4, max_rounds=10, max_s=5.0, deferred=True)
+    first = budget.timed("first", {"a": side("a", 2.0), "b": side("b", 1.0)}, calls=1)
+    second = budget.timed("second", {"c": side("c", 3.0), "d": side("d", 1.5)}, calls=1)
+    assert first == {} and second == {} and not order  # registered, nothing timed yet
+    budget.run_pending()
+    assert first["rounds"] == second["rounds"] == 4 and "2 timings together" in first["stopped"]
+    timed = order[8:]  # after two warm-up measures of each side
+    for r in range(4):  # every round visits every side of both timings
+        assert sorted(timed[4 * r:4 * r + 4]) == ["a", "b", "c", "d"]
+    assert SideBySide.from_dict(second).ratio("c", "d").value == 2.0
+    assert budget.pending == []

@@ -30,14 +30,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--substitute-only", action="store_true",
                    help="only the seed's Linear(64, 600)+softmax substitute, no MiniGPT")
     p.add_argument("--new-tokens", type=int, default=64, metavar="N", help="tokens per timed decode (default 64)")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="timing rounds at least, per side-by-side timing (default 5); rounds go on "
-                        "until every side's spread is within 15%% or --max-rounds / --max-seconds")
+    p.add_argument("--rounds", type=int, default=8,
+                   help="timing rounds at least (default 8), each visiting every side of every "
+                        "timing; rounds go on until every side's spread is within 15%% or "
+                        "--max-rounds / --max-seconds")
     p.add_argument("--max-rounds", type=int, default=40,
-                   help="timing rounds at most per side-by-side timing (default 40)")
-    p.add_argument("--max-seconds", type=float, default=30.0,
-                   help="seconds of timing at most per side-by-side timing (default 30); a figure "
-                        "still unstable then is flagged and its ratios are not quoted")
+                   help="timing rounds at most (default 40)")
+    p.add_argument("--max-seconds", type=float, default=60.0,
+                   help="seconds of timing at most (default 60); a figure still unstable then is "
+                        "flagged and its ratios are not quoted")
     p.add_argument("--against", type=Path, default=None, metavar="DIR",
                    help="an earlier `tplab compile --out DIR`: REPORT.md sets each ratio beside "
                         "that run's, agree (intervals overlap), flagged (unstable) or DISAGREE")

@@ -217,7 +217,9 @@ def report(out: Path, r: dict[str, Any]) -> str:
     lines.append("Kernels generated: " + ", ".join(f"{p}: {n}" for p, n in n_k.items()) + ".")
     lines += ["", "## E. Timings (hot path only)", "",
               "Each side was warmed up (the first call compiles), then timed with fixed shapes in "
-              "rounds that visit every side in a rotating order, until every side's spread (IQR / "
+              "rounds that visit every side of every timing of this report in a rotating order "
+              "(so each ratio's rounds span the whole timing phase, with the machine's slower "
+              "moves in them), until every side's spread (IQR / "
               "median of its rounds) is within 15 % or the rounds run out; each figure is the "
               "median of its rounds ± that spread, with n rounds. A ratio is the median of the "
               "per-round ratios with its 95 % interval, quoted only when both sides are stable: "

@@ -128,6 +128,8 @@ def time_lines(r: dict[str, Any]) -> list[str]:
                   ("MiniGPT decode-step compile", m.get("decode_compile_s")),
                   ("export", st.get("export")), ("attention comparison", st.get("attention")),
                   ("max-autotune side by side", st.get("max-autotune")),
+                  ("the side-by-side timings, every side of every part together",
+                   sec.get("timing")),
                   ("MiniGPT part in all (compiles, checks, timing rounds)", sec.get("model"))]
     total = r["finished_at"] - r["started_at"]
     lines = ["", "## Where the time goes", "", "| part | seconds |", "|---|---:|"]

@@ -174,21 +174,43 @@ def time_side_by_side(name: str, measures: dict[str, Callable[[], float]], *, un
                       calls_per_round)
 
 
-@dataclass(frozen=True)
+@dataclass
+class _Pending:
+    name: str
+    unit: str
+    calls: int
+    measures: dict[str, Callable[[], float]]
+    target: dict[str, Any]
+
+
+@dataclass
 class Budget:
-    """How long each side-by-side timing may go on: at least ``rounds`` rounds, then until every
-    side is stable, at most ``max_rounds`` rounds or ``max_s`` seconds (``pair_timing``)."""
+    """How the lab's side-by-side timings run: at least ``rounds`` rounds, then until every side
+    is stable, at most ``max_rounds`` rounds or ``max_s`` seconds.
+
+    ``deferred``: each timing asked for is only registered (its result dict is filled later) and
+    ``run_pending`` times all of them together, every round visiting every side of every timing
+    in a rotating order. Each ratio's rounds then span the whole timing phase, not one second of
+    it, so its interval holds the machine's slower moves too (two runs minutes apart differ by
+    those, and a one-second interval would call them a disagreement)."""
 
     calls: int = 200
     rounds: int = 5
     max_rounds: int = 40
     max_s: float = 30.0
+    deferred: bool = False
+    pending: list[_Pending] = field(default_factory=list)
 
     def timed(self, name: str, measures: dict[str, Callable[[], float]], unit: str = "µs",
               calls: int | None = None) -> dict[str, Any]:
+        n = calls if calls is not None else self.calls
+        if self.deferred:
+            target: dict[str, Any] = {}
+            self.pending.append(_Pending(name, unit, n, measures, target))
+            return target
         t = time_side_by_side(name, measures, unit=unit, min_rounds=self.rounds,
                               max_rounds=max(self.rounds, self.max_rounds), max_s=self.max_s,
-                              calls_per_round=calls if calls is not None else self.calls)
+                              calls_per_round=n)
         return t.to_dict()
 
     def forwards(self, name: str, sides: dict[str, Callable[[], object]],
@@ -198,6 +220,24 @@ class Budget:
         n = calls if calls is not None else self.calls
         n = max(calls_for(fn, n) for fn in sides.values())
         return self.timed(name, {k: per_call_us(fn, n) for k, fn in sides.items()}, calls=n)
+
+    def run_pending(self) -> None:
+        """Time every registered timing together (each side of each, every round) and fill their
+        result dicts."""
+        jobs, self.pending = self.pending, []
+        if not jobs:
+            return
+        measures = {f"{i}\t{side}": m for i, job in enumerate(jobs)
+                    for side, m in job.measures.items()}
+        together = time_side_by_side("all", measures, min_rounds=self.rounds,
+                                     max_rounds=max(self.rounds, self.max_rounds),
+                                     max_s=self.max_s)
+        for i, job in enumerate(jobs):
+            samples = {side: together.samples[f"{i}\t{side}"] for side in job.measures}
+            t = SideBySide(job.name, job.unit, samples, together.rounds, together.seconds,
+                           together.stopped + f", {len(jobs)} timings together",
+                           job.calls)
+            job.target.update(t.to_dict())
 
 
 def agreement(this: Ratio, other: Ratio) -> str:
