@@ -22,7 +22,7 @@ DESCRIPTION = (
     "35-cloud-budget/spend.jsonl (the lab's ledger lines as recorded), 35-cloud-budget.md (the "
     "phase's spend table) and 35-reading-notes/; run.py (block B), src/minitrain/tensor_parallel.py "
     "and tests/minitrain/test_tensor_parallel.py (block A) made from tplab's own code; with "
-    "--compile DIR, a `tplab compile` run as experiments/25-compile/. A different existing file "
+    "--compile-run DIR, a `tplab compile` run as experiments/25-compile/. A different existing file "
     "is never overwritten without --force.")
 
 
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the lab's id (its folder name under TPLAB_HOME/labs or "
                              "TPLAB_HOME/mock/labs) or its folder; default: the newest lab the "
                              "seed accepts (a STOPPED or FAILED lab is refused)")
-    parser.add_argument("--compile", metavar="DIR", type=Path, default=None, dest="compile_dir",
+    parser.add_argument("--compile-run", metavar="DIR", type=Path, default=None, dest="compile_dir",
                         help="also hand in a `tplab compile --out DIR` run as "
                              "experiments/25-compile/ (seed 003: REPORT.md, kernel, "
                              "KERNEL_ANNOTATION.md, DISTRIBUTED.md and its detail, manifest)")

@@ -323,19 +323,15 @@ def annotate_results(results: dict[str, Any], profile: HardwareProfile,
             q.update(predicted_single_ms=r["predicted_single_ms"],
                      predicted_tp_ms=r["predicted_tp_ms"],
                      predicted_comm_ms=r["predicted_comm_ms"])
-    world = int(results.get("world_size") or 2)
-    block["predicted_crossover_d_model"] = latency.crossover_d_model(
-        profile, world, latency.shape_from_results(results, shape))
     results["calibration"] = block
     return block
 
 
 def crossovers(profile: HardwareProfile, results: dict[str, Any] | None, world: int,
                shape: ModelShape | None = None) -> dict[str, Any]:
-    """Both crossovers: the model's (``predicted``) and the run's (``measured``, interpolated
-    between its sweep points; None with ``measured_reason``)."""
+    """The run's measured crossover (``measured``, interpolated between its sweep points; None
+    with ``measured_reason``). The model's is ``tplab.scaling.crossover``'s band, never here."""
     measured, why = (None, "no d_model sweep in this run")
     if results and results.get("d_model_sweep") is not None:
         measured, why = measured_crossover(results.get("d_model_sweep") or [])
-    return {"predicted": latency.crossover_d_model(profile, world, shape),
-            "measured": measured, "measured_reason": why}
+    return {"measured": measured, "measured_reason": why}

@@ -111,10 +111,10 @@ class CrossoverBand:
         return f"{what} [{self.where}{interval}]"
 
     def short(self) -> str:
-        """A few characters for a title: "1.4k–2.3k", "none < 2.9k", "≈2.0k"."""
+        """A few characters for a title: "1.4k–2.3k", "none < 2.9k", "≈1,953"."""
         kind = self.kind
         if kind == POINT:
-            return f"≈{_k(self.estimate)}" if self.estimate is not None else "none"
+            return f"≈{_d(self.estimate)}" if self.estimate is not None else "none"
         if kind == RANGE and _k(self.lo or 0) == _k(self.hi or 0):
             return f"≈{_k(self.lo or 0)}"
         if kind == RANGE:

@@ -460,12 +460,12 @@ def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
 
 def summary(profile: HardwareProfile, world_size: int = 2, shape: ModelShape | None = None,
             d_models: Sequence[float] = SEED_D_MODELS) -> dict[str, Any]:
-    """What a report needs: the prediction at the seed's sizes, the crossover and the inputs."""
+    """What a report needs: the prediction at the seed's sizes and the inputs (the crossover is
+    ``tplab.scaling.crossover``'s band, with its uncertainty)."""
     shape = shape or load_shape()
     return {
         "profile": profile.to_json(),
         "shape": shape.to_json(),
         "world_size": world_size,
-        "crossover_d_model": crossover_d_model(profile, world_size, shape),
         "predictions": [predict(profile, d, world_size, shape).to_json() for d in d_models],
     }
