@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from tplab.sidelabs.pair_timing import (
     MIN_JUDGED,
     SideBySide,
@@ -63,14 +65,16 @@ def test_the_ratio_pairs_rounds_so_drift_that_hits_both_sides_cancels():
 
 def test_two_runs_agree_within_their_intervals_or_are_flagged():
     def run(scale: float) -> SideBySide:
-        return SideBySide("r", "µs", {"a": [10.0 * scale, 10.3 * scale, 9.8 * scale, 10.1 * scale],
-                                      "b": [5.0, 4.9, 5.1, 5.05]}, 4, 1.0, "stable")
-    same, other = run(1.0).ratio("a", "b"), run(1.02).ratio("a", "b")
-    far = run(3.0).ratio("a", "b")
+        jitter = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001]
+        return SideBySide("r", "µs", {"a": [10.0 * scale * j for j in jitter],
+                                      "b": [5.0 * j for j in reversed(jitter)]}, 8, 1.0, "stable")
+    same, other = run(1.0).ratio("a", "b"), run(1.002).ratio("a", "b")
+    near, far = run(1.07).ratio("a", "b"), run(3.0).ratio("a", "b")
     assert agreement(same, other) == "agree"
+    assert agreement(same, near).startswith("flagged: 7% apart, within this machine's run-to-run")
     assert agreement(same, far) == "DISAGREE"
     noisy = SideBySide("n", "µs", {"a": [1.0, 9.0, 1.0, 9.0], "b": [1.0] * 4}, 4, 1.0, "bound")
-    assert agreement(same, noisy.ratio("a", "b")) == "flagged"
+    assert agreement(same, noisy.ratio("a", "b")) == "flagged: unstable"
 
 
 def test_a_timing_survives_its_json():
@@ -102,3 +106,16 @@ def test_deferred_timings_run_together_so_every_ratio_spans_the_whole_phase():
         assert sorted(timed[4 * r:4 * r + 4]) == ["a", "b", "c", "d"]
     assert SideBySide.from_dict(second).ratio("c", "d").value == 2.0
     assert budget.pending == []
+
+
+def test_a_difference_while_the_machine_itself_moved_is_flagged_not_a_finding():
+    from tplab.sidelabs.pair_timing import machine_moved
+    a = SideBySide("r", "µs", {"x": [10.0, 10.2, 9.9, 10.1], "y": [5.0, 5.1, 4.9, 5.0]}, 4, 1,
+                   "stable").ratio("x", "y")
+    b = SideBySide("r", "µs", {"x": [15.0, 15.2, 14.9, 15.1], "y": [5.0, 5.1, 4.9, 5.0]}, 4, 1,
+                   "stable").ratio("x", "y")
+    assert machine_moved(30.0, 24.0) == pytest.approx(0.25)
+    assert machine_moved(30.0, 29.0) is None and machine_moved(None, 29.0) is None
+    assert agreement(a, b) == "DISAGREE"
+    assert agreement(a, b, machine_moved(30.0, 24.0)) == "flagged: the machine moved 25% between the runs"
+    assert agreement(a, a, 0.25) == "agree"

@@ -300,8 +300,7 @@ def _excess(r: dict[str, Any], tp: Split | None) -> Claim | None:
         cause = "wire"
         text += (f": the profiled split puts only {share:.0%} of a collective in waiting for the "
                  f"other rank, so at least {wire_part:.0f} µs of the excess is the collective "
-                 "itself, slower on the wire inside the loop than back to back (the ranks' "
-                 "threads wake for each call between the layers' ops).")
+                 "itself, slower on the wire inside the loop than back to back.")
     else:
         cause = "waiting"
         text += (f": the profiled split puts {share:.0%} of a collective ({waiting:.0f} µs) in "

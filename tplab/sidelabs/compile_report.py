@@ -16,7 +16,7 @@ from tplab.sidelabs import compile_stretch_report as stretch
 from tplab.sidelabs import distributed_survey
 from tplab.sidelabs.distributed_costs import choose
 from tplab.sidelabs.model_shapes import ModelShapes
-from tplab.sidelabs.pair_timing import Ratio, SideBySide, agreement
+from tplab.sidelabs.pair_timing import Ratio, SideBySide, agreement, machine_moved
 
 MATCH_BAR = 1e-6
 DECODE_GOAL = 2.0
@@ -78,7 +78,14 @@ def against(path: Path) -> dict[str, Any]:
     """An earlier run's ratios (its DIR or its compile-results.json), to set beside this run's."""
     f = path / "compile-results.json" if path.is_dir() else path
     other = json.loads(f.read_text(encoding="utf-8"))
-    return {"path": str(path), "ratios": {k: v.to_dict() for k, v in ratios(other).items()}}
+    return {"path": str(path), "ratios": {k: v.to_dict() for k, v in ratios(other).items()},
+            "machine_us": machine_us(other)}
+
+
+def machine_us(r: dict[str, Any]) -> float | None:
+    """The run's reference loop, median µs per call (``compile_lab``'s ``machine``), or None."""
+    t = timing_at(r, ("machine",))
+    return t.median("reference") if t is not None and "reference" in t.samples else None
 
 
 def agreement_lines(r: dict[str, Any], other: dict[str, Any]) -> list[str]:
@@ -87,14 +94,20 @@ def agreement_lines(r: dict[str, Any], other: dict[str, Any]) -> list[str]:
     mine = ratios(r)
     theirs = {k: Ratio.from_dict(v) for k, v in other["ratios"].items()}
     other_path = other["path"]
+    here, there = machine_us(r), other.get("machine_us")
+    moved = machine_moved(here, there)
     lines = ["", "## Against an earlier run", "",
              f"Each ratio beside the same ratio of `{other_path}`: *agree* when their 95 % "
-             "intervals overlap, *flagged* when either was unstable (and so not quoted), "
-             "*DISAGREE* otherwise.", "", "| ratio | this run | that run | |", "|---|---|---|---|"]
+             "intervals overlap, *flagged* when either was unstable (and so not quoted) or when "
+             "they differ while the machine's own reference loop moved more than 15 % between "
+             "the runs, *DISAGREE* otherwise. The reference loop: "
+             + (f"{here:.1f} µs per call here, {there:.1f} µs there" if here and there
+                else "not in both runs") + ".", "",
+             "| ratio | this run | that run | |", "|---|---|---|---|"]
     for name, ratio in mine.items():
         if name in theirs:
             lines.append(f"| {name} | {ratio.text()} | {theirs[name].text()} | "
-                         f"{agreement(ratio, theirs[name])} |")
+                         f"{agreement(ratio, theirs[name], moved)} |")
     return lines
 
 
@@ -240,6 +253,12 @@ def report(out: Path, r: dict[str, Any]) -> str:
                          else " (the same static step, eager)" if a == "eager_static" else "")
         lines.append(f"| {what} | {_fig(t, a)} | {_fig(t, b)} | {ratio.text()} | {t.rounds}: "
                      f"{t.stopped} | {_reading(ratio.value) if ratio.quoted else '-'} |")
+    machine = timing_at(r, ("machine",))
+    if machine is not None:
+        lines += ["", f"The machine's own speed, timed in the same rounds (a fixed loop of 20 small "
+                  f"eager matmul + relu steps): {_fig(machine, 'reference')} per call; "
+                  + ("steady." if machine.stable else "it moved during the timing, so the "
+                     "figures above could not be steadier.")]
     if m:
         sp = ratios(r).get("decode, eager KV-cache loop / compiled static step")
         met = ("met" if sp.quoted and sp.ci95[0] >= DECODE_GOAL else
@@ -293,8 +312,10 @@ def _agreements(r: dict[str, Any]) -> dict[str, Any] | None:
     if not r.get("against"):
         return None
     theirs = {k: Ratio.from_dict(v) for k, v in r["against"]["ratios"].items()}
-    return {"path": r["against"]["path"],
-            "ratios": {k: agreement(v, theirs[k]) for k, v in ratios(r).items() if k in theirs}}
+    moved = machine_moved(machine_us(r), r["against"].get("machine_us"))
+    return {"path": r["against"]["path"], "machine_moved": moved,
+            "ratios": {k: agreement(v, theirs[k], moved) for k, v in ratios(r).items()
+                       if k in theirs}}
 
 
 def _quoted(r: dict[str, Any], name: str) -> float | None:
@@ -333,6 +354,7 @@ def manifest(out: Path, r: dict[str, Any]) -> dict[str, Any]:
                        else None, "quoted": v.quoted, "text": v.text()}
                    for k, v in ratios(r).items()},
         "against": _agreements(r),
+        "machine_reference_us": machine_us(r),
         "timings_stable": all(t.stable for t in (timing_at(r, w) for _, w, _, _ in RATIOS)
                               if t is not None),
         "stretch": stretch.stretch_manifest(m),

@@ -80,7 +80,8 @@ def autotune_part(model: torch.nn.Module, idx: torch.Tensor, budget: Budget,
                          "graphs": [g.name for g in watch.new()]}
 
             def call(fn: Callable[..., torch.Tensor] = fn) -> None:
-                fn(idx)
+                with torch.no_grad():
+                    fn(idx)
                 sync()
             compiled[mode] = call
         out["timing"] = budget.forwards(f"MiniGPT forward {list(idx.shape)}, by compile mode",
@@ -160,7 +161,8 @@ def attention_part(n_head: int, head_dim: int, tokens: int, budget: Budget,
 
         def timed(f: Callable[..., torch.Tensor]) -> Callable[[], None]:
             def call() -> None:
-                f(q, k, v)
+                with torch.no_grad():
+                    f(q, k, v)
                 sync()
             return call
         out["timing"] = budget.forwards(f"causal attention {out['shape']}",

@@ -240,10 +240,38 @@ class Budget:
             job.target.update(t.to_dict())
 
 
-def agreement(this: Ratio, other: Ratio) -> str:
-    """How two runs' ratio of the same pair compare: 'agree' (intervals overlap), 'flagged'
-    (either was not quoted: unstable) or 'DISAGREE'."""
+def machine_moved(this_us: float | None, other_us: float | None,
+                  limit: float = SPREAD_LIMIT) -> float | None:
+    """How far the machine's own speed moved between two runs (their reference loops' medians),
+    when it moved past ``limit``; None when it did not, or either run has no reference."""
+    if not this_us or not other_us:
+        return None
+    shift = abs(this_us / other_us - 1)
+    return shift if shift > limit else None
+
+
+#: how far one ratio moved between two `tplab compile` runs on this 2-core VM with both runs'
+#: figures stable (docs/measurement.md: 1-8 % over four runs, TinyHead to SDPA): a run's interval
+#: holds its own rounds, not the process, allocation and neighbour it happened to get, so a
+#: difference within this is not a finding
+RUN_TO_RUN = 0.10
+
+
+def agreement(this: Ratio, other: Ratio, moved: float | None = None) -> str:
+    """How two runs' ratio of the same pair compare: 'agree' (their intervals overlap);
+    'flagged: ...' when either was not quoted (unstable), when the machine itself moved
+    ``moved`` between the runs, or when they are apart by no more than ``RUN_TO_RUN``, this
+    machine's run-to-run variation, which no interval within one run can hold; else
+    'DISAGREE'."""
     if not this.quoted or not other.quoted:
-        return "flagged"
+        return "flagged: unstable"
     (a, b), (c, d) = this.ci95, other.ci95
-    return "agree" if a <= d and c <= b else "DISAGREE"
+    if a <= d and c <= b:
+        return "agree"
+    if moved:
+        return f"flagged: the machine moved {moved:.0%} between the runs"
+    apart = abs(this.value / other.value - 1)
+    if apart <= RUN_TO_RUN:
+        return (f"flagged: {apart:.0%} apart, within this machine's run-to-run variation "
+                f"(±{RUN_TO_RUN:.0%})")
+    return "DISAGREE"
