@@ -271,7 +271,18 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert manifest["actual_cost_usd"] is not None and 0 < manifest["actual_cost_usd"] < 0.1
     assert manifest["crossover_d_model"] is None or manifest["crossover_d_model"] > 64
     # the values, not only the keys
-    assert manifest["instance_type"] == "2x NVIDIA GeForce RTX 4090 spot"
+    # a mock lab names the machine it measured, and apart, labelled, the hardware it stands for
+    assert manifest["instance_type"].startswith("mock: 2 CPU processes (gloo) on ")
+    assert manifest["measured_on"] == manifest["instance_type"].removeprefix("mock: ")
+    stands = manifest["stands_for"]
+    assert stands["instance_type"] == "2x NVIDIA GeForce RTX 4090 spot"
+    assert stands["profile"] == "rtx4090x2-pcie" and "nothing ran on it" in stands["what"]
+    assert stands["crossover"]["kind"] == "point" and round(stands["crossover"]["estimate"]) == 1953
+    assert "NVIDIA" not in json.dumps({k: v for k, v in manifest.items()
+                                       if k not in ("stands_for", "image", "lesson_notes")})
+    # the crossover with its uncertainty, calibrated from this run, the one the notes quote
+    assert manifest["crossover"]["source"] == "calibrated" and manifest["crossover"]["resamples"]
+    assert manifest["crossover"]["text"] in manifest["lesson_notes"]
     assert manifest["vendor"] == "mock RunPod (local)" and manifest["mock"] is True
     gone_at = json.loads((d / "stream.jsonl").read_text().splitlines()[-1])
     assert manifest["end_ts"] is not None and manifest["start_ts"] < manifest["end_ts"]

@@ -64,8 +64,8 @@ def explain(band: Any, profile_name: str) -> str:
         verdict = ("inside the seed's expected 1024-2048" if inside else
                    f"outside the seed's expected {lo}-{hi}")
     else:
-        verdict = "(the seed's 1024-2048 expectation is for 2x RTX 4090)"
-    return (f"Crossover: {band.text()}, {verdict}. Below it a token's weights are read "
+        verdict = "the seed's 1024-2048 expectation is for 2x RTX 4090"
+    return (f"Crossover: {band.text()}; {verdict}. Below it a token's weights are read "
             "faster than the 2·n_layer+1 all-reduces (each at least 2(p-1)·alpha) and TP's extra "
             "kernel launches cost; above it the weight reads, which grow as d_model², dominate and "
             "dividing them by p pays. Faster memory (HBM on A100/H100) pushes the crossover up, "

@@ -160,12 +160,16 @@ def _json_safe(value: Any) -> Any:
 
 def measured_machine(results: dict[str, Any] | None) -> str | None:
     """The machine a run's figures come from, in words, when it was this CPU: "2 CPU processes
-    (gloo) on AMD EPYC, 2 cores" (None for a GPU run or no run)."""
+    (gloo) on AMD EPYC, 2 cores", "(shm, gloo alongside)" with ``--comm both`` (None for a GPU
+    run or no run)."""
     r = results or {}
     env = r.get("env") or {}
     if (r.get("device_type") or env.get("device_type")) != "cpu":
         return None
     transport = r.get("comm") or r.get("backend") or "?"
+    others = [t for t in (r.get("transports") or {}) if t != transport]
+    if others:
+        transport += ", " + ", ".join(others) + " alongside"
     cores = env.get("cpu_count")
     return (f"{r.get('world_size', '?')} CPU processes ({transport}) on {env.get('cpu') or 'this CPU'}"
             + (f", {cores} cores" if cores else ""))
