@@ -23,7 +23,7 @@ HELP = "exact-match accuracy of the MiniGPT-grammar checkpoint (held-out split a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", default=None, help="checkpoint file (default: assets/minigpt-grammar.pt)")
+    parser.add_argument("--checkpoint", default=None, help="checkpoint file (default: the shipped one, tplab/assets/minigpt-grammar.pt)")
     parser.add_argument("--examples", type=int, default=600, help="held-out examples to score (default 600)")
     parser.add_argument("--show-failures", type=int, default=5,
                         help="print up to N wrong corrections per set (default 5)")

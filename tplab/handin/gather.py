@@ -12,7 +12,7 @@ The layout (seeds 000, 002, 004):
   provider's answer as JSON), README.md;
 * ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
 * ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
-* ``experiments/35-reading-notes/`` — the reading notes shipped in ``docs/reading-notes/``.
+* ``experiments/35-reading-notes/`` — the reading notes tplab ships (``tplab/assets/reading-notes/``).
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from tplab.handin import spend_table
 from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
 from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
-from tplab.home.paths import REPO_ROOT
+from tplab.home.paths import READING_NOTES
 
 TP_DIR = "experiments/35-tp-inference"
 BUDGET_DIR = "experiments/35-cloud-budget"
 BUDGET_MD = "experiments/35-cloud-budget.md"
 NOTES_DIR = "experiments/35-reading-notes"
-NOTES_SRC = REPO_ROOT / "docs" / "reading-notes"
+NOTES_SRC = READING_NOTES
 
 #: the lab's files that go to experiments/35-tp-inference/, and what each one is
 LAB_FILES: dict[str, str] = {
