@@ -177,7 +177,9 @@ def _json_summary(out_dir: Path, manifest: dict[str, Any], results: dict[str, An
                   crossover: float | None, job_s: float, curve: Path | None,
                   errors: list[str]) -> dict[str, Any]:
     """`--json`: the run's figures as their owners made them (the manifest; results.json, the
-    calibration in it), and where its files are."""
+    calibration in it), and where its files are (absolute paths)."""
+    out_dir = out_dir.resolve()
+    curve = curve.resolve() if curve is not None else None
     return {"status": manifest.get("status"), "reason": manifest.get("reason"),
             "out_dir": out_dir, "job_wall_s": round(job_s, 3),
             "crossover_d_model_predicted": crossover, "errors": errors,

@@ -7,9 +7,12 @@ all-reduce) needs them on one time axis. Each rank turns its export into a **cap
 (``capture_from_chrome``: its complete events in the categories that say where a token's time
 went, each stamped on the host's real-time clock), rank 0 gathers the captures and ``merge``
 puts them on one clock and writes the trace Perfetto (``ui.perfetto.dev``) and
-``chrome://tracing`` open as they are: a ``traceEvents`` list of complete ("X") events plus
-the process and thread names ("M"), one pid per rank, and ``otherData`` saying how the clocks
-were aligned and what, if anything, the size bound left out.
+``chrome://tracing`` open as they are: a ``traceEvents`` list of complete ("X") events with
+every arg the profiler wrote, the flow events ("s"/"f": a launch's arrow to its kernel), the
+process and thread names ("M"), one process per rank (rank r is pid r + 1: viewers treat pid 0 as
+none), and ``otherData`` saying how the clocks were aligned and what, if anything, the size bound
+left out. Times are integer ns from the profiler's text to the file (``load_chrome`` reads its
+µs as decimals, ``ns_to_us`` writes them back exact): a float holds no ns at epoch scale.
 
 The clocks (what ``merge`` records under ``otherData.clock``):
 
