@@ -306,7 +306,7 @@ async def test_each_ranks_trace_comes_back_only_as_what_it_should_be(server, tmp
     server.own(run)
     monkeypatch.setattr(rank_traces, "FETCH_LIMIT", len(gz) + 100)
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
-    got = await remote.fetch(conn, tmp_path / "out", names=[])
+    got = await remote.fetch(conn, tmp_path / "out", names=[], folders=remote.FETCH_FOLDERS)
     conn.close()
     assert got.got == ["traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz",
                        "traces/single/rank0.pt.trace.json.gz"]

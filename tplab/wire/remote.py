@@ -378,9 +378,9 @@ async def _rank_trace_names(sftp: asyncssh.SFTPClient, folder: str) -> list[str]
 async def fetch(conn: asyncssh.SSHClientConnection, out_dir: Path,
                 names: Sequence[str] = FETCH_FILES,
                 limits: dict[str, int] | None = None,
-                folders: Sequence[str] = FETCH_FOLDERS) -> Fetched:
+                folders: Sequence[str] = ()) -> Fetched:
     """Copy the run's files into ``out_dir`` within their size limits (missing ones skipped),
-    and each rank's own trace from ``folders``."""
+    and each rank's own trace from ``folders`` (the run's whole fetch: ``FETCH_FOLDERS``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     limits = {**FETCH_LIMITS, **(limits or {})}
     result = Fetched()
