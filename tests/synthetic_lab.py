@@ -72,25 +72,25 @@ def _synthetic_rank_events(rng: random.Random, n_layer: int = 6, tokens: int = 4
             arrive = {}
             for r in (0, 1):
                 op = rng.uniform(40, 90) * (1.4 if r == 1 and rng.random() < 0.3 else 1.0)
-                events[r].append(Ev("cpu_op", "aten::linear", cur[r] + 3, op, 0))
+                events[r].append(Ev.at_us("cpu_op", "aten::linear", cur[r] + 3, op, 0))
                 arrive[r] = cur[r] + 3 + op + rng.uniform(2, 6)
             end = max(arrive.values()) + rng.uniform(25, 60)
             for r in (0, 1):
                 finish = end + rng.uniform(0, 4)
-                events[r].append(Ev("user_annotation", name, arrive[r], finish - arrive[r], 0))
+                events[r].append(Ev.at_us("user_annotation", name, arrive[r], finish - arrive[r], 0))
                 cur[r] = finish
         for r in (0, 1):
             end_r = cur[r] + rng.uniform(20, 40)
-            events[r].append(Ev("user_annotation", token_name("tp", pos), start[r], end_r - start[r], 0))
+            events[r].append(Ev.at_us("user_annotation", token_name("tp", pos), start[r], end_r - start[r], 0))
             steps[r]["tp"][pos] = round((end_r - start[r]) * rng.uniform(0.97, 0.995), 3)
         t = max(cur.values()) + 200
     for k in range(tokens):
         pos, s0, cur0 = 3 + k, t, t
         for _ in range(2 * n_layer + 2):
             op = rng.uniform(30, 60)
-            events[0].append(Ev("cpu_op", "aten::linear", cur0 + 2, op, 0))
+            events[0].append(Ev.at_us("cpu_op", "aten::linear", cur0 + 2, op, 0))
             cur0 += op + rng.uniform(3, 12)
-        events[0].append(Ev("user_annotation", token_name("single", pos), s0, cur0 - s0, 0))
+        events[0].append(Ev.at_us("user_annotation", token_name("single", pos), s0, cur0 - s0, 0))
         steps[0]["single"][pos] = round((cur0 - s0) * 0.99, 3)
         t = cur0 + 150
     return events, steps

@@ -95,6 +95,7 @@ asserts the ledger and canary rows).
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import queue
@@ -117,6 +118,7 @@ from tests.e2e_fixtures import (
     assert_key_unwritten,
     assert_ledgers_settled,
     assert_profiled_pass,
+    assert_rank_traces,
     tiny_lab_config,
 )
 
@@ -300,9 +302,13 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert [e["type"] for e in streamed].count("timeline") == 1
     assert "The profiled pass (torch's profiler on every rank" in manifest["lesson_notes"]
     assert results["calibration"]["tp_split_from"] == "profiled"
-    # secrets: neither the mock's API key nor a private key in anything written
-    for path in d.iterdir():
+    # secrets: neither the mock's API key nor a private key in anything written (each rank's
+    # own trace, fetched and listed among the artifacts, read unpacked)
+    assert {"traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz"} <= set(
+        manifest["artifacts"])
+    for path in (p for p in d.rglob("*") if p.is_file()):
         blob = path.read_bytes()
+        blob = gzip.decompress(blob) if path.suffix == ".gz" else blob
         assert b"PRIVATE KEY" not in blob, path
 
     # -- from tests/handin/test_handin.py::test_handin_after_a_mock_lab (it ran run_lab(cfg)
@@ -394,6 +400,9 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
     assert (tp / "trace.json").read_bytes() == (lab_dir / "trace.json").read_bytes()
     assert "| `trace.json` | the profiled pass as one Chrome trace" in (tp / "README.md").read_text()
+    # each rank's own trace, as fetched from the pod, where HTA reads the folder
+    assert_rank_traces(tp, ranks=2)
+    assert "| `traces/` | each rank's own profiler trace" in (tp / "README.md").read_text()
     # the lab's ledger lines, byte for byte
     auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
     ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)

@@ -340,3 +340,22 @@ async def test_the_all_reduce_says_it_comes_from_the_instrumented_pass():
             ar = next(line for line in text.split("\n") if line.startswith("all-reduce"))
             assert ar.endswith(" ms token*") and " ms of a " in ar
             assert all(len(line) <= width for line in text.split("\n"))
+
+
+async def test_no_color_draws_every_view_in_monochrome(monkeypatch):
+    """NO_COLOR=1: Textual draws the dashboard through its monochrome filter, which needs every
+    cell styled; each plot's rows (also those not built yet) and each view must draw under it."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = _app()
+    assert app.no_color
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30, until="running",
+                                      profiled=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.runner.feed(events)
+        for key in ("1", "2", "5", "1"):
+            await pilot.press(key)
+            app.redraw(force=True)
+            await pilot.pause()
+        await wait_for(pilot, lambda: any(p.builds for p in app.query(ThreadedPlot)))
+        assert any(type(f).__name__ == "Monochrome" for f in app._filters)

@@ -284,6 +284,38 @@ async def test_heartbeat_and_fetch(server, tmp_path):
     assert not (tmp_path / "capped" / "results.json").exists()
 
 
+async def test_each_ranks_trace_comes_back_only_as_what_it_should_be(server, tmp_path,
+                                                                     monkeypatch):
+    """Each rank's own trace comes back from traces/ (and traces/single/); the pod is
+    untrusted: only files named as a rank's trace, plain files (no link out of the run), gzip,
+    within their limit."""
+    from tplab.records import rank_traces
+
+    run = server.root / remote.REMOTE_DIR
+    (run / "traces" / "single").mkdir(parents=True)
+    gz = rank_traces.compress(b'{"traceEvents": []}')
+    for rel in ("traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz",
+                "traces/single/rank0.pt.trace.json.gz"):
+        (run / rel).write_bytes(gz)
+    (run / "traces" / "rank2.pt.trace.json.gz").write_bytes(b"not gzip")
+    (run / "traces" / "rank3.pt.trace.json.gz").write_bytes(gz + b"x" * 200)
+    (run / "traces" / "notes.txt").write_bytes(gz)
+    secret = tmp_path / "secret"
+    secret.write_bytes(gz)
+    (run / "traces" / "rank4.pt.trace.json.gz").symlink_to(secret)
+    server.own(run)
+    monkeypatch.setattr(rank_traces, "FETCH_LIMIT", len(gz) + 100)
+    conn = await remote.connect(_opts(server, tmp_path), server.client_key)
+    got = await remote.fetch(conn, tmp_path / "out", names=[], folders=remote.FETCH_FOLDERS)
+    conn.close()
+    assert got.got == ["traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz",
+                       "traces/single/rank0.pt.trace.json.gz"]
+    assert got.refused == ["traces/rank2.pt.trace.json.gz", "traces/rank3.pt.trace.json.gz"]
+    assert (tmp_path / "out" / "traces" / "single" / "rank0.pt.trace.json.gz").read_bytes() == gz
+    assert sorted(p.name for p in (tmp_path / "out" / "traces").iterdir()) == [
+        "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz", "single"]
+
+
 def test_launch_command_is_detached_and_hands_the_watchdog_its_providers_description():
     cmd = remote.launch_command(remote.LaunchSpec(nproc=2, job_args=["--out", "."],
                                                    python="/usr/bin/python3",

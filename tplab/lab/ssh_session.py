@@ -364,7 +364,10 @@ class PodSession:
         """Copy the run's files into the out dir (each within its size limit: the pod is
         untrusted); read results.json when it came, and refuse one that is not a JSON object."""
         facts, stream = self.ctx.facts, self.ctx.stream
-        fetched = await remote.fetch(self.conn, facts.out_dir, names)
+        # each rank's own trace comes with the run's whole fetch, not with the teardown's few
+        # files (bounded in time)
+        folders = remote.FETCH_FOLDERS if tuple(names) == remote.FETCH_FILES else ()
+        fetched = await remote.fetch(self.conn, facts.out_dir, names, folders=folders)
         for name in fetched.got + fetched.trimmed:
             if name != EXIT_CODE:
                 facts.add_artifact(name)
