@@ -504,12 +504,17 @@ class EventDecoder:
     ``feed`` takes whatever bytes arrived (possibly half a line, possibly many lines) and returns
     the complete events; a trailing partial line is held until its newline arrives, so a write in
     progress on the pod is neither dropped nor mis-parsed. ``offset`` is the number of bytes fully
-    consumed (up to the last newline), i.e. the byte offset to resume a tail from.
+    consumed (up to the last newline), i.e. the byte offset to resume a tail from. A line that is
+    not a valid event raises ``EventError`` (after it is consumed), or with ``skip_bad`` is
+    counted in ``bad_lines`` and skipped (a recorded stream read back: the good lines around a
+    damaged one still count).
     """
 
-    def __init__(self, offset: int = 0) -> None:
+    def __init__(self, offset: int = 0, skip_bad: bool = False) -> None:
         self._buf = bytearray()
         self.offset = offset
+        self.skip_bad = skip_bad
+        self.bad_lines = 0
 
     @property
     def pending(self) -> int:
@@ -531,10 +536,12 @@ class EventDecoder:
                 try:
                     events.append(decode_line(raw))
                 except EventError:
-                    # keep the offset consistent before reporting the bad line
-                    del self._buf[:start]
-                    self.offset += consumed
-                    raise
+                    self.bad_lines += 1
+                    if not self.skip_bad:
+                        # keep the offset consistent before reporting the bad line
+                        del self._buf[:start]
+                        self.offset += consumed
+                        raise
             self.offset += consumed
         del self._buf[:start]
         return events

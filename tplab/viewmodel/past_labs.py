@@ -167,7 +167,7 @@ def _first_ts(path: Path) -> float | None:
 def read_stream(path: Path, limit: int = STREAM_LIMIT) -> Iterator[Event]:
     """The events of a lab's ``stream.jsonl`` in order (damaged lines skipped, at most
     ``limit`` bytes read)."""
-    dec = EventDecoder()
+    dec = EventDecoder(skip_bad=True)
     read = 0
     with open(Path(path) / "stream.jsonl", "rb") as fh:
         while read < limit and (chunk := fh.read(1 << 16)):

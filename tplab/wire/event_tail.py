@@ -50,7 +50,6 @@ class FastDecoder(EventDecoder):
     def __init__(self, offset: int = 0) -> None:
         super().__init__(offset)
         self.last_raw = b""
-        self.bad_lines = 0
         self._skipping = False   # inside an oversized line: drop bytes up to its newline
 
     def feed(self, data: bytes) -> list[Event]:
