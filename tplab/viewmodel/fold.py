@@ -125,12 +125,7 @@ class LabState(LabSnapshot):
         if self.started_at is None:
             self.started_at = ev.ts
         self.starting = None
-        if ev.num_prompts is not None:
-            self.num_prompts = ev.num_prompts
-        if ev.new_tokens is not None:
-            self.new_tokens = ev.new_tokens
-        if ev.world_size is not None:
-            self.world_size = ev.world_size
+        _carry(self, ev, ("num_prompts", "new_tokens", "world_size"))
         if ev.src != "lab":
             self.job_phase = name
             self.add_line(ev.ts, ev.src, "info", f"phase {name}")
@@ -261,22 +256,8 @@ class LabState(LabSnapshot):
             inst.state_since = ev.ts
             self.add_line(ev.ts, ev.src, "info",
                           f"instance {ev.pod_id or inst.pod_id or '?'} {state}")
-        if ev.pod_id:
-            inst.pod_id = ev.pod_id
-        if ev.provider:
-            inst.provider = ev.provider
-        if ev.gpu_type:
-            inst.gpu_type = ev.gpu_type
-        if ev.ssh_host:
-            inst.ssh_host = ev.ssh_host
-        if ev.gpu_count is not None:
-            inst.gpu_count = ev.gpu_count
-        if ev.ssh_port is not None:
-            inst.ssh_port = ev.ssh_port
-        if ev.spot is not None:
-            inst.spot = ev.spot
-        if ev.usd_per_hr is not None:
-            inst.usd_per_hr = ev.usd_per_hr
+        _carry(inst, ev, ("pod_id", "provider", "gpu_type", "ssh_host", "gpu_count", "ssh_port",
+                          "spot", "usd_per_hr"))
         if ev.uptime_s is not None:
             inst.uptime_s = ev.uptime_s
             inst.uptime_ts = ev.ts
@@ -290,6 +271,15 @@ class LabState(LabSnapshot):
     def _on_warning(self, ev: WarningEvent) -> None:
         self.warnings.append(ev.msg)
         self.add_line(ev.ts, ev.src, "warning", ev.msg)
+
+
+def _carry(target: object, ev: Event, names: tuple[str, ...]) -> None:
+    """Each of the event's fields ``names`` onto ``target``'s attribute of the same name, where
+    the event carries one (not None, not an empty string); the others keep what they had."""
+    for name in names:
+        value = getattr(ev, name)
+        if value is not None and value != "":
+            setattr(target, name, value)
 
 
 #: ``apply`` looks a handler up here by the event's class; other types are counted, not fatal
