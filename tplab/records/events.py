@@ -40,7 +40,7 @@ from typing import IO, Annotated, Any, Callable, ClassVar, Iterable, Iterator
 from tplab.records.dmodel import DModelPoint
 from tplab.records.untrusted import (
     MAX_COUNT, MAX_FIGURE, Amount, Count, Counts, Field, Filler, Int, Label, Labels, LongText, Nested,
-    Refused, Signed, check, fields_of, filler, one_of)
+    Refused, Signed, check, fields_of, filler, one_of, shown)
 
 SCHEMA_VERSION = 1
 SOURCES = ("job", "lab")
@@ -443,7 +443,7 @@ def from_dict(obj: Any, *, owned: bool = False) -> Event:
     v = get("v")
     if v.__class__ is not int or v != SCHEMA_VERSION:
         raise EventVersionError(
-            f"event schema version {v!r} is not the {SCHEMA_VERSION} this tplab reads; "
+            f"event schema version {shown(v)} is not the {SCHEMA_VERSION} this tplab reads; "
             "run the same tplab version on the client and the pod")
     type_, seq, ts, src = get("type"), get("seq"), get("ts"), get("src")
     if type_ is None or seq is None or ts is None or src is None:
@@ -451,14 +451,14 @@ def from_dict(obj: Any, *, owned: bool = False) -> Event:
         raise EventError(f"event is missing header field {missing!r}")
     cls = EVENT_TYPES.get(type_) if type_.__class__ is str else None
     if cls is None:
-        raise EventError(f"unknown event type {type_!r}" if type_.__class__ is str
+        raise EventError(f"unknown event type {shown(type_)}" if type_.__class__ is str
                          else "event type must be a string")
     if seq.__class__ is not int or not 0 <= seq <= MAX_COUNT:
-        raise EventError(f"event seq must be a non-negative integer, got {seq!r}")
+        raise EventError(f"event seq must be a non-negative integer, got {shown(seq)}")
     if not ((ts.__class__ is float or ts.__class__ is int) and 0 <= ts <= MAX_FIGURE):
-        raise EventError(f"event ts must be a finite number from 0, got {ts!r}")
+        raise EventError(f"event ts must be a finite number from 0, got {shown(ts)}")
     if src.__class__ is not str or src not in SOURCES:
-        raise EventError(f"event src must be one of {SOURCES}, got {src!r}")
+        raise EventError(f"event src must be one of {SOURCES}, got {shown(src)}")
     try:
         return cls._from_wire(obj, seq, float(ts), src, owned)
     except Refused as exc:

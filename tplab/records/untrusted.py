@@ -43,7 +43,8 @@ class Refused(ValueError):
     """A value is not of its field's kind; the text says what it must be and what it was."""
 
 
-def _shown(v: Any) -> str:
+def shown(v: Any) -> str:
+    """``v`` as an error message shows it: short, whatever the pod sent."""
     if isinstance(v, str):
         return f"a string of {len(v)} characters" if len(v) > 40 else repr(v)
     if isinstance(v, (list, tuple, dict)):
@@ -57,7 +58,7 @@ def number(lo: float, hi: float, what: str) -> Check:
     def check(v: Any) -> Any:
         if (v.__class__ is float or v.__class__ is int) and lo <= v <= hi:
             return v
-        raise Refused(f"must be {what}, got {_shown(v)}")
+        raise Refused(f"must be {what}, got {shown(v)}")
     return check
 
 
@@ -66,7 +67,7 @@ def integer(lo: int, hi: int, what: str) -> Check:
     def check(v: Any) -> Any:
         if v.__class__ is int and lo <= v <= hi:
             return v
-        raise Refused(f"must be {what}, got {_shown(v)}")
+        raise Refused(f"must be {what}, got {shown(v)}")
     return check
 
 
@@ -75,7 +76,7 @@ def text(limit: int) -> Check:
     def check(v: Any) -> Any:
         if v.__class__ is str and len(v) <= limit:
             return v
-        raise Refused(f"must be a string of at most {limit} characters, got {_shown(v)}")
+        raise Refused(f"must be a string of at most {limit} characters, got {shown(v)}")
     return check
 
 
@@ -86,7 +87,7 @@ def one_of(*values: str) -> Check:
     def check(v: Any) -> Any:
         if v.__class__ is str and v in allowed:
             return v
-        raise Refused(f"must be one of {', '.join(values)}, got {_shown(v)}")
+        raise Refused(f"must be one of {', '.join(values)}, got {shown(v)}")
     return check
 
 
@@ -99,20 +100,20 @@ def items(item: Check, limit: int, make: Callable[[Any], Any] = list) -> Check:
                 return make([item(x) for x in v])
             except Refused as exc:
                 raise Refused(f"has an item that {exc}") from None
-        raise Refused(f"must be a list of at most {limit} items, got {_shown(v)}")
+        raise Refused(f"must be a list of at most {limit} items, got {shown(v)}")
     return check
 
 
 def _object(v: Any) -> Any:
     if v.__class__ is dict:
         return v
-    raise Refused(f"must be an object, got {_shown(v)}")
+    raise Refused(f"must be an object, got {shown(v)}")
 
 
 def _flag(v: Any) -> Any:
     if v.__class__ is bool:
         return v
-    raise Refused(f"must be true or false, got {_shown(v)}")
+    raise Refused(f"must be true or false, got {shown(v)}")
 
 
 # ---- the kinds of field (each the Python type a reader sees, with its bounds) -------------
