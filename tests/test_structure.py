@@ -20,7 +20,7 @@ from tplab.commands.main import COMMANDS
 
 REPO = Path(tplab.__file__).resolve().parent.parent
 PACKAGES = ("tplab", "tui")
-MAX_LINES = 500
+MAX_LINES = 700
 
 
 def module_files(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:

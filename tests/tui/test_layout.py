@@ -206,11 +206,9 @@ LONG_OUT = "/home/student/.local/share/tplab/mock/labs/20261203-132533-b8ff0c"
 
 def _done_at(out_dir: str) -> list:
     """A complete lab's events whose folder is ``out_dir``."""
-    from tplab.records.events import Event
+    from dataclasses import replace
     events = lab_script(ScriptOptions(num_prompts=2, new_tokens=8))
-    done = events[-1]
-    return events[:-1] + [Event(type=done.type, seq=done.seq, ts=done.ts, src=done.src,
-                                fields={**done.fields, "out_dir": out_dir})]
+    return events[:-1] + [replace(events[-1], out_dir=out_dir)]
 
 
 def _fits(app: TplabApp, widget) -> bool:

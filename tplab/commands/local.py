@@ -101,7 +101,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     """Run torchrun, stream its events; return (exit status, error messages from the job)."""
     from tplab.faces.headless import HeadlessView
-    from tplab.records.events import EventDecoder, EventError
+    from tplab.records.events import ErrorEvent, EventDecoder, EventError
 
     view = HeadlessView(sys.stdout, job_detail=True)
     view.set_plan(args.num_prompts, args.new_tokens, args.tp)
@@ -135,8 +135,8 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
                     log.write(line.decode("utf-8", "replace"))
                     continue
                 for ev in events:
-                    if ev.type == "error":
-                        errors.append(ev["msg"])
+                    if isinstance(ev, ErrorEvent):
+                        errors.append(ev.msg)
                     if not (args.quiet or args.json):
                         view.handle(ev)
             rc = proc.wait()

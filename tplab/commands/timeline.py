@@ -48,14 +48,14 @@ def _section(path: Path) -> tuple[Any, str]:
             data = None
         if isinstance(data, dict) and data.get("timeline") is not None:
             return data["timeline"], str(results)
-    from tplab.records.events import EventError, read_events
+    from tplab.records.events import EventError, TimelineEvent, read_events
     for name in ("stream.jsonl", "events.jsonl"):
         stream = path / name
         if path.is_dir() and stream.is_file():
             try:
                 for ev in read_events(str(stream)):
-                    if ev.type == "timeline":
-                        return ev.fields, str(stream)
+                    if isinstance(ev, TimelineEvent):
+                        return ev.section, str(stream)
             except (OSError, EventError):
                 continue
     return None, str(results)
