@@ -9,15 +9,15 @@ The layout (seeds 000, 002, 004):
 
 * ``experiments/35-tp-inference/`` — manifest.json (its ``terminated_screenshot`` the seed's
   path in this tree, ``experiments/35-tp-inference/proof-terminated.png``), results.json,
-  instance.json, scaling-curve.png, trace.json (the profiled pass, for Perfetto),
-  proof-terminated.png (+ the provider's answer as JSON), run.py (block B), README.md (where
-  each block lives in tplab);
+  instance.json, scaling-curve.png, trace.json (the profiled pass, for Perfetto), traces/ (each
+  rank's own profiler trace, as HTA and Perfetto read them), proof-terminated.png (+ the
+  provider's answer as JSON), run.py (block B), README.md (where each block lives in tplab);
 * ``src/minitrain/tensor_parallel.py`` and ``tests/minitrain/test_tensor_parallel.py`` (block A,
   stop condition 5) and ``src/tplab/`` (the pod-side code they and run.py import), made from
   tplab's own code (``minitrain``);
 * ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
 * ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
-* ``experiments/35-reading-notes/`` — the reading notes shipped in ``docs/reading-notes/``;
+* ``experiments/35-reading-notes/`` — the reading notes tplab ships (``tplab/assets/reading-notes/``);
 * with ``compile_dir`` (seed 003), ``experiments/25-compile/`` — a `tplab compile` run's
   REPORT.md, the fused kernel as ``kernel.cpp`` (or ``kernel.py``), KERNEL_ANNOTATION.md,
   DISTRIBUTED.md (about a page) with DISTRIBUTED-detail.md beside it, manifest.json.
@@ -34,14 +34,15 @@ from tplab import __version__
 from tplab.handin import minitrain, spend_table
 from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
+from tplab.records import rank_traces
 from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
-from tplab.home.paths import REPO_ROOT
+from tplab.home.paths import READING_NOTES
 
 TP_DIR = "experiments/35-tp-inference"
 BUDGET_DIR = "experiments/35-cloud-budget"
 BUDGET_MD = "experiments/35-cloud-budget.md"
 NOTES_DIR = "experiments/35-reading-notes"
-NOTES_SRC = REPO_ROOT / "docs" / "reading-notes"
+NOTES_SRC = READING_NOTES
 COMPILE_DIR = "experiments/25-compile"
 #: a `tplab compile` run's files that seed 003 lists, by their name there
 COMPILE_FILES = ("REPORT.md", "KERNEL_ANNOTATION.md", "DISTRIBUTED.md", "DISTRIBUTED-detail.md",
@@ -59,6 +60,10 @@ LAB_FILES: dict[str, str] = {
     "trace.json": "the profiled pass as one Chrome trace, one process per rank, every all-reduce "
                   "named by its layer: open it in ui.perfetto.dev or chrome://tracing "
                   "(`tplab timeline` prints it as text)",
+    rank_traces.TRACES_DIR + "/": "each rank's own profiler trace as torch wrote it (gzip), with "
+                                  "distributedInfo (rank, world size, backend): Holistic Trace "
+                                  "Analysis and Perfetto read the folder as it is; the "
+                                  "single-device pass in `traces/single/`",
     "proof-terminated.png": "proof of termination: the provider's own answer for the pod after "
                             "terminate (state, times, API routes) and the lab's final frame",
     "proof-terminated.json": "the same provider answer as data",
@@ -198,6 +203,11 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
         if name == "manifest.json":
             data = _manifest(data, proof)
         files.append(Planned(f"{TP_DIR}/{name}", data))
+    traces = rank_traces.present(lab.path)
+    for rel in traces:
+        files.append(Planned(f"{TP_DIR}/{rel}", (lab.path / rel).read_bytes()))
+    if traces:
+        present.append(rank_traces.TRACES_DIR + "/")
     for name in ("scaling-curve.png", "proof-terminated.png"):
         if name not in present:
             notes.append(f"{name}: the lab has none (it ended before it could be drawn)")

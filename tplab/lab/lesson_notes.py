@@ -370,7 +370,7 @@ def _transports(r: dict[str, Any]) -> Claim | None:
     back* (the all-reduce sweep's fit, one call after another) and *in the loop* (the decode
     loop's collective time per token, ``_in_loop_alpha_us``). Both transports from this run
     (``--comm both``), or this run's against the other transport's profile
-    (``assets/hardware_profiles.json``, whose α says which of the two it is)."""
+    (``tplab/assets/hardware_profiles.json``, whose α says which of the two it is)."""
     if (r.get("device_type") or (r.get("env") or {}).get("device_type")) != "cpu":
         return None
     calls, world = _num(r.get("allreduce_calls_per_token")), int(r.get("world_size") or 2)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.cloud.registry import gone_routes
-from tplab.records.events import Event, EventDecoder
+from tplab.records.events import Event, EventDecoder, PhaseEvent
 
 PROOF_PNG = "proof-terminated.png"
 #: what a mock lab's proof says above everything (its "provider" is the local mock cloud)
@@ -79,9 +79,8 @@ def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 
     for ev in events:
         view.handle(ev)
     t0 = events[0].ts if events else 0.0  # as the terminal's: from the lab's first event
-    phases = [f"{stamp(ev.ts - t0)} {ev['name']}"
-              + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else "")
-              for ev in events if ev.type == "phase" and ev.src != "job"]
+    phases = [f"{stamp(ev.ts - t0)} {ev.name}" + (f" (pod {ev.pod_id})" if ev.pod_id else "")
+              for ev in events if isinstance(ev, PhaseEvent) and ev.src != "job"]
     if len(phases) > max_phases:
         phases = phases[:2] + ["  ..."] + phases[-(max_phases - 3):]
     table = view.table({**summary, "artifacts": {}})
