@@ -63,7 +63,8 @@ def test_a_mock_labs_curve_and_proof_say_mock(tmp_path, monkeypatch):
     seen = {}
     monkeypatch.setattr(chart, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
     pred = SimpleNamespace(profile=None, world_size=2, shape=None, measured=None, sweep=[],
-                           measured_crossover=None, measured_reason="", calibration=None)
+                           measured_crossover=None, measured_reason="", calibration=None,
+                           band=None)
     artifacts.write_curve(pred, tmp_path, mock=True)
     assert "MOCK" in seen["banner"]
     artifacts.write_curve(pred, tmp_path, mock=False)

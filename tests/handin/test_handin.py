@@ -17,7 +17,8 @@ import pytest
 from tplab.commands import main as cli
 from tplab.money.budget import BudgetGuard
 from tplab.money.budget_config import fmt_usd
-from tplab.handin import spend_table
+from tplab import __version__
+from tplab.handin import minitrain, spend_table
 
 SEED_TREE = {
     "experiments/35-tp-inference/manifest.json", "experiments/35-tp-inference/results.json",
@@ -27,7 +28,7 @@ SEED_TREE = {
     "experiments/35-cloud-budget/spend.jsonl", "experiments/35-cloud-budget.md",
     "experiments/35-reading-notes/megatron-tp-layers.md",
     "experiments/35-reading-notes/fsdp-prefetch.md", "experiments/35-reading-notes/synthesis.md",
-    "experiments/35-reading-notes/megatron-sha.txt"}
+    "experiments/35-reading-notes/megatron-sha.txt"} | set(minitrain.files(__version__))
 #: each rank's own trace, as HTA reads the folder (a lab that ran its profiled pass)
 SEED_TREE |= {f"experiments/35-tp-inference/traces/{f}" for f in (
     "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz", "single/rank0.pt.trace.json.gz")}
@@ -173,3 +174,20 @@ def test_the_spend_table_has_a_row_per_lab_and_tplab_budgets_totals(tmp_path) ->
                            fmt_usd(s.remaining_usd)) == ("$5.00", "$0.4213", "$1.50", "$3.08")
     assert "| 1 | 20261201-000000-aaaaaa (this hand-in) | `lab02-a` |" in md
     assert "MOCK" not in md and "within the $5.00 cap" in md
+
+
+def test_a_compile_run_is_handed_in_where_seed_003_names_its_files(tmp_path) -> None:
+    from tplab.handin.gather import COMPILE_DIR, HandinError, plan_compile
+    run = tmp_path / "compile"
+    (run / "kernels").mkdir(parents=True)
+    for name in ("REPORT.md", "KERNEL_ANNOTATION.md", "DISTRIBUTED.md", "DISTRIBUTED-detail.md",
+                 "manifest.json", "compile-results.json"):
+        (run / name).write_text(name)
+    (run / "kernels" / "fused_softmax.cpp").write_text("extern \"C\" void kernel() {}")
+    planned = {p.rel: p.data for p in plan_compile(run)}
+    assert set(planned) == {f"{COMPILE_DIR}/{n}" for n in (
+        "REPORT.md", "KERNEL_ANNOTATION.md", "DISTRIBUTED.md", "DISTRIBUTED-detail.md",
+        "manifest.json", "compile-results.json", "kernel.cpp")}
+    assert planned[f"{COMPILE_DIR}/kernel.cpp"].startswith(b"extern")
+    with pytest.raises(HandinError, match="is not a finished `tplab compile"):
+        plan_compile(tmp_path / "nothing")

@@ -44,7 +44,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert "speedup (single/TP)" in done.stdout and "match" in done.stdout
     assert "d_model sweep (measured" in done.stdout and "crossover, measured:" in done.stdout
     assert "TP=2 per token, shm" in done.stdout and "TP=2 per token, gloo" in done.stdout
-    assert "single (same run)" in done.stdout and "(cpu-shm, calibrated)" in done.stdout
+    assert "single (same run)" in done.stdout and "[cpu-shm calibrated from this run" in done.stdout
 
     r = json.loads((out / "results.json").read_text())
     assert r["outputs_match"] is True and r["world_size"] == 2 and r["backend"] == "gloo"
@@ -147,7 +147,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
         assert "µs over shm and " in m["lesson_notes"] and "in the same run" in m["lesson_notes"]
     else:
         assert all(t["sweep"]["fit"] or t["sweep"]["fit_error"] for t in r["transports"].values())
-    assert m["instance_type"] == "2x CPU process (shared memory, gloo alongside)"
+    assert m["instance_type"].startswith("2 CPU processes (shm, gloo alongside) on ")
 
 
 def test_tplab_local_timeout_stops_the_job_and_records_failed(tiny_assets, tmp_path):

@@ -274,7 +274,18 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert manifest["actual_cost_usd"] is not None and 0 < manifest["actual_cost_usd"] < 0.1
     assert manifest["crossover_d_model"] is None or manifest["crossover_d_model"] > 64
     # the values, not only the keys
-    assert manifest["instance_type"] == "2x NVIDIA GeForce RTX 4090 spot"
+    # a mock lab names the machine it measured, and apart, labelled, the hardware it stands for
+    assert manifest["instance_type"].startswith("mock: 2 CPU processes (gloo) on ")
+    assert manifest["measured_on"] == manifest["instance_type"].removeprefix("mock: ")
+    stands = manifest["stands_for"]
+    assert stands["instance_type"] == "2x NVIDIA GeForce RTX 4090 spot"
+    assert stands["profile"] == "rtx4090x2-pcie" and "nothing ran on it" in stands["what"]
+    assert stands["crossover"]["kind"] == "point" and round(stands["crossover"]["estimate"]) == 1953
+    assert "NVIDIA" not in json.dumps({k: v for k, v in manifest.items()
+                                       if k not in ("stands_for", "image", "lesson_notes")})
+    # the crossover with its uncertainty, calibrated from this run, the one the notes quote
+    assert manifest["crossover"]["source"] == "calibrated" and manifest["crossover"]["resamples"]
+    assert manifest["crossover"]["text"] in manifest["lesson_notes"]
     assert manifest["vendor"] == "mock RunPod (local)" and manifest["mock"] is True
     gone_at = json.loads((d / "stream.jsonl").read_text().splitlines()[-1])
     assert manifest["end_ts"] is not None and manifest["start_ts"] < manifest["end_ts"]
@@ -398,7 +409,15 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
     assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
     tp = dest / "experiments/35-tp-inference"
-    assert (tp / "manifest.json").read_bytes() == (lab_dir / "manifest.json").read_bytes()
+    # the lab's manifest, its screenshot named by the seed's path in this tree (seed 000)
+    handed = json.loads((tp / "manifest.json").read_text())
+    assert handed.pop("terminated_screenshot") == "experiments/35-tp-inference/proof-terminated.png"
+    assert handed == {k: v for k, v in manifest.items() if k != "terminated_screenshot"}
+    # blocks A and B where the seed puts them, and the README says where each lives in tplab
+    assert (dest / "experiments/35-tp-inference/run.py").read_text().count("tplab.job.run") == 1
+    assert "class ColumnParallelLinear" in (dest / "src/minitrain/tensor_parallel.py").read_text()
+    assert "| A | the TP primitives | `tplab/tp/layers.py`" in (tp / "README.md").read_text()
+    assert "(equal to `tplab budget --mock`" in (dest / "experiments/35-cloud-budget.md").read_text()
     assert (tp / "proof-terminated.png").read_bytes()[:8] == PNG
     assert "MOCK" in (tp / "README.md").read_text()
     # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is

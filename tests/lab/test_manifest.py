@@ -241,7 +241,7 @@ def test_crossover_is_the_measured_one_when_the_sweep_found_it_and_notes_compare
     assert m["crossover_d_model"] == 700.0 and m["crossover_source"] == "measured"
     assert m["predicted_crossover_d_model"] == 1953.3 and m["measured_crossover_d_model"] == 700.0
     notes = m["lesson_notes"]
-    assert "measured the crossover at d_model ≈ 700" in notes and "predicts ≈ 1953" in notes
+    assert "measured the crossover at d_model ≈ 700" in notes and "crossover at d_model ≈ 1953" in notes
     assert "179% above the measurement" in notes
     # a sweep without a crossover: the predicted one, labelled so, and the sweep's reason
     m = _complete(_results(d_model_sweep=sweep[:1], measured_crossover_d_model=None,

@@ -120,9 +120,9 @@ def test_cpu_shm_profile_is_calibrated_like_cpu_gloo_and_moves_the_crossover():
     gloo, shm = latency.load_profile("cpu-gloo"), latency.load_profile("cpu-shm")
     for key, num in shm.numbers().items():
         assert num.source == "measured", key  # every number from a run, as for cpu-gloo
-    # the same machine: only the transport's alpha and beta (and this run's launch) differ
-    assert shm.mem_bw_gbps.value == gloo.mem_bw_gbps.value
-    assert shm.peak_tflops.value == gloo.peak_tflops.value
+    # the same machine, each measured over its own transport: bandwidths of one order
+    assert 0.5 < shm.mem_bw_gbps.value / gloo.mem_bw_gbps.value < 2
+    assert len(shm.replicates) == len(gloo.replicates) >= 100
     # in-loop alphas (the decode loop waits for the slower rank over either transport): still
     # several times lower over shared memory
     assert shm.alpha_us.value * 3 <= gloo.alpha_us.value

@@ -12,6 +12,7 @@ import torch
 from tests.sidelabs.test_compile_lab import TRITON_OUTPUT
 from tplab.sidelabs import compile_stretch as cs
 from tplab.sidelabs import compile_stretch_report as report
+from tplab.sidelabs.pair_timing import SideBySide
 from tplab.model.config import GPTConfig
 from tplab.model.gpt import MiniGPT
 
@@ -42,29 +43,19 @@ def test_export_of_a_tiny_decode_step_round_trips(tmp_path: Path) -> None:
     assert e["mutated_buffers"] or any("index_copy_" in op for op in e["in_place_ops"])
 
 
-def test_time_many_keeps_the_spread() -> None:
-    calls = {"a": 0, "b": 0}
-
-    def bump(k: str):
-        def f() -> None:
-            calls[k] += 1
-        return f
-    t = cs.time_many({"a": bump("a"), "b": bump("b")}, calls=3, rounds=4, warmup=2)
-    assert calls == {"a": 14, "b": 14}
-    assert all(v["min_us"] <= v["median_us"] <= v["max_us"] for v in t.values())
-
-
 def test_the_report_sections_say_what_ran() -> None:
-    assert "pass `--mode max-autotune`" in "\n".join(report.autotune_lines(None))
-    timing = {m: {"median_us": us, "min_us": us * 0.9, "max_us": us * 1.2}
-              for m, us in (("default", 200.0), ("max-autotune", 100.0))}
-    a = {"shape": [1, 6], "timing": timing, "speedup_vs_default": 2.0,
+    assert "pass `--mode max-autotune`" in "\n".join(report.autotune_lines(None, {}))
+    timing = SideBySide("MiniGPT forward", "µs", {"default": [200.0, 201.0, 199.0, 200.0, 202.0],
+                                                  "max-autotune": [100.0, 100.5, 99.5, 100.0, 101.0]},
+                        5, 1.0, "stable within 15% after 5 rounds", 50)
+    a = {"shape": [1, 6], "timing": timing.to_dict(),
          "default": {"compile_s": 4.0, "max_abs_diff": 1e-6, "argmax_equal": True, "graphs": []},
          "max-autotune": {"compile_s": 30.0, "max_abs_diff": 1e-6, "argmax_equal": True,
                           "graphs": []}}
-    text = "\n".join(report.autotune_lines(a))
-    assert "| default | 4.0 s | 200.0 µs (180.0 µs–240.0 µs)" in text
-    assert "| max-autotune | 30.0 s | 100.0 µs" in text and "7.5×" in text and "2.00×" in text
+    ratios = {"MiniGPT forward, default / max-autotune": timing.ratio("default", "max-autotune")}
+    text = "\n".join(report.autotune_lines(a, ratios))
+    assert "| default | 4.0 s | 200.0 µs ±0% (n 5)" in text
+    assert "| max-autotune | 30.0 s | 100.0 µs" in text and "7.5×" in text and "2.00× [" in text
     r = {"started_at": 0.0, "finished_at": 50.0, "seconds": {"substitute": 10.0, "model": 38.0},
          "model": {"forward_compile_s": 5.0, "decode_compile_s": 9.0,
                    "stretch": {"seconds": {"export": 2.0, "attention": 6.0}}}}

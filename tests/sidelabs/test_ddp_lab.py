@@ -43,7 +43,7 @@ def test_two_gloo_ranks_loss_falls_and_allreduce_is_timed(tmp_path: Path) -> Non
     from tplab.home.paths import DEFAULT_CHECKPOINT
 
     ckpt = save_checkpoint(tmp_path / "tiny.pt", MiniGPT(tiny), build_tokenizer())
-    page = survey.render(survey.collect(ckpt, ddp_run=tmp_path))
+    page = survey.render_detail(survey.collect(ckpt, ddp_run=tmp_path))
     ddp_section = page.split(survey.SECTIONS[0])[1].split(survey.SECTIONS[1])[0]
     assert f"{r['allreduce_share']:.1%} of the step time" in ddp_section
     assert f"carrying {4 * n_params:,} B per step, as computed" in ddp_section

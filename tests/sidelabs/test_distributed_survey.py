@@ -68,7 +68,7 @@ def _sections(text: str) -> dict[str, str]:
 def test_every_byte_figure_matches_the_checkpoint_shapes(which: str, other_checkpoint: Path) -> None:
     ckpt = DEFAULT_CHECKPOINT if which == "shipped" else other_checkpoint
     want = expected_bytes(ckpt)
-    text = survey.render(survey.collect(ckpt))
+    text = survey.render_detail(survey.collect(ckpt))
 
     found = {int(x.replace(",", "")) for x in BYTE_FIGURE.findall(text)}
     assert found, text
@@ -92,6 +92,26 @@ def test_every_byte_figure_matches_the_checkpoint_shapes(which: str, other_check
     assert "%" not in secs[survey.SECTIONS[0]] and " ms" not in secs[survey.SECTIONS[2]]
     if which == "other":
         assert "d_ff = 4·d_model; this checkpoint has d_ff 96" in text
+
+
+def test_the_page_is_about_a_page_with_its_detail_beside_it() -> None:
+    """Seed 003 asks for ~1 page (~500 words, four sections of ~125): the page keeps each
+    pattern's prose and one line of this model's figures, the three closing sentences, and links
+    the detail, whose figures it quotes."""
+    data = survey.collect(DEFAULT_CHECKPOINT)
+    page, detail = survey.render(data), survey.render_detail(data)
+    assert 450 <= len(page.split()) <= 720, len(page.split())
+    assert len(detail.split()) > 2 * len(page.split())
+    assert f"]({survey.DETAIL_FILE})" in page and f"]({survey.FILE})" in detail
+    secs, detail_secs = _sections(page), _sections(detail)
+    assert list(secs) == [*survey.SECTIONS, survey.CLOSING]
+    for title in survey.SECTIONS:
+        line = secs[title].strip().split("\n\n")[-1]
+        assert line.startswith("For MiniGPT-grammar:")
+        assert len(secs[title].split()) <= 150, title
+        for figure in BYTE_FIGURE.findall(line):  # every figure of the page is the detail's
+            assert figure in detail, (title, figure)
+    assert secs[survey.CLOSING].strip() == detail_secs[survey.CLOSING].strip()
 
 
 def _tp_decode_collectives(rank: int, world_size: int, checkpoint: str) -> dict:
@@ -135,7 +155,7 @@ def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: P
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "results.json").write_text(json.dumps(_tp_results(cfg.to_dict())))
 
-    text = survey.render(survey.collect(ckpt, tp_run=tmp_path / "local"))
+    text = survey.render_detail(survey.collect(ckpt, tp_run=tmp_path / "local"))
     want = expected_bytes(ckpt)
     found = {int(x.replace(",", "")) for x in BYTE_FIGURE.findall(text)}
     assert found <= set(want.values()), found - set(want.values())
@@ -144,7 +164,7 @@ def test_a_tp_run_is_quoted_with_its_source_and_a_failed_one_refused(tmp_path: P
     assert "1.234 ms per token**, 20% of the 6.170 ms token" in tp_s and "0.50×" in tp_s and "as computed" in tp_s
     assert str((tmp_path / "local" / "results.json").resolve()) in tp_s and "2027-01-15" in tp_s
     assert survey.NOT_MEASURED not in tp_s and "measured here: 20% of a TP token" in secs[survey.CLOSING]
-    assert "calibrated from the TP run" in tp_s
+    assert "`cpu-gloo`: " in tp_s and "[cpu-gloo calibrated from this run" in tp_s
     # DDP, FSDP and PP were not measured by anything
     for title in (survey.SECTIONS[0], survey.SECTIONS[1], survey.SECTIONS[3]):
         assert survey.NOT_MEASURED in secs[title]

@@ -53,11 +53,65 @@ def test_a_short_collective_still_shows_in_its_cell_and_the_labels_sit_at_their_
         Segment("rest", 940, 1000)))
     cells = lane_cells(lane, 1000.0, 10)  # 100 µs a cell: 40 µs of waiting under 60 of compute
     assert cells[4] in ("wait", "wire") and cells[5] == "wire"
-    assert cells[0] == "compute" and cells[9] == "rest"
-    assert "".join(CELL[c] for c in cells).count("█") == 7
+    assert cells[0] == "compute"
+    # 8.6 cells of compute, two cells taken by the collective: the other eight are compute
+    assert "".join(CELL[c] for c in cells).count("█") == 8
     step = timeline_from(synthetic_timeline()).steps["tp"][0]
     row = label_row(step, 0, step.span_us, 80)
     assert row.split()[0] == "E" and row.split()[-1] == "G"
+
+
+def _interleaved(token_us: float, ops: int, rest_share: float, busy_gaps_closed: bool) -> Lane:
+    """A single-device token of ``ops`` ops, each followed by its share of rest, as the job
+    records it: the busy intervals exact, or (``busy_gaps_closed``) one interval over the
+    whole step, as a bounded record with its gaps closed draws it."""
+    op = token_us * (1 - rest_share) / ops
+    gap = token_us * rest_share / ops
+    compute = token_us * (1 - rest_share)
+    if busy_gaps_closed:
+        segs = (Segment("compute", 0.0, token_us),)
+    else:
+        segs = tuple(s for i in range(ops) for s in (
+            Segment("compute", i * (op + gap), i * (op + gap) + op),
+            Segment("rest", i * (op + gap) + op, (i + 1) * (op + gap))))
+    return Lane(0, 0.0, token_us, compute, 0.0, 0.0, token_us - compute, None, segs)
+
+
+@pytest.mark.parametrize("closed", [False, True])
+@pytest.mark.parametrize("width", [40, 76, 196])
+def test_a_token_whose_rest_is_finely_interleaved_shows_that_much_blank(closed, width):
+    # the issue's single token: 2084 µs = compute 1170 + rest 914, ~80 ops, each cell of a
+    # 76-column lane covering ~1.5 op and gap
+    lane = _interleaved(2084.0, 80, 914 / 2084, closed)
+    cells = lane_cells(lane, 2084.0, width)
+    blank = cells.count("rest") / width
+    assert blank == pytest.approx(914 / 2084, abs=2 / width)
+    assert blank >= 0.30 - 1 / width
+
+
+def test_single_and_tp_share_one_scale_and_the_ratio_is_said():
+    from tplab.viewmodel.timeline_view import scale_text, to_scale
+    t = timeline_from(synthetic_timeline())
+    lanes, per_cell = to_scale(t, 60)
+    by_mode = {lane.mode: lane for lane in lanes}
+    assert set(by_mode) == {"tp", "single"}
+    longest = max(by_mode.values(), key=lambda lane: lane.span_us)
+    assert len(longest.cells) == 60 and per_cell == pytest.approx(longest.span_us / 60)
+    for lane in lanes:  # each drawn as long as its own time on the shared scale
+        assert len(lane.cells) == max(1, round(lane.span_us / per_cell))
+    ratio = by_mode["tp"].span_us / by_mode["single"].span_us
+    assert f"is {ratio:.1f}× single" in scale_text(lanes, per_cell)
+
+
+def test_labels_left_out_for_want_of_room_are_named():
+    from tplab.viewmodel.timeline_view import dropped_labels, dropped_text
+    step = timeline_from(synthetic_timeline()).steps["tp"][0]
+    assert dropped_labels(step, 0, step.span_us, 400) == []
+    gone = dropped_labels(step, 0, step.span_us, 20)
+    shown = label_row(step, 0, step.span_us, 20).split()
+    assert gone and not set(gone) & set(shown) and len(gone) + len(shown) == len(step.collectives)
+    assert dropped_text(gone).startswith("label") and gone[0] in dropped_text(gone)
+    assert dropped_text([]) == ""
 
 
 def test_a_record_that_is_not_one_reads_as_nothing_and_bad_steps_are_skipped():

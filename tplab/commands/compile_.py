@@ -30,7 +30,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--substitute-only", action="store_true",
                    help="only the seed's Linear(64, 600)+softmax substitute, no MiniGPT")
     p.add_argument("--new-tokens", type=int, default=64, metavar="N", help="tokens per timed decode (default 64)")
-    p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per pair (default 5)")
+    p.add_argument("--rounds", type=int, default=8,
+                   help="timing rounds at least (default 8), each visiting every side of every "
+                        "timing; rounds go on until every side's spread is within 15%% or "
+                        "--max-rounds / --max-seconds")
+    p.add_argument("--max-rounds", type=int, default=40,
+                   help="timing rounds at most (default 40)")
+    p.add_argument("--max-seconds", type=float, default=60.0,
+                   help="seconds of timing at most (default 60); a figure still unstable then is "
+                        "flagged and its ratios are not quoted")
+    p.add_argument("--against", type=Path, default=None, metavar="DIR",
+                   help="an earlier `tplab compile --out DIR`: REPORT.md sets each ratio beside "
+                        "that run's, agree (intervals overlap), flagged (unstable) or DISAGREE")
     p.add_argument("--calls", type=int, default=200, help="calls per timing round for forwards (default 200)")
     p.add_argument("--mode", choices=("default", "max-autotune"), default="default",
                    help="max-autotune: also compile the MiniGPT forward with mode='max-autotune' and "
@@ -62,16 +73,24 @@ def main(args: argparse.Namespace) -> int:
     if args.device != "cpu" and not args.device.startswith("cuda"):
         print(f"tplab compile: --device must be cpu or cuda, not {args.device!r}.", file=sys.stderr)
         return 2
-    for name in ("new_tokens", "rounds", "calls"):
+    for name in ("new_tokens", "rounds", "calls", "max_rounds"):
         if getattr(args, name) < 1:
             print(f"tplab compile: --{name.replace('_', '-')} must be at least 1.", file=sys.stderr)
+            return 2
+    if args.against is not None:
+        problem = _against_problem(args.against)
+        if problem:
+            print(f"tplab compile: {problem}", file=sys.stderr)
             return 2
     survey_ok = _check_survey_inputs(args)
     if survey_ok is None:
         return 2
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "tplab.sidelabs.compile_lab", "--out", str(out),
-           "--new-tokens", str(args.new_tokens), "--rounds", str(args.rounds), "--calls", str(args.calls)]
+           "--new-tokens", str(args.new_tokens), "--rounds", str(args.rounds), "--calls", str(args.calls),
+           "--max-rounds", str(args.max_rounds), "--max-seconds", str(args.max_seconds)]
+    if args.against is not None:
+        cmd += ["--against", str(args.against)]
     if not args.substitute_only:
         cmd += ["--checkpoint", str(args.checkpoint)]
         if args.prompts and args.prompts.exists():
@@ -104,10 +123,14 @@ def main(args: argparse.Namespace) -> int:
         return 0 if manifest["status"] == "COMPLETE" else 1
     print(f"substitute max |eager - compiled| = {manifest['substitute_max_abs_diff']:.3e} "
           f"(bar {manifest['match_bar']:g}); fused softmax kernel: {manifest['fused_softmax_kernel']}")
-    if manifest.get("decode_speedup_vs_eager") is not None:
+    for name, ratio in (manifest.get("ratios") or {}).items():
+        agree = ((manifest.get("against") or {}).get("ratios") or {}).get(name)
+        print(f"{name}: {ratio['text']}" + (f" ({agree} with {manifest['against']['path']})"
+                                            if agree else ""))
+    if manifest.get("decode_ms_per_token"):
         ms = manifest["decode_ms_per_token"]
-        print(f"decode: eager {ms['eager']:.3f} ms/token, compiled {ms['compiled']:.3f} ms/token "
-              f"({manifest['decode_speedup_vs_eager']:.2f}x); tokens equal: {manifest['decode_tokens_equal']}")
+        print(f"decode: eager {ms['eager']:.3f} ms/token, compiled {ms['compiled']:.3f} ms/token; "
+              f"tokens equal: {manifest['decode_tokens_equal']}")
     st = manifest.get("stretch")
     if st:
         print(f"export: decode step saved, {st['export_op_count']} ops; attention per call: "
@@ -122,6 +145,19 @@ def main(args: argparse.Namespace) -> int:
               f"measured runs quoted: {', '.join(manifest['distributed_measured']) or 'none'})")
     print(f"status {manifest['status']}; report: {out / 'REPORT.md'}")
     return 0 if manifest["status"] == "COMPLETE" else 1
+
+
+def _against_problem(path: Path) -> str | None:
+    """Why an earlier run given with --against cannot be compared (one sentence), or None."""
+    f = path / "compile-results.json" if path.is_dir() else path
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return (f"--against {path} holds no readable compile-results.json; name the folder of "
+                "an earlier `tplab compile --out DIR`.")
+    if not isinstance(data, dict) or data.get("lab") != "compile":
+        return f"--against {path} is not a compile lab's results."
+    return None
 
 
 def _check_survey_inputs(args: argparse.Namespace) -> bool | None:

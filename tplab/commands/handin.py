@@ -21,8 +21,10 @@ DESCRIPTION = (
     "35-tp-inference/ (manifest, results, scaling curve, trace.json, proof-terminated.png, a "
     "README), "
     "35-cloud-budget/spend.jsonl (the lab's ledger lines as recorded), 35-cloud-budget.md (the "
-    "phase's spend table) and 35-reading-notes/. A different existing file is never overwritten "
-    "without --force.")
+    "phase's spend table) and 35-reading-notes/; run.py (block B), src/minitrain/tensor_parallel.py "
+    "and tests/minitrain/test_tensor_parallel.py (block A) made from tplab's own code; with "
+    "--compile-run DIR, a `tplab compile` run as experiments/25-compile/. A different existing file "
+    "is never overwritten without --force.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the lab's id (its folder name under TPLAB_HOME/labs or "
                              "TPLAB_HOME/mock/labs) or its folder; default: the newest lab the "
                              "seed accepts (a STOPPED or FAILED lab is refused)")
+    parser.add_argument("--compile-run", metavar="DIR", type=Path, default=None, dest="compile_dir",
+                        help="also hand in a `tplab compile --out DIR` run as "
+                             "experiments/25-compile/ (seed 003: REPORT.md, kernel, "
+                             "KERNEL_ANNOTATION.md, DISTRIBUTED.md and its detail, manifest)")
     parser.add_argument("--force", action="store_true",
                         help="overwrite files in DIR whose content differs")
     parser.add_argument("--list", action="store_true",
@@ -74,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        out = handin(dest, args.lab, force=args.force)
+        out = handin(dest, args.lab, force=args.force, compile_dir=args.compile_dir)
     except HandinError as exc:
         print(f"tplab handin: {exc}", file=sys.stderr)
         return 1

@@ -152,29 +152,28 @@ _COMM_LABEL = {"gloo": "gloo", "shm": "shared memory", "both": "shared memory, g
 
 
 def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
-           results_path: Path) -> tuple[Path, float | None]:
+           results_path: Path) -> tuple[Path, Any]:
     """Calibrate the profile from the run (its d_model sweep when it has one), store the
-    calibrated prediction per measured point in results.json (``calibration``), and draw
-    scaling-curve.png; (the PNG, the predicted crossover)."""
-    from tplab.scaling import calibration, chart, latency, split_compare
+    calibrated prediction per measured point and the crossover's band in results.json
+    (``calibration``), and draw scaling-curve.png; (the PNG, the band)."""
+    from tplab.scaling import calibration, chart, crossover, latency
     from tplab.util.jsonfile import write_json
 
     shape = latency.shape_from_results(results)
-    cal = calibration.calibrate(profile, results, shape)
-    split_compare.annotate_both_ways(results, cal, profile, shape)
+    cal, block, band = crossover.annotate_run(results, profile, shape)
     write_json(results_path, results)
     cross = calibration.crossovers(cal, results, results["world_size"], shape)
     png = chart.save_png(out_dir / "scaling-curve.png", cal, results["world_size"], shape,
-                                calibration.measured_points(results),
-                                sweep=results.get("d_model_sweep"),
-                                measured_crossover=cross["measured"],
-                                measured_reason=cross["measured_reason"],
-                                warning=calibration.miss_warning(results.get("calibration")))
-    return png, cross["predicted"]
+                         calibration.measured_points(results),
+                         sweep=results.get("d_model_sweep"),
+                         measured_crossover=cross["measured"],
+                         measured_reason=cross["measured_reason"],
+                         warning=calibration.miss_warning(block), band=band)
+    return png, band
 
 
 def _json_summary(out_dir: Path, manifest: dict[str, Any], results: dict[str, Any] | None,
-                  crossover: float | None, job_s: float, curve: Path | None,
+                  band: Any, job_s: float, curve: Path | None,
                   errors: list[str]) -> dict[str, Any]:
     """`--json`: the run's figures as their owners made them (the manifest; results.json, the
     calibration in it), and where its files are (absolute paths)."""
@@ -182,7 +181,8 @@ def _json_summary(out_dir: Path, manifest: dict[str, Any], results: dict[str, An
     curve = curve.resolve() if curve is not None else None
     return {"status": manifest.get("status"), "reason": manifest.get("reason"),
             "out_dir": out_dir, "job_wall_s": round(job_s, 3),
-            "crossover_d_model_predicted": crossover, "errors": errors,
+            "crossover_d_model_predicted": band.estimate if band else None,
+            "crossover": band.to_dict() if band else None, "errors": errors,
             "manifest": manifest,
             "results": results,
             "files": {"results": out_dir / "results.json", "manifest": out_dir / "manifest.json",
@@ -256,28 +256,30 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             errors.append(str(exc))
 
-    curve_path = crossover = None
+    curve_path = band = None
     if results is not None:
         try:
-            curve_path, crossover = _curve(profile, results, out_dir, results_path)
+            curve_path, band = _curve(profile, results, out_dir, results_path)
         except latency.ScalingError as exc:
             errors.append(f"scaling curve: {exc}")
 
     ok = rc == 0 and results is not None and results.get("outputs_match") is True
     status, reason = ("EDUCATIONAL_STUB", "no cloud run") if ok else (
         "FAILED", errors[-1] if errors else f"the job exited with status {rc}")
+    machine = manifest.measured_machine(results)
     m = manifest.build_manifest(
         results, status=status, reason=reason,
-        vendor="local", instance_type=f"{args.tp}x CPU process ({_COMM_LABEL[args.comm]})",
+        vendor="local", instance_type=machine or f"{args.tp}x CPU process ({_COMM_LABEL[args.comm]})",
         nvlink_present=False,
         instance_id=None, start_ts=t0, end_ts=time.time(), estimated_cost_usd=0.0,
-        actual_cost_usd=0.0, terminated_screenshot=None, crossover_d_model=crossover,
-        profile_name=f"{profile.name}, calibrated from this run")
+        actual_cost_usd=0.0, terminated_screenshot=None,
+        crossover_d_model=band.estimate if band else None,
+        profile_name=f"{profile.name}, calibrated from this run", band=band)
     manifest.write_manifest(out_dir / "manifest.json", m)
 
     if args.json:
         from tplab.commands.json_out import emit
-        emit(_json_summary(out_dir, m, results, crossover, job_s, curve_path, errors))
+        emit(_json_summary(out_dir, m, results, band, job_s, curve_path, errors))
     if results is None:
         print(f"tplab local: the job failed ({reason}); see {out_dir / 'torchrun.log'}.",
               file=sys.stderr)
@@ -288,9 +290,7 @@ def main(args: argparse.Namespace) -> int:
 
     ways = (results.get("calibration") or {}).get("both_ways")
     rows = results_rows(results) + ([("calibration", both_ways_text(ways))] if ways else []) + [
-        ("crossover d_model, predicted", (f"{crossover:.0f}" if crossover else
-                                          "none in d_model 16..65536")
-         + f" ({profile.name}, calibrated)"),
+        ("crossover d_model, predicted", band.text() if band else "not calibrated"),
         ("job wall time", f"{job_s:.1f} s (torchrun start to exit)"),
         ("manifest", f"{out_dir / 'manifest.json'} ({status}: {reason})"),
     ]

@@ -52,19 +52,22 @@ def _fmt_num(n: Any) -> str:  # a tplab.scaling Number (value, source)
     return f"{n.value:g} ({n.source})"
 
 
-def explain(summary: dict, profile_name: str) -> str:
-    """Why the crossover sits where it does, in the model's own terms."""
-    cross = summary["crossover_d_model"]
-    if cross is None:
-        return ("The model predicts TP never wins up to d_model 65536 here: the per-token collectives and the extra "
-                "launches cost more than the weight reads TP divides.")
+def explain(band: Any, profile_name: str) -> str:
+    """Why the crossover sits where it does, in the model's own terms (``band``: the
+    ``CrossoverBand`` every face quotes)."""
+    if band.kind in ("none", "none below"):
+        return (f"Crossover: {band.text()}. Below that the per-token collectives and TP's extra "
+                "launches cost more than the weight reads TP divides; where the data cannot tell "
+                "how much TP saves on those reads from nothing, no crossover can be promised.")
+    cross = band.estimate
     lo, hi = SEED_RANGE
     if profile_name.startswith("rtx4090"):
-        verdict = ("inside the seed's expected 1024-2048" if lo <= cross <= hi else
+        inside = (band.lo or cross) <= hi and (band.hi or cross) >= lo
+        verdict = ("inside the seed's expected 1024-2048" if inside else
                    f"outside the seed's expected {lo}-{hi}")
     else:
-        verdict = "(the seed's 1024-2048 expectation is for 2x RTX 4090)"
-    return (f"Predicted crossover d_model ≈ {cross:.0f}, {verdict}. Below it a token's weights are read "
+        verdict = "the seed's 1024-2048 expectation is for 2x RTX 4090"
+    return (f"Crossover: {band.text()}; {verdict}. Below it a token's weights are read "
             "faster than the 2·n_layer+1 all-reduces (each at least 2(p-1)·alpha) and TP's extra "
             "kernel launches cost; above it the weight reads, which grow as d_model², dominate and "
             "dividing them by p pays. Faster memory (HBM on A100/H100) pushes the crossover up, "
@@ -93,7 +96,7 @@ def _load_run(args: argparse.Namespace) -> tuple[dict | None, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.scaling import calibration, chart, latency, split_compare
+    from tplab.scaling import calibration, chart, crossover, latency, split_compare
 
     try:
         if args.list:
@@ -111,21 +114,25 @@ def main(args: argparse.Namespace) -> int:
         tp = args.tp or int((results or {}).get("world_size") or 2)
         cross: dict[str, Any] = {"measured": None,
                                  "measured_reason": "no run given (--calibrate)"}
+        band = crossover.for_profile(profile, tp, shape)
         if results is not None:
             shape = latency.shape_from_results(results, shape)
-            prior, profile = profile, calibration.calibrate(profile, results, shape)
             measured = calibration.measured_points(results)
             if int(results.get("world_size") or 0) != tp:
                 # a run at another world size is not a point on this curve
                 measured, results = None, {**results, "d_model_sweep": None}
+                profile = calibration.calibrate(profile, results, shape)
+                band = crossover.for_run(latency.load_profile(name), results, shape, tp)
             else:
-                split_compare.annotate_both_ways(results, profile, prior, shape)
+                profile, _, band = crossover.annotate_run(results, profile, shape)
             cross = calibration.crossovers(profile, results, tp, shape)
     except latency.ScalingError as exc:
         print(f"tplab scaling: {exc}", file=sys.stderr)
         return 2
 
     summary = latency.summary(profile, tp, shape)
+    summary["crossover_d_model"] = band.estimate
+    summary["crossover"] = band.to_dict()
     summary["measured"] = measured
     summary["measured_crossover_d_model"] = cross["measured"]
     summary["measured_crossover_reason"] = cross["measured_reason"]
@@ -138,14 +145,15 @@ def main(args: argparse.Namespace) -> int:
     ways = ((results or {}).get("calibration") or {}).get("both_ways")
     if ways:
         summary["calibration_both_ways"] = ways
-    summary["explanation"] = explain(summary, profile.name)
+    summary["explanation"] = explain(band, profile.name)
 
     def write_out() -> str:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         png = chart.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
                              sweep=sweep, measured_crossover=cross["measured"],
-                             measured_reason=cross["measured_reason"], warning=warning)
+                             measured_reason=cross["measured_reason"], warning=warning,
+                             band=band)
         (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         return f"wrote {png} and {out / 'scaling.json'}"
 
@@ -159,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
         from tplab.faces.colour import colour_on
         print(chart.render_plotext(profile, tp, shape, measured, sweep=sweep,
                                    measured_crossover=cross["measured"],
-                                   color=colour_on(sys.stdout)))
+                                   color=colour_on(sys.stdout), band=band))
     print(f"profile {profile.name}: {profile.description}"
           + (f"\n  calibrated from {profile.calibrated_from}" if profile.calibrated_from else ""))
     for key, n in profile.numbers().items():

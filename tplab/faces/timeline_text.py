@@ -16,9 +16,13 @@ from tplab.viewmodel.timeline_view import (
     Step,
     Timeline,
     allreduce_text,
+    dropped_labels,
+    dropped_text,
     label_row,
     lane_cells,
+    scale_text,
     split_text,
+    to_scale,
     us,
 )
 
@@ -29,17 +33,35 @@ def step_lines(step: Step, index: int, count: int, width: int, comm: str) -> Ite
     """One step: a heading, then per rank its collectives' labels, its lane and its parts."""
     where = f"over {comm}" if step.mode == "tp" else "on one device"
     name = "TP" if step.mode == "tp" else "single"
-    yield f"{name} token {index + 1}/{count} (step {step.pos}) {where}, {us(step.span_us)}"
     lane_width = max(10, width - PREFIX)
     span = step.span_us or 1.0
+    yield (f"{name} token {index + 1}/{count} (step {step.pos}) {where}, {us(step.span_us)} "
+           f"(its own scale: 1 cell = {us(span / lane_width)})")
     for k, lane in enumerate(step.lanes):
         labels = label_row(step, k, span, lane_width)
         if labels:
             yield " " * PREFIX + labels
+        gone = dropped_labels(step, k, span, lane_width)
+        if gone:
+            yield " " * PREFIX + f"({dropped_text(gone)})"
         yield f"r{lane.rank:<{PREFIX - 1}}" + "".join(
             CELL.get(c, " ") for c in lane_cells(lane, span, lane_width)).rstrip()
         yield (" " * PREFIX + f"{us(lane.token_us)} = compute {lane.compute_us:.0f} + wire "
                f"{lane.wire_us:.0f} + wait {lane.wait_us:.0f} + rest {lane.rest_us:.0f} µs")
+
+
+def scale_lines(t: Timeline, width: int) -> Iterator[str]:
+    """Each mode's median token on one shared scale (rank 0), so TP's slowdown is seen as
+    length; then the steps below each take the full width at their own scale."""
+    lanes, per_cell = to_scale(t, max(10, width - 8 - 10))
+    if len(lanes) < 2:
+        return
+    yield ""
+    yield f"median token of each mode, rank 0, {scale_text(lanes, per_cell)}:"
+    for lane in lanes:
+        name = "TP" if lane.mode == "tp" else "single"
+        yield (f"{name:<7} " + "".join(CELL.get(c, " ") for c in lane.cells)
+               + "|" + f" {us(lane.span_us)}")
 
 
 def timeline_lines(t: Timeline, *, width: int = 100, modes: tuple[str, ...] = ("tp", "single"),
@@ -47,6 +69,7 @@ def timeline_lines(t: Timeline, *, width: int = 100, modes: tuple[str, ...] = ("
     """The whole profiled pass (or one ``token``, 1-based, of each mode) as lines."""
     yield f"profiled pass: TP over {t.comm}; {t.alignment}"
     yield f"legend: {LEGEND}; labels: E embedding, 3a/3m layer 3's attn-out/mlp-down, G logits"
+    yield from scale_lines(t, width)
     for mode in modes:
         steps = t.steps.get(mode, ())
         chosen = list(enumerate(steps))

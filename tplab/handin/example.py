@@ -40,7 +40,8 @@ def terminal_plot(lab_dir: Path) -> str:
         raise SystemExit("example: the lab's prediction could not be made from its results")
     return scaling_plot.render_plotext(pred.profile, pred.world_size, pred.shape, pred.measured,
                                        sweep=pred.sweep, color=False,
-                                       measured_crossover=pred.measured_crossover)
+                                       measured_crossover=pred.measured_crossover,
+                                       band=pred.band)
 
 
 def timeline_text(lab_dir: Path) -> str:

@@ -7,13 +7,20 @@ nothing at all is written, so a hand-in is never half old and half new.
 
 The layout (seeds 000, 002, 004):
 
-* ``experiments/35-tp-inference/`` — manifest.json, results.json, instance.json,
-  scaling-curve.png, trace.json (the profiled pass, for Perfetto), traces/ (each rank's own
-  profiler trace, as HTA and Perfetto read them), proof-terminated.png (+ the provider's answer
-  as JSON), README.md;
+* ``experiments/35-tp-inference/`` — manifest.json (its ``terminated_screenshot`` the seed's
+  path in this tree, ``experiments/35-tp-inference/proof-terminated.png``), results.json,
+  instance.json, scaling-curve.png, trace.json (the profiled pass, for Perfetto), traces/ (each
+  rank's own profiler trace, as HTA and Perfetto read them), proof-terminated.png (+ the
+  provider's answer as JSON), run.py (block B), README.md (where each block lives in tplab);
+* ``src/minitrain/tensor_parallel.py`` and ``tests/minitrain/test_tensor_parallel.py`` (block A,
+  stop condition 5) and ``src/tplab/`` (the pod-side code they and run.py import), made from
+  tplab's own code (``minitrain``);
 * ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
 * ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
-* ``experiments/35-reading-notes/`` — the reading notes tplab ships (``tplab/assets/reading-notes/``).
+* ``experiments/35-reading-notes/`` — the reading notes tplab ships (``tplab/assets/reading-notes/``);
+* with ``compile_dir`` (seed 003), ``experiments/25-compile/`` — a `tplab compile` run's
+  REPORT.md, the fused kernel as ``kernel.cpp`` (or ``kernel.py``), KERNEL_ANNOTATION.md,
+  DISTRIBUTED.md (about a page) with DISTRIBUTED-detail.md beside it, manifest.json.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from tplab.handin import spend_table
+from tplab import __version__
+from tplab.handin import minitrain, spend_table
 from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
 from tplab.records import rank_traces
@@ -35,6 +43,10 @@ BUDGET_DIR = "experiments/35-cloud-budget"
 BUDGET_MD = "experiments/35-cloud-budget.md"
 NOTES_DIR = "experiments/35-reading-notes"
 NOTES_SRC = READING_NOTES
+COMPILE_DIR = "experiments/25-compile"
+#: a `tplab compile` run's files that seed 003 lists, by their name there
+COMPILE_FILES = ("REPORT.md", "KERNEL_ANNOTATION.md", "DISTRIBUTED.md", "DISTRIBUTED-detail.md",
+                 "manifest.json", "compile-results.json")
 
 #: the lab's files that go to experiments/35-tp-inference/, and what each one is
 LAB_FILES: dict[str, str] = {
@@ -111,6 +123,30 @@ def spend_lines(ledger_path: Path, auth_id: str | None) -> bytes:
 
 
 # ------------------------------------------------------------------ the plan
+#: where each block of seed 000 lives in tplab, and what of it is in the hand-in
+BLOCKS = (
+    ("A", "the TP primitives", "`tplab/tp/layers.py` (ColumnParallelLinear, RowParallelLinear, "
+     "ShardedEmbedding) on `tplab/tp/collectives.py`; tested in `tests/tp/test_tensor_parallel.py`",
+     f"`{minitrain.TENSOR_PARALLEL}` and `{minitrain.TESTS_FILE}` (run: `PYTHONPATH=src python "
+     "-m pytest tests/minitrain`)"),
+    ("B", "the experiment's script", "`tplab/job/` (the job under torchrun: `run.py`, "
+     "`decode_timing.py`), uploaded by `tplab/lab/bundle.py`", "`run.py` here, starting "
+     "`src/tplab/job/`, byte for byte the code the lab uploaded"),
+    ("C", "pre-flight", "`tplab/lab/preflight.py`, `tplab/money/budget.py` (BudgetGuard.authorize)",
+     "`instance.json` (the instance id, its start, the authorization)"),
+    ("D", "run it", "`tplab/lab/orchestrator.py` (create, wait, upload, torchrun, fetch), "
+     "`tplab/lab/teardown.py` (terminate, verify gone, record_actual)",
+     "`proof-terminated.png`, `../35-cloud-budget/spend.jsonl`"),
+    ("E", "analyse", "`tplab/records/results.py` (the figures), `tplab/lab/lesson_notes.py` (the "
+     "why-slower paragraph, every claim from the figures)", "`results.json`, the manifest's "
+     "figures and `lesson_notes`"),
+    ("F", "the scaling curve", "`tplab/scaling/` (`latency.py` the model, `calibration.py` fitted to "
+     "the run, `crossover.py` the crossover with its uncertainty, `chart.py` the plot)",
+     "`scaling-curve.png`, the manifest's `crossover`"),
+    ("G", "the manifest", "`tplab/lab/manifest.py`", "`manifest.json`"),
+)
+
+
 def readme(lab: PastLab, present: list[str]) -> str:
     mock = lab.mock
     head = [f"# Lab 02: tensor-parallel inference, lab {lab.lab_id}"
@@ -123,13 +159,35 @@ def readme(lab: PastLab, present: list[str]) -> str:
              + (f" ({lab.reason})" if lab.reason else "") + ".", "", "| file | what it is |",
              "|---|---|"]
     rows = [f"| `{name}` | {LAB_FILES[name]} |" for name in LAB_FILES if name in present]
-    rows += ["| `../35-cloud-budget/spend.jsonl` | this lab's lines of the budget ledger, "
+    rows += ["| `run.py` | block B: the job as it ran on the pod (`src/tplab/job/`), started "
+             "under torchrun |",
+             "| `../35-cloud-budget/spend.jsonl` | this lab's lines of the budget ledger, "
              "exactly as BudgetGuard recorded them (authorize, then actual) |",
              "| `../35-cloud-budget.md` | the phase's spend table: each lab, authorized, actual, "
              "remaining of the phase cap |",
              "| `../35-reading-notes/` | the Megatron and FSDP reading notes, the pinned "
-             "Megatron SHA and the synthesis diagrams |"]
-    return "\n".join(head + rows) + "\n"
+             "Megatron SHA and the synthesis diagrams |",
+             f"| `../../{minitrain.TENSOR_PARALLEL}`, `../../{minitrain.TESTS_FILE}` | block A: "
+             "the TP layers and the seed's four tests |",
+             "| `../../src/tplab/` | tplab's pod-side code, as uploaded: what run.py and "
+             "tensor_parallel.py import |"]
+    blocks = ["", "## Where each block of the lab lives in tplab", "",
+              f"Generated from tplab {__version__}'s own code, so the hand-in and the tool cannot "
+              "disagree.", "", "| block | what | in tplab | here |", "|---|---|---|---|"]
+    blocks += [f"| {b} | {what} | {where} | {here} |" for b, what, where, here in BLOCKS]
+    return "\n".join(head + rows + blocks) + "\n"
+
+
+def _manifest(data: bytes, proof: str | None) -> bytes:
+    """The lab's manifest with ``terminated_screenshot`` the seed's path in this tree."""
+    try:
+        m = json.loads(data)
+    except ValueError:
+        return data
+    if not isinstance(m, dict) or proof is None:
+        return data
+    m["terminated_screenshot"] = f"{TP_DIR}/{proof}"
+    return (json.dumps(m, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
@@ -138,8 +196,13 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
     files: list[Planned] = []
     notes: list[str] = []
     present = [name for name in LAB_FILES if (lab.path / name).is_file()]
+    proof = next((n for n in ("proof-terminated.png", "proof-terminated.svg",
+                              "proof-terminated.json") if n in present), None)
     for name in present:
-        files.append(Planned(f"{TP_DIR}/{name}", (lab.path / name).read_bytes()))
+        data = (lab.path / name).read_bytes()
+        if name == "manifest.json":
+            data = _manifest(data, proof)
+        files.append(Planned(f"{TP_DIR}/{name}", data))
     traces = rank_traces.present(lab.path)
     for rel in traces:
         files.append(Planned(f"{TP_DIR}/{rel}", (lab.path / rel).read_bytes()))
@@ -160,6 +223,7 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
         lab_ids.setdefault(auth, lab.lab_id)
     files.append(Planned(BUDGET_MD, spend_table.render(guard.summary(), lab_ids, lab.mock,
                                                        this_auth=auth).encode()))
+    files += [Planned(rel, data) for rel, data in sorted(minitrain.files(__version__).items())]
     if NOTES_SRC.is_dir():
         for src in sorted(NOTES_SRC.iterdir()):
             if src.is_file():
@@ -167,6 +231,21 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
     else:
         notes.append(f"reading notes: {NOTES_SRC} is missing from this install")
     return files, notes
+
+
+def plan_compile(run: Path) -> list[Planned]:
+    """Seed 003's deliverables from a `tplab compile --out DIR` run (HandinError, one sentence,
+    when DIR is not one)."""
+    if not (run / "manifest.json").is_file() or not (run / "REPORT.md").is_file():
+        raise HandinError(f"{run} is not a finished `tplab compile --out DIR` run (no REPORT.md "
+                          "and manifest.json there).")
+    files = [Planned(f"{COMPILE_DIR}/{name}", (run / name).read_bytes())
+             for name in COMPILE_FILES if (run / name).is_file()]
+    kernel = next((k for k in (run / "kernels" / "fused_softmax.cpp",
+                               run / "kernels" / "fused_softmax.py") if k.is_file()), None)
+    if kernel is not None:
+        files.append(Planned(f"{COMPILE_DIR}/kernel{kernel.suffix}", kernel.read_bytes()))
+    return files
 
 
 def write(files: list[Planned], dest: Path, force: bool = False) -> Outcome:
@@ -200,10 +279,13 @@ def write(files: list[Planned], dest: Path, force: bool = False) -> Outcome:
 
 
 def handin(dest: Path, lab_id: str | None = None, force: bool = False,
-           roots: Iterable[Path] | None = None) -> Outcome:
-    """Pick the lab (``pick.pick_lab``), plan the hand-in, write it."""
+           roots: Iterable[Path] | None = None, compile_dir: Path | None = None) -> Outcome:
+    """Pick the lab (``pick.pick_lab``), plan the hand-in (and a compile run's, when given),
+    write it."""
     chosen = pick_lab(lab_id, roots)
     files, notes = plan(chosen.lab)
+    if compile_dir is not None:
+        files += plan_compile(compile_dir)
     out = write(files, dest, force)
     out.lab, out.why, out.notes = chosen.lab, chosen.why, notes
     return out

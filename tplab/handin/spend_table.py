@@ -95,7 +95,7 @@ def render(summary: Any, lab_ids: dict[str, str], mock: bool = False,
                    f"{fmt_usd(row.remaining_after)} |")
     if not rows:
         out.append("| - | no lab has been authorized yet | | | | | | |")
-    out += ["", "## Totals (equal to `tplab budget`)", "",
+    out += ["", f"## Totals (equal to `tplab budget{' --mock' if mock else ''}`, the same ledger)", "",
             "| cap | spent | held | remaining |", "|---:|---:|---:|---:|",
             f"| {fmt_usd(summary.cap_usd)} | {fmt_usd(summary.spent_usd)} | "
             f"{fmt_usd(summary.held_usd)} | {fmt_usd(summary.remaining_usd)} |", ""]

@@ -36,13 +36,38 @@ MOCK_BANNER = "MOCK lab: local mock cloud, measured on this machine's CPU (gloo)
 
 def write_curve(pred: LabPrediction, out_dir: Path, mock: bool = False) -> Path:
     """scaling-curve.png: the prediction's curves, the measured points (the d_model sweep's and
-    the lab's own), both crossovers (and, for a mock lab, MOCK above them)."""
+    the lab's own), the predicted crossover's band and the measured crossover (and, for a mock
+    lab, MOCK above them)."""
     return chart.save_png(out_dir / CURVE, pred.profile, pred.world_size, shape=pred.shape,
-                                 measured=pred.measured, sweep=pred.sweep,
-                                 measured_crossover=pred.measured_crossover,
-                                 measured_reason=pred.measured_reason,
-                                 banner=MOCK_BANNER if mock else None,
-                                 warning=calibration.miss_warning(pred.calibration))
+                          measured=pred.measured, sweep=pred.sweep,
+                          measured_crossover=pred.measured_crossover,
+                          measured_reason=pred.measured_reason,
+                          banner=MOCK_BANNER if mock else None,
+                          warning=calibration.miss_warning(pred.calibration), band=pred.band)
+
+
+def stand_in(config: LabConfig) -> dict[str, Any] | None:
+    """What a mock lab stands for, apart from what it measured: the hardware it would rent and
+    the scaling model's prediction there, from that hardware's profile (never from this CPU's
+    figures). Nothing in it ran; ``what`` says so."""
+    from tplab.lab.prediction import SHIPPED_D_MODEL, predict_lab
+    pred = predict_lab(None, gpu_type=config.gpu_type, gpus=config.gpus, mock=False)
+    if pred is None:
+        return None
+    at = pred.at_lab_d_model
+    return {
+        "what": "a prediction of the scaling model for the hardware this mock lab stands for; "
+                "nothing ran on it (the figures above were measured on this machine's CPU)",
+        "instance_type": config.instance_type(),
+        "profile": pred.profile.name,
+        "profile_devices": pred.profile.devices,
+        "profile_figures": sorted({n.source for n in pred.profile.numbers().values()}),
+        "d_model": SHIPPED_D_MODEL,
+        "predicted_single_ms": at.single_ms if at else None,
+        "predicted_tp_ms": at.tp_ms if at else None,
+        "predicted_speedup": at.speedup if at else None,
+        "crossover": pred.band.to_dict() if pred.band else None,
+    }
 
 
 def write_proof_picture(facts: LabFacts, mock: bool = False) -> Path | None:
@@ -95,10 +120,18 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
     proof = next((n for n in (PROOF_SVG, PROOF_PNG, PROOF) if (facts.out_dir / n).is_file()), None)
     partial = None if res or not facts.partial.measured else facts.partial.partial_figures()
     money_fields = facts.money.manifest_fields()
+    # a mock lab's pods are processes on this CPU: its instance is what measured, and the GPU it
+    # stands for is a labelled prediction beside it, never a field that says a GPU ran
+    machine = manifest.measured_machine(res) or "this machine's CPU (no job ran)"
+    instance_type = f"mock: {machine}" if config.mock else config.instance_type()
+    mock_only: dict[str, Any] = {}
+    if config.mock:
+        mock_only["measured_on"] = machine
+        mock_only["stands_for"] = stand_in(config)
     return manifest.build_manifest(
         res, status=status, reason=reason,
         vendor=vendor_label(config),
-        instance_type=config.instance_type(),
+        instance_type=instance_type,
         nvlink_present=False if config.mock else manifest.nvlink_from_results(res),
         instance_id=pod.id, start_ts=pod.created_at, end_ts=pod.gone_at,
         estimated_cost_usd=money_fields["estimated_cost_usd"],
@@ -107,7 +140,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         crossover_d_model=pred.crossover_d_model if pred else None,
         prediction=pred.at_lab_d_model if pred else None,
         profile_name=pred.profile_name if pred else "",
-        partial=partial,
+        partial=partial, band=pred.band if pred else None,
         extra={
             "mock": config.mock,
             "provider": config.provider_name(),
@@ -121,6 +154,7 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
             "actual_cost_note": money_fields["actual_cost_note"],
             "budget_label": config.ledger_label(),
             "image": pod.image.to_dict() if pod.image else None,
+            **mock_only,
             "device_type": (res or {}).get("device_type"),
             "timing_method": (res or {}).get("timing"),
             "num_prompts": config.num_prompts,

@@ -18,7 +18,11 @@ POD_PACKAGES = ("records", "stats", "util", "tp", "model", "job")
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # tplab/
 
 
+def pod_code_items() -> list[UploadItem]:
+    """The pod-side code alone (``tplab/...``): what a hand-in carries as the job that ran."""
+    return _items(PACKAGE_ROOT, POD_PACKAGES, [])
+
+
 def bundle_items(checkpoint: Path, prompts: Path) -> list[UploadItem]:
-    return _items(PACKAGE_ROOT, POD_PACKAGES,
-                  [UploadItem(Path(checkpoint), "checkpoint.pt"),
-                   UploadItem(Path(prompts), "prompts.txt")])
+    return pod_code_items() + [UploadItem(Path(checkpoint), "checkpoint.pt"),
+                               UploadItem(Path(prompts), "prompts.txt")]

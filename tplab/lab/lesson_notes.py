@@ -1,20 +1,46 @@
 """``lesson_notes``: the manifest's paragraph on why TP is slower (or faster) here, written from
-this run's own numbers.
+this run's own numbers, every claim checked against them.
 
-Why apart from the manifest: the manifest is a record of fields; this is prose, built from the
-measured message size, α against the per-token compute, the launches TP does not divide, the
-transport's α, the crossover measured or predicted, and the stability of the figures. Two runs
-on different hardware read differently; a lab that ended early is described from its partial
-figures; without a run it says so, and why (a prediction at the lab's d_model when there is one).
+Why apart from the manifest: the manifest is a record of fields; this is prose. The paragraph is
+a list of ``Claim``s, each made by one function from the figures it names (``facts``) and worded
+by what those figures say: "slower" only when TP's per-token time is above one device's; an
+all-reduce "pure latency" only when its bandwidth term is a small part of it; the excess of the
+decode loop's collectives over the back-to-back sweep called waiting only when the profiled
+split puts that much of a collective in waiting (never when waiting is at most
+``WAIT_NEGLIGIBLE`` of it), wire otherwise; the per-op host overhead said not to shrink only
+when the split shows TP's time outside the collectives did not halve; the crossover the one
+band ``tplab.scaling.crossover`` made, with its source. A lab that ended early is described from
+its partial figures; without a run it says so, and why (a prediction at the lab's d_model when
+there is one).
 
 Client side: standard library only (no torch).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from tplab.viewmodel.timeline_view import timeline_from
+from tplab.viewmodel.timeline_view import Split, timeline_from
+
+#: waiting at most this share of a collective is never the cause of anything
+WAIT_NEGLIGIBLE = 0.10
+#: the loop's collectives are "more than the sweep predicts" past this factor
+EXCESS_FACTOR = 1.5
+#: an all-reduce is "pure latency" when its bandwidth term is below this share of 2(p-1)α
+LATENCY_BOUND = 0.10
+#: TP's time outside the collectives "did not shrink" above this share of one device's token
+SHRINK_BAR = 0.6
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One sentence of the paragraph and the figures it was made from (``facts``: name -> value,
+    with what it concludes), so a test can hold the words to the numbers."""
+
+    topic: str
+    text: str
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 def _fmt_bytes(n: float) -> str:
@@ -23,6 +49,11 @@ def _fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.0f} B"
+
+
+def _num(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+    return float(v) if ok else None
 
 
 def _partial_notes(partial: dict[str, Any], why: str, cross: str) -> str:
@@ -45,127 +76,273 @@ def _partial_notes(partial: dict[str, Any], why: str, cross: str) -> str:
 
 
 def _crossover_notes(results: dict[str, Any] | None, predicted: float | None,
-                     profile_name: str) -> str:
-    """The crossover sentence: the model's, and the d_model sweep's measured one beside it."""
-    model = f"the scaling model{f' ({profile_name})' if profile_name else ''}"
+                     profile_name: str, band: Any = None) -> str:
+    """The crossover sentence: the model's (its band when there is one), and the d_model sweep's
+    measured one beside it."""
     why = ("only from there do the weight reads TP divides outweigh the collectives and launches "
            "it adds")
+    named = f"The scaling model{f' ({profile_name})' if profile_name else ''}"
+    if band is not None:
+        model = f"The scaling model's crossover: {band.text()}"
+        central = band.estimate if band.kind in ("range", "point") else None
+    elif predicted:
+        model = f"{named} predicts the crossover at d_model ≈ {predicted:.0f}"
+        central = predicted
+    else:
+        model, central = f"{named} predicts no crossover up to d_model 65536", None
     r = results or {}
     if r.get("d_model_sweep") is None:
-        return (f"{model[0].upper()}{model[1:]} predicts the crossover at d_model ≈ "
-                f"{predicted:.0f}: {why} (predicted only: this run measured no d_model sweep)."
-                if predicted else "")
+        if band is None and not predicted:
+            return ""
+        return f"{model}" + (f": {why}" if central else "") + (
+            " (predicted only: this run measured no d_model sweep)." if band is None else ".")
     measured = r.get("measured_crossover_d_model")
-    pred = (f"{model} predicts ≈ {predicted:.0f}" if predicted
-            else f"{model} predicts none up to d_model 65536")
+    ival = r.get("measured_crossover_interval") or {}
+    sure = f"; {ival['note']}" if ival.get("note") else ""
     if measured is None:
-        return (f"The d_model sweep measured no crossover ({r.get('measured_crossover_reason') or 'none within the sweep'}); "
-                f"{pred}.")
-    gap = (f", {abs(predicted / measured - 1):.0%} {'above' if predicted > measured else 'below'} "
-           "the measurement" if predicted else "")
+        return (f"The d_model sweep measured no crossover "
+                f"({r.get('measured_crossover_reason') or 'none within the sweep'}{sure}). "
+                f"{model}.")
+    gap = (f"; its central fit is {abs(central / measured - 1):.0%} "
+           f"{'above' if central > measured else 'below'} the measurement" if central else "")
     return (f"The d_model sweep measured the crossover at d_model ≈ {measured:.0f} (interpolated "
-            f"between its points): {why}; {pred}{gap}.")
+            f"between its points{sure}): {why}. {model}{gap}.")
+
+
+def _no_run_notes(prediction: Any, why: str, cross: str) -> str:
+    if prediction is None:
+        if why:
+            return f"No job results, so nothing measured to reflect on: {why}. {cross}".strip()
+        return f"No run and no prediction: nothing measured to reflect on. {cross}".strip()
+    p = prediction
+    opening = (f"No job results ({why}), so no measured numbers" if why
+               else "No cloud run, so no measured numbers")
+    return (f"{opening}: this is the model's prediction at d_model "
+            f"{p.d_model:.0f}. One device: {p.single_ms:.3f} ms/token, of which "
+            f"{p.single_launch_ms:.3f} ms is kernel launches and only "
+            f"{max(p.single_memory_ms, p.single_compute_ms):.3f} ms reading weights or "
+            f"computing. TP over {p.world_size}: {p.tp_ms:.3f} ms/token, because it halves the "
+            f"small part, launches at least as many kernels per rank ({p.tp_launch_ms:.3f} ms), "
+            f"and adds {p.allreduces_per_token} all-reduces of {_fmt_bytes(p.message_bytes)} "
+            f"plus a logits all-gather ({p.comm_ms:.3f} ms), each paying the latency α "
+            f"whatever its size. {cross}").strip()
 
 
 def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
                  crossover_d_model: float | None = None, profile_name: str = "",
-                 why_no_run: str = "", partial: dict[str, Any] | None = None) -> str:
+                 why_no_run: str = "", partial: dict[str, Any] | None = None,
+                 band: Any = None) -> str:
     """The "why is TP slower here" paragraph, written from this run's numbers.
 
     ``results`` is a results.json dict (or None when there was no run: then the paragraph is
-    written from ``prediction``, a ``tplab.scaling.latency.Prediction`` at the lab's d_model, and opens
-    with ``why_no_run``, e.g. the manifest's reason).
+    written from ``prediction``, a ``tplab.scaling.latency.Prediction`` at the lab's d_model, and
+    opens with ``why_no_run``, e.g. the manifest's reason). ``band``: the crossover with its
+    uncertainty (``tplab.scaling.crossover.CrossoverBand``), quoted as it is.
     """
-    cross = _crossover_notes(results, crossover_d_model, profile_name)
+    cross = _crossover_notes(results, crossover_d_model, profile_name, band)
     why = why_no_run.strip().rstrip(".")
     if not results and partial:
         return _partial_notes(partial, why, cross)
     if not results:
-        if prediction is None:
-            if why:
-                return (f"No job results, so nothing measured to reflect on: {why}. "
-                        + cross).strip()
-            return ("No run and no prediction: nothing measured to reflect on. " + cross).strip()
-        p = prediction
-        opening = (f"No job results ({why}), so no measured numbers" if why
-                   else "No cloud run, so no measured numbers")
-        return (f"{opening}: this is the model's prediction at d_model "
-                f"{p.d_model:.0f}. One device: {p.single_ms:.3f} ms/token, of which "
-                f"{p.single_launch_ms:.3f} ms is kernel launches and only "
-                f"{max(p.single_memory_ms, p.single_compute_ms):.3f} ms reading weights or "
-                f"computing. TP over {p.world_size}: {p.tp_ms:.3f} ms/token, because it halves the "
-                f"small part, launches at least as many kernels per rank ({p.tp_launch_ms:.3f} ms), "
-                f"and adds {p.allreduces_per_token} all-reduces of {_fmt_bytes(p.message_bytes)} "
-                f"plus a logits all-gather ({p.comm_ms:.3f} ms), each paying the latency α "
-                f"whatever its size. " + cross).strip()
-    r = results
-    s, t, x = r["single_per_token_ms"], r["tp_per_token_ms"], r["speedup"]
-    world = r.get("world_size", 2)
-    model = r.get("model") or {}
-    d = model.get("d_model")
-    params = model.get("params")
-    ar_ms = r.get("allreduce_ms_per_token")
-    calls = r.get("allreduce_calls_per_token")
-    per_call = r.get("allreduce_bytes_per_call")
-    ratio = r.get("comm_compute_ratio")
+        return _no_run_notes(prediction, why, cross)
+    text = " ".join(c.text for c in claims(results))
+    return f"{text} {cross}".strip()
+
+
+def claims(r: dict[str, Any]) -> list[Claim]:
+    """The paragraph's claims about a run (results.json), in reading order."""
+    out: list[Claim | None] = [_speed(r), _stability(r), _unphysical(r), _collectives(r)]
+    t = timeline_from(r.get("timeline"))
+    tp = t.splits.get("tp") if t is not None else None
+    single = t.splits.get("single") if t is not None else None
+    if t is not None and tp is not None:
+        out.append(_split(tp, single, t.trace_file))
+    out += [_latency(r), _excess(r, tp), _transports(r), _launches(r, tp, single),
+            _instrumentation(r)]
+    return [c for c in out if c is not None]
+
+
+def _speed(r: dict[str, Any]) -> Claim:
+    s, t = float(r["single_per_token_ms"]), float(r["tp_per_token_ms"])
+    x = s / t if t > 0 else float(r.get("speedup") or 0.0)
     dev = (r.get("env") or {}).get("device_names") or ["?"]
     transport = r.get("comm") or r.get("backend", "?")
     if transport == "shm":
         transport = f"shared memory (shm, {r.get('backend', '?')} for setup)"
-    out = [f"Measured on {transport} with {world} ranks ({dev[0]}): one device "
-           f"{s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
-           + (" (TP is slower)." if x < 1 else " (TP is faster).")]
+    slower = x < 1
+    return Claim("speed", f"Measured on {transport} with {r.get('world_size', 2)} ranks "
+                 f"({dev[0]}): one device {s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
+                 + (" (TP is slower)." if slower else " (TP is faster)."),
+                 {"single_ms": s, "tp_ms": t, "speedup": x, "slower": slower})
+
+
+def _stability(r: dict[str, Any]) -> Claim | None:
     flagged = (r.get("stability") or {}).get("unstable") or []
-    if flagged:  # figures whose samples spread past the limit (tplab.stats.stability)
-        out.append(f"Careful: {len(flagged)} figure(s) of this run are not trustworthy, e.g. "
-                   f"{flagged[0]['figure']}: {flagged[0]['note']} Rerun on a quiet machine "
-                   "before drawing the lesson from them.")
-    if x >= 1 and params and params < 5_000_000:
-        out.append("A TP speedup on a model this small is not physical: check that the baseline "
-                   "really ran on one device (CUDA_VISIBLE_DEVICES, rank 0's device only).")
-    msg = d * 4 if isinstance(d, int) else per_call
-    n_layer, vocab = model.get("n_layer"), model.get("vocab_size")
-    if ar_ms is not None and calls:
-        what = (f"{2 * n_layer + 1} all-reduces of {_fmt_bytes(msg)} (d_model {d} × 4 bytes) and "
-                f"one all-gather of the {vocab} logits" if n_layer and vocab and msg
-                else f"{calls:.0f} collectives averaging {_fmt_bytes(per_call or 0)}")
-        sentence = f"Each token issues {what}; they took {ar_ms:.3f} ms per token"
-        if ratio is not None:
-            sentence += f", {ratio:.1f}× the rest of the step's time"
-        out.append(sentence + ".")
-    split = _timeline_notes(r)
-    if split:
-        out.append(split)
-    fit = (r.get("sweep") or {}).get("fit")
-    if fit and calls and msg:
-        alpha_us, beta = fit["alpha_us"], fit["beta_gbps"]
-        bw_us = (msg / (beta * 1e9)) * 1e6 * 2 * (world - 1) / world
-        lat_ms = calls * 2 * (world - 1) * alpha_us / 1e3
-        out.append(f"The all-reduce sweep fits α = {alpha_us:.1f} µs and β = {beta:.2f} GB/s, so a "
-                   f"{_fmt_bytes(msg)} message is pure latency: its bandwidth term is "
-                   f"{bw_us:.3f} µs against 2(p-1)α = {2 * (world - 1) * alpha_us:.1f} µs, and the "
-                   f"{calls:.0f} collectives cost ≈ {lat_ms:.3f} ms of latency per token against "
-                   f"{s:.3f} ms for the whole single-device step.")
-        if ar_ms is not None and ar_ms > 1.5 * lat_ms:
-            out.append(f"Inside the decode loop they took {ar_ms:.3f} ms, more than the sweep's "
-                       "back-to-back figure predicts: there each all-reduce also waits for the "
-                       "slower rank.")
-    comparison = _alpha_comparison(r, calls, world)
-    if comparison:
-        out.append(comparison)
-    if params:
-        out.append(f"TP splits the {params:,} parameters ({params * 4 / 1e6:.1f} MB of fp32 weights "
-                   f"read per token, {params * 4 / world / 1e6:.1f} MB per rank) but not the kernel "
-                   "launches: every rank still runs every layer's ops, plus TP's own (clones, bias "
-                   "adds after the all-reduce, the embedding mask, the logits gather), so the per-"
-                   "token host overhead that dominates a model this small does not shrink.")
-    oh = r.get("instrumentation_overhead_ms_per_token")
-    if oh is not None:
-        out.append(f"(Timing the collectives changed the TP step by {oh:+.3f} ms/token; latency is "
-                   "from the uninstrumented pass.)")
-    if cross:
-        out.append(cross)
-    return " ".join(out)
+    if not flagged:  # figures whose samples spread past the limit (tplab.stats.stability)
+        return None
+    return Claim("stability", f"Careful: {len(flagged)} figure(s) of this run are not "
+                 f"trustworthy, e.g. {flagged[0]['figure']}: {flagged[0]['note']} Rerun on a "
+                 "quiet machine before drawing the lesson from them.",
+                 {"flagged": len(flagged)})
+
+
+def _unphysical(r: dict[str, Any]) -> Claim | None:
+    s, t = float(r["single_per_token_ms"]), float(r["tp_per_token_ms"])
+    params = (r.get("model") or {}).get("params")
+    if t <= 0 or s / t < 1 or not params or params >= 5_000_000:
+        return None
+    return Claim("unphysical", "A TP speedup on a model this small is not physical: check that "
+                 "the baseline really ran on one device (CUDA_VISIBLE_DEVICES, rank 0's device "
+                 "only).", {"speedup": s / t, "params": params})
+
+
+def _message(r: dict[str, Any]) -> float | None:
+    d = (r.get("model") or {}).get("d_model")
+    return d * 4 if isinstance(d, int) else _num(r.get("allreduce_bytes_per_call"))
+
+
+def _collectives(r: dict[str, Any]) -> Claim | None:
+    ar_ms, calls = _num(r.get("allreduce_ms_per_token")), _num(r.get("allreduce_calls_per_token"))
+    if ar_ms is None or not calls:
+        return None
+    model = r.get("model") or {}
+    n_layer, vocab, d = model.get("n_layer"), model.get("vocab_size"), model.get("d_model")
+    msg = _message(r)
+    if n_layer and vocab and msg and round(calls) == 2 * n_layer + 2:
+        what = (f"{2 * n_layer + 1} all-reduces of {_fmt_bytes(msg)} (d_model {d} × 4 bytes) "
+                f"and one all-gather of the {vocab} logits")
+    else:
+        what = (f"{calls:.0f} collectives averaging "
+                f"{_fmt_bytes(_num(r.get('allreduce_bytes_per_call')) or 0)}")
+    text = f"Each token issues {what}; they took {ar_ms:.3f} ms per token"
+    ratio = _num(r.get("comm_compute_ratio"))
+    if ratio is not None:
+        text += f", {ratio:.1f}× the rest of the step's time"
+    return Claim("collectives", text + ".", {"allreduce_ms": ar_ms, "calls": calls,
+                                             "ratio": ratio})
+
+
+def _split(tp: Split, single: Split | None, trace_file: str) -> Claim:
+    other = "the other rank" if tp.ranks <= 2 else "the last rank"
+    text = (f"The profiled pass (torch's profiler on every rank, {tp.tokens} TP token"
+            f"{'' if tp.tokens == 1 else 's'}, trace "
+            f"in {trace_file}) splits a TP token of {tp.token_us:.0f} µs (median, mean of the "
+            f"ranks) into {tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
+            f"{tp.wait_us:.0f} µs waiting for {other} and {tp.rest_us:.0f} µs of the rest "
+            "(launches, Python, host gaps)")
+    share = tp.wait_share
+    if tp.allreduce_us_per_call and tp.allreduce_wait_us_per_call is not None and share is not None:
+        text += (f"; of {tp.allreduce_us_per_call:.0f} µs per all-reduce, "
+                 f"{tp.allreduce_wait_us_per_call:.0f} µs ({share:.0%}) is waiting for {other} "
+                 f"to arrive and {tp.allreduce_wire_us_per_call or 0:.0f} µs is the collective "
+                 "itself once all are there")
+    if single is not None:
+        text += (f". Profiled the same way, one device spends {single.compute_us:.0f} µs of its "
+                 f"{single.token_us:.0f} µs token computing")
+    return Claim("split", text + ".", {"wait_share": share, "token_us": tp.token_us})
+
+
+def _b2b_us(r: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(α µs, β GB/s, one collective's back-to-back µs at the run's message) from the sweep."""
+    fit = (r.get("sweep") or {}).get("fit") or {}
+    alpha, beta, msg = _num(fit.get("alpha_us")), _num(fit.get("beta_gbps")), _message(r)
+    world = int(r.get("world_size") or 2)
+    if alpha is None or not beta or not msg:
+        return None
+    bw_us = (msg / (beta * 1e9)) * 1e6 * 2 * (world - 1) / world
+    return alpha, beta, 2 * (world - 1) * alpha + bw_us
+
+
+def _latency(r: dict[str, Any]) -> Claim | None:
+    b2b, calls, msg = _b2b_us(r), _num(r.get("allreduce_calls_per_token")), _message(r)
+    if b2b is None or not calls or not msg:
+        return None
+    alpha, beta, per_call = b2b
+    world = int(r.get("world_size") or 2)
+    lat_us = 2 * (world - 1) * alpha
+    bw_us = per_call - lat_us
+    s = float(r["single_per_token_ms"])
+    latency_bound = bw_us < LATENCY_BOUND * lat_us
+    kind = ("pure latency: its bandwidth term is" if latency_bound
+            else "not only latency: its bandwidth term is")
+    return Claim("latency", f"The all-reduce sweep fits α = {alpha:.1f} µs and β = {beta:.2f} "
+                 f"GB/s, so a {_fmt_bytes(msg)} message is {kind} {bw_us:.3f} µs against "
+                 f"2(p-1)α = {lat_us:.1f} µs, and the {calls:.0f} collectives cost ≈ "
+                 f"{calls * per_call / 1e3:.3f} ms per token back to back against {s:.3f} ms "
+                 "for the whole single-device step.",
+                 {"alpha_us": alpha, "beta_gbps": beta, "latency_bound": latency_bound,
+                  "b2b_ms_per_token": calls * per_call / 1e3})
+
+
+def _excess(r: dict[str, Any], tp: Split | None) -> Claim | None:
+    """The decode loop's collectives against the sweep's back-to-back figure, the excess called
+    wire or waiting by the profiled split (or left unexplained without one)."""
+    b2b, calls = _b2b_us(r), _num(r.get("allreduce_calls_per_token"))
+    ar_ms = _num(r.get("allreduce_ms_per_token"))
+    if b2b is None or not calls or ar_ms is None:
+        return None
+    loop_us = ar_ms * 1e3 / calls
+    if loop_us <= EXCESS_FACTOR * b2b[2]:
+        return None
+    excess = loop_us - b2b[2]
+    text = (f"Inside the decode loop each collective took {loop_us:.0f} µs, {excess:.0f} µs "
+            f"more than back to back ({b2b[2]:.0f} µs)")
+    share = tp.wait_share if tp is not None else None
+    if share is None:
+        return Claim("excess", text + "; without a profiled pass the run cannot say whether the "
+                     "excess is waiting for the slower rank or the collective itself.",
+                     {"loop_us": loop_us, "excess_us": excess, "cause": None})
+    # the split's shares, applied to the loop's own per-collective time
+    waiting = share * loop_us
+    explained = min(waiting, excess)
+    wire_part = excess - explained
+    if share <= WAIT_NEGLIGIBLE or wire_part > explained:
+        cause = "wire"
+        text += (f": the profiled split puts only {share:.0%} of a collective in waiting for the "
+                 f"other rank, so at least {wire_part:.0f} µs of the excess is the collective "
+                 "itself, slower on the wire inside the loop than back to back.")
+    else:
+        cause = "waiting"
+        text += (f": the profiled split puts {share:.0%} of a collective ({waiting:.0f} µs) in "
+                 "waiting for the other rank, enough to account for most of the excess: inside "
+                 "the loop each collective waits for the slower rank.")
+    return Claim("excess", text, {"loop_us": loop_us, "excess_us": excess, "wait_share": share,
+                                  "waiting_us": explained, "wire_us": wire_part, "cause": cause})
+
+
+def _launches(r: dict[str, Any], tp: Split | None, single: Split | None) -> Claim | None:
+    params = (r.get("model") or {}).get("params")
+    if not params:
+        return None
+    world = int(r.get("world_size") or 2)
+    split = (f"TP splits the {params:,} parameters ({params * 4 / 1e6:.1f} MB of fp32 weights "
+             f"read per token, {params * 4 / world / 1e6:.1f} MB per rank) but not the ops: "
+             "every rank still runs every layer's ops, plus TP's own (clones, bias adds after "
+             "the all-reduce, the embedding mask, the logits gather)")
+    if tp is None or single is None or single.token_us <= 0:
+        return Claim("launches", split + ".", {"shrank": None})
+    outside = tp.compute_us + tp.rest_us
+    share = outside / single.token_us
+    shrank = share < SHRINK_BAR
+    if shrank:
+        text = (f"{split}; outside the collectives a TP token took {outside:.0f} µs against "
+                f"{single.token_us:.0f} µs for a whole single-device token ({share:.0%}): the "
+                "split weights paid, and the collectives are what TP adds.")
+    else:
+        text = (f"{split}, so outside the collectives a TP token still took {outside:.0f} µs "
+                f"against {single.token_us:.0f} µs for a whole single-device token ({share:.0%}): "
+                "at this size the per-op host overhead, not the weights, sets the time, and it "
+                "does not shrink.")
+    return Claim("launches", text, {"outside_us": outside, "single_us": single.token_us,
+                                    "share": share, "shrank": shrank})
+
+
+def _instrumentation(r: dict[str, Any]) -> Claim | None:
+    oh = _num(r.get("instrumentation_overhead_ms_per_token"))
+    if oh is None:
+        return None
+    return Claim("instrumentation", f"(Timing the collectives changed the TP step by {oh:+.3f} "
+                 "ms/token; latency is from the uninstrumented pass.)", {"overhead_ms": oh})
 
 
 def _in_loop_alpha_us(ar_ms: Any, calls: Any, world: int) -> float | None:
@@ -188,47 +365,22 @@ def _apart(a: tuple[float, str], b: tuple[float, str]) -> str:
     return f"{hi[1]}'s is {times}× {lo[1]}'s"
 
 
-def _timeline_notes(r: dict[str, Any]) -> str:
-    """What the profiled pass (results.json's ``timeline``) says a TP token's time is made of,
-    and how much of an all-reduce is waiting for the other rank."""
-    t = timeline_from(r.get("timeline"))
-    tp = t.splits.get("tp") if t is not None else None
-    if t is None or tp is None:
-        return ""
-    other = "the other rank" if tp.ranks <= 2 else "the last rank"
-    out = (f"The profiled pass (torch's profiler on every rank, {tp.tokens} TP tokens, trace in "
-           f"{t.trace_file}) splits a TP token of {tp.token_us:.0f} µs (median, mean of the "
-           f"ranks) into {tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
-           f"{tp.wait_us:.0f} µs waiting for {other} and {tp.rest_us:.0f} µs of the rest "
-           "(launches, Python, host gaps)")
-    share = tp.wait_share
-    if tp.allreduce_us_per_call and tp.allreduce_wait_us_per_call is not None and share is not None:
-        out += (f"; of {tp.allreduce_us_per_call:.0f} µs per all-reduce, "
-                f"{tp.allreduce_wait_us_per_call:.0f} µs ({share:.0%}) is waiting for {other} "
-                f"to arrive and {tp.allreduce_wire_us_per_call or 0:.0f} µs is the collective "
-                "itself once all are there")
-    single = t.splits.get("single")
-    if single is not None:
-        out += (f". Profiled the same way, one device spends {single.compute_us:.0f} µs of its "
-                f"{single.token_us:.0f} µs token computing")
-    return out + "."
-
-
-def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str:
+def _transports(r: dict[str, Any]) -> Claim | None:
     """The two CPU transports' α side by side, like with like and each named once: *back to
     back* (the all-reduce sweep's fit, one call after another) and *in the loop* (the decode
     loop's collective time per token, ``_in_loop_alpha_us``). Both transports from this run
     (``--comm both``), or this run's against the other transport's profile
     (``tplab/assets/hardware_profiles.json``, whose α says which of the two it is)."""
     if (r.get("device_type") or (r.get("env") or {}).get("device_type")) != "cpu":
-        return ""
+        return None
+    calls, world = _num(r.get("allreduce_calls_per_token")), int(r.get("world_size") or 2)
     here = r.get("comm") or r.get("backend")
     transports = r.get("transports") or {}
     fits = {name: (t.get("sweep") or {}).get("fit") for name, t in transports.items()}
     fits.setdefault(here, (r.get("sweep") or {}).get("fit"))
     found: dict[str, dict[str, Any]] = {k: v for k, v in fits.items() if v}
     if here not in found or here not in ("shm", "gloo"):
-        return ""
+        return None
     other = "gloo" if here == "shm" else "shm"
     b2b_here = found[here]["alpha_us"]
     loop_here = _in_loop_alpha_us(transports.get(here, {}).get("allreduce_ms_per_token",
@@ -257,12 +409,12 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
         try:
             prof = latency.load_profile(latency.cpu_profile_name(other))
         except latency.ScalingError:
-            return ""
+            return None
         a_other = prof.alpha_us.value
         in_loop = "in-loop" in prof.alpha_us.note
         mine = loop_here if in_loop else b2b_here
         if mine is None:
-            return ""
+            return None
         where = f"in the {prof.name} profile ({prof.alpha_us.source}, not this run)"
         apart = _apart((mine, here), (a_other, other))
         parts.append(f"{'in the loop' if in_loop else 'back to back'} α "
@@ -270,8 +422,9 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
                      f"{a_other:.1f} µs over {other} {where}" + (f", {apart}" if apart else ""))
         if in_loop:
             parts.append(f"back to back this run's {here} α is {b2b_here:.1f} µs")
-    return ("The transport is the lesson's α, measured two ways: back to back (the all-reduce "
-            "sweep, one call after another) and in the loop (the decode loop's collective time "
-            "per token as 2(p-1)α per collective, waiting for the slower rank included): "
-            + "; ".join(parts) + ". Shared memory is how ranks on one host talk without a "
-            "network stack; gloo's collectives go through TCP loopback.")
+    return Claim("transports", "The transport is the lesson's α, measured two ways: back to back "
+                 "(the all-reduce sweep, one call after another) and in the loop (the decode "
+                 "loop's collective time per token as 2(p-1)α per collective, waiting for the "
+                 "slower rank included): " + "; ".join(parts) + ". Shared memory is how ranks "
+                 "on one host talk without a network stack; gloo's collectives go through TCP "
+                 "loopback.", {"here": here, "other": other})

@@ -50,7 +50,7 @@ SEED_FIELDS = (
 )
 EXTRA_FIELDS = ("allreduce_ms_per_token", "allreduce_share", "comm_compute_ratio", "outputs_match",
                 "tplab_version",
-                "status", "reason", "crossover_source")
+                "status", "reason", "crossover_source", "crossover")
 
 
 
@@ -158,6 +158,23 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+def measured_machine(results: dict[str, Any] | None) -> str | None:
+    """The machine a run's figures come from, in words, when it was this CPU: "2 CPU processes
+    (gloo) on AMD EPYC, 2 cores", "(shm, gloo alongside)" with ``--comm both`` (None for a GPU
+    run or no run)."""
+    r = results or {}
+    env = r.get("env") or {}
+    if (r.get("device_type") or env.get("device_type")) != "cpu":
+        return None
+    transport = r.get("comm") or r.get("backend") or "?"
+    others = [t for t in (r.get("transports") or {}) if t != transport]
+    if others:
+        transport += ", " + ", ".join(others) + " alongside"
+    cores = env.get("cpu_count")
+    return (f"{r.get('world_size', '?')} CPU processes ({transport}) on {env.get('cpu') or 'this CPU'}"
+            + (f", {cores} cores" if cores else ""))
+
+
 def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str = "",
                    vendor: str | None = None, instance_type: str | None = None,
                    nvlink_present: bool | None = None, instance_id: str | None = None,
@@ -167,11 +184,18 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
                    crossover_d_model: float | None = None, notes: str | None = None,
                    prediction: Any = None, profile_name: str = "",
                    partial: dict[str, Any] | None = None,
-                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                   extra: dict[str, Any] | None = None, band: Any = None) -> dict[str, Any]:
     """The manifest dict. ``notes`` overrides the generated lesson_notes; ``extra`` adds fields
     (it cannot overwrite the seed's). Without results the lesson notes say why (``reason``);
     ``partial`` (figures from the live stream of a lab that ended early) then fills the timing
-    fields, and the manifest's ``partial`` section says so and how many tokens they cover."""
+    fields, and the manifest's ``partial`` section says so and how many tokens they cover.
+
+    ``band`` (a ``tplab.scaling.crossover.CrossoverBand``) is the predicted crossover with its
+    uncertainty: stored whole as ``crossover`` (its ``text`` the sentence to quote), its central
+    fit as ``predicted_crossover_d_model``. The seed's ``crossover_d_model`` is the d_model
+    sweep's measured crossover when its bootstrap resolved it, else the band's central fit when
+    the band is a range (or a point of assumed figures), else null: "no crossover below d_model
+    N" is not a number, and ``crossover.text`` says it."""
     if status not in STATUSES:
         raise ManifestError(f"status must be one of {', '.join(STATUSES)}, not {status!r}.")
     if status != "COMPLETE" and not reason.strip():
@@ -186,9 +210,13 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
     part = partial if (partial and not r) else None
     figures = r or part or {}
     start, end = _iso(start_ts), _iso(end_ts)
-    # the measured crossover (the run's d_model sweep) when there is one, else the model's
+    # the measured crossover (the run's d_model sweep) when its bootstrap resolved it, else the
+    # model's when its band says where (a range, or a point of assumed figures)
     measured_cross = r.get("measured_crossover_d_model")
-    cross_value = measured_cross if measured_cross is not None else crossover_d_model
+    resolved = (r.get("measured_crossover_interval") or {}).get("resolved") is not False
+    band_says = band is None or band.kind in ("range", "point")
+    predicted = crossover_d_model if band_says else None
+    cross_value = measured_cross if measured_cross is not None and resolved else predicted
     m: dict[str, Any] = {
         "seed": SEED,
         "lab": LAB,
@@ -207,7 +235,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "speedup": figures.get("speedup"),
         "lesson_notes": notes if notes is not None else lesson_notes(
             r or None, prediction, crossover_d_model, profile_name,
-            why_no_run="" if r else reason, partial=part),
+            why_no_run="" if r else reason, partial=part, band=band),
         "crossover_d_model": round(cross_value, 1) if cross_value else None,
         "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
         # the all-reduce share of a TP token: ar_ms / token ms of the measured steps
@@ -218,9 +246,10 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "status": status,
         "reason": reason,
         "crossover_source": (None if not cross_value else
-                             "measured" if measured_cross is not None else "predicted"),
+                             "measured" if cross_value == measured_cross else "predicted"),
     }
     m["predicted_crossover_d_model"] = round(crossover_d_model, 1) if crossover_d_model else None
+    m["crossover"] = band.to_dict() if band is not None else None
     if r.get("d_model_sweep") is not None:
         m["measured_crossover_d_model"] = measured_cross
         m["measured_crossover_reason"] = r.get("measured_crossover_reason", "")

@@ -2,9 +2,11 @@
 
 Why one place: the PNG, the dashboard's terminal plot, the manifest's crossover and its lesson
 notes must all tell the same story, so none calibrates the profile (or picks it) on its own:
-each takes a ``LabPrediction`` made here. Without results (a STUB, or
-a lab that failed before the job) the prediction is the uncalibrated profile the lab would have
-run on, and at the shipped model's d_model when the lab used the shipped checkpoint.
+each takes a ``LabPrediction`` made here, whose crossover is one ``CrossoverBand``
+(``tplab.scaling.crossover``: a range, or "no crossover below d_model N", saying whether it is
+the profile's or calibrated from this run). Without results (a STUB, or a lab that failed before
+the job) the prediction is the uncalibrated profile the lab would have run on, and at the
+shipped model's d_model when the lab used the shipped checkpoint.
 
 Client side: no torch; ``tplab.scaling.latency`` is pure Python (matplotlib only when drawing).
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tplab.scaling import calibration, latency, split_compare
+from tplab.scaling import calibration, crossover, latency
 from tplab.home.paths import DEFAULT_CHECKPOINT
 
 #: the shipped checkpoint's d_model (MiniGPT-grammar: n_head 4 × head_dim 16), where a lab with
@@ -37,6 +39,7 @@ class LabPrediction:
     measured_crossover: float | None = None  # interpolated between the sweep's points
     measured_reason: str = ""               # why there is no measured crossover
     calibration: dict[str, Any] | None = None  # calibration.check: prediction vs each point
+    band: crossover.CrossoverBand | None = None  # the crossover with its uncertainty
 
     @property
     def calibrated(self) -> bool:
@@ -78,8 +81,9 @@ def predict_lab(results: dict[str, Any] | None, *, gpu_type: str, gpus: int = 2,
         shipped = (checkpoint is None
                    or Path(checkpoint).resolve() == Path(DEFAULT_CHECKPOINT).resolve())
         at = latency.predict(base, SHIPPED_D_MODEL, world) if shipped else None
-        return LabPrediction(base, f"{base.name}, uncalibrated", world, None,
-                             latency.crossover_d_model(base, world), None, at)
+        band = crossover.for_profile(base, world)
+        return LabPrediction(base, f"{base.name}, uncalibrated", world, None, band.estimate,
+                             None, at, band=band)
     except (latency.ScalingError, OSError, TypeError, ValueError):
         return None
 
@@ -93,17 +97,17 @@ def _from_results(base: latency.HardwareProfile, results: dict[str, Any]) -> Lab
     annotated = copy.deepcopy(results)
     block = None
     try:
-        profile = calibration.calibrate(base, results, shape)
+        profile, block, band = crossover.annotate_run(annotated, base, shape)
         name = f"{base.name}, calibrated from this run"
-        block = split_compare.annotate_both_ways(annotated, profile, base, shape)
     except latency.ScalingError:  # e.g. --no-sweep and no single timing: nothing to fit
         profile, name = base, f"{base.name}, uncalibrated"
+        band = crossover.for_profile(base, world, shape)
     cross = calibration.crossovers(profile, results, world, shape)
-    return LabPrediction(profile, name, world, shape, cross["predicted"],
+    return LabPrediction(profile, name, world, shape, band.estimate,
                          calibration.measured_points(results),
                          sweep=list(annotated.get("d_model_sweep") or []),
                          measured_crossover=cross["measured"],
-                         measured_reason=cross["measured_reason"], calibration=block)
+                         measured_reason=cross["measured_reason"], calibration=block, band=band)
 
 
 def curve_points(pred: LabPrediction, lo: float, hi: float, n: int

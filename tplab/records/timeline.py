@@ -36,8 +36,9 @@ from tplab.records.trace_names import parse_collective, parse_token
 
 #: compute + wire + wait + rest must be within this share of the step's own time
 SUM_LIMIT = 0.10
-#: the most compute intervals kept per rank and token for drawing its lane
-MAX_BUSY = 48
+#: the most compute intervals kept per rank and token for drawing its lane (a token is ~80 ops
+#: on one device, ~110 on a TP rank: each kept apart, so its gaps are drawn as the rest they are)
+MAX_BUSY = 160
 PARTS = ("compute_us", "wire_us", "wait_us", "rest_us")
 
 
@@ -150,10 +151,11 @@ def rank_steps(events: Sequence[Ev], device: str) -> dict[tuple[str, int], RankS
 
 
 def _busy(intervals: list[tuple[float, float]], t0: float, span: float) -> list[list[float]]:
-    """Compute intervals for a lane, relative to ``t0``: gaps under 1% of the step closed, at most
-    ``MAX_BUSY`` kept (the shortest gaps closed first)."""
+    """Compute intervals for a lane, relative to ``t0``: gaps under 0.5 µs (the trace's own
+    rounding) closed, at most ``MAX_BUSY`` kept (the shortest gaps closed first; the view draws
+    the lane's compute to its ``compute_us`` whatever those closed gaps add)."""
     merged = [list(i) for i in intervals]
-    gap = span * 0.01
+    gap = 0.5
     joined: list[list[float]] = []
     for s, e in merged:
         if joined and s - joined[-1][1] < gap:

@@ -116,8 +116,11 @@ def calibrate(profile: HardwareProfile, results: dict[str, Any],
     from its all-reduce sweep and its one measured point; TP's terms from ``split_source(results,
     split)``. ScalingError when nothing can be."""
     if sweep_points(results):
-        return calibrate_from_sweep(profile, results, shape, split)
-    return calibrate_from_single_point(profile, results, shape, split)
+        cal = calibrate_from_sweep(profile, results, shape, split)
+    else:
+        cal = calibrate_from_single_point(profile, results, shape, split)
+    # the prior's bootstrap replicates describe the prior, not this calibration
+    return dataclasses.replace(cal, replicate_terms=(), replicates=(), replicates_note="")
 
 
 def _fit_pair(x1: Sequence[float], x2: Sequence[float], y: Sequence[float],
@@ -205,10 +208,10 @@ def calibrate_from_sweep(profile: HardwareProfile, results: dict[str, Any],
         mem_bw_gbps=num(bw / s1 / 1e9, roof_note.format(s1, profile.name), n1),
         peak_tflops=num(peak / s1 / 1e12, roof_note.format(s1, profile.name), n1),
         launch_us=num(l1 * 1e6, f"single-device per-op overhead x {k1} ops per token", n1),
-        alpha_us=num(alpha * 1e6, ("the profiled pass's collective share of the TP per-token "
-                     "time" if source == PROFILED else "in-loop collective ms per token "
-                     "(instrumented pass)") + ", ring model over the all-reduces and the logits "
-                     "all-gather", nc),
+        alpha_us=num(alpha * 1e6, ("in-loop collective time per token, the profiled pass's "
+                     "collective share of the TP per-token time" if source == PROFILED else
+                     "in-loop collective ms per token (instrumented pass)") + ", ring model over "
+                     "the all-reduces and the logits all-gather", nc),
         beta_gbps=num(1e-9 / inv_beta, "same in-loop fit", nc),
         tp_mem_bw_gbps=num(bw / sp / 1e9, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
         tp_peak_tflops=num(peak / sp / 1e12, f"a TP rank's roofline scaled by 1/{sp:.3g}", npp),
@@ -320,19 +323,15 @@ def annotate_results(results: dict[str, Any], profile: HardwareProfile,
             q.update(predicted_single_ms=r["predicted_single_ms"],
                      predicted_tp_ms=r["predicted_tp_ms"],
                      predicted_comm_ms=r["predicted_comm_ms"])
-    world = int(results.get("world_size") or 2)
-    block["predicted_crossover_d_model"] = latency.crossover_d_model(
-        profile, world, latency.shape_from_results(results, shape))
     results["calibration"] = block
     return block
 
 
 def crossovers(profile: HardwareProfile, results: dict[str, Any] | None, world: int,
                shape: ModelShape | None = None) -> dict[str, Any]:
-    """Both crossovers: the model's (``predicted``) and the run's (``measured``, interpolated
-    between its sweep points; None with ``measured_reason``)."""
+    """The run's measured crossover (``measured``, interpolated between its sweep points; None
+    with ``measured_reason``). The model's is ``tplab.scaling.crossover``'s band, never here."""
     measured, why = (None, "no d_model sweep in this run")
     if results and results.get("d_model_sweep") is not None:
         measured, why = measured_crossover(results.get("d_model_sweep") or [])
-    return {"predicted": latency.crossover_d_model(profile, world, shape),
-            "measured": measured, "measured_reason": why}
+    return {"measured": measured, "measured_reason": why}

@@ -3,10 +3,13 @@
 Why apart from the model: what is drawn must say what was measured and what was predicted. Both
 plots draw the predicted single-device and TP lines and, when a run gave them, the measured points
 of both curves (the d_model sweep's, and the lab's own checkpoint point), the predicted crossover
-and the measured one, each labelled as such. Every series has its own marker, so the terminal plot
-reads without colour when piped (``color=False``): single predicted ``.``, TP predicted ``+``,
-single measured ``o``, TP measured ``x``, measured crossover ``*``; the predicted crossover is
-the vertical line.
+and the measured one, each labelled as such. The predicted crossover is its band
+(``tplab.scaling.crossover.CrossoverBand``) when one is given: a shaded range, or the region
+above "no crossover below d_model N" hatched, never a lone line where the curves overlap. Every
+series has its own marker, so the terminal plot reads without colour when piped
+(``color=False``): single predicted ``.``, TP predicted ``+``, single measured ``o``, TP measured
+``x``, measured crossover ``*``; the predicted crossover (or its band's two ends) the vertical
+line(s).
 
 Client side: no torch; matplotlib and plotext are imported inside the functions.
 """
@@ -74,10 +77,11 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
              sweep: Sequence[dict[str, Any]] | None = None,
              measured_crossover: float | None = None, measured_reason: str = "",
              lo: float = 32.0, hi: float = 16384.0, banner: str | None = None,
-             warning: str | None = None) -> Path:
-    """Write the scaling curve as a PNG: predicted lines, measured points, both crossovers;
-    ``banner`` (e.g. a mock lab's "MOCK") is written large above the plot, ``warning`` (a
-    calibration that misses its own points: ``calibration.miss_warning``) in red on it."""
+             warning: str | None = None, band: Any = None) -> Path:
+    """Write the scaling curve as a PNG: predicted lines, measured points, both crossovers (the
+    predicted one as ``band`` draws it when given); ``banner`` (e.g. a mock lab's "MOCK") is
+    written large above the plot, ``warning`` (a calibration that misses its own points:
+    ``calibration.miss_warning``) in red on it."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -105,7 +109,9 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
                    color="tab:orange", edgecolor="black", zorder=6,
                    label=f"TP={int(measured.get('world_size', world_size))}, measured (lab)")
     notes = []
-    if cross is not None and lo <= cross <= hi:
+    if band is not None and band.kind != "point":
+        notes += _draw_band(ax, band, lo, hi)
+    elif cross is not None and lo <= cross <= hi:
         c = predict(profile, cross, world_size, shape)
         ax.axvline(cross, color="tab:red", linestyle="--", linewidth=1,
                    label=f"predicted crossover d_model ≈ {cross:.0f}")
@@ -147,13 +153,35 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
     return path
 
 
+def _draw_band(ax: Any, band: Any, lo: float, hi: float) -> list[str]:
+    """The predicted crossover's band on the PNG's axes; the notes it needs beside the plot."""
+    where = band.where
+    if band.kind == "range":
+        a, b = max(band.lo, lo), min(band.hi, hi)
+        if a < b:
+            ax.axvspan(a, b, color="tab:red", alpha=0.15, zorder=0,
+                       label=f"predicted crossover, 95% band: d_model {band.lo:,.0f}–{band.hi:,.0f}")
+        if band.estimate is not None and lo <= band.estimate <= hi:
+            ax.axvline(band.estimate, color="tab:red", linestyle="--", linewidth=1,
+                       label=f"central fit ≈ {band.estimate:,.0f}")
+        return [f"predicted crossover: {band.lo:,.0f}–{band.hi:,.0f} ({where})"]
+    below = band.below
+    if below < hi:
+        ax.axvspan(max(below, lo), hi, facecolor="none", edgecolor="tab:red", hatch="//",
+                   alpha=0.35, zorder=0,
+                   label=f"a crossover, if any, lies above d_model {below:,.0f}")
+    return [f"predicted: no crossover below d_model {below:,.0f} ({where}): above it the data "
+            "cannot tell TP's gain from zero"]
+
+
 def render_plotext(profile: HardwareProfile, world_size: int = 2,
                    shape: ModelShape | None = None, measured: dict[str, float] | None = None,
                    width: int = 100, height: int = 28, lo: float = 32.0,
                    hi: float = 16384.0, color: bool = True,
                    sweep: Sequence[dict[str, Any]] | None = None,
-                   measured_crossover: float | None = None) -> str:
-    """The same plot for the terminal, as a string (plotext); ``color=False`` for plain text."""
+                   measured_crossover: float | None = None, band: Any = None) -> str:
+    """The same plot for the terminal, as a string (plotext); ``color=False`` for plain text.
+    A ``band`` draws the predicted crossover's two ends (or "none below N"'s N) as lines."""
     import plotext as plt
 
     shape, sweep, ds, preds, cross = _predicted(profile, world_size, shape, sweep, lo, hi, 120)
@@ -174,7 +202,12 @@ def render_plotext(profile: HardwareProfile, world_size: int = 2,
         plt.scatter([p["d_model"] for p in pts], [p["tp_ms"] for p in pts],
                     label="TP measured (x)", marker="x")
     parts = [profile.name]
-    if cross is not None and lo <= cross <= hi:
+    if band is not None and band.kind != "point":
+        for end in (band.lo, band.hi) if band.kind == "range" else (band.below,):
+            if end is not None and lo <= end <= hi:
+                plt.vline(end, "red")
+        parts.append(f"predicted crossover {band.short()} (|)")
+    elif cross is not None and lo <= cross <= hi:
         plt.vline(cross, "red")
         parts.append(f"predicted crossover ~{cross:.0f} (|)")
     else:

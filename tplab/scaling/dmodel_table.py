@@ -58,8 +58,11 @@ def dmodel_report(results: dict[str, Any], stored: str | None = STORED_IN_RESULT
                                                 "sweep's points)" if m is not None
                                                 else f"none ({why})")
                  + (f"; {ival['note']}" if ival.get("note") else ""))
+    from tplab.scaling.crossover import CrossoverBand
+    band = CrossoverBand.from_dict(cal.get("crossover"))
     pc = cal.get("predicted_crossover_d_model")
-    lines.append("  crossover, predicted: " + (f"d_model ≈ {pc:.0f} ({cal.get('profile', '?')}, "
+    lines.append("  crossover, predicted: " + (band.text() if band is not None else
+                                                f"d_model ≈ {pc:.0f} ({cal.get('profile', '?')}, "
                                                 "calibrated)" if pc else "none in d_model 16..65536"))
     if cal:
         worst = cal.get("max_abs_error")

@@ -33,7 +33,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tplab.home.paths import ASSETS, DEFAULT_CHECKPOINT
 from tplab.model.config import GPTConfig  # a plain dataclass: no torch
@@ -88,6 +88,22 @@ class HardwareProfile:
     tp_mem_bw_gbps: Number | None = None
     tp_peak_tflops: Number | None = None
     tp_launch_us: Number | None = None
+    #: bootstrap replicates of the profile's measured terms (``replicate_terms``, each row one
+    #: resample of the run that calibrated the profile): their spread is the profile's own
+    #: uncertainty, which ``tplab.scaling.crossover`` carries into a crossover; () when assumed
+    replicate_terms: tuple[str, ...] = ()
+    replicates: tuple[tuple[float, ...], ...] = ()
+    replicates_note: str = ""
+
+    def replicate(self, i: int) -> HardwareProfile:
+        """This profile with its terms from replicate ``i`` (modulo their count); itself when it
+        has none."""
+        if not self.replicates:
+            return self
+        row = self.replicates[i % len(self.replicates)]
+        changes: dict[str, Any] = {name: Number(v, "measured", "bootstrap replicate")
+                                   for name, v in zip(self.replicate_terms, row)}
+        return dataclasses.replace(self, **changes)
 
     def numbers(self) -> dict[str, Number]:
         out = {k: getattr(self, k) for k in _NUMBER_FIELDS}
@@ -106,6 +122,9 @@ class HardwareProfile:
         out.update({k: v.to_json() for k, v in self.numbers().items()})
         if self.calibrated_from:
             out["calibrated_from"] = self.calibrated_from
+        if self.replicates:
+            out["replicates"] = {"terms": list(self.replicate_terms), "count": len(self.replicates),
+                                 "about": self.replicates_note}
         return out
 
 
@@ -240,11 +259,34 @@ def profile_from_json(name: str, obj: Any) -> HardwareProfile:
     for k in ("mem_bw_gbps", "peak_tflops", "beta_gbps", "tp_mem_bw_gbps", "tp_peak_tflops"):
         if k in nums and nums[k].value <= 0:
             raise ScalingError(f"profile {name!r} field {k} must be positive.")
+    terms, rows, about = _replicates(name, obj.get("replicates"), set(nums))
     return HardwareProfile(name=name, description=str(obj.get("description", "")),
                            devices=str(obj.get("devices", "")),
                            interconnect=str(obj.get("interconnect", "")),
                            nvlink=bool(obj.get("nvlink", False)),
-                           calibrated_from=str(obj.get("calibrated_from", "")), **nums)
+                           calibrated_from=str(obj.get("calibrated_from", "")),
+                           replicate_terms=terms, replicates=rows, replicates_note=about, **nums)
+
+
+def _replicates(name: str, obj: Any, known: set[str]
+                ) -> tuple[tuple[str, ...], tuple[tuple[float, ...], ...], str]:
+    """A profile's ``replicates`` {terms, values, about}: each row a positive value per term."""
+    if obj is None:
+        return (), (), ""
+    where = f"profile {name!r} field replicates"
+    terms, values = (obj.get("terms"), obj.get("values")) if isinstance(obj, dict) else (None, None)
+    if (not isinstance(terms, list) or not terms or not set(terms) <= known
+            or not isinstance(values, list)):
+        raise ScalingError(f"{where} must name some of the profile's terms and list their values.")
+    rows = []
+    for row in values:
+        ok = (isinstance(row, list) and len(row) == len(terms)
+              and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                      for v in row))
+        if not ok:
+            raise ScalingError(f"{where}: every row must hold one positive number per term.")
+        rows.append(tuple(float(v) for v in row))
+    return tuple(terms), tuple(rows), str(obj.get("about", ""))
 
 
 def load_profile(name: str, path: Path | None = None) -> HardwareProfile:
@@ -355,21 +397,47 @@ def log_space(lo: float = D_MIN, hi: float = D_MAX, n: int = 200) -> list[float]
     return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
 
 
+def gap_ms(profile: HardwareProfile, world_size: int = 2,
+           shape: ModelShape | None = None) -> Callable[[float], float]:
+    """d_model -> TP minus single-device ms per token (``predict``'s two totals without building
+    a ``Prediction``: the crossover and its bootstrap evaluate it tens of thousands of times)."""
+    shape = shape or load_shape()
+    p = world_size
+    bw, peak = profile.mem_bw_gbps.value * 1e9, profile.peak_tflops.value * 1e12
+    bw_p, peak_p = profile.tp_value("mem_bw_gbps") * 1e9, profile.tp_value("peak_tflops") * 1e12
+    launch = shape.kernels(1) * profile.launch_us.value * 1e-6
+    launch_p = shape.kernels(p) * profile.tp_value("launch_us") * 1e-6
+    alpha, beta = profile.alpha_us.value * 1e-6, profile.beta_gbps.value * 1e9
+    b = shape.bytes_per_elem
+    n_ar = shape.allreduces_per_token()
+    fixed_comm = _ring_allgather_s(shape.logits_bytes(), p, alpha, beta) + n_ar * 2 * (p - 1) * alpha
+    per_byte = n_ar * 2 * (p - 1) / p / beta
+
+    def gap(d: float) -> float:
+        single = max(shape.weight_elems(d, 1) * b / bw, shape.flops(d, 1) / peak) + launch
+        tp = (max(shape.weight_elems(d, p) * b / bw_p, shape.flops(d, p) / peak_p) + launch_p
+              + fixed_comm + per_byte * shape.message_bytes(d))
+        return (tp - single) * 1e3
+
+    return gap
+
+
+#: points of the log grid the crossover is first looked for on, then bisected
+CROSSOVER_GRID = 96
+
+
 def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
                       shape: ModelShape | None = None, lo: float = D_MIN,
                       hi: float = D_MAX) -> float | None:
     """The smallest d_model in [lo, hi] from which TP is faster than one device, or None.
 
     Scans a log grid for the first sign change of tp - single from + to -, then bisects it (in
-    log d) to a relative precision of 1e-9. If TP is already faster at ``lo``, returns ``lo``.
+    log d) to a relative precision of 1e-7. If TP is already faster at ``lo``, returns ``lo``.
     """
-    shape = shape or load_shape()
-
-    def gap(d: float) -> float:
-        pr = predict(profile, d, world_size, shape)
-        return pr.tp_ms - pr.single_ms
-
-    grid = log_space(lo, hi, 400)
+    if world_size < 2:
+        raise ScalingError(f"TP needs a world size of at least 2, got {world_size}.")
+    gap = gap_ms(profile, world_size, shape)
+    grid = log_space(lo, hi, CROSSOVER_GRID)
     prev_d, prev_g = grid[0], gap(grid[0])
     if prev_g < 0:
         return lo
@@ -377,7 +445,7 @@ def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
         g = gap(d)
         if prev_g >= 0 > g:
             a, b = math.log(prev_d), math.log(d)
-            while b - a > 1e-9:
+            while b - a > 1e-7:
                 mid = (a + b) / 2
                 if gap(math.exp(mid)) >= 0:
                     a = mid
@@ -392,12 +460,12 @@ def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
 
 def summary(profile: HardwareProfile, world_size: int = 2, shape: ModelShape | None = None,
             d_models: Sequence[float] = SEED_D_MODELS) -> dict[str, Any]:
-    """What a report needs: the prediction at the seed's sizes, the crossover and the inputs."""
+    """What a report needs: the prediction at the seed's sizes and the inputs (the crossover is
+    ``tplab.scaling.crossover``'s band, with its uncertainty)."""
     shape = shape or load_shape()
     return {
         "profile": profile.to_json(),
         "shape": shape.to_json(),
         "world_size": world_size,
-        "crossover_d_model": crossover_d_model(profile, world_size, shape),
         "predictions": [predict(profile, d, world_size, shape).to_json() for d in d_models],
     }

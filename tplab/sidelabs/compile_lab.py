@@ -27,7 +27,7 @@ from torch import nn
 from tplab.sidelabs import (compile_report, compile_stretch, distributed_survey, inductor_dump,
                             inductor_probes)
 from tplab.sidelabs.inductor_env import DEBUG_SUBDIR, missing_env
-from tplab.sidelabs.pair_timing import time_pair
+from tplab.sidelabs.pair_timing import Budget
 from tplab.model.gpt import MiniGPT
 
 SEED = 42
@@ -99,13 +99,16 @@ def _sync(device: str) -> Callable[[], None]:
 
 
 def _synced(fn: Callable[[], object], sync: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` then ``sync``, without autograd: timed later, with every other timing of the lab
+    (``Budget.run_pending``), it must run as it was warmed up and compiled."""
     def call() -> None:
-        fn()
+        with torch.no_grad():
+            fn()
         sync()
     return call
 
 
-def substitute_part(out: Path, watch: GraphWatch, calls: int, rounds: int, device: str) -> dict[str, Any]:
+def substitute_part(out: Path, watch: GraphWatch, budget: Budget, device: str) -> dict[str, Any]:
     """Part A-E on the seed's TinyHead: match, kernels, fused softmax, hot-path timing."""
     torch.manual_seed(SEED)
     model = TinyHead().eval()
@@ -118,13 +121,28 @@ def substitute_part(out: Path, watch: GraphWatch, calls: int, rounds: int, devic
         y_c = compiled(x)
         compile_s = time.perf_counter() - t0
         y_e = model(x)
-        timing = time_pair("TinyHead forward [2,64]", _synced(lambda: model(x), sync),
-                           _synced(lambda: compiled(x), sync), calls=calls, rounds=rounds)
+        timing = budget.forwards("TinyHead forward [2,64]",
+                                 {"eager": _synced(lambda: model(x), sync),
+                                  "compiled": _synced(lambda: compiled(x), sync)})
     graphs = watch.new()
     return {"max_abs_diff": float((y_e - y_c).abs().max()), "compile_s": compile_s,
-            "timing": {**asdict(timing), "speedup": timing.speedup},
+            "timing": timing,
             "kernels": save_kernels(out, "substitute", graphs),
             "fused_softmax": softmax_analysis(out, graphs)}
+
+
+def _reference() -> Callable[[], None]:
+    """A fixed workload that does not change with tplab: 20 small eager matmul + relu steps on
+    [2, 64] x [64, 64], without autograd; its time per call is the machine's speed."""
+    g = torch.Generator().manual_seed(SEED)
+    x, w = torch.randn(2, 64, generator=g), torch.randn(64, 64, generator=g)
+
+    def call() -> None:
+        with torch.no_grad():
+            y = x
+            for _ in range(20):
+                y = torch.relu(y @ w) * 0.1
+    return call
 
 
 def _prompts(ckpt: Any, prompts_path: Path | None, n: int) -> list[list[int]]:
@@ -147,7 +165,7 @@ def _decode_ms_per_token(decode: Callable[..., list[int]], prompt: list[int], to
 
 
 def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Path | None,
-               new_tokens: int, rounds: int, calls: int, device: str,
+               new_tokens: int, budget: Budget, device: str,
                modes: tuple[str, ...] = ("default",)) -> dict[str, Any]:
     """The stretch goal: the full MiniGPT-grammar forward, and its decode step with a static KV cache."""
     from tplab.model.compiled import build_decoder, warm_up
@@ -171,11 +189,12 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
         logits_c = fwd(idx)
         result["forward_compile_s"] = time.perf_counter() - t0
         logits_e = model(idx)
-        timing = time_pair(f"MiniGPT forward [1,{idx.shape[1]}]", _synced(lambda: model(idx), sync),
-                           _synced(lambda: fwd(idx), sync), calls=calls, rounds=rounds)
+        timing = budget.forwards(f"MiniGPT forward [1,{idx.shape[1]}]",
+                                 {"eager": _synced(lambda: model(idx), sync),
+                                  "compiled": _synced(lambda: fwd(idx), sync)})
     result["forward_max_abs_diff"] = float((logits_e - logits_c).abs().max())
     result["forward_argmax_equal"] = bool(torch.equal(logits_e.argmax(-1), logits_c.argmax(-1)))
-    result["forward_timing"] = {**asdict(timing), "speedup": timing.speedup}
+    result["forward_timing"] = timing
     graphs = watch.new()
     result["forward_kernels"] = save_kernels(out, "model-forward", graphs)
     result["forward_attention"] = compile_stretch.graphs_attention(graphs)
@@ -197,26 +216,23 @@ def model_part(out: Path, watch: GraphWatch, checkpoint: Path, prompts_path: Pat
         "eager_static": lambda p, n, on_token: dec_s.decode(p, n, on_token=on_token),
         "compiled": lambda p, n, on_token: dec_c.decode(p, n, on_token=on_token),
     }
-    samples: dict[str, list[float]] = {k: [] for k in sides}
-    for _ in range(rounds):  # alternate the sides so machine load hits all of them alike
-        for name, fn in sides.items():
-            samples[name].append(_decode_ms_per_token(fn, prompts[0], new_tokens))
-    ms = {k: statistics.median(v) for k, v in samples.items()}
-    result["decode_ms_per_token"] = ms
-    result["decode_rounds"] = rounds
-    result["decode_speedup_vs_eager"] = ms["eager"] / ms["compiled"]
-    result["decode_speedup_vs_eager_static"] = ms["eager_static"] / ms["compiled"]
+    def per_token(fn: Callable[..., list[int]]) -> Callable[[], float]:
+        return lambda: _decode_ms_per_token(fn, prompts[0], new_tokens)
+    # the sides in rotating order each round, so machine load hits all of them alike
+    timing = budget.timed(f"MiniGPT greedy decode, {new_tokens} tokens",
+                          {k: per_token(fn) for k, fn in sides.items()}, unit="ms/token", calls=1)
+    result["decode_timing"] = timing  # filled when the lab's timings run (Budget.run_pending)
     graphs = watch.new()
     result["decode_kernels"] = save_kernels(out, "model-decode-step", graphs)
     result["decode_attention"] = compile_stretch.graphs_attention(graphs)
     # one graph serves every position; more would mean the step recompiled as the position moved
     result["decode_graphs_compiled"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"]) - graphs_before
-    result["stretch"] = stretch_part(out, watch, model, ckpt, idx, prompts[0], calls, rounds, device, modes)
+    result["stretch"] = stretch_part(out, watch, model, ckpt, idx, prompts[0], budget, device, modes)
     return result
 
 
 def stretch_part(out: Path, watch: GraphWatch, model: MiniGPT, ckpt: Any, idx: torch.Tensor,
-                 prompt: list[int], calls: int, rounds: int, device: str,
+                 prompt: list[int], budget: Budget, device: str,
                  modes: tuple[str, ...]) -> dict[str, Any]:
     """Lab 03's stretch goals (``compile_stretch``), each with the seconds it took."""
     sync, cfg, res = _sync(device), ckpt.config, {}
@@ -226,20 +242,22 @@ def stretch_part(out: Path, watch: GraphWatch, model: MiniGPT, ckpt: Any, idx: t
     seconds["export"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     res["attention"] = compile_stretch.attention_part(cfg.n_head, cfg.head_dim, idx.shape[1],
-                                                      max(1, calls // 4), rounds, device, sync, watch)
+                                                      budget, device, sync, watch)
     seconds["attention"] = time.perf_counter() - t0
     if "max-autotune" in modes:
+        budget.run_pending()  # its Dynamo reset must come after every other timing
         t0 = time.perf_counter()
-        res["autotune"] = compile_stretch.autotune_part(model, idx, calls, rounds, sync, watch)
+        res["autotune"] = compile_stretch.autotune_part(model, idx, budget, sync, watch)
         seconds["max-autotune"] = time.perf_counter() - t0
     res["seconds"] = seconds
     return res
 
 
 def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: int,
-        rounds: int, calls: int, threads: int | None, device: str = "cpu",
+        budget: Budget, threads: int | None, device: str = "cpu",
         survey_checkpoint: Path | None = None, ddp_run: Path | None = None,
-        tp_run: Path | None = None, modes: tuple[str, ...] = ("default",)) -> dict[str, Any]:
+        tp_run: Path | None = None, modes: tuple[str, ...] = ("default",),
+        against: Path | None = None) -> dict[str, Any]:
     """Run the lab into ``out`` and return the results written to compile-results.json.
 
     With ``survey_checkpoint`` the results also hold the distributed survey's inputs (the model's
@@ -260,15 +278,27 @@ def run(out: Path, checkpoint: Path | None, prompts: Path | None, new_tokens: in
     probes = inductor_probes.run_probes()
     results["inductor_probes"] = probes.to_dict()
     t0 = time.perf_counter()
-    sub = substitute_part(out, watch, calls, rounds, device)
+    sub = substitute_part(out, watch, budget, device)
     results["seconds"] = {"inductor_probes": probes.seconds, "substitute": time.perf_counter() - t0}
     results["substitute"] = sub
     t0 = time.perf_counter()
-    results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, rounds, calls, device,
+    results["model"] = (model_part(out, watch, checkpoint, prompts, new_tokens, budget, device,
                                    modes)
                         if checkpoint is not None else None)
     results["seconds"]["model"] = time.perf_counter() - t0
+    # the machine's own speed, timed with every other side: a fixed loop of small eager ops
+    results["machine"] = budget.forwards("machine reference loop", {"reference": _reference()})
+    t0 = time.perf_counter()
+    budget.run_pending()
+    results["seconds"]["timing"] = time.perf_counter() - t0
+    if results["model"]:
+        results["model"]["decode_ms_per_token"] = {
+            k: f["median"] for k, f in results["model"]["decode_timing"]["figures"].items()}
     results["modes"] = list(modes)
+    results["timing_budget"] = asdict(budget)
+    results["ratios"] = {k: r.to_dict() for k, r in compile_report.ratios(results).items()}
+    if against is not None:
+        results["against"] = compile_report.against(against)
     results["distributed"] = distributed
     results["finished_at"] = time.time()
     (out / "compile-results.json").write_text(json.dumps(results, indent=2))
@@ -282,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", type=Path, default=None)
     ap.add_argument("--prompts", type=Path, default=None)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--max-rounds", type=int, default=40)
+    ap.add_argument("--max-seconds", type=float, default=60.0)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cpu")
@@ -290,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ddp-run", type=Path, default=None)
     ap.add_argument("--tp-run", type=Path, default=None)
     ap.add_argument("--mode", choices=("default", "max-autotune"), default="default")
+    ap.add_argument("--against", type=Path, default=None)
     args = ap.parse_args(argv)
     missing = missing_env()
     if missing:
@@ -300,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("compile lab: --device cuda was asked for but torch sees no GPU; use --device cpu.", file=sys.stderr)
         return 2
-    run(args.out, args.checkpoint, args.prompts, args.new_tokens, args.rounds, args.calls, args.threads,
+    budget = Budget(args.calls, args.rounds, args.max_rounds, args.max_seconds, deferred=True)
+    run(args.out, args.checkpoint, args.prompts, args.new_tokens, budget, args.threads,
         args.device, args.survey_checkpoint, args.ddp_run, args.tp_run,
-        ("default",) if args.mode == "default" else ("default", args.mode))
+        ("default",) if args.mode == "default" else ("default", args.mode), args.against)
     return 0
 
 

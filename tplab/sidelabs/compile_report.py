@@ -16,6 +16,7 @@ from tplab.sidelabs import compile_stretch_report as stretch
 from tplab.sidelabs import distributed_survey
 from tplab.sidelabs.distributed_costs import choose
 from tplab.sidelabs.model_shapes import ModelShapes
+from tplab.sidelabs.pair_timing import Ratio, SideBySide, agreement, machine_moved
 
 MATCH_BAR = 1e-6
 DECODE_GOAL = 2.0
@@ -34,6 +35,88 @@ ROLE_NOTES = {
 
 def _fmt_us(us: float) -> str:
     return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
+#: every ratio the lab reports: (name, where its timing is, side a, side b); a / b
+RATIOS = (
+    ("TinyHead forward, eager / compiled", ("substitute", "timing"), "eager", "compiled"),
+    ("MiniGPT forward, eager / compiled", ("model", "forward_timing"), "eager", "compiled"),
+    ("decode, eager KV-cache loop / compiled static step", ("model", "decode_timing"), "eager",
+     "compiled"),
+    ("decode, eager static step / compiled static step", ("model", "decode_timing"),
+     "eager_static", "compiled"),
+    ("attention, manual eager / SDPA eager", ("model", "stretch", "attention", "timing"),
+     "manual eager", "sdpa eager"),
+    ("attention, manual eager / manual compiled", ("model", "stretch", "attention", "timing"),
+     "manual eager", "manual compiled"),
+    ("attention, SDPA eager / SDPA compiled", ("model", "stretch", "attention", "timing"),
+     "sdpa eager", "sdpa compiled"),
+    ("MiniGPT forward, default / max-autotune", ("model", "stretch", "autotune", "timing"),
+     "default", "max-autotune"),
+)
+
+
+def timing_at(r: dict[str, Any], where: tuple[str, ...]) -> SideBySide | None:
+    """The side-by-side timing stored at ``where`` in compile-results.json, or None."""
+    node: Any = r
+    for k in where:
+        node = node.get(k) if isinstance(node, dict) else None
+    return SideBySide.from_dict(node) if isinstance(node, dict) and "samples" in node else None
+
+
+def ratios(r: dict[str, Any]) -> dict[str, Ratio]:
+    """Every ratio the run measured (``RATIOS``), each from its rounds (``SideBySide.ratio``)."""
+    out = {}
+    for name, where, a, b in RATIOS:
+        t = timing_at(r, where)
+        if t is not None and a in t.samples and b in t.samples:
+            out[name] = t.ratio(a, b)
+    return out
+
+
+def against(path: Path) -> dict[str, Any]:
+    """An earlier run's ratios (its DIR or its compile-results.json), to set beside this run's."""
+    f = path / "compile-results.json" if path.is_dir() else path
+    other = json.loads(f.read_text(encoding="utf-8"))
+    return {"path": str(path), "ratios": {k: v.to_dict() for k, v in ratios(other).items()},
+            "machine_us": machine_us(other)}
+
+
+def machine_us(r: dict[str, Any]) -> float | None:
+    """The run's reference loop, median µs per call (``compile_lab``'s ``machine``), or None."""
+    t = timing_at(r, ("machine",))
+    return t.median("reference") if t is not None and "reference" in t.samples else None
+
+
+def agreement_lines(r: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Each ratio beside the same ratio of another run (``against``): agree (their 95 %
+    intervals overlap), flagged (either was unstable, so not quoted) or DISAGREE."""
+    mine = ratios(r)
+    theirs = {k: Ratio.from_dict(v) for k, v in other["ratios"].items()}
+    other_path = other["path"]
+    here, there = machine_us(r), other.get("machine_us")
+    moved = machine_moved(here, there)
+    lines = ["", "## Against an earlier run", "",
+             f"Each ratio beside the same ratio of `{other_path}`: *agree* when their 95 % "
+             "intervals overlap, *flagged* when either was unstable (and so not quoted) or when "
+             "they differ while the machine's own reference loop moved more than 15 % between "
+             "the runs, *DISAGREE* otherwise. The reference loop: "
+             + (f"{here:.1f} µs per call here, {there:.1f} µs there" if here and there
+                else "not in both runs") + ".", "",
+             "| ratio | this run | that run | |", "|---|---|---|---|"]
+    for name, ratio in mine.items():
+        if name in theirs:
+            lines.append(f"| {name} | {ratio.text()} | {theirs[name].text()} | "
+                         f"{agreement(ratio, theirs[name], moved)} |")
+    return lines
+
+
+def _fig(t: SideBySide, side: str) -> str:
+    """'1.234 ms ±4% (n 12)' with the flag when unstable."""
+    f = t.figures[side]
+    v = f["median"]
+    val = _fmt_us(v) if t.unit == "µs" else f"{v:.3f} {t.unit.split('/')[0]}"
+    return (f"{val} ±{f['spread']:.0%} (n {f['n']})" + (" **unstable**" if f["unstable"] else ""))
 
 
 def _reading(speedup: float) -> str:
@@ -146,34 +229,57 @@ def report(out: Path, r: dict[str, Any]) -> str:
             n_k[k["part"]] = n_k.get(k["part"], 0) + 1
     lines.append("Kernels generated: " + ", ".join(f"{p}: {n}" for p, n in n_k.items()) + ".")
     lines += ["", "## E. Timings (hot path only)", "",
-              "Each pair was warmed up (the first call compiles), then timed in alternating rounds with "
-              "fixed shapes; medians are shown. The ratio is the figure to quote: absolute times move "
-              "with machine load.", "", "| what | eager | compiled | eager / compiled | reading |",
-              "|---|---|---|---|---|"]
-    timings = [s["timing"]] + ([m["forward_timing"]] if m else [])
-    for t in timings:
-        lines.append(f"| {t['name']} | {_fmt_us(t['eager_us'])} | {_fmt_us(t['compiled_us'])} | "
-                     f"{t['speedup']:.2f}× | {_reading(t['speedup'])} |")
+              "Each side was warmed up (the first call compiles), then timed with fixed shapes in "
+              "rounds that visit every side of every timing of this report in a rotating order "
+              "(so each ratio's rounds span the whole timing phase, with the machine's slower "
+              "moves in them), until every side's spread (IQR / "
+              "median of its rounds) is within 15 % or the rounds run out; each figure is the "
+              "median of its rounds ± that spread, with n rounds. A ratio is the median of the "
+              "per-round ratios with its 95 % interval, quoted only when both sides are stable: "
+              "absolute times move with machine load, the ratio of moments apart does not.", "",
+              "| what | eager | compiled | eager / compiled [95 %] | rounds | reading |",
+              "|---|---|---|---|---|---|"]
+    rows = [(("substitute", "timing"), "eager", "compiled")]
     if m:
-        ms = m["decode_ms_per_token"]
-        sp = m["decode_speedup_vs_eager"]
-        lines += [f"| decode ms/token, model's eager KV-cache loop → compiled static step ({m['decode_mode']}) "
-                  f"| {ms['eager']:.3f} ms | {ms['compiled']:.3f} ms | {sp:.2f}× | {_reading(sp)} |",
-                  f"| decode ms/token, same static step eager → compiled | {ms['eager_static']:.3f} ms | "
-                  f"{ms['compiled']:.3f} ms | {m['decode_speedup_vs_eager_static']:.2f}× | "
-                  f"{_reading(m['decode_speedup_vs_eager_static'])} |", "",
-                  f"Decode goal (≥ {DECODE_GOAL:.0f}× faster compiled than the eager loop): "
-                  f"{'met' if sp >= DECODE_GOAL else 'NOT met'} ({sp:.2f}×). Compile of the decode step "
-                  f"took {m['decode_compile_s']:.1f} s; it compiled {m['decode_graphs_compiled']} graph(s) "
-                  "for all positions (the position is a tensor, so moving it does not recompile).", "",
+        rows += [(("model", "forward_timing"), "eager", "compiled"),
+                 (("model", "decode_timing"), "eager", "compiled"),
+                 (("model", "decode_timing"), "eager_static", "compiled")]
+    for where, a, b in rows:
+        t = timing_at(r, where)
+        if t is None:
+            continue
+        ratio = t.ratio(a, b)
+        what = t.name + (" (the model's eager KV-cache loop)" if a == "eager" and "decode" in t.name
+                         else " (the same static step, eager)" if a == "eager_static" else "")
+        lines.append(f"| {what} | {_fig(t, a)} | {_fig(t, b)} | {ratio.text()} | {t.rounds}: "
+                     f"{t.stopped} | {_reading(ratio.value) if ratio.quoted else '-'} |")
+    machine = timing_at(r, ("machine",))
+    if machine is not None:
+        lines += ["", f"The machine's own speed, timed in the same rounds (a fixed loop of 20 small "
+                  f"eager matmul + relu steps): {_fig(machine, 'reference')} per call; "
+                  + ("steady." if machine.stable else "it moved during the timing, so the "
+                     "figures above could not be steadier.")]
+    if m:
+        sp = ratios(r).get("decode, eager KV-cache loop / compiled static step")
+        met = ("met" if sp.quoted and sp.ci95[0] >= DECODE_GOAL else
+               "NOT met" if sp.quoted else "not judged (unstable)") if sp else "not measured"
+        lines += ["", f"Decode goal (≥ {DECODE_GOAL:.0f}× faster compiled than the eager loop, "
+                  f"the whole interval above it): {met}"
+                  + (f" ({sp.text()})" if sp else "") + f". Compile of the decode step took "
+                  f"{m['decode_compile_s']:.1f} s; it compiled {m['decode_graphs_compiled']} "
+                  "graph(s) for all positions (the position is a tensor, so moving it does not "
+                  "recompile).", "",
                   "Reading: a decode step of this model is ~100 tiny ops on [1, 1, 64] tensors, so eager "
                   "time is Python and dispatcher overhead, not arithmetic; the compiled step runs one "
                   "generated wrapper with fused elementwise kernels and direct GEMM calls. The TinyHead "
                   "forward is a single GEMM plus a softmax, so there is little overhead for compile to "
                   "remove and the compiled call's own guards and wrapper can cost as much as they save."]
     st = (m or {}).get("stretch") or {}
-    lines += stretch.autotune_lines(st.get("autotune")) + stretch.export_lines(st.get("export"))
-    lines += stretch.attention_lines(st.get("attention"), m) + stretch.time_lines(r)
+    lines += stretch.autotune_lines(st.get("autotune"), ratios(r))
+    lines += stretch.export_lines(st.get("export"))
+    lines += stretch.attention_lines(st.get("attention"), m, ratios(r)) + stretch.time_lines(r)
+    if r.get("against"):
+        lines += agreement_lines(r, r["against"])
     lines += ["", "## F. Distributed survey", ""]
     d = r.get("distributed")
     if d:
@@ -187,7 +293,9 @@ def report(out: Path, r: dict[str, Any]) -> str:
                      "was found (pass --checkpoint PATH).")
     lines += ["", "## Files", "", "- `compile-results.json` — every number above, unrounded",
               "- `kernels/` — each graph's `output_code.py`, `fx_graph_readable.py` and its kernels cut out",
-              "- `KERNEL_ANNOTATION.md`, " + (f"`{distributed_survey.FILE}`, " if d else "") + "`manifest.json`"]
+              "- `KERNEL_ANNOTATION.md`, " + (f"`{distributed_survey.FILE}` (about a page) and "
+                                              f"`{distributed_survey.DETAIL_FILE}` (its figures "
+                                              "worked out), " if d else "") + "`manifest.json`"]
     return "\n".join(lines) + "\n"
 
 
@@ -197,6 +305,23 @@ def _measured(d: dict[str, Any]) -> list[str]:
 
 def _pick(d: dict[str, Any]) -> str:
     return choose(ModelShapes.from_json(d["model"]))
+
+
+def _agreements(r: dict[str, Any]) -> dict[str, Any] | None:
+    """Each ratio's agreement with the earlier run given (``--against``), or None."""
+    if not r.get("against"):
+        return None
+    theirs = {k: Ratio.from_dict(v) for k, v in r["against"]["ratios"].items()}
+    moved = machine_moved(machine_us(r), r["against"].get("machine_us"))
+    return {"path": r["against"]["path"], "machine_moved": moved,
+            "ratios": {k: agreement(v, theirs[k], moved) for k, v in ratios(r).items()
+                       if k in theirs}}
+
+
+def _quoted(r: dict[str, Any], name: str) -> float | None:
+    """A ratio's value when it is quoted (its sides stable), else None."""
+    ratio = ratios(r).get(name)
+    return ratio.value if ratio is not None and ratio.quoted else None
 
 
 def _sha256(path: Path) -> str:
@@ -219,11 +344,19 @@ def manifest(out: Path, r: dict[str, Any]) -> dict[str, Any]:
                          "TORCHINDUCTOR_CACHE_DIR"],
         "substitute_max_abs_diff": s["max_abs_diff"], "match_bar": MATCH_BAR,
         "fused_softmax_kernel": (s.get("fused_softmax") or {}).get("file"),
-        "substitute_speedup": s["timing"]["speedup"],
+        "substitute_speedup": _quoted(r, "TinyHead forward, eager / compiled"),
         "model_forward_max_abs_diff": m["forward_max_abs_diff"] if m else None,
         "decode_tokens_equal": m["decode_tokens_equal"] if m else None,
         "decode_ms_per_token": m["decode_ms_per_token"] if m else None,
-        "decode_speedup_vs_eager": m["decode_speedup_vs_eager"] if m else None,
+        "decode_speedup_vs_eager": _quoted(r, "decode, eager KV-cache loop / compiled static step"),
+        # every ratio with its interval, or why it is not quoted
+        "ratios": {k: {"value": v.value if v.quoted else None, "ci95": list(v.ci95) if v.quoted
+                       else None, "quoted": v.quoted, "text": v.text()}
+                   for k, v in ratios(r).items()},
+        "against": _agreements(r),
+        "machine_reference_us": machine_us(r),
+        "timings_stable": all(t.stable for t in (timing_at(r, w) for _, w, _, _ in RATIOS)
+                              if t is not None),
         "stretch": stretch.stretch_manifest(m),
         # the probes may come from Inductor's shared cache; the lab's kernels never do
         "inductor_probes": r.get("inductor_probes"),
@@ -243,5 +376,7 @@ def write_all(out: Path, r: dict[str, Any]) -> None:
         (out / "KERNEL_ANNOTATION.md").write_text(annotation(fs))
     if r.get("distributed"):
         (out / distributed_survey.FILE).write_text(distributed_survey.render(r["distributed"]))
+        (out / distributed_survey.DETAIL_FILE).write_text(
+            distributed_survey.render_detail(r["distributed"]))
     (out / "REPORT.md").write_text(report(out, r))
     (out / "manifest.json").write_text(json.dumps(manifest(out, r), indent=2))

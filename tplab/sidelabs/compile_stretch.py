@@ -6,14 +6,14 @@ not run) with their own costs; the lab calls them on the model it has already lo
 
 * ``autotune_part``: the MiniGPT forward compiled with ``mode="default"`` and with
   ``mode="max-autotune"`` from a reset Dynamo (so each pays its whole compile), the compile time of
-  each, then both timed side by side on the hot path.
+  each, then both timed side by side on the hot path (``pair_timing``: until stable, or said not).
 * ``export_part``: ``torch.export.export`` of the static-cache decode step (the successor of the
   seed's ``torch._dynamo.export``): the program saved as ``export/decode_step.pt2`` with its
   readable graph, its op count, and a check that the saved program, loaded back, gives the eager
   step's logits.
 * ``attention_part``: causal attention at the model's own shapes written out by hand (matmul, mask,
   softmax, matmul) and as ``F.scaled_dot_product_attention``, each eager and compiled, timed in
-  alternating rounds; what Inductor generated for each compiled side (fused kernels or an extern
+  rotating rounds until stable (``pair_timing``); what Inductor generated for each compiled side (fused kernels or an extern
   call to ATen's fused CPU/flash attention) is read from its output code.
 
 Runs in the compile lab's child interpreter (torch imported there).
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,28 +32,12 @@ import torch
 import torch.nn.functional as F
 
 from tplab.sidelabs.inductor_dump import extract_kernels
+from tplab.sidelabs.pair_timing import Budget
 from tplab.model.gpt import MiniGPT
 
 #: extern calls in Inductor's output code that are a fused attention (ATen's SDPA kernels)
 _EXTERN_ATTENTION = re.compile(r"(?:aten|torch\.ops\.aten)\.(_?scaled_dot_product\w*|_flash_attention\w*|"
                                r"_efficient_attention\w*)")
-
-
-def time_many(fns: dict[str, Callable[[], object]], calls: int, rounds: int,
-              warmup: int = 5) -> dict[str, dict[str, float]]:
-    """Median µs per call of each callable over alternating rounds, with the rounds' min and max."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            samples[name].append((time.perf_counter() - t0) / calls * 1e6)
-    return {k: {"median_us": statistics.median(v), "min_us": min(v), "max_us": max(v)}
-            for k, v in samples.items()}
 
 
 def attention_in_code(code: str) -> dict[str, list[str]]:
@@ -78,7 +61,7 @@ def graphs_attention(graphs: list[Path]) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------ max-autotune vs default
-def autotune_part(model: torch.nn.Module, idx: torch.Tensor, calls: int, rounds: int,
+def autotune_part(model: torch.nn.Module, idx: torch.Tensor, budget: Budget,
                   sync: Callable[[], None], watch: Any) -> dict[str, Any]:
     """Compile the forward in each mode from a reset Dynamo; compile seconds, then both timed."""
     out: dict[str, Any] = {"shape": list(idx.shape)}
@@ -97,12 +80,12 @@ def autotune_part(model: torch.nn.Module, idx: torch.Tensor, calls: int, rounds:
                          "graphs": [g.name for g in watch.new()]}
 
             def call(fn: Callable[..., torch.Tensor] = fn) -> None:
-                fn(idx)
+                with torch.no_grad():
+                    fn(idx)
                 sync()
             compiled[mode] = call
-        out["timing"] = time_many(compiled, calls, rounds)
-    t = out["timing"]
-    out["speedup_vs_default"] = t["default"]["median_us"] / t["max-autotune"]["median_us"]
+        out["timing"] = budget.forwards(f"MiniGPT forward {list(idx.shape)}, by compile mode",
+                                        compiled)
     return out
 
 
@@ -153,7 +136,7 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-def attention_part(n_head: int, head_dim: int, tokens: int, calls: int, rounds: int,
+def attention_part(n_head: int, head_dim: int, tokens: int, budget: Budget,
                    device: str, sync: Callable[[], None], watch: Any) -> dict[str, Any]:
     """The four attentions at [1, n_head, tokens, head_dim], checked equal, timed side by side,
     and what Inductor generated for each compiled one."""
@@ -178,10 +161,13 @@ def attention_part(n_head: int, head_dim: int, tokens: int, calls: int, rounds: 
 
         def timed(f: Callable[..., torch.Tensor]) -> Callable[[], None]:
             def call() -> None:
-                f(q, k, v)
+                with torch.no_grad():
+                    f(q, k, v)
                 sync()
             return call
-        out["timing"] = time_many({n: timed(f) for n, f in fns.items()}, calls, rounds)
+        out["timing"] = budget.forwards(f"causal attention {out['shape']}",
+                                        {n: timed(f) for n, f in fns.items()},
+                                        calls=max(1, budget.calls // 4))
     out["compile_s"] = compile_s
     out["generated"] = generated
     return out

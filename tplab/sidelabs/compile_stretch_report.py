@@ -7,36 +7,41 @@ from __future__ import annotations
 from typing import Any
 
 from tplab.sidelabs.inductor_probes import describe
+from tplab.sidelabs.pair_timing import Ratio
 
 
 def _us(x: float) -> str:
     return f"{x / 1000:.3f} ms" if x >= 1000 else f"{x:.1f} µs"
 
 
-def _spread(t: dict[str, float]) -> str:
-    return f"{_us(t['median_us'])} ({_us(t['min_us'])}–{_us(t['max_us'])})"
+def _spread(timing: dict[str, Any], side: str) -> str:
+    """'12.3 µs ±4% (n 9)', flagged when its rounds spread past the limit."""
+    f = timing["figures"][side]
+    return (f"{_us(f['median'])} ±{f['spread']:.0%} (n {f['n']})"
+            + (" **unstable**" if f["unstable"] else ""))
 
 
-def autotune_lines(a: dict[str, Any] | None) -> list[str]:
+def autotune_lines(a: dict[str, Any] | None, ratios: dict[str, Ratio]) -> list[str]:
     lines = ["", "## Stretch 1. `mode=\"max-autotune\"` vs `mode=\"default\"`", ""]
     if a is None:
         return lines + ["Not run: pass `--mode max-autotune` to compile the MiniGPT forward in both "
                         "modes, side by side."]
     d, m, t = a["default"], a["max-autotune"], a["timing"]
-    sp = a["speedup_vs_default"]
+    sp = ratios["MiniGPT forward, default / max-autotune"]
     lines += [f"MiniGPT forward on {a['shape']}, each mode compiled from a reset Dynamo (so each pays "
-              "its whole compile), then both timed in alternating rounds (median, min–max of the "
-              "rounds):", "",
+              "its whole compile), then both timed in rotating rounds until stable (median ± "
+              f"spread of the rounds; {t['stopped']}):", "",
               "| mode | compile | run per call | max abs diff vs eager | argmax equal |",
               "|---|---:|---:|---:|---|"]
     for name, r in (("default", d), ("max-autotune", m)):
-        lines.append(f"| {name} | {r['compile_s']:.1f} s | {_spread(t[name])} | "
+        lines.append(f"| {name} | {r['compile_s']:.1f} s | {_spread(t, name)} | "
                      f"{r['max_abs_diff']:.2e} | {r['argmax_equal']} |")
+    verdict = (("worth it for a long run of this shape." if sp.ci95[0] >= 1.1 else
+                "on matrices this small there is little for autotuning to win, so the extra "
+                "compile time does not pay back.") if sp.quoted else
+               "the run cannot say which runs faster.")
     lines += ["", f"max-autotune cost {m['compile_s'] / max(d['compile_s'], 1e-9):.1f}× the default "
-              f"mode's compile time and runs at {sp:.2f}× its speed: "
-              + ("worth it for a long run of this shape." if sp >= 1.1 else
-                 "on matrices this small there is little for autotuning to win, so the extra "
-                 "compile time does not pay back.")]
+              f"mode's compile time; default / max-autotune per call: {sp.text()}: " + verdict]
     return lines
 
 
@@ -61,7 +66,8 @@ def export_lines(e: dict[str, Any] | None) -> list[str]:
         f"{'yes' if e['reloaded_logits_equal'] else 'NO'}."]
 
 
-def attention_lines(att: dict[str, Any] | None, model: dict[str, Any] | None) -> list[str]:
+def attention_lines(att: dict[str, Any] | None, model: dict[str, Any] | None,
+                    ratios: dict[str, Ratio]) -> list[str]:
     lines = ["", "## Stretch 3. Attention kernels vs `scaled_dot_product_attention`", ""]
     if att is None:
         return lines + ["Not run (no model)."]
@@ -82,22 +88,28 @@ def attention_lines(att: dict[str, Any] | None, model: dict[str, Any] | None) ->
               "ATen's fused kernel where it has one for the device.", "",
               f"The same causal attention on {att['shape']} (the model's heads × the prompt's tokens × "
               "head_dim), written out (matmul, mask, softmax, matmul) and as SDPA, eager and compiled, "
-              "timed in alternating rounds (median, min–max):", "",
+              "timed in rotating rounds until stable (median ± spread of the rounds; "
+              f"{att['timing']['stopped']}):", "",
               "| attention | per call | max abs diff vs manual eager | compile | what Inductor made |",
               "|---|---:|---:|---:|---|"]
-    for name, t in att["timing"].items():
+    t = att["timing"]
+    for name in t["figures"]:
         gen = att["generated"].get(name)
         made = said(gen) if gen is not None else "-"
         comp = f"{att['compile_s'][name]:.1f} s" if name in att["compile_s"] else "-"
-        lines.append(f"| {name} | {_spread(t)} | {att['max_abs_diff'][name]:.1e} | {comp} | {made} |")
-    t = att["timing"]
-    best = min(t, key=lambda k: t[k]["median_us"])
-    lines += ["", f"Fastest here: **{best}**; SDPA eager runs at "
-              f"{t['manual eager']['median_us'] / t['sdpa eager']['median_us']:.2f}× the manual eager "
-              f"attention's speed, and compiling the manual one gives "
-              f"{t['manual eager']['median_us'] / t['manual compiled']['median_us']:.2f}×. At a few "
-              "dozen tokens the scores matrix is tiny, so call overhead decides, not the memory a "
-              "fused (flash) kernel saves by never writing the scores out."]
+        lines.append(f"| {name} | {_spread(t, name)} | {att['max_abs_diff'][name]:.1e} | {comp} | "
+                     f"{made} |")
+    sdpa = ratios["attention, manual eager / SDPA eager"]
+    compiled = ratios["attention, manual eager / manual compiled"]
+    stable = [k for k, f in t["figures"].items() if not f["unstable"]]
+    best = (min(stable, key=lambda k: t["figures"][k]["median"]) if len(stable) == len(t["figures"])
+            else None)
+    lines += ["", (f"Fastest here: **{best}**" if best else
+                   "No fastest is named: some sides were unstable")
+              + f"; manual eager / SDPA eager: {sdpa.text()}; manual eager / manual compiled: "
+              f"{compiled.text()}. At a few dozen tokens the scores matrix is tiny, so call overhead "
+              "decides, not the memory a fused (flash) kernel saves by never writing the scores "
+              "out."]
     return lines
 
 
@@ -116,6 +128,8 @@ def time_lines(r: dict[str, Any]) -> list[str]:
                   ("MiniGPT decode-step compile", m.get("decode_compile_s")),
                   ("export", st.get("export")), ("attention comparison", st.get("attention")),
                   ("max-autotune side by side", st.get("max-autotune")),
+                  ("the side-by-side timings, every side of every part together",
+                   sec.get("timing")),
                   ("MiniGPT part in all (compiles, checks, timing rounds)", sec.get("model"))]
     total = r["finished_at"] - r["started_at"]
     lines = ["", "## Where the time goes", "", "| part | seconds |", "|---|---:|"]
@@ -136,8 +150,9 @@ def stretch_manifest(m: dict[str, Any] | None) -> dict[str, Any] | None:
     return {
         "export_op_count": e["op_count"], "export_file": e["file"],
         "export_reloaded_equal": e["reloaded_logits_equal"],
-        "attention_us": {k: v["median_us"] for k, v in att["timing"].items()},
+        "attention_us": {k: v["median"] for k, v in att["timing"]["figures"].items()},
         "autotune": None if a is None else {
-            mode: {"compile_s": a[mode]["compile_s"], "run_us": a["timing"][mode]["median_us"]}
+            mode: {"compile_s": a[mode]["compile_s"],
+                   "run_us": a["timing"]["figures"][mode]["median"]}
             for mode in ("default", "max-autotune")},
     }

@@ -29,7 +29,7 @@ from typing import Any
 
 from tplab.sidelabs import strategy
 from tplab.scaling import latency
-from tplab.scaling.calibration import calibrate
+from tplab.scaling import crossover
 from tplab.sidelabs.model_shapes import ModelShapes, numel
 
 WORLD_SIZE = 2                  # the lab's world size: 2 ranks (2 GPUs, or 2 gloo processes here)
@@ -178,17 +178,16 @@ class Thresholds:
     fsdp_d_model: float          # whole-model training state no longer fits one device
     fsdp_params: float
     tp_memory_d_model: float     # one block's training state no longer fits (FSDP cannot help)
-    tp_crossover: dict[str, float | None]  # profile -> d_model where TP=2 decodes faster than 1 device
-    crossover_sources: dict[str, str]
+    #: profile -> where TP=2 decodes faster than 1 device, with its band (a measured run's own for
+    #: its profile, else the profile as stored)
+    tp_crossover: dict[str, crossover.CrossoverBand]
     pattern_matches: bool        # the pattern's formula gives this checkpoint's parameter count
 
 
-def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thresholds:
-    """FSDP's and TP's memory thresholds and TP's latency crossover (``latency.crossover_d_model``).
-
-    ``calibration`` (a TP run's results, as ``TPMeasured.calibration``) calibrates the cpu-gloo
-    profile the way ``tplab local`` does; the GPU profiles are used as the assets file has them.
-    """
+def thresholds(m: ModelShapes, run_band: dict[str, Any] | None = None) -> Thresholds:
+    """FSDP's and TP's memory thresholds and TP's latency crossover per profile
+    (``tplab.scaling.crossover``: each profile's band as stored, and for the CPU profile a TP run
+    was measured on, ``run_band``: that run's own band, as ``TPMeasured.crossover``)."""
     c, bpe = m.config, m.bytes_per_elem
     per_param = TRAIN_STATE_COPIES * bpe
     lin = 13 * c["n_layer"] + 2 * c["vocab_size"] + c["block_size"] + 2
@@ -196,25 +195,21 @@ def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thr
     tp_d = _solve_d(12, 13, DEVICE_MEMORY_BYTES / per_param)
     shape = dataclasses.replace(latency.load_shape(), n_layer=c["n_layer"], vocab_size=c["vocab_size"],
                                 head_dim=c["d_model"] // c["n_head"], bytes_per_elem=bpe)
-    cross: dict[str, float | None] = {}
-    sources: dict[str, str] = {}
+    measured = crossover.CrossoverBand.from_dict(run_band)
+    cross: dict[str, crossover.CrossoverBand] = {}
     for name in CROSSOVER_PROFILES:
+        if measured is not None and measured.profile == name:
+            cross[name] = measured
+            continue
         try:
-            prof = latency.load_profile(name)
+            cross[name] = crossover.for_profile(latency.load_profile(name), WORLD_SIZE, shape)
         except latency.ScalingError:
             continue
-        src = "profile as stored in tplab/assets/hardware_profiles.json"
-        if name == "cpu-gloo" and calibration:
-            try:
-                prof = calibrate(prof, calibration, shape)
-                src = "calibrated from the TP run quoted above"
-            except latency.ScalingError:
-                pass
-        cross[name] = latency.crossover_d_model(prof, WORLD_SIZE, shape)
-        sources[name] = src
+    if measured is not None and measured.profile not in cross:
+        cross[measured.profile] = measured
     matches = c["d_ff"] == 4 * c["d_model"] and round(pattern_params(m, c["d_model"])) == m.n_params
     return Thresholds(DEVICE_MEMORY_BYTES, TRAIN_STATE_COPIES, fsdp_d, pattern_params(m, fsdp_d), tp_d,
-                      cross, sources, matches)
+                      cross, matches)
 
 
 def model_spec(m: ModelShapes) -> strategy.ModelSpec:

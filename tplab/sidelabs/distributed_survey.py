@@ -1,4 +1,5 @@
-"""DISTRIBUTED.md: lab 03's one-page survey of DDP, FSDP, TP and PP, priced for MiniGPT-grammar.
+"""DISTRIBUTED.md: lab 03's one-page survey of DDP, FSDP, TP and PP, priced for MiniGPT-grammar,
+and DISTRIBUTED-detail.md beside it with every figure worked out.
 
 Lab 03 (torch.compile on MiniGPT-grammar, Part F) lists the survey among the compile lab's deliverables and its report (Part G)
 points to it, so ``tplab compile`` writes it into the same directory. Each section says the pattern,
@@ -7,6 +8,12 @@ communicate for this model, computed from the checkpoint's shapes (``distributed
 measured figure of a run the user pointed at (``measured_runs``), or "not measured here". The
 closing three sentences pick a pattern with ``distributed_costs.choose`` and argue it from those
 numbers, then say from which model size the answer changes (``distributed_costs.thresholds``).
+
+The seed asks for about a page (~500 words, four sections of ~125 words): ``render`` is that page,
+each section the pattern in our own words and one line of this model's figures, then the three
+closing sentences; ``render_detail`` is the same survey with every figure worked out (per-layer
+payloads, measured runs, where TP would pay with its uncertainty, the strategy chooser's tables),
+written beside it as ``DETAIL_FILE``.
 
 ``collect`` reads the checkpoint (torch) and the runs into plain data, stored in
 compile-results.json; ``render`` turns that data into the page with no torch.
@@ -28,6 +35,35 @@ SECTIONS = ("## 1. DDP — Distributed Data Parallel", "## 2. FSDP — Fully Sha
 CLOSING = "## Which one for MiniGPT-grammar"
 CHOOSER = "## Choosing by size and topology"
 NOT_MEASURED = "not measured here"
+#: the page's detail: every figure of the page worked out, the measured runs, the chooser
+DETAIL_FILE = "DISTRIBUTED-detail.md"
+#: each pattern in a few sentences of our own: what it is, its API, when to use it and when not
+PROSE = (
+    ("Every device holds the whole model and its own slice of each batch; after `backward()` the "
+    "gradients are averaged with an all-reduce, bucket by bucket while the backward still runs, so "
+    "every replica takes the same step. API: `torch.nn.parallel.DistributedDataParallel(model)`. "
+    "Use it when the model with its gradients and optimizer state fits on one device and you want "
+    "throughput; not when it does not fit (FSDP) or one layer alone does not (TP)."),
+    ("Parameters, gradients and optimizer state are split so each device keeps 1/N; a layer's "
+    "weights are all-gathered just before it runs and freed after, and the backward gathers them "
+    "again and reduce-scatters the gradients. API: `torch.distributed.fsdp.fully_shard(block)` per "
+    "block, then on the model (or `FullyShardedDataParallel(model, auto_wrap_policy=...)`). Use it "
+    "when the training state does not fit on one device but a layer does; not when the model fits "
+    "(DDP moves less) or a single layer does not (TP)."),
+    ("Inside each layer the weight matrices are split: a column-parallel linear gives each device "
+    "some output features, the row-parallel linear after it multiplies its slice and an all-reduce "
+    "sums the partial results. API: `torch.distributed.tensor.parallel.parallelize_module` with "
+    "`ColwiseParallel`/`RowwiseParallel`, Megatron-LM, or tplab's own `tplab/tp`, which this lab "
+    "runs. Use it when one layer does not fit on a device, or to cut a large model's per-token "
+    "latency over NVLink; not when the collectives are slow next to a layer's compute (small "
+    "models, PCIe or network links)."),
+    ("The model is cut by depth into stages, one per device, and each batch into micro-batches that "
+    "flow through them: activations go forward across each cut, their gradients come back. API: "
+    "`torch.distributed.pipelining` (`PipelineStage` with `ScheduleGPipe` or `Schedule1F1B`; the "
+    "seed's `pipeline.sync.Pipe` is gone from torch). Use it for deep models on slowly linked "
+    "devices, as it sends only activations at the cuts; not with few layers or fast links, where "
+    "the bubble (stages idle while the pipe fills and drains) costs more than DDP or TP."),
+)
 
 
 def collect(checkpoint: Path, ddp_run: Path | None = None, tp_run: Path | None = None) -> dict[str, Any]:
@@ -65,8 +101,8 @@ def _d(x: float | None) -> str:
 def _header(m: ModelShapes) -> list[str]:
     c = m.config
     return [
-        "# Four ways to distribute a model, priced for MiniGPT-grammar", "",
-        f"Lab 03, Part F. The model is `{m.checkpoint}`: {c['n_layer']} blocks, d_model {c['d_model']}, "
+        "# Four ways to distribute a model, priced for MiniGPT-grammar: the detail", "",
+        f"The figures behind [{FILE}]({FILE}), worked out. The model is `{m.checkpoint}`: {c['n_layer']} blocks, d_model {c['d_model']}, "
         f"{c['n_head']} heads, d_ff {c['d_ff']}, vocabulary {c['vocab_size']}, block_size {c['block_size']}; "
         f"{m.n_params:,} parameters in {m.dtype} ({m.bytes_per_elem} bytes each), as run here. Byte figures "
         "are computed from the checkpoint's parameter shapes and tplab's TP layout; a *payload* is the "
@@ -78,11 +114,7 @@ def _header(m: ModelShapes) -> list[str]:
 def _ddp(m: ModelShapes, run: DDPMeasured | None) -> list[str]:
     cost = dc.ddp_cost(m)
     lines = [SECTIONS[0], "",
-             "Every device holds the whole model and its own slice of each batch; after `backward()` the "
-             "gradients are averaged with an all-reduce, bucket by bucket while the backward still runs, so "
-             "every replica takes the same step. API: `torch.nn.parallel.DistributedDataParallel(model)`. "
-             "Use it when the model with its gradients and optimizer state fits on one device and you want "
-             "throughput; not when it does not fit (FSDP) or one layer alone does not (TP).", "",
+             PROSE[0], "",
              "For MiniGPT-grammar:",
              f"- One gradient all-reduce per step, whatever the batch: {byte_figure(cost.grad_bytes)} of "
              f"payload ({cost.params:,} gradients × {m.bytes_per_elem} B); each rank sends "
@@ -107,12 +139,7 @@ def _fsdp(m: ModelShapes) -> list[str]:
     each = _span(u.bytes for u in blocks)
     per_layer = _span(u.bytes * (u.all_gathers + u.reduce_scatters) for u in blocks)
     return [SECTIONS[1], "",
-            "Parameters, gradients and optimizer state are split so each device keeps 1/N; a layer's "
-            "weights are all-gathered just before it runs and freed after, and the backward gathers them "
-            "again and reduce-scatters the gradients. API: `torch.distributed.fsdp.fully_shard(block)` per "
-            "block, then on the model (or `FullyShardedDataParallel(model, auto_wrap_policy=...)`). Use it "
-            "when the training state does not fit on one device but a layer does; not when the model fits "
-            "(DDP moves less) or a single layer does not (TP).", "",
+            PROSE[1], "",
             "For MiniGPT-grammar (FULL_SHARD, a unit per block; embeddings, `ln_f`, `lm_head` in the root):",
             f"- Per layer per step: all-gather the block's {each} of weights before its forward and again "
             f"before its backward, reduce-scatter its {each} of gradients: {per_layer} of payload, "
@@ -135,13 +162,7 @@ def _tp(m: ModelShapes, run: TPMeasured | None, th: dc.Thresholds) -> list[str]:
                 if c.op == "all_reduce" and c.module.startswith("blocks.0.")]
     gathers = [c.module for c in m.tp_collectives if c.op == "all_gather"]
     lines = [SECTIONS[2], "",
-             "Inside each layer the weight matrices are split: a column-parallel linear gives each device "
-             "some output features, the row-parallel linear after it multiplies its slice and an all-reduce "
-             "sums the partial results. API: `torch.distributed.tensor.parallel.parallelize_module` with "
-             "`ColwiseParallel`/`RowwiseParallel`, Megatron-LM, or tplab's own `tplab/tp`, which this lab "
-             "runs. Use it when one layer does not fit on a device, or to cut a large model's per-token "
-             "latency over NVLink; not when the collectives are slow next to a layer's compute (small "
-             "models, PCIe or network links).", "",
+             PROSE[2], "",
              "For MiniGPT-grammar (the layout of `tplab/model/gpt.py`, one decoded token at batch 1):",
              f"- {t.all_reduces} all-reduces per token, {len(outside)} after the vocabulary-sharded embedding "
              f"({_names(outside)}) and {len(in_block)} per block ({_names(in_block)}) × {m.config['n_layer']}, "
@@ -169,26 +190,16 @@ def _tp(m: ModelShapes, run: TPMeasured | None, th: dc.Thresholds) -> list[str]:
                      f"{run.instrumented_prompts} prompt(s)). Untimed, a TP token took {run.tp_per_token_ms:.3f} ms "
                      f"and one device {run.single_per_token_ms:.3f} ms: TP ran at {ratio:.2f}× the single "
                      "device's speed.")
-    named = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo"}
-    if named:
-        lines.append("- When it pays (`tplab/scaling/latency.py`, this pattern grown in d_model): TP=2 decodes "
-                     "faster than one device from d_model "
-                     + ", ".join(f"{_d(v)} on `{k}`" for k, v in named.items()) + " (assumed hardware)"
-                     + (f", {_d(th.tp_crossover['cpu-gloo'])} on this CPU over gloo "
-                        f"({th.crossover_sources['cpu-gloo']})" if "cpu-gloo" in th.tp_crossover else "")
-                     + ".")
+    if th.tp_crossover:
+        lines.append("- When it pays (`tplab/scaling/crossover.py`, this pattern grown in d_model): "
+                     + "; ".join(f"`{k}`: {b.text()}" for k, b in th.tp_crossover.items()) + ".")
     return lines + [""]
 
 
 def _pp(m: ModelShapes) -> list[str]:
     p = dc.pp_cost(m)
     return [SECTIONS[3], "",
-            "The model is cut by depth into stages, one per device, and each batch into micro-batches that "
-            "flow through them: activations go forward across each cut, their gradients come back. API: "
-            "`torch.distributed.pipelining` (`PipelineStage` with `ScheduleGPipe` or `Schedule1F1B`; the "
-            "seed's `pipeline.sync.Pipe` is gone from torch). Use it for deep models on slowly linked "
-            "devices, as it sends only activations at the cuts; not with few layers or fast links, where "
-            "the bubble (stages idle while the pipe fills and drains) costs more than DDP or TP.", "",
+            PROSE[3], "",
             f"For MiniGPT-grammar ({p.stages} stages of {' and '.join(str(x) for x in p.layers_per_stage)} "
             f"blocks; `tplab ddp`'s {dc.TRAIN_SEQUENCES}-sequence step cut into {p.micro_batches} "
             f"micro-batches of {p.micro_batch} sequences × {p.tokens} tokens):",
@@ -222,7 +233,8 @@ def closing_sentences(m: ModelShapes, ddp_run: DDPMeasured | None, tp_run: TPMea
           f"save {byte_figure(f.state_bytes - f.state_bytes_per_rank)} per rank, TP would add {t.collectives} "
           f"latency-bound collectives ({byte_figure(t.bytes_per_token)}) to every token{tp_time}, and "
           f"PP would leave {p.bubble:.0%} of each step idle across only {m.config['n_layer']} blocks.")
-    cross = {k: v for k, v in th.tp_crossover.items() if k != "cpu-gloo" and v is not None}
+    cross = {k: b.estimate for k, b in th.tp_crossover.items()
+             if not k.startswith("cpu-") and b.estimate is not None}
     tp_when = (f"for serving, TP=2 starts to beat one device between d_model {_d(min(cross.values()))} "
                f"(`{min(cross, key=cross.__getitem__)}`) and {_d(max(cross.values()))} "
                f"(`{max(cross, key=cross.__getitem__)}`) "
@@ -236,12 +248,58 @@ def closing_sentences(m: ModelShapes, ddp_run: DDPMeasured | None, tp_run: TPMea
     return [s1, s2, s3]
 
 
+def _page_figures(m: ModelShapes, ddp_run: DDPMeasured | None, tp_run: TPMeasured | None,
+                  th: dc.Thresholds) -> list[str]:
+    """One line per pattern: this model's figure that section's detail works out."""
+    ddp, f, t, p = dc.ddp_cost(m), dc.fsdp_cost(m), dc.tp_cost(m), dc.pp_cost(m)
+    share = (f", {ddp_run.allreduce_share:.1%} of a step measured here" if ddp_run
+             else f"; its share of a step {NOT_MEASURED}")
+    tp_time = (f"; they took {tp_run.allreduce_ms_per_token:.3f} ms of a "
+               f"{tp_run.instrumented_per_token_ms:.3f} ms token measured here" if tp_run
+               else f"; their time {NOT_MEASURED}")
+    gpu = {k: b for k, b in th.tp_crossover.items() if not k.startswith("cpu-")}
+    cpu = {k: b for k, b in th.tp_crossover.items() if k.startswith("cpu-")}
+    pays = ("; TP=2 would beat one device from d_model "
+            + ", ".join(f"{b.short().lstrip('≈')} on `{k}`" for k, b in gpu.items())
+            + "".join(f", and on this CPU ({k}) {b.text().split(' [')[0]}" for k, b in cpu.items())
+            if th.tp_crossover else "")
+    return [
+        f"For MiniGPT-grammar: one all-reduce of {byte_figure(ddp.grad_bytes)} of gradients per step "
+        f"(each rank sends {byte_figure(ddp.wire_bytes_per_rank)}){share}.",
+        f"For MiniGPT-grammar: each rank sends {byte_figure(f.wire_bytes_per_rank)} per step, "
+        f"{f.wire_bytes_per_rank / ddp.wire_bytes_per_rank:.2f}× DDP, to keep "
+        f"{byte_figure(f.state_bytes_per_rank)} of the {byte_figure(f.state_bytes)} training state "
+        "per rank.",
+        f"For MiniGPT-grammar: {t.collectives} latency-bound collectives per decoded token, "
+        f"{byte_figure(t.bytes_per_token)} in all{tp_time}{pays}.",
+        f"For MiniGPT-grammar: {p.stages} stages, {byte_figure(p.bytes_per_micro_batch)} of activations "
+        f"per micro-batch across the cut and a bubble of {p.bubble:.0%} of each step; in decoding the "
+        "stages run one after the other, never faster than one device."]
+
+
 def render(data: dict[str, Any]) -> str:
-    """The page, from ``collect``'s data."""
+    """The page (about 500 words), from ``collect``'s data; its detail is ``render_detail``."""
     m = ModelShapes.from_json(data["model"])
     ddp_run = DDPMeasured.from_json(data["ddp_run"]) if data.get("ddp_run") else None
     tp_run = TPMeasured.from_json(data["tp_run"]) if data.get("tp_run") else None
-    th = dc.thresholds(m, tp_run.calibration if tp_run else None)
+    th = dc.thresholds(m, tp_run.crossover if tp_run else None)
+    c = m.config
+    lines = ["# Four ways to distribute a model, priced for MiniGPT-grammar", "",
+             f"Lab 03, Part F, for `{m.checkpoint}` ({m.n_params:,} parameters, {c['n_layer']} blocks, "
+             f"d_model {c['d_model']}) on {dc.WORLD_SIZE} ranks. Each figure is worked out in "
+             f"[{DETAIL_FILE}]({DETAIL_FILE}), with the measured runs and the strategy chooser.", ""]
+    for title, prose, figure in zip(SECTIONS, PROSE, _page_figures(m, ddp_run, tp_run, th)):
+        lines += [title, "", prose, "", figure, ""]
+    lines += [CLOSING, "", " ".join(closing_sentences(m, ddp_run, tp_run, th)), ""]
+    return "\n".join(lines)
+
+
+def render_detail(data: dict[str, Any]) -> str:
+    """The detail beside the page, from ``collect``'s data."""
+    m = ModelShapes.from_json(data["model"])
+    ddp_run = DDPMeasured.from_json(data["ddp_run"]) if data.get("ddp_run") else None
+    tp_run = TPMeasured.from_json(data["tp_run"]) if data.get("tp_run") else None
+    th = dc.thresholds(m, tp_run.crossover if tp_run else None)
     lines = _header(m) + _ddp(m, ddp_run) + _fsdp(m) + _tp(m, tp_run, th) + _pp(m)
     lines += [CLOSING, "", " ".join(closing_sentences(m, ddp_run, tp_run, th)), ""]
     if not th.pattern_matches:

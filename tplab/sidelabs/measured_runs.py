@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +98,9 @@ class DDPMeasured:
 class TPMeasured:
     """What a ``tplab local`` (or cloud lab) run measured, as the survey quotes it.
 
-    ``calibration`` keeps the part of results.json that ``tplab.scaling.calibration.calibrate`` reads.
+    ``crossover`` is the run's own crossover band (``tplab.scaling.crossover``: the one its
+    `tplab local` stored in results.json's ``calibration``, else made now from the whole
+    results.json the same way), so the survey quotes the answer every other face gives.
     """
 
     path: str
@@ -115,7 +117,7 @@ class TPMeasured:
     single_per_token_ms: float
     instrumented_per_token_ms: float  # TP token time in the pass whose collectives were timed
     instrumented_prompts: int
-    calibration: dict[str, Any] = field(default_factory=dict)
+    crossover: dict[str, Any] | None = None
 
     @property
     def bytes_per_token(self) -> float:
@@ -178,11 +180,29 @@ def load_tp_run(path: Path, flag: str = "--tp-run") -> TPMeasured:
             tp_per_token_ms=float(d["tp_per_token_ms"]), single_per_token_ms=float(d["single_per_token_ms"]),
             instrumented_per_token_ms=float(d["tp"]["instrumented_per_token_ms"]["mean"]),
             instrumented_prompts=int((d.get("config") or {}).get("instrumented_prompts") or 0),
-            calibration={k: d.get(k) for k in ("world_size", "backend", "env", "sweep",
-                                               "single_per_token_ms", "model")})
+            crossover=_run_band(d))
     except (KeyError, IndexError, TypeError, ValueError):
         raise MeasuredRunError(f"{flag} {p} lacks fields a complete `tplab local` run writes; "
                                "run `tplab local` again.") from None
+
+
+def _run_band(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's crossover band: stored by the run, else made from its results now (None when
+    the run cannot be calibrated)."""
+    from tplab.scaling import crossover, latency
+    stored = crossover.CrossoverBand.from_dict((results.get("calibration") or {}).get("crossover"))
+    if stored is not None:
+        return stored.to_dict()
+    name = latency.cpu_profile_name(results.get("comm")) if results.get("device_type") == "cpu" \
+        else None
+    try:
+        from tplab.scaling.calibration import profile_for_run
+        name = name or profile_for_run(results)[0]
+        if name is None:
+            return None
+        return crossover.for_run(latency.load_profile(name), results).to_dict()
+    except (latency.ScalingError, KeyError, TypeError, ValueError):
+        return None
 
 
 def check_same_model(run_model: dict[str, int], config: dict[str, int], flag: str, run_path: str,

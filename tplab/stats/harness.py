@@ -7,7 +7,8 @@ the spread is too large, and vary the order of what they measure so that drift h
 alike. This module is that arithmetic, shared by the job (pod) and the client, with no torch:
 
 * ``Figure`` / ``figure(samples)``: median, quartiles, relative spread = IQR / median, a 95 %
-  interval of the median (seeded bootstrap: deterministic), mean with its 95 % t-interval, ``n``,
+  interval of the median (seeded bootstrap: deterministic), mean with its 95 % t-interval (t
+  from ``student_t`` at the samples' own degrees of freedom), ``n``,
   and ``unstable`` when the spread exceeds ``SPREAD_LIMIT``;
 * ``unstable_text(spread)``: the one sentence every view shows for a flagged figure;
 * ``round_order(items, r, seed)`` and ``mode_order(r)``: the order of sizes and of single/TP in
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 from tplab.stats.fit import percentile
+from tplab.stats.student_t import t95
 
 T = TypeVar("T")
 
@@ -39,19 +41,6 @@ SEED = 2024
 SPREAD_DEFINITION = ("spread = (q3 - q1) / median of the samples (interquartile range relative "
                      f"to the median); a figure whose spread exceeds {SPREAD_LIMIT:.0%} is "
                      "flagged unstable")
-
-# two-sided 95 % Student t quantiles for 1..30 degrees of freedom (then the normal 1.96)
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def t95(df: int) -> float:
-    """The two-sided 95 % quantile of Student's t with ``df`` degrees of freedom."""
-    if df < 1:
-        raise ValueError("a t interval needs at least two samples")
-    return _T95[df - 1] if df <= len(_T95) else 1.96
-
 
 def median(xs: Sequence[float]) -> float:
     if not xs:

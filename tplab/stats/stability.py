@@ -31,13 +31,15 @@ def _pass_stat(steps: Sequence[float], q: float | None) -> float:
 def per_pass_figures(passes: Sequence[Sequence[float]]) -> dict[str, Any]:
     """p50, p99 and mean per-token ms of each pass (a prompt's decode steps), each summarized as
     a figure over the passes: its median, spread, 95 % intervals (of the median, and the t-interval
-    of the mean) and n."""
+    of the mean) and n; ``pass_means_ms``: each pass's own mean, the samples a bootstrap over the
+    passes redraws (``tplab.scaling.crossover``)."""
     rows = [list(p) for p in passes if p]
     if not rows:
         return {"n": 0}
     out: dict[str, Any] = {"n": len(rows)}
     for name, q in (("p50", 50.0), ("p99", 99.0), ("mean", None)):
         out[name] = figure([_pass_stat(r, q) for r in rows]).to_dict()
+    out["pass_means_ms"] = [_pass_stat(r, None) for r in rows]
     return out
 
 

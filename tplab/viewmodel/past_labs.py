@@ -40,7 +40,8 @@ class PastLab:
     reason: str = ""
     speedup: float | None = None          # single / TP, measured
     d_model: int | None = None            # the model the lab measured
-    crossover: float | None = None        # predicted by the scaling model (calibrated on the run)
+    crossover: float | None = None        # the manifest's crossover_d_model
+    crossover_band: str = ""              # the predicted crossover's band, short ("1.4k–2.1k")
     cost_usd: float | None = None         # actual, from the provider
     verified_gone: bool | None = None
     pod_id: str | None = None
@@ -51,11 +52,13 @@ class PastLab:
 
     @property
     def crossover_text(self) -> str:
-        """Measured side and predicted point: '>64 meas · ≈1,056 pred'."""
+        """Measured side and predicted band: '>64 meas · 1.4k–2.1k pred'."""
         parts = []
         if self.speedup is not None and self.d_model:
             parts.append(f"{'>' if self.speedup < 1 else '≤'}{self.d_model} meas")
-        if self.crossover:
+        if self.crossover_band:
+            parts.append(f"{self.crossover_band} pred")
+        elif self.crossover:
             parts.append(f"≈{self.crossover:,.0f} pred")
         return " · ".join(parts) or "—"
 
@@ -146,13 +149,21 @@ def read_lab(path: Path) -> PastLab:
         gpu=str(m.get("instance_type") or ""), status=status,
         reason=str(m.get("reason") or ""), speedup=finite(m.get("speedup")),
         d_model=d_model if isinstance(d_model, int) and not isinstance(d_model, bool) else None,
-        crossover=finite(m.get("crossover_d_model")), cost_usd=finite(m.get("actual_cost_usd")),
+        crossover=finite(m.get("crossover_d_model")), crossover_band=_band_short(m),
+        cost_usd=finite(m.get("actual_cost_usd")),
         verified_gone=m.get("verified_gone") if isinstance(m.get("verified_gone"), bool)
         else None,
         pod_id=m.get("instance_id") if isinstance(m.get("instance_id"), str) else None,
         mock=m.get("mock") is True or "mock" in str(m.get("vendor", "")).lower()
         or "/mock/" in path.as_posix(),
         has_stream=(path / "stream.jsonl").is_file(), manifest=m, problem=problem)
+
+
+def _band_short(m: dict[str, Any]) -> str:
+    """The stored crossover band's short form ("" when the manifest has none)."""
+    from tplab.scaling.crossover import CrossoverBand
+    band = CrossoverBand.from_dict(m.get("crossover"))
+    return band.short() if band is not None else ""
 
 
 def _first_ts(path: Path) -> float | None:

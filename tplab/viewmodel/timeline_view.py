@@ -238,12 +238,10 @@ def timeline_from(section: Any) -> Timeline | None:
                     trace_note=str(trace.get("note", ""))[:300])
 
 
-def lane_cells(lane: Lane, span_us: float, width: int) -> list[str]:
-    """The lane as ``width`` cells of kinds (``KINDS``), time running left to right over
-    ``span_us``: each cell the kind covering most of it, a collective's wire or wait winning
-    once it covers a third of the cell (a short collective must not vanish)."""
-    if width <= 0 or span_us <= 0:
-        return []
+def _cover(lane: Lane, span_us: float, width: int) -> list[dict[str, float]]:
+    """µs of each kind in each of ``width`` cells over ``span_us``, compute scaled to the split:
+    a lane's busy intervals are bounded in number, so where their gaps were closed they cover
+    more than the profiler's compute; the excess is drawn as rest, spread over them evenly."""
     dt = span_us / width
     cover = [{k: 0.0 for k in KINDS} for _ in range(width)]
     for seg in lane.segments:
@@ -252,14 +250,38 @@ def lane_cells(lane: Lane, span_us: float, width: int) -> list[str]:
             lo, hi = max(seg.start, c * dt), min(seg.end, (c + 1) * dt)
             if hi > lo:
                 cover[c][seg.kind] += hi - lo
+    drawn = sum(cv["compute"] for cv in cover)
+    if drawn > lane.compute_us > 0 or (drawn > 0 and lane.compute_us == 0):
+        keep = lane.compute_us / drawn
+        for cv in cover:
+            cv["rest"] += cv["compute"] * (1 - keep)
+            cv["compute"] *= keep
+    return cover
+
+
+def lane_cells(lane: Lane, span_us: float, width: int) -> list[str]:
+    """The lane as ``width`` cells of kinds (``KINDS``), time running left to right over
+    ``span_us``, drawn to the split: each kind gets as many cells as its time fills (within a
+    cell or two), placed where the profiler saw it (error diffusion: a cell goes to the kind
+    present in it that is furthest behind its share), and a collective's wire or wait wins a
+    cell once it covers a third of it (a short collective must not vanish). So a token that is
+    30 % rest shows 30 % blank, however finely its ops and gaps interleave."""
+    if width <= 0 or span_us <= 0:
+        return []
+    dt = span_us / width
+    owed = {k: 0.0 for k in KINDS}
     cells = []
-    for c in range(width):
-        cv = cover[c]
+    for cv in _cover(lane, span_us, width):
         if sum(cv.values()) <= 0:
             cells.append("")
             continue
+        for k in KINDS:
+            owed[k] += cv[k] / dt
         comm = max(("wire", "wait"), key=lambda k: cv[k])
-        cells.append(comm if cv[comm] >= dt / 3 else max(KINDS, key=lambda k: cv[k]))
+        kind = comm if cv[comm] >= dt / 3 else max(
+            (k for k in KINDS if cv[k] > 0), key=lambda k: owed[k])
+        owed[kind] -= 1.0
+        cells.append(kind)
     return cells
 
 
@@ -277,6 +299,63 @@ def label_row(step: Step, lane_index: int, span_us: float, width: int) -> str:
         row[col:col + len(c.short)] = list(c.short)
         free = col + len(c.short) + 1
     return "".join(row).rstrip()
+
+
+def dropped_labels(step: Step, lane_index: int, span_us: float, width: int) -> list[str]:
+    """The collectives' labels ``label_row`` leaves out at this width (no room beside the one
+    before), so a face can say so instead of dropping them without a word."""
+    shown = set(label_row(step, lane_index, span_us, width).split())
+    return [c.short for c in step.collectives if c.short not in shown]
+
+
+def dropped_text(labels: list[str]) -> str:
+    """'labels 4a, 5a not shown: no room at this width', or ''."""
+    if not labels:
+        return ""
+    few = ", ".join(labels[:6]) + (f" and {len(labels) - 6} more" if len(labels) > 6 else "")
+    return f"label{'s' if len(labels) > 1 else ''} {few} not shown: no room at this width"
+
+
+@dataclass(frozen=True)
+class ScaledLane:
+    """One mode's median token as one lane on a scale shared with the other mode."""
+
+    mode: str
+    rank: int
+    span_us: float
+    cells: tuple[str, ...]
+
+
+def to_scale(t: Timeline, width: int) -> tuple[list[ScaledLane], float]:
+    """Each mode's median profiled token (its rank 0 lane), all drawn on one time scale, the
+    longest filling ``width`` cells: (the lanes, µs per cell). The slowdown TP is about is then
+    seen as length, not read off two different scales."""
+    picked = []
+    for mode in t.modes:
+        steps = sorted(t.steps[mode], key=lambda s: s.span_us)
+        if steps:
+            picked.append(steps[len(steps) // 2])
+    longest = max((s.span_us for s in picked), default=0.0)
+    if width <= 0 or longest <= 0:
+        return [], 0.0
+    per_cell = longest / width
+    lanes = []
+    for step in picked:
+        lane = step.lanes[0]
+        n = max(1, round(step.span_us / per_cell))
+        lanes.append(ScaledLane(step.mode, lane.rank, step.span_us,
+                                tuple(lane_cells(lane, step.span_us, n))))
+    return lanes, per_cell
+
+
+def scale_text(lanes: list[ScaledLane], per_cell: float) -> str:
+    """'one scale, 1 cell = 390 µs: TP 29.7 ms is 15.4× single 1929 µs'."""
+    spans = {lane.mode: lane.span_us for lane in lanes}
+    out = f"one scale, 1 cell = {us(per_cell)}"
+    if "tp" in spans and "single" in spans and spans["single"] > 0:
+        out += (f": TP {us(spans['tp'])} is {spans['tp'] / spans['single']:.1f}× single "
+                f"{us(spans['single'])}")
+    return out
 
 
 def us(v: float | None) -> str:

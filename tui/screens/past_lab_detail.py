@@ -132,7 +132,11 @@ def _crossover(lab: PastLab) -> str:
     if lab.speedup is not None and lab.d_model:
         side = "slower" if lab.speedup < 1 else "faster"
         parts.append(f"measured: TP {side} at d_model {lab.d_model}")
-    if lab.crossover:
+    band = (lab.manifest.get("crossover") or {}).get("text") if isinstance(
+        lab.manifest.get("crossover"), dict) else None
+    if isinstance(band, str) and band:
+        parts.append(f"predicted {band}")
+    elif lab.crossover:
         parts.append(f"predicted ≈{lab.crossover:,.0f}"
                      + (" (calibrated on this run)" if lab.speedup is not None else
                         " (model only)"))

@@ -2,10 +2,13 @@
 
 The model lives in ``tplab/scaling/latency.py`` (torch-free); this panel only asks it for a curve and
 its crossover and plots them, with this run's measured point once the job's result exists
-(and the curve recalibrated on that result, when the model can). The d_model sweep's measured
-points are added as each ``sweep_point`` event arrives (single ``o``, TP ``x``), and the measured
-crossover (``*``, interpolated between them) beside the predicted one (the vertical line). The
-computation runs in a thread worker so a slow model never stalls the UI.
+(and the curve recalibrated on that result, when the model can). The predicted crossover is the
+lab's one ``CrossoverBand`` (``tplab.scaling.crossover``, made by ``tplab.lab.prediction``): its
+range, or "none below N", in the border title with whether it is the profile's (before the run)
+or calibrated from this run, and its ends as vertical lines. The d_model sweep's measured points
+are added as each ``sweep_point`` event arrives (single ``o``, TP ``x``), and the measured
+crossover (``*``, interpolated between them) beside the predicted one. The computation runs in
+a thread worker so a slow model never stalls the UI.
 """
 
 from __future__ import annotations
@@ -34,6 +37,17 @@ class ScalingCurve:
     tp_ms: list[float]
     crossover: float | None
     label: str
+    band: Any = None  # tplab.scaling.crossover.CrossoverBand
+
+    def band_lines(self) -> list[float]:
+        """Where the predicted crossover is drawn: its band's ends (or its one end, "none below
+        N"), else the point."""
+        b = self.band
+        if b is not None and b.kind != "point":
+            ends = (b.lo, b.hi) if b.kind == "range" else (b.below,)
+        else:
+            ends = (self.crossover,)
+        return [e for e in ends if e and D_LO <= e <= D_HI]
 
 
 class ScalingSource:
@@ -60,8 +74,8 @@ class ScalingSource:
         if pred is None:
             raise RuntimeError("no hardware profile for this lab's GPU type")
         ds, single, tp = curve_points(pred, D_LO, D_HI, N_POINTS)
-        label = pred.profile.name + (" calibrated" if pred.calibrated else "")
-        return ScalingCurve(ds, single, tp, pred.crossover_d_model, label)
+        label = pred.profile.name + (" calibrated" if pred.calibrated else " profile")
+        return ScalingCurve(ds, single, tp, pred.crossover_d_model, label, pred.band)
 
 
 Sweep = tuple[tuple[float, float, float], ...]
@@ -134,8 +148,11 @@ class ScalingPanel(ThreadedPlot):
             self.border_title = "Scaling · ms/token over d_model"
             self.border_subtitle = self.problem or ""
             return
-        cross = (f"crossover ≈{c.crossover:,.0f}" if c.crossover and D_LO <= c.crossover <= D_HI
-                 else "no crossover")
+        if c.band is not None:
+            cross = f"crossover {c.band.short()}"
+        else:
+            cross = (f"crossover ≈{c.crossover:,.0f}" if c.crossover and D_LO <= c.crossover <= D_HI
+                     else "no crossover")
         if self._sweep:
             m = sweep_crossover(self._sweep)
             cross = (cross.replace("crossover", "predicted") + " · measured "
@@ -205,8 +222,8 @@ class ScalingPanel(ThreadedPlot):
             plt.plot(curve.d_models, curve.single_ms, label="single", color="cyan",
                      marker="braille")
             plt.plot(curve.d_models, curve.tp_ms, label="tp", color="magenta", marker="braille")
-            if curve.crossover and D_LO <= curve.crossover <= D_HI:
-                plt.vline(curve.crossover, color="yellow")
+            for end in curve.band_lines():
+                plt.vline(end, color="yellow")
         elif problem:
             plt.title(problem)
         if sweep:
@@ -233,6 +250,8 @@ class ScalingPanel(ThreadedPlot):
                 return Text("no scaling model for this lab", style="dim")
             return Text(problem or "computing the curve…", style="dim")
         out = Text(f"{'d_model':>7}{'single':>9}{'tp':>9}", style="bold")
+        if curve.band is not None:
+            out.append(f"\ncrossover {curve.band.text()}", style="bold")
         for d in TABLE_D:
             i = min(range(len(curve.d_models)), key=lambda k: abs(curve.d_models[k] - d))
             out.append(f"\n{curve.d_models[i]:>7,.0f}{curve.single_ms[i]:>9.3g}"

@@ -6,9 +6,13 @@ draws one token step of the profiled pass (``tplab.viewmodel.timeline_view``: th
 time running left to right, each collective's waiting (for the last rank to arrive) and its
 time on the wire drawn apart from the rank's compute, and its layer written above it ("E" the
 embedding, "3a" layer 3's attention output, "3m" its MLP down projection, "G" the logits
-gather). ``[`` and ``]`` step through the profiled tokens, ``m`` switches single / TP. Below the
-lanes: the step's figures per rank, the medians over the profiled tokens, and where the whole
-trace is (``trace.json``, for Perfetto). Cells differ by shape as well as colour.
+gather). ``[`` and ``]`` step through the profiled tokens, ``m`` switches single / TP. Above the
+step, each mode's median token on one shared scale, so TP's slowdown is seen as length (and the
+ratio said); the step itself takes the full width at its own scale, printed beside it. Lanes are
+drawn to the split (``timeline_view.lane_cells``: a token that is 30 % rest shows 30 % blank),
+and a label left out for want of room is named. Below the lanes: the step's figures per rank,
+the medians over the profiled tokens, and where the whole trace is (``trace.json``, for
+Perfetto). Cells differ by shape as well as colour.
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from tplab.viewmodel.timeline_view import (
     Step,
     Timeline,
     allreduce_text,
+    dropped_labels,
+    dropped_text,
     label_row,
     lane_cells,
+    scale_text,
     split_text,
+    to_scale,
     us,
 )
 from tui.widgets.panel import StatePanel
@@ -83,9 +91,14 @@ class TimelinePanel(StatePanel):
         if step is None:
             return out
         width = max(10, self.size.width - len(_PREFIX))  # the content's width
+        self._scaled(out, t)
         span = step.span_us or 1.0
+        out.append(f"\nthis token at its own scale, 1 cell = {us(span / width)}:", style="dim")
         for k, lane in enumerate(step.lanes):
             out.append("\n" + " " * len(_PREFIX) + label_row(step, k, span, width))
+            gone = dropped_labels(step, k, span, width)
+            if gone:
+                out.append(f"\n{' ' * len(_PREFIX)}({dropped_text(gone)})", style="dim")
             out.append(f"\nr{lane.rank:<{len(_PREFIX) - 1}}", style="bold")
             for kind in lane_cells(lane, span, width):
                 out.append(CELL.get(kind, " "), style=STYLE.get(kind, ""))
@@ -107,6 +120,19 @@ class TimelinePanel(StatePanel):
                    style="dim")
         self._detail(out, step)
         return out
+
+    def _scaled(self, out: Text, t: Timeline) -> None:
+        """Each mode's median token on one shared scale, with the ratio said."""
+        width = max(10, self.size.width - 7 - 10)
+        lanes, per_cell = to_scale(t, width)
+        if len(lanes) < 2:
+            return
+        out.append(f"\n{scale_text(lanes, per_cell)}", style="bold")
+        for lane in lanes:
+            out.append(f"\n{'TP' if lane.mode == 'tp' else 'single':<7}", style="bold")
+            for kind in lane.cells:
+                out.append(CELL.get(kind, " "), style=STYLE.get(kind, ""))
+            out.append(f"| {us(lane.span_us)}", style="dim")
 
     def _detail(self, out: Text, step: Step) -> None:
         """Each collective's wait and wire per rank, where the panel has the rows for them."""
