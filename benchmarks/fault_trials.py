@@ -214,7 +214,7 @@ def lab_config(w: Worker, name: str, **kw):
                 new_tokens=16, warmup=1,
                 sweep=False, out_dir=w.root / name, heartbeat_interval_s=1.0,
                 heartbeat_timeout_s=HEARTBEAT_S, guard_first_heartbeat_s=GUARD_S,
-                create_lookup_s=5.0, verify_timeout_s=20.0)
+                create_lookup_s=5.0, end_bound_s=20.0)
     base.update(kw)
     return LabConfig(**base)
 

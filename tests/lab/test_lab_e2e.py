@@ -428,7 +428,9 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     """Scenario "every transient fault, complete": one lab through a runtime that is null at
     first, an sshd that refuses at first, two SSH connections cut under the transport, two
-    failing terminates, two 500s on the pod's status and a terminate that lingers for 4 reads;
+    failing terminates, two 500s on the pod's status and five on its bill, each a proxy's HTML
+    page (more than the client's retries on the bill: the settle says it could not read it, in
+    the page's words) and a terminate that lingers for 4 reads;
     it completes, every event exactly once. The labs of four tests were this one:
     test_ssh_dropped_twice_every_event_exactly_once (the drops, every event once, no gap, no
     duplicate, the key nowhere), test_slow_runtime_and_refused_ssh_are_waited_out (COMPLETE, the
@@ -439,7 +441,9 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     with each fault waited out (the provider's backoff shortened: ``QUICK_RETRIES``)."""
     from tplab.mock.handle import start_mock_cloud
     cloud = start_mock_cloud({"runtime_null_s": 0.5, "ssh_refuse_s": 2.0, "terminate_fail_n": 2,
-                              "http_500": {"GET /v2/pods/{id}": 2}, "terminate_lingers": 4},
+                              "http_500": {"GET /v2/pods/{id}": 2, "GET /v2/billing/pods": 5},
+                              "error_page": True,
+                              "terminate_lingers": 4},
                              boot_delay_s=0.3, state_dir=tmp_path / "mock-state")
     try:
         await _every_transient_fault(lab_assets, tmp_path, cloud)
@@ -502,6 +506,10 @@ async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
             assert path.stat().st_mode & 0o077 == 0, path
         elif path.is_file():
             assert key not in path.read_bytes(), path
+    # -- fault suite: "API 500 page": the proxy's page said as its words, never its HTML
+    stream = (outcome.out_dir / "stream.jsonl").read_text()
+    assert "500 Internal Server Error: cloudflare" in stream
+    assert "<html" not in stream and "<script" not in stream and "window.__cf" not in stream
     # -- from test_slow_runtime_and_refused_ssh_are_waited_out
     assert attempts, "sshd refused at first: the client should have retried"
     # -- from test_api_errors_and_failing_terminates_still_end_verified_gone

@@ -52,9 +52,15 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "error": {"msg": (str,), "fatal": (bool,)},
     # liveness of the job (pod side) or of the client heartbeat
     "heartbeat": {},
-    # orchestrator: accrued dollars at the quoted price and seconds left before the cap
+    # orchestrator: the lab's cost figure (tplab.money.lab_money.LabMoney.cost): accrued dollars
+    # at the quoted price and seconds left before the cap while the pod may bill; optional
+    # cost_is ("estimate" | "billed": the provider's bill once settled), ran_s (the pod's life
+    # the figure counts), ended_at (epoch s the provider showed it gone), authorized_usd,
+    # held_for_pod (the pod whose unproven end keeps the lab's authorization held)
     "cost": {"accrued_usd": _NUM, "usd_per_hr": _NUM, "seconds_left": _NUM},
-    # orchestrator: budget figures from BudgetGuard
+    # orchestrator: budget figures from BudgetGuard; optional authorized_usd, label,
+    # damaged_lines, held_for ("pod 4711 not yet proven gone": money held for a pod whose end
+    # is not proven)
     "budget": {"cap_usd": _NUM, "spent_usd": _NUM, "held_usd": _NUM, "remaining_usd": _NUM},
     # orchestrator: pod/instance state (state is the provider's, e.g. CREATED, RUNNING, GONE)
     "instance": {"state": (str,)},
@@ -310,9 +316,14 @@ class EventWriter:
         return ev
 
 
-def read_events(path: str) -> Iterator[Event]:
-    """Read every complete event of an ``events.jsonl`` file (a partial last line is skipped)."""
+#: the most of an events file ``read_events`` reads (the lab fetches at most as much)
+READ_LIMIT = 256 << 20
+
+
+def read_events(path: str, limit: int = READ_LIMIT) -> Iterator[Event]:
+    """Read every complete event of an ``events.jsonl`` file (a partial last line is skipped),
+    at most ``limit`` bytes of it; a path that is not a regular file is an OSError."""
+    from tplab.util.bounded_read import iter_chunks
     dec = EventDecoder()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 16):
-            yield from dec.feed(chunk)
+    for chunk in iter_chunks(path, limit):
+        yield from dec.feed(chunk)

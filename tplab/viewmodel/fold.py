@@ -254,10 +254,16 @@ class LabState(LabSnapshot):
 
     def _on_cost(self, ev: Event) -> None:
         c = self.cost
+        what = ev.get("cost_is")
+        if c.billed and what != "billed":
+            return  # a billed figure is final: a late estimate does not replace it
         c.accrued_usd = float(ev["accrued_usd"])
         c.usd_per_hr = float(ev["usd_per_hr"])
         c.seconds_left = float(ev["seconds_left"])
         c.ts = ev.ts
+        c.what = "billed" if what == "billed" else "estimate"
+        c.ran_s = _num(ev.get("ran_s"))
+        c.ended_at = _num(ev.get("ended_at"))
 
 
     def _on_budget(self, ev: Event) -> None:
@@ -273,6 +279,8 @@ class LabState(LabSnapshot):
         damaged = _int(ev.get("damaged_lines"))
         if damaged is not None:  # else what the ledger read before the lab said
             b.damaged_lines = damaged
+        held_for = ev.get("held_for")
+        b.held_for = held_for if isinstance(held_for, str) and held_for else None
 
 
     def _on_instance(self, ev: Event) -> None:
