@@ -98,6 +98,7 @@ import asyncio
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -290,6 +291,17 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     _assert_settled(cfg.ledger_label())
     actual = [e for e in _ledger_lines() if e["kind"] == "actual"]
     assert float(actual[-1]["amount_usd"]) == pytest.approx(manifest["actual_cost_usd"], abs=1e-6)
+    # the lab's cost is one figure: after GONE, the one every face shows is the billed one,
+    # equal to the manifest's, in the stream the dashboard folds (its strip and Instance
+    # panel), the headless table, the log and the proof picture's table
+    billed = manifest["actual_cost_usd"]
+    assert manifest["cost_is"] == "billed" and manifest["held_for_pod"] is None
+    last_cost = [e for e in streamed if e["type"] == "cost"][-1]
+    assert last_cost["cost_is"] == "billed" and last_cost["accrued_usd"] == round(billed, 6)
+    assert re.search(r"actual \$\s+" + re.escape(f"${billed:.4f}"), text), text[-600:]
+    assert f"actual spend ${billed:.4f} recorded" in (d / "stream.jsonl").read_text()
+    from tplab.lab.proof_png import final_frame, read_events as read_stream
+    assert f"${billed:.4f}" in final_frame(read_stream(d / "stream.jsonl"), manifest)
     # the headless view: phases, final table (with the profiled pass's split)
     assert "speedup (single/TP)" in text and "verified gone" in text
     assert "profiled TP token" in text and "is waiting for the other rank" in text
@@ -594,6 +606,11 @@ def test_price_over_cap_refused_before_create(lab_assets, tmp_path, mock_cloud):
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["status"] == STUB
     assert _ledger_lines() == []
+    # a lab that never rented says so, and has no proof of an end it never had
+    assert manifest["pod_created"] is False and manifest["verified_gone"] is None
+    assert manifest["instance_id"] is None and manifest["cost_is"] is None
+    assert not any((tmp_path / "out" / f"proof-terminated.{x}").exists()
+                   for x in ("json", "png", "svg"))
 
 
 def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, mock_cloud):
