@@ -21,6 +21,7 @@ asserts the ledger and canary rows).
     + handin::test_handin_after_a_mock_lab
   every transient fault, complete     e2e::test_ssh_dropped_twice_every_event_exactly_once
     + e2e::test_slow_runtime_and_refused_ssh_are_waited_out
+    + fault suite: API 5xx as a proxy's HTML page (said as its words)
     + e2e::test_api_errors_and_failing_terminates_still_end_verified_gone
     + stops::test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_..._gone[4]
   Ctrl-C while booting                e2e::test_ctrl_c_while_booting_terminates_and_settles[ctrl-c]
@@ -28,6 +29,8 @@ asserts the ledger and canary rows).
     + fault suite: client SIGHUP in boot
   no spot capacity (no pod)           e2e::test_no_spot_capacity_is_an_educational_stub
   price over the cap (no pod)         e2e::test_price_over_cap_refused_before_create
+  the end under faults (no lab)       tests/lab/test_ending.py (8 x 429 on destroy, a hung API,
+                                        success: false, destroyed-but-running, 500 pages)
   a leftover pod refuses the lab      e2e::test_leftover_pod_refuses_new_lab_until_terminated
   wall cap / lab cap                  e2e::test_wall_cap_and_budget_alert_terminate_the_pod
   spot interruption                   e2e::test_spot_interruption_ends_the_lab_through_terminate
@@ -44,6 +47,7 @@ asserts the ledger and canary rows).
     + e2e::test_client_sigkill_watchdog_terminates_pod
     + fault suite: client SIGKILL in run
   terminate never takes effect        stops::test_a_terminate_that_lingers_..._gone[-1]
+    + fault suite: terminate accepted, never done (the hold stays until a retry proves it gone)
   GraphQL gone (no spot), on-demand   runpod::test_spot_gone_with_graphql_is_a_stub_naming_on_...
     + fault suite: disk full under stream.jsonl (the on-demand lab)
     + fault suite: runpod graphql retired
@@ -58,7 +62,9 @@ asserts the ledger and canary rows).
       state (a destroyed record)
   Vast bid rented on demand           vast::test_a_bid_rented_on_demand_is_destroyed_at_once_...
   Vast: no public SSH port            vast::test_an_instance_that_never_gets_a_public_ssh_port_...
-  --provider auto picks Vast          vast::test_auto_picks_vast_when_runpod_offers_no_spot
+  --provider auto picks Vast,         vast::test_auto_picks_vast_when_runpod_offers_no_spot
+  --lab-cap 6 --phase-cap 10
+    + fault suite: vast offers, the cheap hosts do not say their CUDA
   --provider auto, no spot (no pod)   vast::test_auto_with_no_spot_anywhere_is_a_stub_naming_both
   Vast offers too old (no pod), two   images::test_vast_offers_with_an_old_driver_are_refused_...,
                                         images::test_a_blackwell_gpu_with_the_24_image_is_refused_...

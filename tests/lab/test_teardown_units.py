@@ -599,3 +599,39 @@ async def test_the_hold_follows_the_proof_that_the_pod_is_gone(tmp_path, short_w
     assert guard.held == 0.0 and guard.total_spent >= 0.72 / 6  # price x its life, at least
     [rec] = instances.load_all(True)
     assert rec.settled and rec.state == instances.GONE
+
+
+async def test_a_failed_bid_that_leaves_an_instance_ends_with_the_truth_about_it(tmp_path,
+                                                                                 short_waits):
+    """Vast's failed bid still made an instance: the lab adopts it, and its last sentence says
+    what is left (here, an end never done: NOT proven gone), never "nothing is left running"."""
+    from tplab.cloud.base import LeftBehindError
+    from tplab.lab import provision, teardown
+    from tplab.lab.lab_config import STUB, LabStop
+    from tplab.lab.provision import Creation
+    from tplab.money.caps import resolve_caps
+
+    class FailedBid(FakeProvider):
+        def create(self, spec):
+            raise LeftBehindError(
+                "Vast.ai did not rent offer 9 at $0.370/h (bid_failed) and left instance 77 "
+                "behind, stopped and billing its storage; it is destroyed now",
+                PodInfo(id="77", name=spec.name, state="INTERRUPTED", usd_per_hr=0.37))
+
+        def self_end(self):
+            return {}
+
+    prov = FailedBid(gone_after=10 ** 9)
+    ctx = _ctx(tmp_path, prov)
+    ctx.config.end_bound_s, ctx.config.boot_guard = 1.0, False
+    ctx.facts.money.open(resolve_caps(mock=True))
+    creation = Creation()
+    with pytest.raises(LabStop) as stop:
+        await provision.create(ctx, creation, "ssh-ed25519 AAAA test")
+    assert stop.value.status == STUB and "left instance 77 behind" in stop.value.reason
+    assert ctx.facts.pod.id == "77"  # adopted: the teardown proves its end
+    ctx.facts.status, ctx.facts.reason = stop.value.status, stop.value.reason
+    await teardown.teardown(ctx, creation, None)
+    reason = ctx.facts.reason
+    assert "nothing" not in reason and "pod 77 is NOT proven gone" in reason, reason
+    assert [r.pod_id for r in instances.open_records(True)] == ["77"]
