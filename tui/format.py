@@ -42,9 +42,9 @@ def short_path(path: str) -> str:
     return path
 
 
-def ended_text(ts: float | None) -> str:
+def ended_text(ts: float | None, word: str = "ended") -> str:
     """'ended 12:03:04 UTC': when the provider showed a pod gone (a time, not a clock)."""
-    return DASH if ts is None else f"ended {time.strftime('%H:%M:%S', time.gmtime(ts))} UTC"
+    return DASH if ts is None else f"{word} {time.strftime('%H:%M:%S', time.gmtime(ts))} UTC"
 
 
 def cost_text(cost: Any, digits: int = 4) -> str:

@@ -587,6 +587,10 @@ async def test_the_hold_follows_the_proof_that_the_pod_is_gone(tmp_path, short_w
     assert "`tplab terminate stuck2 --provider fake --mock` settles it" in out
     said = refusal(LabConfig(mock=True))
     assert said and "$3.00 for pod stuck2, not yet proven gone" in said
+    from tplab.faces.cloud_check import gather_check
+    report = gather_check(mock=True, provider=prov, gpu_type="NVIDIA GeForce RTX 4090")
+    held = [x for x in report.lines if x.name == "held"]
+    assert held and "$3.00 for pod stuck2, not yet proven gone" in held[0].text
 
     class NowGone(FakeProvider):
         def status(self, pod_id: str) -> PodInfo:

@@ -319,6 +319,15 @@ def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
                f"{len(good)} of {len(quote.hosts)} run it; takes {best.offer}{price}")
 
 
+def _held_for_pods(report: CheckReport, auths: list) -> None:
+    """A "held" line for money an ended lab keeps for a pod not yet proven gone (it counts
+    against the budget until a `tplab terminate` or `tplab status` sees the pod gone)."""
+    from tplab.viewmodel.ledger_view import hold_words
+    said = [w for w in hold_words(auths, report.mock) if "not yet proven gone" in w]
+    if said:
+        report.add("held", None, "; ".join(said), "held for a pod not yet proven gone")
+
+
 def _budget(report: CheckReport, price: float | None, money: Caps | str) -> None:
     """The "budget" line: the ledger's pre-flight under the lab's caps, and the offer's worst
     case against the lab cap (``Caps.worst_case``: the one rule)."""
@@ -337,6 +346,7 @@ def _budget(report: CheckReport, price: float | None, money: Caps | str) -> None
                    "damaged ledger lines: see `tplab budget`")
     report.lab_cap_usd = money.lab_cap_usd
     report.phase_cap_usd = money.phase_cap_usd
+    _held_for_pods(report, guard.summary().open_authorizations)
     if not pre.ok:
         report.add("budget", False, pre.message)
         return

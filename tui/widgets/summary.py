@@ -35,11 +35,7 @@ def _pod_line(state: LabState, plan: str) -> Text:
     c = state.cost
     rate = c.usd_per_hr if c.usd_per_hr is not None else i.usd_per_hr
     if state.done and i.gone:  # when it ended and what it cost, not a clock still counting
-        t.append(f" {ended_text(c.ended_at or i.state_since)}")
-        ran = c.ran_s if c.ran_s is not None else state.uptime()
-        if ran is not None:
-            t.append(f" · ran {duration(ran)}")
-        t.append(f" · cost {cost_text(c)}")
+        t.append(f" {ended_text(c.ended_at or i.state_since, 'at')} · {cost_text(c)}")
         return t
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
