@@ -17,7 +17,7 @@ A KV-cache step is one ``forward`` of one token with the cache rewound to the sa
 ``--reps`` times per position, positions 10 and 100 alternating (median). Both parallel variants issue the same collectives per token:
 1 all-reduce for the embedding, 2 per block, 1 all-gather of the logits.
 
-The model is the trained checkpoint (``assets/minigpt-grammar.pt``) when it exists, otherwise a
+The model is the trained checkpoint (``tplab/assets/minigpt-grammar.pt``) when it exists, otherwise a
 randomly initialised MiniGPT of the default shape (timing does not depend on the weights).
 
     python benchmarks/bench_tp_decode.py [--world-size 2] [--prompts 3] [--new-tokens 100]

@@ -54,7 +54,7 @@ from benchmarks.fault_trials import (CANARY, PHASES, PRINTED, Row, Worker,  # no
                                      terminate_all)
 
 def ssh_drops(root: Path, drops: int = 10) -> Row:
-    from tplab.records.events import read_events
+    from tplab.records.events import SshEvent, read_events
     w = Worker(root / "ssh-drops")
     w.start()
     try:
@@ -75,7 +75,7 @@ def ssh_drops(root: Path, drops: int = 10) -> Row:
                         done[0] += 1
                         waiting = True
                         conn.abort()
-                elif ev.type == "ssh" and ev["state"] == "connected":
+                elif isinstance(ev, SshEvent) and ev.state == "connected":
                     waiting, since = False, 0
 
         lab, outcome = asyncio.run(run_lab(w, cfg, saboteur=saboteur))
@@ -92,6 +92,7 @@ def ssh_drops(root: Path, drops: int = 10) -> Row:
 
 
 def disk_full(root: Path) -> Row:
+    from tplab.records.events import WarningEvent
     w = Worker(root / "disk-full")
     w.start()
     try:
@@ -103,8 +104,8 @@ def disk_full(root: Path) -> Row:
 
         async def watch(lab) -> None:
             async for ev in lab.subscribe():
-                if ev.type == "warning" and "stream.jsonl could not be written" in ev["msg"]:
-                    warned.append(ev["msg"])
+                if isinstance(ev, WarningEvent) and "stream.jsonl could not be written" in ev.msg:
+                    warned.append(ev.msg)
 
         lab, outcome = asyncio.run(run_lab(w, cfg, saboteur=watch))
         ok = bool(warned) and outcome.verified_gone and not w.live()

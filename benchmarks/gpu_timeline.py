@@ -43,8 +43,10 @@ def single_gpu(out: Path) -> bool:
     from tplab.records.timeline import timeline_section
     from tplab.records.trace_merge import align, capture_from_chrome, check_trace, trace_document
 
+    from tplab.home.paths import DEFAULT_CHECKPOINT
+
     dev = torch.device("cuda", 0)
-    ckpt = load_checkpoint(REPO / "assets" / "minigpt-grammar.pt")
+    ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     model = build_single(ckpt, dev)
     ids = ckpt.tokenizer.prompt_ids("he goed to school yesterday")
     p = profile_decode(model, ids, "single", 4, dev, sync=lambda: torch.cuda.synchronize(dev))
@@ -67,12 +69,14 @@ def single_gpu(out: Path) -> bool:
 
 
 def nccl_job(out: Path, gpus: int) -> bool:
-    from tplab.records.trace_merge import check_trace, collective_counts
+    from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+    from tplab.records import rank_traces
+    from tplab.records.trace_merge import check_trace, collective_counts, rank_of
 
     job_out = out / "nccl-job"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           "-m", "tplab.job", "--checkpoint", str(REPO / "assets" / "minigpt-grammar.pt"),
-           "--prompts", str(REPO / "assets" / "prompts.txt"), "--out", str(job_out),
+           "-m", "tplab.job", "--checkpoint", str(DEFAULT_CHECKPOINT),
+           "--prompts", str(DEFAULT_PROMPTS), "--out", str(job_out),
            "--num-prompts", "2", "--new-tokens", "20", "--no-sweep", "--device", "cuda",
            "--profile-tokens", "4"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=400,
@@ -86,12 +90,20 @@ def nccl_job(out: Path, gpus: int) -> bool:
     ok = _say(not check_trace(doc), f"trace.json valid ({check_trace(doc)[:2] or 'no problem'}, "
               f"{(job_out / 'trace.json').stat().st_size} bytes)")
     pids = {e["pid"] for e in doc["traceEvents"] if e.get("ph") == "X"}
-    ok &= _say(pids == {0, 1}, f"one process per rank: {sorted(pids)}")
+    ok &= _say(pids == {1, 2}, f"one process per rank, none 0: {sorted(pids)}")
     for pid in sorted(pids):
         nccl = [e for e in doc["traceEvents"] if e.get("pid") == pid and e.get("cat") == "kernel"
                 and "nccl" in e.get("name", "").lower()]
-        ok &= _say(bool(nccl), f"rank {pid}: {len(nccl)} NCCL kernels on the GPU stream, e.g. "
-                   f"{nccl[0]['name'][:60] if nccl else '-'}")
+        ok &= _say(bool(nccl), f"rank {rank_of(pid)}: {len(nccl)} NCCL kernels on the GPU "
+                   f"stream, e.g. {nccl[0]['name'][:60] if nccl else '-'}; args "
+                   f"{sorted(nccl[0].get('args') or {})[:6] if nccl else '-'}")
+        flows = sum(1 for e in doc["traceEvents"] if e.get("pid") == pid and e.get("ph") == "f")
+        ok &= _say(flows > 0, f"rank {rank_of(pid)}: {flows} launch-to-kernel flows")
+    for r in range(2):
+        path = job_out / rank_traces.rank_trace_path(r)
+        got = (rank_traces.check_rank_trace(rank_traces.read_rank_trace(path.read_bytes()), r, 2)
+               if path.is_file() else ["missing"])
+        ok &= _say(not got, f"{rank_traces.rank_trace_path(r)}: {got or 'what HTA needs is there'}")
     n_layer = results["model"]["n_layer"]
     counts = {k: v for k, v in collective_counts(doc).items() if k[1] == "tp"}
     full = [k for k, v in counts.items()

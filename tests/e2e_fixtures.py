@@ -148,16 +148,37 @@ class FullDisk:
         pass
 
 
+def assert_rank_traces(out: Path, ranks: int = 2) -> None:
+    """Each rank's own trace in ``out/traces/`` as HTA's loader reads it: one ``.json.gz`` per
+    rank and nothing else there, each naming its rank, the world size and the backend in
+    ``distributedInfo``, with the profiler's args and flows whole (``check_rank_trace``); the
+    single-device pass apart, as rank 0."""
+    from tplab.records import rank_traces
+
+    folder = out / rank_traces.TRACES_DIR
+    files = sorted(p.name for p in folder.iterdir() if p.name.endswith((".gz", ".json")))
+    assert files == sorted(rank_traces.rank_trace_path(r).split("/")[-1] for r in range(ranks))
+    for r in range(ranks):
+        doc = rank_traces.read_rank_trace((out / rank_traces.rank_trace_path(r)).read_bytes())
+        assert rank_traces.check_rank_trace(doc, r, ranks) == []
+    single = rank_traces.read_rank_trace(
+        (out / rank_traces.rank_trace_path(0, "single")).read_bytes())
+    assert rank_traces.check_rank_trace(single, 0, ranks) == []
+
+
 def assert_profiled_pass(out: Path, tokens: int = 4, ranks: int = 2) -> dict:
     """The profiled pass's bars on a finished run's folder (``out``: results.json, trace.json):
     trace.json is a Chrome trace Perfetto opens as it is, one process per rank, and every
     profiled TP token shows its 2L+1 all-reduces (the embedding's, then each layer's attention
     output and MLP down projection) and the logits gather by name, in order, on every rank;
     results.json's timeline has both modes, each rank's compute + wire + wait + rest within 10%
-    of the step's own clock, and some rank waiting in some collective. Returns the timeline."""
+    of the step's own clock, and some rank waiting in some collective; trace.json's pids are
+    non-zero, its times µs exact to the ns, its ops carry the profiler's args. Each rank's own
+    trace lies in traces/ as HTA reads it (``assert_rank_traces``). Returns the timeline."""
     import json
+    from decimal import Decimal
 
-    from tplab.records.trace_merge import check_trace, collective_counts
+    from tplab.records.trace_merge import check_trace, collective_counts, pid_of
     from tplab.records.trace_names import collective_name
 
     results = json.loads((out / "results.json").read_text())
@@ -165,7 +186,11 @@ def assert_profiled_pass(out: Path, tokens: int = 4, ranks: int = 2) -> dict:
     assert check_trace(doc) == [], check_trace(doc)[:3]
     names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_name"}
-    assert names == {r: f"rank {r}" for r in range(ranks)}
+    assert names == {pid_of(r): f"rank {r}" for r in range(ranks)} and 0 not in names
+    ops = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert all((Decimal(repr(e["ts"])) * 1000) % 1 == 0 for e in ops)  # whole ns
+    assert all("External id" in e["args"] for e in ops if e["cat"] == "cpu_op")
+    assert_rank_traces(out, ranks)
     n_layer = results["model"]["n_layer"]
     want = ([collective_name("embedding", "all-reduce")]
             + [collective_name(p, "all-reduce", i) for i in range(n_layer)

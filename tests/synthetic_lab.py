@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Iterator
 
-from tplab.records.events import Event, EventWriter
+from tplab.records.dmodel import DModelPoint
+from tplab.records.events import Event, EventWriter, PhaseEvent, TokenEvent
 
 T0 = 1_764_450_000.0  # a fixed epoch for deterministic timestamps
 #: what timing the collectives adds to a TP step (the instrumented pass is this much slower)
@@ -72,25 +73,25 @@ def _synthetic_rank_events(rng: random.Random, n_layer: int = 6, tokens: int = 4
             arrive = {}
             for r in (0, 1):
                 op = rng.uniform(40, 90) * (1.4 if r == 1 and rng.random() < 0.3 else 1.0)
-                events[r].append(Ev("cpu_op", "aten::linear", cur[r] + 3, op, 0))
+                events[r].append(Ev.at_us("cpu_op", "aten::linear", cur[r] + 3, op, 0))
                 arrive[r] = cur[r] + 3 + op + rng.uniform(2, 6)
             end = max(arrive.values()) + rng.uniform(25, 60)
             for r in (0, 1):
                 finish = end + rng.uniform(0, 4)
-                events[r].append(Ev("user_annotation", name, arrive[r], finish - arrive[r], 0))
+                events[r].append(Ev.at_us("user_annotation", name, arrive[r], finish - arrive[r], 0))
                 cur[r] = finish
         for r in (0, 1):
             end_r = cur[r] + rng.uniform(20, 40)
-            events[r].append(Ev("user_annotation", token_name("tp", pos), start[r], end_r - start[r], 0))
+            events[r].append(Ev.at_us("user_annotation", token_name("tp", pos), start[r], end_r - start[r], 0))
             steps[r]["tp"][pos] = round((end_r - start[r]) * rng.uniform(0.97, 0.995), 3)
         t = max(cur.values()) + 200
     for k in range(tokens):
         pos, s0, cur0 = 3 + k, t, t
         for _ in range(2 * n_layer + 2):
             op = rng.uniform(30, 60)
-            events[0].append(Ev("cpu_op", "aten::linear", cur0 + 2, op, 0))
+            events[0].append(Ev.at_us("cpu_op", "aten::linear", cur0 + 2, op, 0))
             cur0 += op + rng.uniform(3, 12)
-        events[0].append(Ev("user_annotation", token_name("single", pos), s0, cur0 - s0, 0))
+        events[0].append(Ev.at_us("user_annotation", token_name("single", pos), s0, cur0 - s0, 0))
         steps[0]["single"][pos] = round((cur0 - s0) * 0.99, 3)
         t = cur0 + 150
     return events, steps
@@ -110,6 +111,16 @@ def synthetic_timeline(seed: int = 0, comm: str = "nccl") -> dict[str, Any]:
     return timeline_section(merged, {0: "cpu", 1: "cpu"}, comm=comm,
                             taken={"tokens_per_mode": 4, "synthetic": True},
                             trace={"file": "trace.json", "note": "complete"})
+
+
+def measured_point(d_model: int, single_ms: float, tp_ms: float, *, allreduce_ms: float = 1.0,
+                   outputs_match: bool = True, params: int = 1, tokens: int = 8) -> DModelPoint:
+    """A d_model sweep point as the job measures one (invented figures; the rest derived)."""
+    return DModelPoint(d_model=d_model, n_head=max(1, d_model // 32), params=params,
+                       tokens=tokens, single_ms=single_ms, tp_ms=tp_ms,
+                       allreduce_ms=allreduce_ms, allreduce_calls=14.0,
+                       tp_instrumented_ms=tp_ms + INSTRUMENT_MS, single_p50_ms=single_ms,
+                       tp_p50_ms=tp_ms, outputs_match=outputs_match, seconds=0.5)
 
 
 def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]:
@@ -236,12 +247,13 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
         at(0.3)
         J("phase", name="profile", tokens=4, modes=["single", "tp"], comm="nccl")
         at(0.8)
-        J("timeline", **timeline)
+        J("timeline", section=timeline)
         if o.until == "profiled":
             return out
-    singles = [e["ms"] for e in out if e.type == "token" and e["mode"] == "single"]
-    tps = [e["ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
-    ars = [e["ar_ms"] for e in out if e.type == "token" and e["mode"] == "tp"]
+    tokens = [e for e in out if isinstance(e, TokenEvent)]
+    singles = [e.ms for e in tokens if e.mode == "single"]
+    tps = [e.ms for e in tokens if e.mode == "tp"]
+    ars = [e.ar_ms for e in tokens if e.mode == "tp"]
 
     def summary(xs: list[float]) -> dict[str, float]:
         s = sorted(xs)
@@ -377,8 +389,8 @@ class SyntheticLab:
                 # switch to the terminate path at the same point of the script (built only now:
                 # a long script costs a fifth of a second to build)
                 cut = lab_script(ScriptOptions(**{**self.opts.__dict__, "until": "terminated"}))
-                j = next((k for k, e in enumerate(cut) if e.type == "phase"
-                          and e["name"] == "terminate"), len(cut))
+                j = next((k for k, e in enumerate(cut) if isinstance(e, PhaseEvent)
+                          and e.name == "terminate"), len(cut))
                 shift = (prev_ts or cut[j].ts) - cut[j].ts
                 events = [replace(e, ts=e.ts + shift) for e in cut[j:]]
                 i = 0
@@ -400,9 +412,10 @@ class SyntheticLab:
             self._emit(ev)
             i += 1
         done = events[-1]
-        status = done.get("status", "FAILED")
-        return SyntheticOutcome(status=status, reason=done.get("reason", ""),
-                                out_dir=self.out_dir or done.get("out_dir"), pod_id="synth7x2k9q",
+        assert isinstance(done, PhaseEvent)  # the script ends with the lab's `done`
+        status = done.status or "FAILED"
+        return SyntheticOutcome(status=status, reason=done.reason or "",
+                                out_dir=self.out_dir or done.out_dir, pod_id="synth7x2k9q",
                                 verified_gone=True,
                                 exit_code={"COMPLETE": 0, "STOPPED": 4}.get(status, 1))
 

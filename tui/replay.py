@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
-from tplab.records.events import Event
+from tplab.records.events import Event, PhaseEvent
 from tplab.viewmodel.past_labs import read_stream
 
 #: speeds offered by the keys (+ / -): ×1, ×10, ×100 and as fast as it draws (0)
@@ -67,7 +67,7 @@ class ReplayLab:
         self._last_ts: float | None = None
         self._last_wall = time.monotonic()
         self._finished = False
-        self._last: dict[str, Event] = {}
+        self._done: PhaseEvent | None = None  # the lab's `done` phase, once played
 
     # -- the Lab API the dashboard uses
     def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
@@ -113,14 +113,14 @@ class ReplayLab:
             self._finished = True
             for q in self._queues:
                 await q.put(None)
-        done = self._last.get("done")
-        status = done.get("status", "?") if done else "INCOMPLETE"
-        reason = done.get("reason", "") if done else "the stream ends before the lab's `done`"
+        done = self._done
+        status = (done.status or "?") if done else "INCOMPLETE"
+        reason = (done.reason or "") if done else "the stream ends before the lab's `done`"
         if self.stopped:
             reason = f"replay stopped after {self.played} events ({reason})"
-        return ReplayOutcome(status=str(status), reason=str(reason), out_dir=str(self.lab_dir),
-                             pod_id=done.get("pod_id") if done else None,
-                             verified_gone=bool(done.get("verified_gone")) if done else False)
+        return ReplayOutcome(status=status, reason=reason, out_dir=str(self.lab_dir),
+                             pod_id=done.pod_id if done else None,
+                             verified_gone=done.verified_gone is True if done else False)
 
     async def _play(self, events: Iterator[Event]) -> None:
         while True:
@@ -135,8 +135,8 @@ class ReplayLab:
                     self.stopped = True
                     return
                 self._last_ts, self._last_wall = ev.ts, time.monotonic()
-                if ev.type == "phase" and ev.src == "lab" and ev.get("name") == "done":
-                    self._last["done"] = ev
+                if isinstance(ev, PhaseEvent) and ev.src == "lab" and ev.name == "done":
+                    self._done = ev
                 for q in self._queues:
                     await q.put(ev)
                 self.played += 1

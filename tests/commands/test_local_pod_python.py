@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tplab.records.torch_support import SUPPORTED_TORCH
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -24,7 +26,7 @@ def test_a_pod_python_without_torch_is_refused_before_torchrun(tmp_path):
     done = _local("--pod-python", str(bare), out=tmp_path / "out")
     assert done.returncode == 2
     assert done.stderr.strip() == (f"tplab local: --pod-python {bare} has no torch installed; "
-                                   "install a torch 2.4 to 2.13 into it, e.g. "
+                                   f"install a torch {SUPPORTED_TORCH} into it, e.g. "
                                    f"`{bare} -m pip install torch==2.4.0`.")
     assert not (tmp_path / "out" / "torchrun.log").exists()
 

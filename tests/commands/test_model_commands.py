@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from tplab.commands import eval_, generate, train
 
@@ -44,6 +45,10 @@ def test_eval_reports_both_sets_and_the_content_word_change_rate(capsys):
     assert "held-out exact match:" in out and "irregular_past" in out
     assert "outside-corpus set exact match:" in out
     assert out.count("content words changed:") == 2 and out.count("repeated n-grams:") == 2
+    assert _run(eval_, ["--examples", "8", "--threads", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # --json: one document, nothing else
+    assert doc["held-out"]["total"] == 8 and 0 <= doc["held-out"]["accuracy"] <= 1
+    assert set(doc["outside-corpus set"]) >= {"accuracy", "content_change_rate", "per_kind"}
 
 
 def test_train_rejects_bad_arguments(capsys):

@@ -11,6 +11,7 @@ import sys
 
 from tests.synthetic_lab import ScriptOptions, lab_script, synthetic_timeline
 from tplab.commands.main import main
+from tplab.records.events import ResultEvent
 
 
 def _lab(tmp_path, *, results: bool = True):
@@ -21,7 +22,7 @@ def _lab(tmp_path, *, results: bool = True):
     (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
     if results:
         (folder / "results.json").write_text(json.dumps(
-            next(e["results"] for e in events if e.type == "result")))
+            next(e.results for e in events if isinstance(e, ResultEvent))))
     return folder
 
 

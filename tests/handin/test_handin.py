@@ -28,6 +28,9 @@ SEED_TREE = {
     "experiments/35-reading-notes/megatron-tp-layers.md",
     "experiments/35-reading-notes/fsdp-prefetch.md", "experiments/35-reading-notes/synthesis.md",
     "experiments/35-reading-notes/megatron-sha.txt"}
+#: each rank's own trace, as HTA reads the folder (a lab that ran its profiled pass)
+SEED_TREE |= {f"experiments/35-tp-inference/traces/{f}" for f in (
+    "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz", "single/rank0.pt.trace.json.gz")}
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

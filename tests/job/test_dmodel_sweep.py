@@ -21,18 +21,24 @@ def _sweep_rank(rank: int, world_size: int) -> dict:
     from tplab.model.config import GPTConfig
 
     base = GPTConfig(vocab_size=32, block_size=24, n_layer=2, n_head=4, d_model=32, d_ff=64)
-    events: list[tuple[str, dict]] = []
+    from tplab.records.events import Event, SweepPointEvent
+    points_sent: list[tuple[int, bool]] = []
+
+    def emit(ev: Event) -> None:
+        if isinstance(ev, SweepPointEvent):
+            points_sent.append((ev.d_model, ev.skipped))
+
     # budget_s past the run's own 120 s bound: this test is about matching and the split skip;
     # with the default 180 s, 64 was skipped for the budget when 32's warm-up ran slowly beside
     # other tests (its time scaled by parameters, ~3.5x), which this test does not assert on
     sweep = DModelSweep(SweepSettings(d_models=[16, 32, 64], tokens=4, warmup_tokens=2,
                                       visit_warmup_tokens=1, budget_s=600.0),
                         base, [1, 2, 3], torch.device("cpu"), rank, world_size, dist.barrier,
-                        None, lambda t, **f: events.append((t, f)), lambda *a, **k: None)
+                        None, emit, lambda *a, **k: None)
     points, skipped = sweep.run()
     import sys
     return {"points": [p.to_dict() for p in points], "skipped": [s.to_dict() for s in skipped],
-            "events": events, "dynamo": "torch._dynamo" in sys.modules}
+            "points_sent": points_sent, "dynamo": "torch._dynamo" in sys.modules}
 
 
 @pytest.mark.slow  # spawns gloo ranks
@@ -54,9 +60,7 @@ def test_tp4_sweep_matches_single_at_every_size_and_skips_what_it_cannot_split()
     assert r0["points"][1]["params"] > 3 * r0["points"][0]["params"]
     assert r0["skipped"] == [{"d_model": 16, "reason": r0["skipped"][0]["reason"]}]
     assert "cannot split n_head=2" in r0["skipped"][0]["reason"]
-    kinds = [(t, f["d_model"], f["skipped"]) for t, f in r0["events"] if t == "sweep_point"]
-    assert kinds == [("sweep_point", 16, True), ("sweep_point", 32, False),
-                     ("sweep_point", 64, False)]
+    assert [tuple(p) for p in r0["points_sent"]] == [(16, True), (32, False), (64, False)]
     assert all(r["points"] == [] for r in ranks[1:])  # only rank 0 records
     # each size is built on the meta device without its init: a meta normal_ would import
     # torch._dynamo, ~1.6 s of CPU in every rank

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_fixtures import assert_profiled_pass
-from tplab.records.events import read_events
+from tplab.records.events import (LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent,
+                                  SweepEvent, SweepPointEvent, TimelineEvent, TokenEvent,
+                                  read_events)
 from tplab.tp.shm_segment import segment_dir
 
 pytestmark = pytest.mark.slow
@@ -82,20 +84,20 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
 
     events = list(read_events(str(out / "events.jsonl")))
     assert [e.seq for e in events] == list(range(len(events)))  # every event once, in order
-    phases = [e["name"] for e in events if e.type == "phase"]
+    phases = [e.name for e in events if isinstance(e, PhaseEvent)]
     assert phases == ["setup", "load", "warmup", "decode", "profile", "sweep", "d_model_sweep",
                       "results", "finished"]
     # the profiled pass (over shm, the transport carrying the figures): the trace, the split,
     # its event for the views, the final table's rows, the sweep's own splits
     tl = assert_profiled_pass(out)
     assert tl["comm"] == "shm"
-    (tl_event,) = [e for e in events if e.type == "timeline"]
-    assert tl_event["modes"] == tl["modes"]
+    (tl_event,) = [e for e in events if isinstance(e, TimelineEvent)]
+    assert tl_event.section["modes"] == tl["modes"]
     assert "profiled TP token" in done.stdout and "per all-reduce" in done.stdout
     assert all(p["profiled"]["tokens"] == 4 for p in r["d_model_sweep"])
     # the d_model sweep (over shm, the transport carrying the figures): each point streamed, TP
     # output equal to single at each, and the calibrated prediction stored beside each point
-    assert [e["d_model"] for e in events if e.type == "sweep_point"] == [16, 32]
+    assert [e.d_model for e in events if isinstance(e, SweepPointEvent)] == [16, 32]
     assert [p["d_model"] for p in r["d_model_sweep"]] == [16, 32]
     for p in r["d_model_sweep"]:
         assert p["outputs_match"] is True and p["tokens"] == 4 and p["allreduce_calls"] == 6
@@ -109,23 +111,24 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
         assert p["figures"]["tp_ms"]["n"] == p["rounds"] >= 2 and "spread" in p["figures"]["tp_ms"]
     assert r["tp"]["passes"]["p50"]["n"] == N_PROMPTS and "clean" in r["stability"]
     assert "note" in r["measured_crossover_interval"]
-    tokens = [e for e in events if e.type == "token"]
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
     assert len(tokens) == 2 * N_PROMPTS * N_TOKENS  # single and the primary transport's TP
     # single and TP interleave prompt by prompt, the mode going first alternating
-    pass_order = [(e["prompt"], e["mode"]) for e in tokens if e["pos"] == 0]
+    pass_order = [(e.prompt, e.mode) for e in tokens if e.pos == 0]
     assert pass_order == [(i, m) for i in range(N_PROMPTS)
                           for m in (("single", "tp") if i % 2 == 0 else ("tp", "single"))]
-    done_modes = [e["mode"] for e in events if e.type == "prompt_done"]
+    done_modes = [e.mode for e in events if isinstance(e, PromptDoneEvent)]
     assert done_modes.count("tp") == done_modes.count("tp-gloo") == N_PROMPTS
-    assert {e["comm"] for e in events if e.type == "sweep"} == {"shm", "gloo"}
-    assert all(e["ar_ms"] == 0 for e in tokens if e["mode"] == "single")
-    tp_tokens = [e for e in tokens if e["mode"] == "tp"]
-    assert all(e["ar_measured"] == (e["prompt"] < 2) for e in tp_tokens)  # first 2 instrumented
-    assert sum(e["ar_ms"] for e in tp_tokens if e["prompt"] < 2) > 0
+    assert {e.comm for e in events if isinstance(e, SweepEvent)} == {"shm", "gloo"}
+    assert all(e.ar_ms == 0 for e in tokens if e.mode == "single")
+    tp_tokens = [e for e in tokens if e.mode == "tp"]
+    assert all(e.ar_measured == (e.prompt < 2) for e in tp_tokens)  # first 2 instrumented
+    assert sum(e.ar_ms for e in tp_tokens if e.prompt < 2) > 0
     assert "the first 2 of the 3 prompts" in r["timing"]["allreduce"]
     assert r["tp"]["instrumented_per_token_ms"]["n"] == 2 * (N_TOKENS - 1)
-    assert any(e.type == "log" and "gloo on the CPU" in e["msg"] for e in events)
-    assert events[-2].type == "result" and events[-2]["results"]["outputs_match"] is True
+    assert any(isinstance(e, LogEvent) and "gloo on the CPU" in e.msg for e in events)
+    result = events[-2]
+    assert isinstance(result, ResultEvent) and result.results["outputs_match"] is True
 
     assert (out / "scaling-curve.png").read_bytes()[:4] == b"\x89PNG"
     m = json.loads((out / "manifest.json").read_text())

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 import tplab.model.checkpoint as checkpoint
-from tplab.records.events import EventWriter, decode_line
+from tplab.records.events import ErrorEvent, EventWriter, PhaseEvent, decode_line
 from tplab.job.run import Job, build_parser
 from tplab.job.runtime import Runtime
 
@@ -55,12 +55,12 @@ def _run(tiny_assets, tmp_path, monkeypatch, perturb: bool) -> tuple[int, list, 
 def test_mismatch_fails_the_run_with_error_events(tiny_assets, tmp_path, monkeypatch, one_rank_group):
     rc, events, results = _run(tiny_assets, tmp_path, monkeypatch, perturb=True)
     assert rc == 1
-    errors = [e for e in events if e.type == "error"]
-    assert [e["fatal"] for e in errors] == [False, False, True]  # one per prompt, then the verdict
-    assert "prompt 0: TP output differs" in errors[0]["msg"]
-    assert "differs from the single-device output (prompts [0, 1]" in errors[-1]["msg"]
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert [e.fatal for e in errors] == [False, False, True]  # one per prompt, then the verdict
+    assert "prompt 0: TP output differs" in errors[0].msg
+    assert "differs from the single-device output (prompts [0, 1]" in errors[-1].msg
     assert results["outputs_match"] is False and results["ok"] is False
-    assert not any(e.type == "phase" and e["name"] == "finished" for e in events)
+    assert not any(isinstance(e, PhaseEvent) and e.name == "finished" for e in events)
 
 
 def test_same_weights_match(tiny_assets, tmp_path, monkeypatch, one_rank_group):

@@ -17,7 +17,7 @@ from tests.e2e_fixtures import assert_profiled_pass
 from tests.pod_torch import run_pod
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 from tplab.lab.bundle import bundle_items
-from tplab.records.events import read_events
+from tplab.records.events import ErrorEvent, PhaseEvent, PromptDoneEvent, read_events
 from tplab.records.torch_support import OLDEST_TORCH_PIN
 
 pytestmark = pytest.mark.slow  # torchrun under a second interpreter
@@ -75,14 +75,15 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch_and_writes_u
     assert sorted(measured) == [32, 64] and r["d_model_sweep_skipped"] == []
     assert all(p["outputs_match"] and p["single_ms"] > 0 and p["tp_ms"] > 0
                for p in measured.values())
-    phases = [e["name"] for e in read_events(str(pod / "out" / "events.jsonl")) if e.type == "phase"]
+    phases = [e.name for e in read_events(str(pod / "out" / "events.jsonl"))
+              if isinstance(e, PhaseEvent)]
     assert phases[-1] == "finished" and "d_model_sweep" in phases and "profile" in phases
     # the profiled pass on the oldest torch's profiler, over shm
     tl = assert_profiled_pass(pod / "out", tokens=PROFILED)
     assert tl["comm"] == "shm" and OLDEST_TORCH_PIN in tl["taken"]["profiler"]
     # -- from test_job_prompt_done_carries_unknown_words_through_single_and_tp
-    texts = {(e["mode"], e["prompt"]): e["text"] for e in read_events(str(pod / "out" / "events.jsonl"))
-             if e.type == "prompt_done"}
+    texts = {(e.mode, e.prompt): e.text for e in read_events(str(pod / "out" / "events.jsonl"))
+             if isinstance(e, PromptDoneEvent)}
     for i, want in enumerate(UNKNOWN_WORDS.values()):
         assert texts[("single", i)] == texts[("tp", i)] == want
 
@@ -98,9 +99,9 @@ def test_a_gpu_lab_on_a_pod_whose_torch_sees_no_gpu_is_refused_before_any_timing
                    cwd=pod, timeout_s=120)
     rc, log = done.returncode, done.stdout
     assert rc == 1
-    events = read_events(str(pod / "out" / "events.jsonl"))
-    (err,) = [e for e in events if e.type == "error"]
-    assert err["fatal"] is True
-    assert err["msg"].startswith(f"torch {OLDEST_TORCH_PIN}") and "sees no GPU on this pod" in err["msg"]
-    assert "\n" not in err["msg"] and "Traceback" not in log.split(err["msg"])[0]
+    events = list(read_events(str(pod / "out" / "events.jsonl")))
+    (err,) = [e for e in events if isinstance(e, ErrorEvent)]
+    assert err.fatal is True
+    assert err.msg.startswith(f"torch {OLDEST_TORCH_PIN}") and "sees no GPU on this pod" in err.msg
+    assert "\n" not in err.msg and "Traceback" not in log.split(err.msg)[0]
     assert not [e for e in events if e.type in ("phase", "token")], "timing began before the check"

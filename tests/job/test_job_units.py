@@ -135,7 +135,7 @@ def test_results_numbers_and_a_mismatch_fails_the_run():
 def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkeypatch, capsys):
     import io
 
-    from tplab.records.events import read_events
+    from tplab.records.events import ErrorEvent, read_events
     from tplab.job.run import main
 
     monkeypatch.setenv("RANK", "0")
@@ -152,9 +152,9 @@ def test_too_few_gpus_is_an_error_event_and_exit_1(tiny_assets, tmp_path, monkey
     stdout = io.StringIO()
     rc = main(["--checkpoint", str(ckpt), "--prompts", str(prompts), "--out", str(out)], stdout)
     assert rc == 1
-    (err,) = [e for e in read_events(str(out / "events.jsonl")) if e.type == "error"]
-    assert err["fatal"] is True
-    assert err["msg"] == ("2 ranks need 2 GPUs but only 1 is visible on this pod; rent 2 GPUs "
+    (err,) = [e for e in read_events(str(out / "events.jsonl")) if isinstance(e, ErrorEvent)]
+    assert err.fatal is True
+    assert err.msg == ("2 ranks need 2 GPUs but only 1 is visible on this pod; rent 2 GPUs "
                           "or run with --gpus 1.")
     assert '"type":"error"' in stdout.getvalue()
     assert "tplab.job rank 0: 2 ranks need 2 GPUs" in capsys.readouterr().err

@@ -42,11 +42,11 @@ def test_a_cpu_pod_runs_on_gloo_without_gpus():
 
 
 def test_torch_outside_the_supported_releases_is_refused_first():
-    for version in ("2.3.1+cu121", "2.14.0", "1.13.1"):
+    for version in ("2.3.1+cu121", "2.15.0", "1.13.1"):
         text = one_sentence(problem(gpu_pod(H100, H100, version=version), "cuda", 2))
         assert f"torch {version} is outside" in text and str(SUPPORTED_TORCH) in text
         assert one_sentence(problem(TorchFacts(version, None, False), "cpu", 2))
-    assert "2.4 to 2.13" in str(SUPPORTED_TORCH)
+    assert "2.4 to 2.14" in str(SUPPORTED_TORCH)
 
 
 def test_no_cuda_where_a_gpu_was_rented():

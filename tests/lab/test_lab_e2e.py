@@ -101,6 +101,7 @@ asserts the ledger and canary rows).
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import queue
@@ -115,7 +116,8 @@ from pathlib import Path
 import pytest
 
 from tplab.money.budget import BudgetGuard, default_ledger_path
-from tplab.records.events import read_events
+from tplab.records.events import (CostEvent, InstanceEvent, LogEvent, PhaseEvent, SshEvent,
+                                  WarningEvent, read_events)
 from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
 from tplab.lab.providers import provider_for as _provider
@@ -124,6 +126,7 @@ from tests.e2e_fixtures import (
     assert_key_unwritten,
     assert_ledgers_settled,
     assert_profiled_pass,
+    assert_rank_traces,
     tiny_lab_config,
 )
 
@@ -289,6 +292,8 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     streamed = [json.loads(line) for line in (d / "stream.jsonl").read_text().splitlines()]
     job_seqs = [e["seq"] for e in streamed if e["src"] == "job"]
     assert job_seqs == pod_seqs == list(range(len(pod_seqs)))
+    # and the record reads back whole: every line the lab and the job wrote is a valid event
+    assert len(list(read_events(str(d / "stream.jsonl")))) == len(streamed)
     lab_types = {e["type"] for e in streamed if e["src"] == "lab"}
     assert {"phase", "instance", "ssh", "cost", "budget"} <= lab_types
     phases = [e["name"] for e in streamed if e["src"] == "lab" and e["type"] == "phase"]
@@ -318,9 +323,13 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert [e["type"] for e in streamed].count("timeline") == 1
     assert "The profiled pass (torch's profiler on every rank" in manifest["lesson_notes"]
     assert results["calibration"]["tp_split_from"] == "profiled"
-    # secrets: neither the mock's API key nor a private key in anything written
-    for path in d.iterdir():
+    # secrets: neither the mock's API key nor a private key in anything written (each rank's
+    # own trace, fetched and listed among the artifacts, read unpacked)
+    assert {"traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz"} <= set(
+        manifest["artifacts"])
+    for path in (p for p in d.rglob("*") if p.is_file()):
         blob = path.read_bytes()
+        blob = gzip.decompress(blob) if path.suffix == ".gz" else blob
         assert b"PRIVATE KEY" not in blob, path
 
     # -- from tests/handin/test_handin.py::test_handin_after_a_mock_lab (it ran run_lab(cfg)
@@ -330,25 +339,26 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     # -- from test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     outcome_pod = manifest["instance_id"]
     assert code == 0 and manifest["status"] == COMPLETE
-    running = [e for e in seen if e.type == "instance" and e["state"] == "RUNNING"]
-    ready = [e for e in running if e.get("ssh_host") and isinstance(e.get("ssh_port"), int)]
+    running = [e for e in seen if isinstance(e, InstanceEvent) and e.state == "RUNNING"]
+    ready = [e for e in running if e.ssh_host and e.ssh_port is not None]
     assert ready, [e.to_json() for e in running]
     first = ready[0]
-    assert first["pod_id"] == outcome_pod and first["uptime_s"] is not None
+    assert first.pod_id == outcome_pod and first.uptime_s is not None
     for key in ("provider", "gpu_type", "gpu_count", "spot", "usd_per_hr"):
-        assert first.get(key) is not None, key
+        assert getattr(first, key) is not None, key
     # it came once the pod was ready, before the SSH connect
-    phase_at = [(i, e["name"]) for i, e in enumerate(seen) if e.type == "phase"]
+    phase_at = [(i, e.name) for i, e in enumerate(seen) if isinstance(e, PhaseEvent)]
     connect_at = next(i for i, name in phase_at if name == "connect")
     assert seen.index(first) < connect_at
     # the status the lab polls while the job runs keeps uptime (and the endpoint) live
     run_at = next(i for i, name in phase_at if name == "run")
     fetch_at = next(i for i, name in phase_at if name == "fetch")
-    live = [e for e in seen[run_at:fetch_at] if e.type == "instance"]
-    assert live and all(e["ssh_host"] == first["ssh_host"] for e in live)
-    assert live[-1]["uptime_s"] >= first["uptime_s"]
-    assert seen[-1].type == "phase" and seen[-1]["name"] == "done"
-    inst_gone = [e for e in seen if e.type == "instance" and e["state"] == "GONE"]
+    live = [e for e in seen[run_at:fetch_at] if isinstance(e, InstanceEvent)]
+    assert live and all(e.ssh_host == first.ssh_host for e in live)
+    assert (live[-1].uptime_s or 0.0) >= first.uptime_s
+    last = seen[-1]
+    assert isinstance(last, PhaseEvent) and last.name == "done"
+    inst_gone = [e for e in seen if isinstance(e, InstanceEvent) and e.state == "GONE"]
     assert inst_gone
     # the proof picture is drawn with every lab; add_artifact: the dashboard's svg, listed and
     # named the terminated screenshot
@@ -412,6 +422,9 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     # the profiled pass's trace, for Perfetto, byte for byte, and the README says what it is
     assert (tp / "trace.json").read_bytes() == (lab_dir / "trace.json").read_bytes()
     assert "| `trace.json` | the profiled pass as one Chrome trace" in (tp / "README.md").read_text()
+    # each rank's own trace, as fetched from the pod, where HTA reads the folder
+    assert_rank_traces(tp, ranks=2)
+    assert "| `traces/` | each rank's own profiler trace" in (tp / "README.md").read_text()
     # the lab's ledger lines, byte for byte
     auth = json.loads((lab_dir / "instance.json").read_text())["auth_id"]
     ledger = default_ledger_path(True).read_bytes().splitlines(keepends=True)
@@ -488,8 +501,8 @@ async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
     async def saboteur():
         nonlocal drops, waiting_reconnect
         async for ev in events:
-            if ev.type == "log" and ev["msg"].startswith("ssh attempt"):
-                attempts.append(ev["msg"])
+            if isinstance(ev, LogEvent) and ev.msg.startswith("ssh attempt"):
+                attempts.append(ev.msg)
             if ev.src == "job":
                 job_seqs.append(ev.seq)
                 if (drops < 2 and not waiting_reconnect and lab.session is not None
@@ -497,7 +510,7 @@ async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
                     drops += 1
                     waiting_reconnect = True
                     lab.session.conn.abort()  # the TCP connection dies under the transport
-            elif ev.type == "ssh" and ev["state"] == "connected":
+            elif isinstance(ev, SshEvent) and ev.state == "connected":
                 waiting_reconnect = False
 
     task = asyncio.create_task(saboteur())
@@ -671,11 +684,11 @@ async def test_wall_cap_and_budget_alert_terminate_the_pod(lab_assets, tmp_path,
     assert ("wall-clock cap" in outcome.reason or "lab cap $0.0006 was reached" in outcome.reason
             or "watchdog" in outcome.reason), outcome.reason
     assert outcome.verified_gone
-    warnings = [e for e in seen if e.type == "warning" and e.get("kind") == "budget80"]
-    assert len(warnings) == 1 and "80%" in warnings[0]["msg"]
-    costs = [e for e in seen if e.type == "cost"]
-    assert costs and costs[-1]["accrued_usd"] <= 0.0025
-    assert all(c["seconds_left"] <= 3.5 for c in costs)
+    warnings = [e for e in seen if isinstance(e, WarningEvent) and e.kind == "budget80"]
+    assert len(warnings) == 1 and "80%" in warnings[0].msg
+    costs = [e for e in seen if isinstance(e, CostEvent)]
+    assert costs and costs[-1].accrued_usd <= 0.0025
+    assert all(c.seconds_left <= 3.5 for c in costs)
     pods = mock_cloud.pods()
     assert pods[0]["desiredStatus"] == "TERMINATED"
     _assert_settled(cfg.ledger_label())

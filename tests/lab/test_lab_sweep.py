@@ -63,20 +63,16 @@ def test_a_bad_size_list_is_refused_by_the_parser(capsys):
 
 
 def test_the_ui_state_keeps_the_sweep_points_as_they_arrive():
-    from tplab.records.events import Event
+    from tplab.records.dmodel import SkippedSize
+    from tplab.records.events import EventWriter
     from tplab.viewmodel.fold import LabState
+    from tests.synthetic_lab import measured_point
 
-    s = LabState()
-
-    def ev(seq: int, **fields) -> Event:
-        return Event(type="sweep_point", seq=seq, ts=1.0, src="job", fields=fields)
-
-    s.apply(ev(0, d_model=256, skipped=False, single_ms=6.5, tp_ms=17.0, allreduce_ms=7.4,
-               outputs_match=True, params=5_090_000, tokens=32))
-    s.apply(ev(1, d_model=64, skipped=False, single_ms=3.5, tp_ms=10.6, allreduce_ms=6.6,
-               outputs_match=True, params=390_000, tokens=32))
-    s.apply(ev(2, d_model=8192, skipped=True, reason="d_model 8192 needs ~40 GiB"))
-    assert [p["d_model"] for p in s.sweep_points] == [64, 256]  # in d_model order
-    assert s.sweep_points[1]["tp_ms"] == 17.0 and s.sweep_points[1]["outputs_match"] is True
-    assert s.sweep_skipped == [{"d_model": 8192, "reason": "d_model 8192 needs ~40 GiB"}]
+    s, w = LabState(), EventWriter()
+    big, small = measured_point(256, 6.5, 17.0), measured_point(64, 3.5, 10.6)
+    s.apply(w.make("sweep_point", d_model=256, skipped=False, point=big))
+    s.apply(w.make("sweep_point", d_model=64, skipped=False, point=small))
+    s.apply(w.make("sweep_point", d_model=8192, skipped=True, reason="d_model 8192 needs ~40 GiB"))
+    assert s.sweep_points == [small, big]  # in d_model order
+    assert s.sweep_skipped == [SkippedSize(8192, "d_model 8192 needs ~40 GiB")]
     assert any("d_model sweep: 256" in line.text for line in s.log)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tplab.lab import instances as instance_store
-from tplab.records.events import EventWriter
+from tplab.records.events import EventWriter, LogEvent, WarningEvent
 from tplab.faces.headless import HeadlessView
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.orchestrator import Lab
@@ -83,9 +83,9 @@ async def test_subscribers_get_every_event_and_never_block_the_lab(tmp_path):
         lab.stream.emit("log", level="info", msg=f"m{i}")
     lab.stream.publish_batch([])  # an empty batch is harmless
     lab.stream.close_subs()
-    got = [ev["msg"] async for ev in fast]
+    got = [ev.msg async for ev in fast if isinstance(ev, LogEvent)]
     assert got == [f"m{i}" for i in range(5)]
-    tail = [ev["msg"] async for ev in slow]  # ends too, with the newest events
+    tail = [ev.msg async for ev in slow if isinstance(ev, LogEvent)]  # ends too, the newest
     assert tail == ["m4"]
     assert lab.dropped_events == 4  # the slow one lost its oldest, the lab did not wait
 
@@ -199,5 +199,5 @@ async def test_a_lab_says_the_ledger_has_damaged_lines_before_it_spends(tmp_path
     ctx = LabContext(LabConfig(mock=True), None, stream, LabFacts(lab_id="L1", out_dir=tmp_path))
     assert preflight.open_budget(ctx).lab_cap_usd == 3.0
     stream.close_subs()
-    warnings = [ev["msg"] async for ev in seen if ev.type == "warning"]
+    warnings = [ev.msg async for ev in seen if isinstance(ev, WarningEvent)]
     assert len(warnings) == 1 and "has 1 damaged line(s) (line 1: not valid JSON" in warnings[0]

@@ -16,6 +16,7 @@ from tests.e2e_fixtures import assert_key_unwritten, assert_ledgers_settled, tin
 from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import COMPLETE, FAILED, INTERRUPTED, STUB, LabOutcome
 from tplab.lab.orchestrator import Lab
+from tplab.records.events import InstanceEvent, PromptDoneEvent
 from tplab.mock.handle import start_mock_cloud
 
 pytestmark = pytest.mark.slow
@@ -125,7 +126,7 @@ def test_a_stopped_intent_while_the_instance_comes_up_fails_the_lab_at_once(
     async def run() -> LabOutcome:
         async def watch() -> None:
             async for ev in events:
-                if ev.type == "instance" and ev.get("pod_id") and not created:
+                if isinstance(ev, InstanceEvent) and ev.pod_id and not created:
                     created.append(time.monotonic())
         watcher = asyncio.create_task(watch())
         try:
@@ -165,8 +166,8 @@ def test_outbid_mid_run_is_a_spot_interruption_with_the_tokens_kept(lab_assets, 
 
     async def outbid_on_the_first_prompt() -> None:
         async for ev in events:
-            if ev.src == "job" and ev.type == "prompt_done" and not outbid_after:
-                outbid_after.append(f"prompt {ev['prompt']} ({ev['mode']})")
+            if isinstance(ev, PromptDoneEvent) and ev.src == "job" and not outbid_after:
+                outbid_after.append(f"prompt {ev.prompt} ({ev.mode})")
                 await asyncio.to_thread(vast_quick.outbid, lab.pod_id)
 
     async def run() -> LabOutcome:

@@ -15,7 +15,7 @@ import pytest
 from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.cloud.base import CostReport, GoneProof, PodInfo, ProviderError, Quote
 from tplab.wire.event_tail import MAX_LINE_BYTES, TailState, _accept
-from tplab.records.events import EventWriter
+from tplab.records.events import EventWriter, LogEvent, PhaseEvent, WarningEvent
 from tplab.lab import instances, leftovers
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.context import LabContext
@@ -212,8 +212,8 @@ async def test_cost_ticker_failures_are_warnings_and_it_keeps_ticking(tmp_path):
     ticker.cancel()
     ctx.stream.close_subs()
     await task
-    warnings = [e for e in seen if e.type == "warning"]
-    assert len(warnings) == 1 and "ledger unreadable" in warnings[0]["msg"]
+    warnings = [e for e in seen if isinstance(e, WarningEvent)]
+    assert len(warnings) == 1 and "ledger unreadable" in warnings[0].msg
     assert sum(e.type == "cost" for e in seen) > 10  # ticks went on after the failure
 
 
@@ -228,7 +228,8 @@ async def test_a_full_disk_stops_the_record_not_the_lab(tmp_path):
     stream.close_record()
     stream.close_subs()
     await task
-    kinds = [(e.type, e.get("name") or e.get("msg", "")[:30]) for e in seen]
+    kinds = [(e.type, e.name if isinstance(e, PhaseEvent) else e.msg[:30])
+             for e in seen if isinstance(e, (PhaseEvent, LogEvent, WarningEvent))]
     assert kinds[0] == ("warning", "stream.jsonl could not be writ")
     assert ("phase", "terminate") in kinds and ("log", "after") in kinds
 
@@ -291,7 +292,7 @@ def test_oversized_bad_and_foreign_lines_are_dropped_and_the_stream_goes_on():
         got += _accept(st, st.decoder.feed(chunk))
         assert st.decoder.pending <= MAX_LINE_BYTES + 65536  # never holds an endless line
     assert st.read_pos == fed == len(data)  # resume offsets stay exact
-    assert [e["msg"] for e in got] == ["m0", "m1", "m0", "m1"]
+    assert [e.msg for e in got if isinstance(e, LogEvent)] == ["m0", "m1", "m0", "m1"]
     assert [e.seq for e in got] == [0, 1, 2, 3]
     assert st.bad_lines == 4 and st.foreign == 1
 
@@ -340,7 +341,7 @@ async def test_the_lab_cap_stops_the_lab_the_moment_it_is_reached(tmp_path):
     assert stops == ["the lab cap $0.002 was reached"]
     ctx.stream.close_subs()
     await task
-    assert [e["kind"] for e in seen if e.type == "warning"] == ["budget80"]
+    assert [e.kind for e in seen if isinstance(e, WarningEvent)] == ["budget80"]
 
 
 async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path, short_waits):
@@ -363,7 +364,7 @@ async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path, short_waits):
     assert ctx.facts.pod.verified_gone is False and prov.terminates >= 2
     proof = json.loads((tmp_path / "proof-terminated.json").read_text())
     assert proof["verified_gone"] is False and proof["listed"] is True
-    assert any(e.type == "warning" and "NOT proven gone" in e["msg"] for e in seen)
+    assert any(isinstance(e, WarningEvent) and "NOT proven gone" in e.msg for e in seen)
     assert [r.pod_id for r in instances.open_records(True)] == ["stuck1"]
 
 

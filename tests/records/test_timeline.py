@@ -52,15 +52,15 @@ def test_each_collective_splits_at_the_last_arrival_into_wait_and_wire():
     """Rank 0 arrives at the all-reduce at 100 µs, rank 1 at 160; both leave at 200: rank 0 waited
     60 µs for rank 1, and each spent 40 µs on the wire. Compute is their ops, rest the gaps."""
     ar = collective_name("embedding", "all-reduce")
-    ev = {0: [Ev("user_annotation", token_name("tp", 3), 0, 300, 0),
-              Ev("cpu_op", "aten::embedding", 10, 80, 0),
-              Ev("user_annotation", ar, 100, 100, 0),
-              Ev("cpu_op", "c10d::allreduce_", 101, 98, 0),   # inside the collective: not compute
-              Ev("cpu_op", "aten::linear", 210, 60, 0)],
-          1: [Ev("user_annotation", token_name("tp", 3), 5, 295, 0),
-              Ev("cpu_op", "aten::embedding", 10, 140, 0),
-              Ev("user_annotation", ar, 160, 40, 0),
-              Ev("cpu_op", "aten::linear", 210, 60, 0)]}
+    ev = {0: [Ev.at_us("user_annotation", token_name("tp", 3), 0, 300, 0),
+              Ev.at_us("cpu_op", "aten::embedding", 10, 80, 0),
+              Ev.at_us("user_annotation", ar, 100, 100, 0),
+              Ev.at_us("cpu_op", "c10d::allreduce_", 101, 98, 0),   # inside the collective: not compute
+              Ev.at_us("cpu_op", "aten::linear", 210, 60, 0)],
+          1: [Ev.at_us("user_annotation", token_name("tp", 3), 5, 295, 0),
+              Ev.at_us("cpu_op", "aten::embedding", 10, 140, 0),
+              Ev.at_us("user_annotation", ar, 160, 40, 0),
+              Ev.at_us("cpu_op", "aten::linear", 210, 60, 0)]}
     s = _section(ev, {0: {"tp": {3: 295.0}}, 1: {"tp": {3: 290.0}}})
     (tok,) = s["modes"]["tp"]["tokens"]
     r0, r1 = tok["ranks"]
@@ -82,8 +82,8 @@ def test_each_collective_splits_at_the_last_arrival_into_wait_and_wire():
 
 
 def test_parts_that_do_not_add_up_to_the_steps_own_clock_fail_the_sum_check():
-    ev = {0: [Ev("user_annotation", token_name("single", 3), 0, 100, 0),
-              Ev("cpu_op", "aten::mm", 0, 90, 0)]}
+    ev = {0: [Ev.at_us("user_annotation", token_name("single", 3), 0, 100, 0),
+              Ev.at_us("cpu_op", "aten::mm", 0, 90, 0)]}
     s = _section(ev, {0: {"single": {3: 150.0}}})  # the step's own clock saw 150 µs
     assert s["sum_check"]["ok"] is False and s["sum_check"]["worst"] == pytest.approx(1 / 3)
 
@@ -92,7 +92,7 @@ def test_one_step_off_alone_is_reported_and_the_medians_decide():
     """A rank descheduled between its clock's read and its span's edge puts that time in one
     step's span (as rest) and not on its clock: reported as the worst step, while each rank's
     median over its steps says whether the profiler's clock agrees with the rank's."""
-    ev = {0: [Ev("user_annotation", token_name("single", p), 1000 * p, 100, 0)
+    ev = {0: [Ev.at_us("user_annotation", token_name("single", p), 1000 * p, 100, 0)
               for p in (3, 4, 5)]}
     s = _section(ev, {0: {"single": {3: 100.0, 4: 100.0, 5: 40.0}}})
     assert s["sum_check"]["ok"] is True and s["sum_check"]["median_worst"] == pytest.approx(0)
@@ -103,10 +103,10 @@ def test_one_step_off_alone_is_reported_and_the_medians_decide():
 
 def test_a_step_whose_ranks_show_different_collectives_is_left_out_and_named():
     a, b = collective_name("embedding", "all-reduce"), collective_name("logits", "all-gather")
-    ev = {0: [Ev("user_annotation", token_name("tp", 3), 0, 100, 0),
-              Ev("user_annotation", a, 10, 20, 0), Ev("user_annotation", b, 50, 20, 0)],
-          1: [Ev("user_annotation", token_name("tp", 3), 0, 100, 0),
-              Ev("user_annotation", a, 10, 20, 0)]}
+    ev = {0: [Ev.at_us("user_annotation", token_name("tp", 3), 0, 100, 0),
+              Ev.at_us("user_annotation", a, 10, 20, 0), Ev.at_us("user_annotation", b, 50, 20, 0)],
+          1: [Ev.at_us("user_annotation", token_name("tp", 3), 0, 100, 0),
+              Ev.at_us("user_annotation", a, 10, 20, 0)]}
     s = _section(ev, {0: {"tp": {3: 100.0}}, 1: {"tp": {3: 100.0}}})
     assert s["unmatched_steps"] == ["tp token 3"] and "tp" not in s["modes"]
 
@@ -117,14 +117,14 @@ def test_on_a_gpu_the_split_comes_from_the_kernels_each_span_launched():
     ar = collective_name("embedding", "all-reduce")
 
     def rank(nccl_start: float) -> list[Ev]:
-        return [Ev("user_annotation", token_name("tp", 3), 0, 400, 0),
-                Ev("cuda_runtime", "cudaLaunchKernel", 10, 5, 0, corr=1),
-                Ev("user_annotation", ar, 20, 30, 0),
-                Ev("cuda_runtime", "cudaLaunchKernel", 22, 5, 0, corr=2),   # the output's copy
-                Ev("cuda_driver", "cuLaunchKernelEx", 30, 5, 0, corr=3),    # NCCL's
-                Ev("kernel", "embedding_kernel", 40, 50, 7, corr=1),
-                Ev("kernel", "copy_kernel", 95, 10, 7, corr=2),
-                Ev("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", nccl_start,
+        return [Ev.at_us("user_annotation", token_name("tp", 3), 0, 400, 0),
+                Ev.at_us("cuda_runtime", "cudaLaunchKernel", 10, 5, 0, corr=1),
+                Ev.at_us("user_annotation", ar, 20, 30, 0),
+                Ev.at_us("cuda_runtime", "cudaLaunchKernel", 22, 5, 0, corr=2),   # the output's copy
+                Ev.at_us("cuda_driver", "cuLaunchKernelEx", 30, 5, 0, corr=3),    # NCCL's
+                Ev.at_us("kernel", "embedding_kernel", 40, 50, 7, corr=1),
+                Ev.at_us("kernel", "copy_kernel", 95, 10, 7, corr=2),
+                Ev.at_us("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", nccl_start,
                    300 - nccl_start, 9, corr=3)]
     s = _section({0: rank(110), 1: rank(180)}, {0: {"tp": {3: 398.0}}, 1: {"tp": {3: 398.0}}},
                  {0: "cuda", 1: "cuda"})
@@ -158,8 +158,8 @@ def test_each_rank_is_put_on_its_real_time_clock_by_its_anchors_and_aligned_by_h
                               steps={"tp": {3: 5.0}})
     assert cap["profiler_offset_ns"] == 2000 and len(cap["events"]) == 3
     mm = next(e for e in cap["events"] if e[1] == "aten::mm")
-    assert cap["ref_ns"] + round(mm[2] * 1000) == base + 100_000  # 102 µs less the 2 µs ahead
-    zero = dict(cap, rank=0, host="a", events=[["cpu_op", "x", 0.0, 1.0, 0, None]],
+    assert cap["ref_ns"] + mm[2] == base + 100_000  # 102 µs less the 2 µs ahead
+    zero = dict(cap, rank=0, host="a", events=[["cpu_op", "x", 0, 1000, 0, None]], flows=[],
                 ref_ns=base)
     same = align([zero, cap], {0: 0, 1: 40_000}, same_host=True)
     two = align([zero, cap], {0: 0, 1: 40_000}, same_host=False)
@@ -185,7 +185,7 @@ def test_the_merged_trace_is_one_process_per_rank_and_opens_as_it_is():
     assert check_trace(doc) == []
     names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_name"}
-    assert names == {0: "rank 0", 1: "rank 1"}
+    assert names == {1: "rank 0", 2: "rank 1"}
     assert {e["ph"] for e in doc["traceEvents"]} == {"X", "M"}
     counts = collective_counts(doc)
     tp = {k: v for k, v in counts.items() if k[1] == "tp"}
@@ -206,9 +206,13 @@ def test_over_its_bound_the_trace_leaves_out_whole_steps_single_first_and_says_s
 
 
 def test_what_a_viewer_would_refuse_is_named():
-    ok = {"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 0.0, "dur": 10.0}
-    meta = {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "rank 0"}}
+    ok = {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0}
+    meta = {"ph": "M", "name": "process_name", "pid": 1, "tid": 1, "args": {"name": "rank 0"}}
     assert check_trace({"traceEvents": [meta, ok]}) == []
+    assert "pid 0" in check_trace({"traceEvents": [dict(meta, pid=0), dict(ok, pid=0)]})[0]
+    start = {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 1.0}
+    assert check_trace({"traceEvents": [meta, ok, start, dict(start, ph="f", bp="e")]}) == []
+    assert "one end only" in check_trace({"traceEvents": [meta, ok, start]})[0]
     assert check_trace([ok]) == ["not a JSON object with a traceEvents list"]
     half = dict(ok, name="b", ts=5.0, dur=10.0)  # starts inside a, ends after it
     assert "half-overlaps" in check_trace({"traceEvents": [meta, ok, half]})[0]
@@ -223,3 +227,57 @@ def test_rank_steps_keeps_one_step_per_token_span():
     assert sorted(steps) == [("single", 3), ("single", 4), ("tp", 3), ("tp", 4)]
     assert len(steps[("tp", 3)].collectives) == 2 * 6 + 2
     assert steps[("single", 3)].collectives == []
+
+
+def _gpu_export(rank: int, base_us: str) -> str:
+    """A rank's export as torch writes it on a GPU (text: its µs carry ns digits past what a
+    float holds at epoch scale): a token span, a launch, its kernel with the args HTA reads,
+    and their flow."""
+    from decimal import Decimal
+
+    def at(us: str) -> str:
+        return str(Decimal(base_us) + Decimal(us))
+
+    return ("{\"traceEvents\": ["
+            f'{{"ph": "X", "cat": "user_annotation", "name": "{token_name("tp", 3)}", '
+            f'"pid": 7, "tid": 7, "ts": {at("0.000")}, "dur": 50.0, '
+            '"args": {"External id": 1}}, '
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, '
+            f'"tid": 7, "ts": {at("1.001")}, "dur": 2.5, '
+            f'"args": {{"External id": 2, "correlation": {40 + rank}}}}}, '
+            f'{{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "pid": 0, '
+            f'"tid": 7, "ts": {at("4.999")}, "dur": 30.123, "args": {{"stream": 7, '
+            f'"device": {rank}, "correlation": {40 + rank}, "grid": [1, 1, 1]}}}}, '
+            f'{{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": {40 + rank}, "pid": 7, '
+            f'"tid": 7, "ts": {at("1.001")}}}, '
+            f'{{"ph": "f", "cat": "ac2g", "name": "ac2g", "id": {40 + rank}, "pid": 0, '
+            f'"tid": 7, "ts": {at("4.999")}, "bp": "e"}}]}}')
+
+
+def test_epoch_scale_stamps_are_merged_to_the_ns_with_args_and_flows_kept():
+    """Stamps like torch's (1733456789012345.678 µs: more digits than a float holds) come out
+    exact to the ns; every arg the profiler wrote stays on its event (a kernel's stream, device,
+    correlation); each launch keeps its flow arrow to its kernel, unique across ranks; and no
+    rank is process 0."""
+    from tplab.records.trace_merge import load_chrome, pid_of
+
+    base = "1733456789012345.678"
+    texts = {r: _gpu_export(r, base) for r in (0, 1)}
+    as_float = json.loads(texts[0])["traceEvents"][2]["ts"]
+    assert round(as_float * 1000) != 1733456789012345_678 + 4_999  # a float loses the ns
+    caps = [capture_from_chrome(load_chrome(texts[r]), rank=r, anchors=[], host="h",
+                                steps={"tp": {3: 50.0}}, device="cuda") for r in (0, 1)]
+    kernel = next(e for e in caps[0]["events"] if e[0] == "kernel")
+    assert caps[0]["ref_ns"] == 1733456789012345_678
+    assert (kernel[2], kernel[3]) == (4_999, 30_123)
+    merged = align(caps, {0: 0, 1: 0}, same_host=True)
+    doc = json.loads(json.dumps(trace_document(merged)))
+    assert check_trace(doc) == []
+    assert {e["pid"] for e in doc["traceEvents"]} == {pid_of(0), pid_of(1)} == {1, 2}
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert [k["ts"] for k in kernels] == [4.999, 4.999] and kernels[0]["dur"] == 30.123
+    assert kernels[1]["args"] == {"stream": 7, "device": 1, "correlation": 41, "grid": [1, 1, 1]}
+    flows = [e for e in doc["traceEvents"] if e["ph"] in ("s", "f")]
+    assert len(flows) == 4 and len({f["id"] for f in flows}) == 2
+    assert {f["ts"] for f in flows} == {1.001, 4.999}
+    assert next(f for f in flows if f["ph"] == "f")["bp"] == "e"

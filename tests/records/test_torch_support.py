@@ -18,7 +18,8 @@ def test_the_range_holds_both_ends_and_refuses_outside():
     assert SUPPORTED_TORCH.contains("2.4.0+cu121") and SUPPORTED_TORCH.contains("2.13.0+cpu")
     assert unsupported_torch("2.4.1") is None and unsupported_torch("2.13.0") is None
     assert "outside" in (unsupported_torch("2.3.1") or "")
-    assert "outside" in (unsupported_torch("2.14.0") or "")
+    assert unsupported_torch("2.14.1") is None  # the newest release, tested on
+    assert "outside" in (unsupported_torch("2.15.0") or "")
     assert "not a release number" in (unsupported_torch("main") or "")
     assert torch_release("2.10.0a0+git1234") == (2, 10)
     assert torch_release(OLDEST_TORCH_PIN) == SUPPORTED_TORCH.oldest

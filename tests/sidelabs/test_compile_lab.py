@@ -21,7 +21,7 @@ def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
     out = tmp_path / "lab"
     proc = subprocess.run(
         [sys.executable, "-m", "tplab", "compile", "--out", str(out), "--substitute-only",
-         "--rounds", "1", "--calls", "3", "--threads", "1"],
+         "--rounds", "1", "--calls", "3", "--threads", "1", "--json"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads((out / "compile-results.json").read_text())
@@ -38,6 +38,7 @@ def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
     # TORCH_LOGS=output_code took effect, i.e. it was set before torch was imported
     assert fs["kernel"] in (out / "inductor.log").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
+    assert json.loads(proc.stdout)["manifest"] == manifest  # --json: the manifest, nothing else
     assert manifest["status"] == "COMPLETE"
     assert manifest["files"]["kernels/fused_softmax.cpp"]
     report = (out / "REPORT.md").read_text()

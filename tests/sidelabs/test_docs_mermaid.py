@@ -7,11 +7,12 @@ import re
 
 import pytest
 
-from tplab.home.paths import REPO_ROOT
+from tplab.home.paths import READING_NOTES, REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"
-OWN_DOCS = ["tp-block.md", "reading-notes/fsdp-prefetch.md", "reading-notes/megatron-tp-layers.md",
-            "reading-notes/synthesis.md"]
+OWN_DOCS = [DOCS / "tp-block.md", *(READING_NOTES / n for n in ("fsdp-prefetch.md",
+                                                                "megatron-tp-layers.md",
+                                                                "synthesis.md"))]
 TYPES = ("flowchart", "graph", "sequenceDiagram", "timeline", "gantt")
 PAIRS = {"(": ")", "[": "]", "{": "}"}
 # node shapes: id followed by one of these openers and its closer, label in double quotes
@@ -123,15 +124,15 @@ def check_block(block: str) -> list[str]:
     return errors
 
 
-@pytest.mark.parametrize("name", OWN_DOCS)
-def test_docs_exist_and_their_mermaid_parses(name: str) -> None:
-    text = (DOCS / name).read_text()
+@pytest.mark.parametrize("path", OWN_DOCS, ids=lambda p: p.name)
+def test_docs_exist_and_their_mermaid_parses(path) -> None:
+    text = path.read_text()
     for block in mermaid_blocks(text):
-        assert check_block(block) == [], (name, check_block(block))
+        assert check_block(block) == [], (path.name, check_block(block))
 
 
 def test_every_mermaid_block_in_docs_parses() -> None:
-    for path in sorted(DOCS.rglob("*.md")):
+    for path in sorted([*DOCS.rglob("*.md"), *READING_NOTES.rglob("*.md")]):
         for block in mermaid_blocks(path.read_text()):
             assert check_block(block) == [], (path.name, check_block(block))
 
@@ -158,9 +159,9 @@ def test_tp_block_diagram_marks_the_two_allreduces_and_the_layer_kinds() -> None
 
 
 def test_fsdp_doc_has_a_timeline_and_megatron_notes_cite_pinned_lines() -> None:
-    synthesis = (DOCS / "reading-notes" / "synthesis.md").read_text()
+    synthesis = (READING_NOTES / "synthesis.md").read_text()
     assert any(b.startswith(("gantt", "timeline")) for b in mermaid_blocks(synthesis))
-    notes = (DOCS / "reading-notes" / "megatron-tp-layers.md").read_text()
+    notes = (READING_NOTES / "megatron-tp-layers.md").read_text()
     sha = re.search(r"\b[0-9a-f]{40}\b", notes)
     assert sha, "Megatron-LM commit must be pinned"
     for topic in ("Bias after the all-reduce", "Vocabulary masking", "Master weights", "autograd Functions",

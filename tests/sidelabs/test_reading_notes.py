@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from tests.sidelabs.test_docs_mermaid import check_block, mermaid_blocks
-from tplab.home.paths import REPO_ROOT
+from tplab.home.paths import READING_NOTES
 
-NOTES = REPO_ROOT / "docs" / "reading-notes"
+NOTES = READING_NOTES
 CITE = re.compile(r"L\d+(?:-L\d+)?")
 
 

@@ -300,9 +300,9 @@ async def test_after_the_lab_ends_no_line_speaks_of_its_pod_as_alive():
         assert "so far" not in app.summary._shown.plain and " billed" in app.summary._shown.plain
         # after GONE the strip says when the pod ended and what it cost (the billed figure,
         # the same the Instance panel shows), not a clock still counting in the uptime slot
-        billed = [e for e in events if e.type == "cost" and e.get("cost_is") == "billed"][-1]
-        cost = f"${billed['accrued_usd']:.4f} billed"
-        ended = time.strftime("%H:%M:%S", time.gmtime(billed["ended_at"]))
+        billed = [e for e in events if e.type == "cost" and e.cost_is == "billed"][-1]
+        cost = f"${billed.accrued_usd:.4f} billed"
+        ended = time.strftime("%H:%M:%S", time.gmtime(billed.ended_at))
         pod_line = app.summary._shown.plain.splitlines()[0]
         assert f"GONE at {ended} UTC · {cost}" in pod_line, pod_line
         assert f"{cost} at $0.690/h" in instance and f"ended {ended} UTC" in instance

@@ -8,6 +8,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from tplab.records.events import ResultEvent
 from tplab.viewmodel.past_labs import find_labs
 from tui.app import TplabApp, app_from_args
 from tests.synthetic_lab import ScriptOptions, lab_script
@@ -32,7 +33,7 @@ def write_lab(folder: Path, *, mock: bool, status: str = "COMPLETE", until: str 
         t0 = events[0].ts
         events = [replace(e, ts=t0 + (e.ts - t0) / faster) for e in events]
     (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
-    result = next((e["results"] for e in events if e.type == "result"), None)
+    result = next((e.results for e in events if isinstance(e, ResultEvent)), None)
     if result:
         (folder / "results.json").write_text(json.dumps(result))
     (folder / "manifest.json").write_text(json.dumps({

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import tplab
+from tests.test_structure import parse_file
 
 TPLAB_DIR = Path(tplab.__file__).resolve().parent
 REPO = TPLAB_DIR.parent
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parse_file(path)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

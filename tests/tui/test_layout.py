@@ -206,11 +206,9 @@ LONG_OUT = "/home/student/.local/share/tplab/mock/labs/20261203-132533-b8ff0c"
 
 def _done_at(out_dir: str) -> list:
     """A complete lab's events whose folder is ``out_dir``."""
-    from tplab.records.events import Event
+    from dataclasses import replace
     events = lab_script(ScriptOptions(num_prompts=2, new_tokens=8))
-    done = events[-1]
-    return events[:-1] + [Event(type=done.type, seq=done.seq, ts=done.ts, src=done.src,
-                                fields={**done.fields, "out_dir": out_dir})]
+    return events[:-1] + [replace(events[-1], out_dir=out_dir)]
 
 
 def _fits(app: TplabApp, widget) -> bool:
@@ -340,3 +338,22 @@ async def test_the_all_reduce_says_it_comes_from_the_instrumented_pass():
             ar = next(line for line in text.split("\n") if line.startswith("all-reduce"))
             assert ar.endswith(" ms token*") and " ms of a " in ar
             assert all(len(line) <= width for line in text.split("\n"))
+
+
+async def test_no_color_draws_every_view_in_monochrome(monkeypatch):
+    """NO_COLOR=1: Textual draws the dashboard through its monochrome filter, which needs every
+    cell styled; each plot's rows (also those not built yet) and each view must draw under it."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = _app()
+    assert app.no_color
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=30, until="running",
+                                      profiled=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.runner.feed(events)
+        for key in ("1", "2", "5", "1"):
+            await pilot.press(key)
+            app.redraw(force=True)
+            await pilot.pause()
+        await wait_for(pilot, lambda: any(p.builds for p in app.query(ThreadedPlot)))
+        assert any(type(f).__name__ == "Monochrome" for f in app._filters)

@@ -3,7 +3,8 @@ crossover beside the predicted one."""
 
 from __future__ import annotations
 
-from tplab.records.events import Event
+from tests.synthetic_lab import measured_point
+from tplab.records.events import EventWriter, SweepPointEvent
 from tplab.viewmodel.fold import LabState
 from tui.widgets.scaling_panel import ScalingCurve, ScalingPanel, sweep_crossover, sweep_points
 
@@ -18,11 +19,10 @@ class _Plt:
 
 def _state(*points: tuple[int, float, float]) -> LabState:
     s = LabState()
-    for i, (d, single, tp) in enumerate(points):
-        s.apply(Event(type="sweep_point", seq=i, ts=1.0, src="job",
-                      fields={"d_model": d, "skipped": False, "single_ms": single, "tp_ms": tp,
-                              "allreduce_ms": 1.0, "outputs_match": True, "params": 1,
-                              "tokens": 8}))
+    w = EventWriter(src="job")
+    for d, single, tp in points:
+        s.apply(w.make(SweepPointEvent(d_model=d, skipped=False,
+                                       point=measured_point(d, single, tp))))
     return s
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tplab.records.events import Event
+from tplab.records.events import Event, ResultEvent
 from tplab.viewmodel.parts import Budget
 from tui.app import TplabApp
 from tests.synthetic_lab import ScriptOptions, lab_script
@@ -184,7 +184,7 @@ def test_timeline_in_a_replay(snap_compare, size, tmp_path, monkeypatch):
     events = lab_script(ScriptOptions(num_prompts=3, new_tokens=24, profiled=True))
     (folder / "stream.jsonl").write_text("".join(e.to_json() + "\n" for e in events))
     (folder / "results.json").write_text(json.dumps(
-        next(e["results"] for e in events if e.type == "result")))
+        next(e.results for e in events if isinstance(e, ResultEvent))))
     monkeypatch.chdir(tmp_path)  # the replay's folder is shown by the name it was given
     app = TplabApp(None, start=True, plan=dict(PLAN), replay_dir=Path("lab-0042"), replay_speed=0.0,
                    scaling=ScalingSource("NVIDIA GeForce RTX 4090", 2), ledger=lambda: LEDGER)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tplab.records.events import EventWriter
+from tplab.records.events import EventWriter, TokenEvent
 from tplab.viewmodel.fold import LabState
 from tplab.viewmodel.tokens import LogHistogram
 from tests.synthetic_lab import ScriptOptions, lab_script, token_flood
@@ -58,7 +58,7 @@ def test_complete_script_folds_to_the_results():
     assert s.timings["single"].count == 20 and s.timings["tp"].count == 20
     assert s.outputs_match() is True and s.prompts_matching() == (2, 2)
     assert s.num_prompts == 2 and s.new_tokens == 10 and s.d_model == 128
-    singles = sorted(e["ms"] for e in evs if e.type == "token" and e["mode"] == "single")
+    singles = sorted(e.ms for e in evs if isinstance(e, TokenEvent) and e.mode == "single")
     assert s.timings["single"].mean_ms == pytest.approx(sum(singles) / len(singles))
     assert s.budget.held_usd == 0.0 and s.budget.cap_usd == 3.0
 
@@ -73,11 +73,11 @@ def test_running_state_progress_and_pod_alive():
     tp = s.timings["tp"]
     # the all-reduce figures as results.json has them: the instrumented pass's decode steps
     # (its own step times), never the uninstrumented pass's ms
-    timed = [e for e in evs if e.type == "token" and e["mode"] == "tp" and e["pos"] > 0]
-    ar = sum(e["ar_ms"] for e in timed)
+    timed = [e for e in evs if isinstance(e, TokenEvent) and e.mode == "tp" and e.pos > 0]
+    ar = sum(e.ar_ms for e in timed)
     assert tp.ar_ms_per_token == pytest.approx(ar / len(timed))
     assert tp.comm_compute_ratio == pytest.approx(
-        ar / (sum(e["ms_instrumented"] for e in timed) - ar))
+        ar / (sum(e.ms_instrumented or 0.0 for e in timed) - ar))
     assert s.timings["single"].ar_ms_per_token is None
 
 
@@ -125,14 +125,19 @@ def test_time_figures_tick_from_the_clock_and_freeze_when_done():
     assert s.seconds_left() == pytest.approx(600.0)
 
 
-def test_unknown_types_and_modes_are_counted_not_fatal():
+def test_an_event_class_it_has_no_handler_for_is_counted_not_fatal():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
     from tplab.records.events import Event
 
+    @dataclass(slots=True, kw_only=True)
+    class FutureEvent(Event):
+        type: ClassVar[str] = "future_thing"
+
     s = LabState()
-    s.apply(Event(type="future_thing", seq=0, ts=1.0, src="lab", fields={}))
-    s.apply(Event(type="token", seq=1, ts=1.0, src="job",
-                  fields={"mode": "pp", "prompt": 0, "pos": 0, "ms": 1.0, "ar_ms": 0.0}))
-    assert s.unknown_events == 2 and s.events == 2
+    s.apply(FutureEvent(seq=0, ts=1.0, src="lab"))
+    assert s.unknown_events == 1 and s.events == 1
 
 
 def test_fatal_error_is_kept_and_logged():
@@ -211,3 +216,27 @@ def test_damaged_ledger_lines_are_counted_beside_the_figures_and_kept_through_a_
     s.apply(lab.make("budget", cap_usd=5.0, spent_usd=0.25, held_usd=3.0, remaining_usd=1.75,
                      damaged_lines=2))
     assert s.budget.damaged_lines == 2 and s.budget.damaged_note.startswith("⚠ 2 damaged")
+
+
+def test_the_views_check_no_event_field_again():
+    """An event's fields are checked once, by the decoder (``tplab.records.events``): the
+    view-model, the faces and the dashboard read typed attributes and carry no number check of
+    their own (no ``_num`` helper; in the view-model no ``isinstance(v, (int, float))`` either:
+    a figure read out of a nested record goes through ``tplab.records.untrusted.finite``) and
+    no dict access to an event (it has no ``get``, ``[]`` or ``fields``)."""
+    import re
+    from pathlib import Path
+
+    from tplab.records.events import Event, TokenEvent
+
+    root = Path(__file__).resolve().parents[2]
+    helper = re.compile(r"def _(num|nums|int|float|finite)\b")
+    check = re.compile(r"isinstance\([^)]*\(int, float\)")
+    found = [f"{p.relative_to(root)}:{n}: {line.strip()}"
+             for folder in ("tplab/viewmodel", "tplab/faces", "tui")
+             for p in sorted((root / folder).rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if helper.search(line) or (folder == "tplab/viewmodel" and check.search(line))]
+    assert not found, "a view checks a figure again:\n" + "\n".join(found)
+    for name in ("get", "__getitem__", "fields"):
+        assert not hasattr(Event, name) and not hasattr(TokenEvent, name), name

@@ -100,7 +100,7 @@ def test_a_result_with_the_section_gives_the_timeline_when_its_event_was_missed(
     s = LabState()
     s.apply_many(events)
     assert s.timeline is not None and s.timeline.splits["tp"].tokens == 4
-    broken = EventWriter(src="job", clock=lambda: 0.0).make("timeline", modes={"tp": 1})
+    broken = EventWriter(src="job", clock=lambda: 0.0).make("timeline", section={"modes": {"tp": 1}})
     s2 = LabState()
     s2.apply(broken)
     assert s2.timeline is None and s2.unknown_events == 1

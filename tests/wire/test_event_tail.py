@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from tplab.records.events import EventDecoder, EventWriter
+from tplab.records.events import EventDecoder, EventWriter, HeartbeatEvent
 from tplab.wire.event_tail import FastDecoder, TailState, _accept
 
 
@@ -65,5 +65,29 @@ def test_accept_drops_duplicates_and_counts_gaps():
     assert [e.seq for e in _accept(st, evs[1:])] == [3, 4, 5]
     assert st.duplicates == 2 and st.gaps == 0
     assert st.finished_seen_at is not None  # the job's `finished` phase was seen
-    _accept(st, [evs[0].__class__(type="heartbeat", seq=9, ts=0.0)])
+    _accept(st, [HeartbeatEvent(seq=9, ts=0.0)])
     assert st.gaps == 1
+
+
+def test_hostile_lines_are_dropped_at_the_tail_and_never_reach_a_view():
+    """Lines a broken or hostile pod could write (NaN, an overflowing number, a negative time, a
+    huge string, a wrong type) are counted as bad at the client's tail; the view folds only the
+    good events around them."""
+    from tplab.viewmodel.fold import LabState
+
+    good = _lines(2).splitlines(keepends=True)
+    head = b'{"v":1,"seq":%d,"ts":1.0,"src":"job","type":"token","mode":"tp","prompt":0,"pos":1,'
+    hostile = [head % 10 + b'"ms":NaN,"ar_ms":0}\n',
+               head % 11 + b'"ms":1e999,"ar_ms":0}\n',
+               head % 12 + b'"ms":-4.0,"ar_ms":0}\n',
+               head % 13 + b'"ms":"fast","ar_ms":0}\n',
+               b'{"v":1,"seq":14,"ts":1.0,"src":"job","type":"log","level":"info","msg":"'
+               + b"x" * 20_000 + b'"}\n',
+               b'{"v":1,"seq":15,"ts":1.0,"src":"job","type":"error","msg":"m","fatal":"yes"}\n']
+    dec = FastDecoder()
+    events = dec.feed(good[0] + b"".join(hostile) + good[1])
+    assert [e.seq for e in events] == [0, 1] and dec.bad_lines == len(hostile)
+    state = LabState()
+    state.apply_many(events)
+    tp = state.timings["tp"]
+    assert tp.count == 2 and tp.hist.max == 1.5 and not state.errors and not state.warnings

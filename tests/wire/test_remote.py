@@ -182,11 +182,13 @@ WRITER = textwrap.dedent("""
 
 async def _start_writer(server, tmp_path, n: int) -> None:
     run = server.root / remote.REMOTE_DIR
-    (run / "tplab" / "records").mkdir(parents=True, exist_ok=True)
+    src = Path(remote.__file__).parent.parent
+    (run / "tplab").mkdir(parents=True, exist_ok=True)
     (run / "tplab" / "__init__.py").write_text("")
-    (run / "tplab" / "records" / "__init__.py").write_text("")
-    (run / "tplab" / "records" / "events.py").write_text(
-        (Path(remote.__file__).parent.parent / "records" / "events.py").read_text())
+    for package in ("records", "stats"):  # the event records and what they import, as a pod has
+        (run / "tplab" / package).mkdir(exist_ok=True)
+        for module in (src / package).glob("*.py"):
+            (run / "tplab" / package / module.name).write_text(module.read_text())
     (run / "writer.py").write_text(WRITER)
     server.own(run)
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
@@ -284,6 +286,38 @@ async def test_heartbeat_and_fetch(server, tmp_path):
     assert not (tmp_path / "capped" / "results.json").exists()
 
 
+async def test_each_ranks_trace_comes_back_only_as_what_it_should_be(server, tmp_path,
+                                                                     monkeypatch):
+    """Each rank's own trace comes back from traces/ (and traces/single/); the pod is
+    untrusted: only files named as a rank's trace, plain files (no link out of the run), gzip,
+    within their limit."""
+    from tplab.records import rank_traces
+
+    run = server.root / remote.REMOTE_DIR
+    (run / "traces" / "single").mkdir(parents=True)
+    gz = rank_traces.compress(b'{"traceEvents": []}')
+    for rel in ("traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz",
+                "traces/single/rank0.pt.trace.json.gz"):
+        (run / rel).write_bytes(gz)
+    (run / "traces" / "rank2.pt.trace.json.gz").write_bytes(b"not gzip")
+    (run / "traces" / "rank3.pt.trace.json.gz").write_bytes(gz + b"x" * 200)
+    (run / "traces" / "notes.txt").write_bytes(gz)
+    secret = tmp_path / "secret"
+    secret.write_bytes(gz)
+    (run / "traces" / "rank4.pt.trace.json.gz").symlink_to(secret)
+    server.own(run)
+    monkeypatch.setattr(rank_traces, "FETCH_LIMIT", len(gz) + 100)
+    conn = await remote.connect(_opts(server, tmp_path), server.client_key)
+    got = await remote.fetch(conn, tmp_path / "out", names=[], folders=remote.FETCH_FOLDERS)
+    conn.close()
+    assert got.got == ["traces/rank0.pt.trace.json.gz", "traces/rank1.pt.trace.json.gz",
+                       "traces/single/rank0.pt.trace.json.gz"]
+    assert got.refused == ["traces/rank2.pt.trace.json.gz", "traces/rank3.pt.trace.json.gz"]
+    assert (tmp_path / "out" / "traces" / "single" / "rank0.pt.trace.json.gz").read_bytes() == gz
+    assert sorted(p.name for p in (tmp_path / "out" / "traces").iterdir()) == [
+        "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz", "single"]
+
+
 def test_launch_command_is_detached_and_hands_the_watchdog_its_providers_description():
     cmd = remote.launch_command(remote.LaunchSpec(nproc=2, job_args=["--out", "."],
                                                    python="/usr/bin/python3",
@@ -350,7 +384,7 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
     (shim / "__init__.py").write_text("")
     (shim / "distributed" / "__init__.py").write_text("")
     (shim / "distributed" / "run.py").write_text(FAKE_TORCHRUN)
-    items = remote.bundle_items(pkg, ["records", "util", "job"], [
+    items = remote.bundle_items(pkg, ["records", "stats", "util", "job"], [
         UploadItem(shim / "__init__.py", "torch/__init__.py"),
         UploadItem(shim / "distributed" / "__init__.py", "torch/distributed/__init__.py"),
         UploadItem(shim / "distributed" / "run.py", "torch/distributed/run.py")])
@@ -383,8 +417,8 @@ async def test_a_big_event_file_is_read_whole_in_capped_reads(server, tmp_path):
     run = server.root / remote.REMOTE_DIR
     run.mkdir(parents=True)
     w = EventWriter(src="job")
-    lines = [w.make("token", mode="tp", prompt=0, pos=i, ms=1.0, ar_ms=0.5, token=i,
-                    pad="x" * 200).to_json() for i in range(4_000)]
+    lines = [w.make("log", level="info", msg=f"token {i} " + "x" * 220).to_json()
+             for i in range(4_000)]
     (run / "events.jsonl").write_text("\n".join(lines) + "\n")
     (run / "exit_code").write_text("0\n")
     server.own(run)

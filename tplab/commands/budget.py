@@ -21,7 +21,7 @@ DESCRIPTION = (
     "Show the dollar cap, what was spent, what open authorizations hold, what remains, every "
     "ledger entry and any damaged ledger lines. --release LABEL stops holding the latest open "
     "authorization for LABEL (use it for one a crashed run left behind). Caps come from "
-    "TPLAB_HOME/budget.toml (lab_cap_usd, phase_cap_usd, preflight_buffer_usd, stale_after_s) "
+    "budget.toml in tplab's config folder (~/.config/tplab; TPLAB_HOME when set) (lab_cap_usd, phase_cap_usd, preflight_buffer_usd, stale_after_s) "
     "and the flags below.")
 
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use the mock cloud's ledger (simulated spending)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--ledger", metavar="PATH", help="ledger file (default: TPLAB_HOME/spend.jsonl)")
-    parser.add_argument("--config", metavar="PATH", help="budget config (default: TPLAB_HOME/budget.toml)")
+    parser.add_argument("--config", metavar="PATH", help="budget config (default: budget.toml in the config folder)")
     parser.add_argument("--phase-cap", "--cap", type=float, metavar="USD", dest="phase_cap_usd",
                         help="the ledger's total cap: spent + held never exceeds it (default 5.00)")
     parser.add_argument("--lab-cap", type=float, metavar="USD", dest="lab_cap_usd",

@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp-run", type=Path, default=None, metavar="DIR",
                    help="a `tplab local --out DIR` run of this checkpoint: DISTRIBUTED.md quotes its measured "
                         "TP collective time per token (default: none, 'not measured here')")
+    from tplab.commands.json_out import add_flag
+    add_flag(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -85,7 +87,9 @@ def main(args: argparse.Namespace) -> int:
         for flag, path in (("--ddp-run", args.ddp_run), ("--tp-run", args.tp_run)):
             if path is not None:
                 cmd += [flag, str(path)]
-    print(f"tplab compile: compiling (the first compile takes tens of seconds on a CPU); log in {out / 'inductor.log'}")
+    from tplab.commands.json_out import emit, say
+    say(args.json)(f"tplab compile: compiling (the first compile takes tens of seconds on a CPU); "
+                   f"log in {out / 'inductor.log'}")
     with open(out / "inductor.log", "w") as log:
         rc = subprocess.call(cmd, env=inductor_env(out), stdout=log, stderr=subprocess.STDOUT)
     if rc != 0:
@@ -95,6 +99,9 @@ def main(args: argparse.Namespace) -> int:
         print("\n".join(tail), file=sys.stderr)
         return 1
     manifest = json.loads((out / "manifest.json").read_text())
+    if args.json:
+        emit({"manifest": manifest, "out": out, "report": out / "REPORT.md"})
+        return 0 if manifest["status"] == "COMPLETE" else 1
     print(f"substitute max |eager - compiled| = {manifest['substitute_max_abs_diff']:.3e} "
           f"(bar {manifest['match_bar']:g}); fused softmax kernel: {manifest['fused_softmax_kernel']}")
     if manifest.get("decode_speedup_vs_eager") is not None:

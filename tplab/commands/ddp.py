@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="random seed for the data and the initial weights (default 0)")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size (default 25)")
     p.add_argument("--threads-per-rank", type=int, default=1, help="torch threads per rank (default 1)")
+    from tplab.commands.json_out import add_flag
+    add_flag(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -55,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
     s = DDPSettings(nproc=args.nproc, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                     seed=args.seed, bucket_cap_mb=args.bucket_cap_mb, threads_per_rank=args.threads_per_rank,
                     model=model, shape_from=str(args.checkpoint))
-    print(f"tplab ddp: {s.nproc} gloo ranks, {s.steps} steps ...")
+    from tplab.commands.json_out import emit, say
+    say(args.json)(f"tplab ddp: {s.nproc} gloo ranks, {s.steps} steps ...")
     try:
         r = run(args.out, s)
     except DDPLabError as exc:
@@ -63,6 +66,9 @@ def main(args: argparse.Namespace) -> int:
         return 1
     if r["teardown"] != "clean":
         print(f"tplab ddp: the results are kept, but {r['teardown']}.", file=sys.stderr)
+    if args.json:
+        emit({**r, "report": args.out / "DDP_REPORT.md"})
+        return 0 if r["loss_fell"] and r["params_in_sync"] else 1
     print(f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}; step {r['step_ms_median']:.1f} ms, "
           f"all-reduce {r['allreduce_ms_median']:.2f} ms ({r['allreduce_share']:.1%} of the step); "
           f"report: {args.out / 'DDP_REPORT.md'}")

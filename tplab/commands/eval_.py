@@ -23,11 +23,13 @@ HELP = "exact-match accuracy of the MiniGPT-grammar checkpoint (held-out split a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", default=None, help="checkpoint file (default: assets/minigpt-grammar.pt)")
+    parser.add_argument("--checkpoint", default=None, help="checkpoint file (default: the shipped one, tplab/assets/minigpt-grammar.pt)")
     parser.add_argument("--examples", type=int, default=600, help="held-out examples to score (default 600)")
     parser.add_argument("--show-failures", type=int, default=5,
                         help="print up to N wrong corrections per set (default 5)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    from tplab.commands.json_out import add_flag
+    add_flag(parser)
 
 
 def _print_report(title: str, report: EvalReport) -> None:
@@ -61,7 +63,16 @@ def main(args: argparse.Namespace) -> int:
         return 1
     model = build_single(ckpt)
     keep = max(0, args.show_failures)
+    reports = {"held-out": evaluate(model, ckpt.tokenizer, held_out(args.examples), keep_failures=keep),
+               "outside-corpus set": evaluate(model, ckpt.tokenizer, OUTSIDE_SET, keep_failures=keep)}
+    if args.json:
+        from tplab.commands.json_out import emit
+        emit({"checkpoint": str(path), **{
+            title: {**r.as_dict(), "failures": [{"kind": ex.kind, "input": ex.bad, "output": got,
+                                                 "expected": ex.good} for ex, got in r.failures]}
+            for title, r in reports.items()}})
+        return 0
     print(f"checkpoint: {path}")
-    _print_report("held-out", evaluate(model, ckpt.tokenizer, held_out(args.examples), keep_failures=keep))
-    _print_report("outside-corpus set", evaluate(model, ckpt.tokenizer, OUTSIDE_SET, keep_failures=keep))
+    for title, report in reports.items():
+        _print_report(title, report)
     return 0

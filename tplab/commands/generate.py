@@ -20,7 +20,7 @@ HELP = "correct a sentence with MiniGPT-grammar (add --tp 2 to run it tensor-par
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", default=None, help="checkpoint file (default: assets/minigpt-grammar.pt)")
+    parser.add_argument("--checkpoint", default=None, help="checkpoint file (default: the shipped one, tplab/assets/minigpt-grammar.pt)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (torchrun, gloo on the CPU)")
     parser.add_argument("--max-new-tokens", type=int, default=40, help="decode at most this many tokens (default 40)")
     parser.add_argument("text", nargs="+", help="the sentence to correct")

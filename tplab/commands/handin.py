@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 HELP = "gather a finished lab, its spend and the reading notes into the seed's experiments/ layout"
 DESCRIPTION = (
@@ -36,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true",
                         help="list the finished labs, newest first, each saying whether it "
                              "can be handed in")
+    from tplab.commands.json_out import add_flag
+    add_flag(parser)
+
+
+def _lab_json(lab: Any) -> dict[str, Any]:
+    return {"id": lab.lab_id, "status": lab.status, "reason": lab.reason, "mock": lab.mock,
+            "path": str(lab.path)}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -44,6 +52,11 @@ def main(args: argparse.Namespace) -> int:
     if args.list:
         from tplab.handin.pick import why_not
         labs = [past for past in find_labs(default_roots()) if past.manifest]
+        if args.json:
+            from tplab.commands.json_out import emit
+            emit({"labs": [{**_lab_json(past), "not_for_handin": why_not(past)}
+                           for past in labs]})
+            return 0
         for past in labs:
             refused = why_not(past)
             print(f"{past.lab_id}  {past.status}{'  MOCK' if past.mock else ''}  {past.path}"
@@ -71,6 +84,11 @@ def main(args: argparse.Namespace) -> int:
         return 1
     lab = out.lab
     assert lab is not None  # handin() always sets it
+    if args.json:
+        from tplab.commands.json_out import emit
+        emit({"lab": _lab_json(lab), "why": out.why, "dest": str(dest), "written": out.written,
+              "unchanged": out.unchanged, "notes": out.notes})
+        return 0
     print(f"Handed in lab {lab.lab_id} ({lab.status}{', MOCK' if lab.mock else ''}), "
           f"{out.why}, into {dest}:")
     for rel in out.written:

@@ -61,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Python the job runs with (default: this one), e.g. a venv with "
                              "the pod images' torch 2.4.0")
     parser.add_argument("--quiet", action="store_true", help="do not show the job's progress")
+    from tplab.commands.json_out import add_flag
+    add_flag(parser)
 
 
 def _job_command(args: argparse.Namespace) -> list[str]:
@@ -99,7 +101,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
     """Run torchrun, stream its events; return (exit status, error messages from the job)."""
     from tplab.faces.headless import HeadlessView
-    from tplab.records.events import EventDecoder, EventError
+    from tplab.records.events import ErrorEvent, EventDecoder, EventError
 
     view = HeadlessView(sys.stdout, job_detail=True)
     view.set_plan(args.num_prompts, args.new_tokens, args.tp)
@@ -133,9 +135,9 @@ def run_job(args: argparse.Namespace, out_dir: Path) -> tuple[int, list[str]]:
                     log.write(line.decode("utf-8", "replace"))
                     continue
                 for ev in events:
-                    if ev.type == "error":
-                        errors.append(ev["msg"])
-                    if not args.quiet:
+                    if isinstance(ev, ErrorEvent):
+                        errors.append(ev.msg)
+                    if not (args.quiet or args.json):
                         view.handle(ev)
             rc = proc.wait()
         finally:
@@ -169,6 +171,29 @@ def _curve(profile: Any, results: dict[str, Any], out_dir: Path,
                                 measured_reason=cross["measured_reason"],
                                 warning=calibration.miss_warning(results.get("calibration")))
     return png, cross["predicted"]
+
+
+def _json_summary(out_dir: Path, manifest: dict[str, Any], results: dict[str, Any] | None,
+                  crossover: float | None, job_s: float, curve: Path | None,
+                  errors: list[str]) -> dict[str, Any]:
+    """`--json`: the run's figures as their owners made them (the manifest; results.json, the
+    calibration in it), and where its files are (absolute paths)."""
+    out_dir = out_dir.resolve()
+    curve = curve.resolve() if curve is not None else None
+    return {"status": manifest.get("status"), "reason": manifest.get("reason"),
+            "out_dir": out_dir, "job_wall_s": round(job_s, 3),
+            "crossover_d_model_predicted": crossover, "errors": errors,
+            "manifest": manifest,
+            "results": results,
+            "files": {"results": out_dir / "results.json", "manifest": out_dir / "manifest.json",
+                      "scaling_curve": curve, "trace": out_dir / "trace.json",
+                      "rank_traces": [out_dir / rel for rel in _rank_traces(out_dir)],
+                      "log": out_dir / "torchrun.log"}}
+
+
+def _rank_traces(out_dir: Path) -> list[str]:
+    from tplab.records import rank_traces
+    return rank_traces.present(out_dir)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -250,6 +275,9 @@ def main(args: argparse.Namespace) -> int:
         profile_name=f"{profile.name}, calibrated from this run")
     manifest.write_manifest(out_dir / "manifest.json", m)
 
+    if args.json:
+        from tplab.commands.json_out import emit
+        emit(_json_summary(out_dir, m, results, crossover, job_s, curve_path, errors))
     if results is None:
         print(f"tplab local: the job failed ({reason}); see {out_dir / 'torchrun.log'}.",
               file=sys.stderr)
@@ -268,6 +296,10 @@ def main(args: argparse.Namespace) -> int:
     ]
     if curve_path is not None:
         rows.append(("scaling curve", str(curve_path)))
+    if args.json:
+        if not ok:
+            print(f"tplab local: the run failed: {reason}", file=sys.stderr)
+        return 0 if ok else 1
     print(format_rows(rows))
     if results.get("d_model_sweep") is not None:
         from tplab.scaling.dmodel_table import dmodel_report

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "compile": "compile_",
     "ddp": "ddp",
     "mock-cloud": "mock_cloud",
+    "completion": "completion",
 }
 
 

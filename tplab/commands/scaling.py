@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TP world size (default 2, or the run's with --calibrate)")
     parser.add_argument("--list", action="store_true", help="list the hardware profiles and exit")
     parser.add_argument("--no-terminal", action="store_true", help="do not draw the terminal plot")
+    from tplab.commands.json_out import add_flag
+    add_flag(parser)
 
 
 def _fmt_num(n: Any) -> str:  # a tplab.scaling Number (value, source)
@@ -132,10 +134,32 @@ def main(args: argparse.Namespace) -> int:
         summary["d_model_sweep"] = sweep
     if sweep or measured:
         summary["calibration"] = (results or {}).get("calibration")
+    warning = calibration.miss_warning((results or {}).get("calibration")) if measured else None
+    ways = ((results or {}).get("calibration") or {}).get("both_ways")
+    if ways:
+        summary["calibration_both_ways"] = ways
+    summary["explanation"] = explain(summary, profile.name)
+
+    def write_out() -> str:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        png = chart.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
+                             sweep=sweep, measured_crossover=cross["measured"],
+                             measured_reason=cross["measured_reason"], warning=warning)
+        (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        return f"wrote {png} and {out / 'scaling.json'}"
+
+    if args.json:
+        from tplab.commands.json_out import emit
+        if args.out is not None:
+            print(write_out(), file=sys.stderr)
+        emit(summary)
+        return 0
     if not args.no_terminal:
+        from tplab.faces.colour import colour_on
         print(chart.render_plotext(profile, tp, shape, measured, sweep=sweep,
-                                          measured_crossover=cross["measured"],
-                                          color=sys.stdout.isatty()))
+                                   measured_crossover=cross["measured"],
+                                   color=colour_on(sys.stdout)))
     print(f"profile {profile.name}: {profile.description}"
           + (f"\n  calibrated from {profile.calibrated_from}" if profile.calibrated_from else ""))
     for key, n in profile.numbers().items():
@@ -148,25 +172,16 @@ def main(args: argparse.Namespace) -> int:
     if measured:
         print(f"  measured at d_model {measured['d_model']:.0f} (the lab's checkpoint): single "
               f"{measured['single_ms']:.4f} ms, TP {measured['tp_ms']:.4f} ms")
-    warning = calibration.miss_warning((results or {}).get("calibration")) if measured else None
     if warning and not sweep:  # with a sweep, its table below lists every point that is off
         print(f"  WARNING, {warning}")
     if sweep:
         from tplab.scaling.dmodel_table import dmodel_report
         print(dmodel_report(results or {}, f"{Path(args.out) / 'scaling.json'} (calibration, "
                                     "d_model_sweep[i].predicted_*)" if args.out else None))
-    ways = ((results or {}).get("calibration") or {}).get("both_ways")
     if ways:
-        summary["calibration_both_ways"] = ways
         print(f"\n  {split_compare.both_ways_text(ways)} (tp_split_from: "
               f"{(results or {}).get('calibration', {}).get('tp_split_from')})")
-    print("\n" + explain(summary, profile.name))
+    print("\n" + summary["explanation"])
     if args.out is not None:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        png = chart.save_png(out / "scaling-curve.png", profile, tp, shape, measured,
-                                    sweep=sweep, measured_crossover=cross["measured"],
-                                    measured_reason=cross["measured_reason"], warning=warning)
-        (out / "scaling.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        print(f"\nwrote {png} and {out / 'scaling.json'}")
+        print("\n" + write_out())
     return 0

@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the K-th profiled token of each mode (1-based)")
     parser.add_argument("--width", type=int, default=None, metavar="COLS",
                         help="the lanes' width in columns (default: the terminal's, else 100)")
+    from tplab.commands.json_out import add_flag
+    add_flag(parser)
 
 
 def _section(path: Path) -> tuple[Any, str]:
@@ -46,14 +48,14 @@ def _section(path: Path) -> tuple[Any, str]:
             data = None
         if isinstance(data, dict) and data.get("timeline") is not None:
             return data["timeline"], str(results)
-    from tplab.records.events import EventError, read_events
+    from tplab.records.events import EventError, TimelineEvent, read_events
     for name in ("stream.jsonl", "events.jsonl"):
         stream = path / name
         if path.is_dir() and stream.is_file():
             try:
                 for ev in read_events(str(stream)):
-                    if ev.type == "timeline":
-                        return ev.fields, str(stream)
+                    if isinstance(ev, TimelineEvent):
+                        return ev.section, str(stream)
             except (OSError, EventError):
                 continue
     return None, str(results)
@@ -70,6 +72,26 @@ def _print_lines(lines: Any) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     return 0
+
+
+def _json_doc(section: dict[str, Any], where: str, path: Path, modes: tuple[str, ...],
+              token: int | None) -> dict[str, Any]:
+    """`--json`: the timeline section as the job wrote it, its modes' tokens narrowed to those
+    asked for (``--mode``, ``--token``), and where the traces are."""
+    from tplab.records import rank_traces
+
+    picked = {}
+    for mode, body in (section.get("modes") or {}).items():
+        if mode not in modes or not isinstance(body, dict):
+            continue
+        tokens = body.get("tokens") or []
+        if token is not None:
+            tokens = tokens[token - 1:token]
+        picked[mode] = {**body, "tokens": tokens}
+    lab = path if path.is_dir() else path.parent
+    return {"source": where, "timeline": {**section, "modes": picked},
+            "trace": str(lab / "trace.json") if (lab / "trace.json").is_file() else None,
+            "rank_traces": [str(lab / rel) for rel in rank_traces.present(lab)]}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -90,8 +112,12 @@ def main(args: argparse.Namespace) -> int:
     if args.token is not None and args.token < 1:
         print("tplab timeline: --token counts from 1.", file=sys.stderr)
         return 2
+    modes = ("tp", "single") if args.mode == "both" else (args.mode,)
+    if args.json:
+        from tplab.commands.json_out import emit
+        emit(_json_doc(section, where, path, modes, args.token))
+        return 0
     width = args.width or (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty()
                            else 100)
-    modes = ("tp", "single") if args.mode == "both" else (args.mode,)
     return _print_lines(timeline_lines(timeline, width=max(20, width), modes=modes,
                                        token=args.token))

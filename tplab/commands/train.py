@@ -17,7 +17,7 @@ HELP = "train MiniGPT-grammar on the CPU and write its checkpoint"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save", dest="out", default=None, metavar="PATH",
                         help="checkpoint path to write (default: TPLAB_HOME/minigpt-grammar.pt; "
-                             "pass assets/minigpt-grammar.pt to refresh the shipped one)")
+                             "pass tplab/assets/minigpt-grammar.pt to refresh the shipped one)")
     parser.add_argument("--steps", type=int, default=20000,
                         help="optimizer steps at most (default 20000: the time budget usually ends the run)")
     parser.add_argument("--minutes", type=float, default=9.5,

@@ -19,13 +19,12 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from tplab.records.events import Event
+from tplab.records.events import (
+    ErrorEvent, Event, InstanceEvent, LogEvent, PhaseEvent, PromptDoneEvent, SshEvent,
+    SweepPointEvent, TokenEvent, WarningEvent)
 from tplab.viewmodel.fold import LabState
 from tplab.viewmodel.timeline_view import Timeline, allreduce_text, split_text, timeline_from
 from tplab.viewmodel.tokens import share_text
-
-_QUIET_TYPES = frozenset({"token", "cost", "budget", "heartbeat", "sweep", "result"})
-
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f} ms"
@@ -123,50 +122,44 @@ class HeadlessView:
         # records); the job's when they arrive here (a pod's clock is not this machine's)
         self._now = ev.ts if ev.src == "lab" else time.time()
         self.state.apply(ev)
-        t = ev.type
-        if t == "token":
+        if isinstance(ev, TokenEvent):
             self._bar()
-            return
-        if t in _QUIET_TYPES:
-            return
-        if t == "phase":
-            name = ev["name"]
+        elif isinstance(ev, PhaseEvent):
             if ev.src == "job":
-                self._line(f"job: {name}")
-            elif name == "done":
+                self._line(f"job: {ev.name}")
+            elif ev.name == "done":
                 self._bar(force=True)
-                self._line(f"done: {ev.get('status')} — {ev.get('reason')}")
+                self._line(f"done: {ev.status} — {ev.reason}")
                 self._done_said = True
             else:
-                self._line(name + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else ""))
-        elif t == "instance":
-            key = (ev.get("pod_id"), ev["state"])
+                self._line(ev.name + (f" (pod {ev.pod_id})" if ev.pod_id else ""))
+        elif isinstance(ev, InstanceEvent):
+            key = (ev.pod_id, ev.state)
             if key == self._last_instance:
                 return
             self._last_instance = key
-            price = ev.get("usd_per_hr")
-            ssh = f" ssh {ev.get('ssh_host')}:{ev.get('ssh_port')}" if ev.get("ssh_host") else ""
-            self._line(f"pod {ev.get('pod_id')} {ev['state']}"
-                       + (f" ${price:.3f}/h" if price else "") + ssh)
-        elif t == "ssh":
-            st = ev["state"]
-            if st == "dropped":
-                self._line(f"ssh dropped ({ev.get('reason')}); reconnecting, resuming at byte "
-                           f"{ev.get('resume_offset')}")
-            elif st in ("connected", "closed"):
-                self._line(f"ssh {st}")
-        elif t == "warning":
-            self._line(f"WARNING: {ev['msg']}")
-        elif t == "error":
-            self._line(("FATAL: " if ev["fatal"] else "error: ") + ev["msg"])
-        elif t == "log" and ev.get("headline"):
-            self._line(ev["msg"])  # a choice made for the user: which cloud, say
-        elif t == "log" and (ev["level"] in ("warning", "error") or self.job_detail):
-            self._line(f"{ev['level']}: {ev['msg']}")
-        elif t == "prompt_done" and self.job_detail:
-            mark = "" if ev["mode"] == "single" else ("  match" if ev.get("match") else "  MISMATCH")
-            self._line(f"  {ev['mode']:<6} prompt {ev['prompt']}: {ev['text'][:60]!r}{mark}")
-        elif t == "sweep_point" and self.job_detail:
+            price = ev.usd_per_hr
+            ssh = f" ssh {ev.ssh_host}:{ev.ssh_port}" if ev.ssh_host else ""
+            self._line(f"pod {ev.pod_id} {ev.state}" + (f" ${price:.3f}/h" if price else "") + ssh)
+        elif isinstance(ev, SshEvent):
+            if ev.state == "dropped":
+                self._line(f"ssh dropped ({ev.reason}); reconnecting, resuming at byte "
+                           f"{ev.resume_offset}")
+            elif ev.state in ("connected", "closed"):
+                self._line(f"ssh {ev.state}")
+        elif isinstance(ev, WarningEvent):
+            self._line(f"WARNING: {ev.msg}")
+        elif isinstance(ev, ErrorEvent):
+            self._line(("FATAL: " if ev.fatal else "error: ") + ev.msg)
+        elif isinstance(ev, LogEvent):
+            if ev.headline:
+                self._line(ev.msg)  # a choice made for the user: which cloud, say
+            elif ev.level in ("warning", "error") or self.job_detail:
+                self._line(f"{ev.level}: {ev.msg}")
+        elif isinstance(ev, PromptDoneEvent) and self.job_detail:
+            mark = "" if ev.mode == "single" else ("  match" if ev.match else "  MISMATCH")
+            self._line(f"  {ev.mode:<6} prompt {ev.prompt}: {ev.text[:60]!r}{mark}")
+        elif isinstance(ev, SweepPointEvent) and self.job_detail:
             self._line(_sweep_point_text(ev))
 
     async def consume(self, events: AsyncIterator[Event]) -> None:
@@ -233,13 +226,15 @@ def format_rows(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
 
 
-def _sweep_point_text(ev: Event) -> str:
-    if ev["skipped"]:
-        return f"  d_model {ev['d_model']}: skipped ({ev.get('reason', '')})"
-    return (f"  d_model {ev['d_model']}: single {ev['single_ms']:.3f} ms, TP {ev['tp_ms']:.3f} "
-            f"ms, collectives {ev['allreduce_ms']:.3f} ms/token"
-            f"{'  match' if ev.get('outputs_match') else '  MISMATCH'}"
-            f"{'  ' + ev['unstable_note'] if ev.get('unstable') else ''}")
+def _sweep_point_text(ev: SweepPointEvent) -> str:
+    p = ev.point
+    if p is None:
+        return f"  d_model {ev.d_model}: skipped ({ev.reason})"
+    note = p.instability(p.figures())
+    return (f"  d_model {p.d_model}: single {p.single_ms:.3f} ms, TP {p.tp_ms:.3f} "
+            f"ms, collectives {p.allreduce_ms:.3f} ms/token"
+            f"{'  match' if p.outputs_match else '  MISMATCH'}"
+            f"{'  ' + note if note else ''}")
 
 
 def _fit_text(sweep: dict[str, Any] | None) -> str:

@@ -8,11 +8,12 @@ nothing at all is written, so a hand-in is never half old and half new.
 The layout (seeds 000, 002, 004):
 
 * ``experiments/35-tp-inference/`` — manifest.json, results.json, instance.json,
-  scaling-curve.png, trace.json (the profiled pass, for Perfetto), proof-terminated.png (+ the
-  provider's answer as JSON), README.md;
+  scaling-curve.png, trace.json (the profiled pass, for Perfetto), traces/ (each rank's own
+  profiler trace, as HTA and Perfetto read them), proof-terminated.png (+ the provider's answer
+  as JSON), README.md;
 * ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
 * ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
-* ``experiments/35-reading-notes/`` — the reading notes shipped in ``docs/reading-notes/``.
+* ``experiments/35-reading-notes/`` — the reading notes tplab ships (``tplab/assets/reading-notes/``).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from typing import Any, Iterable
 from tplab.handin import spend_table
 from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
+from tplab.records import rank_traces
 from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
-from tplab.home.paths import REPO_ROOT
+from tplab.home.paths import READING_NOTES
 
 TP_DIR = "experiments/35-tp-inference"
 BUDGET_DIR = "experiments/35-cloud-budget"
 BUDGET_MD = "experiments/35-cloud-budget.md"
 NOTES_DIR = "experiments/35-reading-notes"
-NOTES_SRC = REPO_ROOT / "docs" / "reading-notes"
+NOTES_SRC = READING_NOTES
 
 #: the lab's files that go to experiments/35-tp-inference/, and what each one is
 LAB_FILES: dict[str, str] = {
@@ -46,6 +48,10 @@ LAB_FILES: dict[str, str] = {
     "trace.json": "the profiled pass as one Chrome trace, one process per rank, every all-reduce "
                   "named by its layer: open it in ui.perfetto.dev or chrome://tracing "
                   "(`tplab timeline` prints it as text)",
+    rank_traces.TRACES_DIR + "/": "each rank's own profiler trace as torch wrote it (gzip), with "
+                                  "distributedInfo (rank, world size, backend): Holistic Trace "
+                                  "Analysis and Perfetto read the folder as it is; the "
+                                  "single-device pass in `traces/single/`",
     "proof-terminated.png": "proof of termination: the provider's own answer for the pod after "
                             "terminate (state, times, API routes) and the lab's final frame",
     "proof-terminated.json": "the same provider answer as data",
@@ -134,6 +140,11 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
     present = [name for name in LAB_FILES if (lab.path / name).is_file()]
     for name in present:
         files.append(Planned(f"{TP_DIR}/{name}", (lab.path / name).read_bytes()))
+    traces = rank_traces.present(lab.path)
+    for rel in traces:
+        files.append(Planned(f"{TP_DIR}/{rel}", (lab.path / rel).read_bytes()))
+    if traces:
+        present.append(rank_traces.TRACES_DIR + "/")
     for name in ("scaling-curve.png", "proof-terminated.png"):
         if name not in present:
             notes.append(f"{name}: the lab has none (it ended before it could be drawn)")

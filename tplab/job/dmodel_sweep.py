@@ -41,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from tplab.records.dmodel import DModelPoint, SkippedSize
+from tplab.records.events import ErrorEvent, Event, SweepPointEvent
 from tplab.stats.harness import mode_order, round_order
 
 from .decode_timing import DecodeRun, decode_timed
@@ -132,7 +133,7 @@ class DModelSweep:
     def __init__(self, settings: SweepSettings, base_config: Any, prompt_ids: list[int],
                  device: torch.device, rank: int, world_size: int,
                  barrier: Callable[[], None], sync: Callable[[], None] | None,
-                 emit: Callable[..., None], log: Callable[..., None],
+                 emit: Callable[[Event], None], log: Callable[..., None],
                  probe: Callable[[], None] | None = None, profile_tokens: int = 0) -> None:
         self.s = settings
         self.profile_tokens = profile_tokens  # the profiled pass per size (0: none)
@@ -210,7 +211,7 @@ class DModelSweep:
             if code:
                 if self.rank == 0:
                     self.skipped.append(SkippedSize(d, reason))
-                    self.emit("sweep_point", d_model=d, skipped=True, reason=reason)
+                    self.emit(SweepPointEvent(d_model=d, skipped=True, reason=reason))
                     self.log(f"d_model sweep: skipped {d}: {reason}")
                 continue
             t0 = time.monotonic()
@@ -344,11 +345,10 @@ class DModelSweep:
             single_rounds_ms=tuple(smp["single"]), tp_rounds_ms=tuple(smp["tp"]),
             allreduce_rounds_ms=tuple(smp["ar"]), profiled=self._profiled.get(d))
         self.points.append(point)
-        self.emit("sweep_point", skipped=False, **point.to_dict())
+        self.emit(SweepPointEvent(d_model=d, skipped=False, point=point))
         if not point.outputs_match:
-            self.emit("error", fatal=False,
-                      msg=f"d_model sweep: TP output differs from the single-device "
-                          f"output at d_model {d}.")
+            self.emit(ErrorEvent(fatal=False, msg=f"d_model sweep: TP output differs from the "
+                                 f"single-device output at d_model {d}."))
 
     def _free(self) -> None:
         if self.device.type == "cuda":

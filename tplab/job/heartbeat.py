@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from tplab.records.events import EventWriter
+from tplab.records.events import EventWriter, HeartbeatEvent
 
 
 class Heartbeat:
@@ -23,7 +23,7 @@ class Heartbeat:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._period):
-            self._writer.emit("heartbeat", phase=self.phase)
+            self._writer.emit(HeartbeatEvent(phase=self.phase))
 
     def start(self) -> None:
         if self._period > 0:

@@ -11,18 +11,23 @@ rank by rank. On every rank:
     ANCHORS "clock anchor" spans, each around a read of the real-time clock
     N steps, each a span "<mode> token <pos>" timed by perf_counter inside it, the collectives
     named by ``tplab.tp.labels`` ("L3 attn-out all-reduce"); on a GPU each step ends in a sync
-    profiler off ─► export torch's Chrome trace ─► this rank's capture (``trace_merge``)
+    profiler off ─► export torch's Chrome trace ─► this rank's capture (``trace_merge``) and
+    its export as torch wrote it, with ``distributedInfo`` (``rank_traces``), gzip-compressed
 
 The single-device mode runs on rank 0 alone while the other ranks wait at a barrier (as in the
 timed passes); TP runs on every rank over the transport that carries the run's figures. Rank 0
-gathers the captures (as bytes over the process group), measures each rank's clock offset at a
-barrier, merges, bounds and writes ``trace.json``, and returns results.json's ``timeline``.
+gathers the captures and the exports (as bytes over the process group), measures each rank's
+clock offset at a barrier, merges, bounds and writes ``trace.json``, writes each rank's own
+trace under ``traces/`` (what HTA and Perfetto read, one file per rank), and returns
+results.json's ``timeline``. The profiler's own log lines are kept out of the job's log
+(``profiler_chatter``).
 
 Pod-side: torch and the standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -31,6 +36,7 @@ import socket
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -38,6 +44,8 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from tplab.job.profiler_chatter import chatter_kept_out
+from tplab.records import rank_traces
 from tplab.records.timeline import timeline_section
 from tplab.records.trace_merge import (
     ANCHOR,
@@ -45,9 +53,10 @@ from tplab.records.trace_merge import (
     Merged,
     align,
     capture_from_chrome,
+    load_chrome,
     trace_document,
 )
-from tplab.records.trace_names import token_name
+from tplab.records.trace_names import step_name, token_name
 from tplab.tp import labels, without_autograd
 from tplab.util.jsonfile import write_json
 
@@ -62,12 +71,14 @@ TRACE_FILE = "trace.json"
 
 @dataclass
 class Profiled:
-    """One rank's profiled decode: torch's exported trace, the anchors' clock reads (ns), and
-    each profiled step's own time (µs) by position."""
+    """One rank's profiled decode: torch's exported trace (parsed with exact times, and as torch
+    wrote it, gzip-compressed), the anchors' clock reads (ns), and each profiled step's own time
+    (µs) by position."""
 
     chrome: dict[str, Any]
     anchors: list[int]
     steps: dict[int, float]
+    export_gz: bytes = b""
 
 
 def profiler(device: torch.device) -> Any:
@@ -80,12 +91,68 @@ def profiler(device: torch.device) -> Any:
         record_shapes=False, profile_memory=False, with_stack=False)
 
 
+def distributed_info() -> dict[str, Any] | None:
+    """``distributedInfo`` as ``torch.profiler`` writes it into its trace (backend, rank, world
+    size, the process groups; NCCL's version under nccl), or None without a process group.
+    ``torch.autograd.profiler.profile`` writes none, so the pass adds it (HTA reads each trace's
+    rank there)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    backend = str(dist.get_backend())
+    pg_config: list[Any] = []
+    with contextlib.suppress(Exception):  # a private helper of torch's, as its profiler uses it
+        pg_config = list(dist.distributed_c10d._get_all_pg_configs())
+    nccl = None
+    if backend == "nccl":
+        with contextlib.suppress(Exception):
+            nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+    count = getattr(dist, "get_pg_count", None)
+    return rank_traces.distributed_info(backend, dist.get_rank(), dist.get_world_size(),
+                                        int(count()) if callable(count) else 1, pg_config, nccl)
+
+
+@contextlib.contextmanager
+def profiling(device: torch.device, metadata: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A profiler session (``profiler``) whose start and stop keep the profiler's own log lines
+    out of the job's log; ``metadata`` (key -> JSON value) goes into its trace as torch's
+    ``add_metadata_json`` puts it, ``distributedInfo`` first."""
+    gpu = device.type == "cuda"
+    prof = profiler(device)
+    with chatter_kept_out(gpu):
+        prof.__enter__()
+    try:
+        info = distributed_info()
+        every = {**({"distributedInfo": info} if info else {}), **(metadata or {})}
+        for key, value in every.items():
+            torch.autograd._add_metadata_json(key, json.dumps(value, default=str))
+        yield prof
+    finally:
+        with chatter_kept_out(gpu):
+            prof.__exit__(None, None, None)
+
+
+def exported(prof: Any, device: torch.device) -> bytes:
+    """torch's Chrome export of a finished session, as torch wrote it."""
+    fd, path = tempfile.mkstemp(prefix="tplab-trace-", suffix=".json")
+    os.close(fd)
+    try:
+        with chatter_kept_out(device.type == "cuda"):
+            prof.export_chrome_trace(path)
+        with open(path, "rb") as fh:
+            return fh.read()
+    finally:
+        os.unlink(path)
+
+
 def profile_decode(model: Any, prompt_ids: list[int], mode: str, tokens: int,
                    device: torch.device, barrier: Callable[[], None] | None = None,
-                   sync: Callable[[], None] | None = None) -> Profiled:
+                   sync: Callable[[], None] | None = None, keep_export: bool = False,
+                   comm: str = "") -> Profiled:
     """Decode ``prompt_ids`` greedily: the prefill and ``WARM_STEPS`` steps unprofiled, then
-    ``tokens`` steps under torch's profiler, each a span named ``token_name(mode, pos)`` with the
-    collectives labelled. ``barrier`` (TP: every rank) lines the ranks up once the profiler runs."""
+    ``tokens`` steps under torch's profiler, each a span named ``token_name(mode, pos)`` inside
+    torch's own step span (``step_name(pos)``, what HTA reads as an iteration), the collectives
+    labelled. ``barrier`` (TP: every rank) lines the ranks up once the profiler runs.
+    ``keep_export``: torch's export is kept as it wrote it, gzip-compressed."""
     steps: dict[int, float] = {}
     anchors: list[int] = []
     with without_autograd(), labels.labelled():
@@ -107,7 +174,7 @@ def profile_decode(model: Any, prompt_ids: list[int], mode: str, tokens: int,
         gc.collect()
         gc.disable()
         try:
-            with profiler(device) as prof:
+            with profiling(device, {"tplab": {"pass": mode, "comm": comm or "none"}}) as prof:
                 if barrier is not None:
                     barrier()
                 for _ in range(ANCHORS):
@@ -115,21 +182,15 @@ def profile_decode(model: Any, prompt_ids: list[int], mode: str, tokens: int,
                         anchors.append(time.time_ns())
                 for k in range(tokens):
                     pos = 1 + WARM_STEPS + k
-                    with labels.span(token_name(mode, pos)):
+                    with labels.span(step_name(pos)), labels.span(token_name(mode, pos)):
                         t = time.perf_counter()
                         step()
                         steps[pos] = (time.perf_counter() - t) * 1e6
         finally:
             gc.enable()
-        fd, path = tempfile.mkstemp(prefix="tplab-trace-", suffix=".json")
-        os.close(fd)
-        try:
-            prof.export_chrome_trace(path)
-            with open(path, encoding="utf-8") as fh:
-                chrome = json.load(fh)
-        finally:
-            os.unlink(path)
-    return Profiled(chrome, anchors, steps)
+        raw = exported(prof, device)
+    return Profiled(load_chrome(raw), anchors, steps,
+                    rank_traces.compress(raw) if keep_export else b"")
 
 
 def host_id() -> str:
@@ -212,26 +273,35 @@ class ProfiledPass:
         self.device, self.barrier, self.sync = device, barrier, sync
         self.out_dir, self.comm, self.compiled = out_dir, comm, compiled
         self.devices: dict[int, str] = {}
+        self.exports: dict[tuple[str, int], bytes] = {}
 
     def _collect(self, single: Any, tp_model: Any, prompt_ids: list[int],
-                 tokens: int) -> Merged | None:
+                 tokens: int, keep_exports: bool = False) -> Merged | None:
         """Profile the modes on every rank and gather the captures: rank 0 gets them merged on
-        one clock (None elsewhere)."""
+        one clock (None elsewhere); with ``keep_exports`` rank 0 also gets each rank's own
+        export (``self.exports``: (mode, rank) -> its ``.json.gz``, empty when over its bound)."""
         host = host_id()
         captures = []
+        self.exports = {}
         if self.rank == 0 and single is not None:
-            p = profile_decode(single, prompt_ids, "single", tokens, self.device, sync=self.sync)
+            p = profile_decode(single, prompt_ids, "single", tokens, self.device, sync=self.sync,
+                               keep_export=keep_exports, comm=self.comm)
             captures.append(capture_from_chrome(p.chrome, rank=0, anchors=p.anchors, host=host,
                                                 steps={"single": p.steps},
                                                 device=self.device.type))
+            self.exports[("single", 0)] = p.export_gz
         self.barrier()
         p = profile_decode(tp_model, prompt_ids, "tp", tokens, self.device, self.barrier,
-                           self.sync)
+                           self.sync, keep_export=keep_exports, comm=self.comm)
         captures.append(capture_from_chrome(p.chrome, rank=self.rank, anchors=p.anchors,
                                             host=host, steps={"tp": p.steps},
                                             device=self.device.type))
         offsets = barrier_offsets_ns(self.barrier, self.device)
         payloads = gather_bytes(zlib.compress(json.dumps(captures).encode()), self.device)
+        if keep_exports:
+            own = p.export_gz if len(p.export_gz) <= rank_traces.MAX_RANK_TRACE_BYTES else b""
+            for r, data in enumerate(gather_bytes(own, self.device)):
+                self.exports[("tp", r)] = data
         if self.rank != 0:
             return None
         every = [c for data in payloads for c in json.loads(zlib.decompress(data))]
@@ -244,16 +314,40 @@ class ProfiledPass:
     def _warm(self) -> None:
         # a process's first profiler session starts the profiler's machinery: on every rank at
         # once, not rank 0's for the single pass and then the others' for TP
-        with profiler(self.device):
+        with profiling(self.device):
             pass
+
+    def _write_exports(self) -> dict[str, Any]:
+        """Rank 0 writes each rank's own trace under ``traces/`` (``rank_traces``): what
+        results.json's timeline says of them."""
+        out = Path(self.out_dir or ".")
+        files, left_out = [], []
+        for (mode, rank), data in sorted(self.exports.items()):
+            rel = rank_traces.rank_trace_path(rank, mode)
+            if not data or len(data) > rank_traces.MAX_RANK_TRACE_BYTES:
+                left_out.append(f"{rel}: over {rank_traces.MAX_RANK_TRACE_BYTES} bytes "
+                                "compressed")
+                continue
+            path = out / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+            files.append({"file": rel, "mode": mode, "rank": rank, "bytes": len(data)})
+        return {"folder": rank_traces.TRACES_DIR, "files": files, "left_out": left_out,
+                "what": "each rank's own trace as torch's profiler wrote it (gzip), with "
+                        "distributedInfo: HTA (TraceAnalysis(trace_dir=...)) and Perfetto read "
+                        f"{rank_traces.TRACES_DIR}/ as it is; the single-device pass in "
+                        f"{rank_traces.TRACES_DIR}/{rank_traces.SINGLE_DIR}/"}
 
     def run(self, single: Any, tp_model: Any, prompt_ids: list[int],
             block_size: int) -> dict[str, Any] | None:
-        """Profile both modes and, on rank 0, merge them: trace.json and the ``timeline``
-        section (None on the other ranks). ``block_size`` caps the steps a prompt has room for."""
+        """Profile both modes and, on rank 0, merge them: trace.json, each rank's own trace
+        under ``traces/``, and the ``timeline`` section (None on the other ranks).
+        ``block_size`` caps the steps a prompt has room for."""
         tokens = self._tokens(prompt_ids, block_size)
         self._warm()
-        merged = self._collect(single, tp_model, prompt_ids, tokens)
+        merged = self._collect(single, tp_model, prompt_ids, tokens, keep_exports=True)
         if merged is None:
             return None
         taken = _taken(tokens, self.device, self.comm, self.compiled)
@@ -263,7 +357,7 @@ class ProfiledPass:
         path = write_json(Path(self.out_dir or ".") / TRACE_FILE, doc, indent=None)
         trace = {"file": TRACE_FILE, "bytes": path.stat().st_size,
                  "events": sum(1 for e in doc["traceEvents"] if e.get("ph") == "X"),
-                 **doc["otherData"]["bound"]}
+                 **doc["otherData"]["bound"], "rank_traces": self._write_exports()}
         return timeline_section(merged, self.devices, comm=self.comm, taken=taken, trace=trace)
 
     def split(self, tp_model: Any, prompt_ids: list[int], block_size: int) -> dict[str, Any] | None:

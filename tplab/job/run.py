@@ -33,8 +33,11 @@ import torch
 import torch.distributed as dist
 
 from tplab.model.gpt import MiniGPT
-from tplab.records.events import EventWriter
+from tplab.records.events import (
+    ErrorEvent, Event, EventWriter, LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent,
+    SweepEvent, TimelineEvent, TokenEvent)
 from tplab.records.job_flags import add_job_flags, positive_int
+from tplab.records.untrusted import MAX_TEXT
 from tplab.util.jsonfile import write_json
 from tplab.stats.stability import stability_section
 from tplab.records.results import (
@@ -103,17 +106,17 @@ class Job:
         self.probe = MachineProbe() if rt.rank == 0 else None  # how steady the machine was
 
     # ------------------------------------------------------------------ events (rank 0 only)
-    def emit(self, type_: str, **fields: Any) -> None:
+    def emit(self, ev: Event) -> None:
         if self.w is not None:
-            self.w.emit(type_, **fields)
+            self.w.emit(ev)
 
     def phase(self, name: str, **fields: Any) -> None:
         if self.heartbeat is not None:
             self.heartbeat.phase = name
-        self.emit("phase", name=name, **fields)
+        self.emit(PhaseEvent(name=name, **fields))
 
     def log(self, msg: str, level: str = "info") -> None:
-        self.emit("log", level=level, msg=msg)
+        self.emit(LogEvent(level=level, msg=msg))
 
     def barrier(self) -> None:
         dist.barrier(device_ids=[self.rt.device.index] if self.rt.is_cuda else None)
@@ -134,7 +137,8 @@ class Job:
         return timed(model, ids, tokens or self.args.new_tokens, self.rt.device,
                      instrument=instrument, sync=sync)
 
-    def _warmup(self, model: Any, prompt_ids: list[list[int]]) -> None:
+    def _warm_up_model(self, model: Any, prompt_ids: list[list[int]]) -> None:
+        """``--warmup`` untimed decodes of one model (as it decodes: eager or compiled)."""
         for i in range(self.args.warmup):
             self._decode(model, prompt_ids[i % len(prompt_ids)],
                          tokens=max(1, min(self.args.warmup_tokens, self.args.new_tokens)))
@@ -145,12 +149,12 @@ class Job:
             return
         for pos, (tok, ms) in enumerate(zip(run.tokens, run.step_ms)):
             if instr is None:
-                self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms, ar_ms=0.0, token=tok,
-                            ar_measured=False)
+                self.w.emit(TokenEvent(mode=mode, prompt=index, pos=pos, ms=ms, ar_ms=0.0,
+                                       token=tok))
             else:
-                self.w.emit("token", mode=mode, prompt=index, pos=pos, ms=ms,
-                            ar_ms=instr.ar_ms[pos], ms_instrumented=instr.step_ms[pos],
-                            ar_calls=instr.ar_calls[pos], token=tok, ar_measured=True)
+                self.w.emit(TokenEvent(mode=mode, prompt=index, pos=pos, ms=ms,
+                                       ar_ms=instr.ar_ms[pos], ms_instrumented=instr.step_ms[pos],
+                                       ar_calls=instr.ar_calls[pos], token=tok, ar_measured=True))
 
     def run(self) -> int:
         """The whole sequence on this rank; 0 only if it completed and the outputs matched."""
@@ -236,11 +240,11 @@ class Job:
             single_raw = build_single(ckpt, self.rt.device)
             self.params_full = sum(p.numel() for p in single_raw.parameters())
             single = self._prepare(single_raw)
-            self._warmup(single, prompt_ids)
+            self._warm_up_model(single, prompt_ids)
         self.barrier()
         for name in self.comms.names:
             with self.comms.use(name):
-                self._warmup(self.tp_model, prompt_ids)
+                self._warm_up_model(self.tp_model, prompt_ids)
         return single, single_raw
 
     def _single_pass(self, single: Any, i: int, ids: list[int], tok: Any) -> DecodeRun | None:
@@ -253,8 +257,8 @@ class Job:
                 self.probe.sample()
             run = self._decode(single, ids)
             self._emit_tokens("single", i, run)
-            self.emit("prompt_done", mode="single", prompt=i,
-                      text=tok.decode(run.tokens, self.prompt_slots[i]), n_tokens=len(run.tokens))
+            self.emit(PromptDoneEvent(mode="single", prompt=i, n_tokens=len(run.tokens),
+                                      text=tok.decode(run.tokens, self.prompt_slots[i])))
         self.barrier()
         return run
 
@@ -307,7 +311,7 @@ class Job:
                 out_dir=Path(a.out), comm=label, compiled=a.compile,
             ).run(single, self.tp_raw, ids, block_size)
         if section is not None:
-            self.emit("timeline", **section)
+            self.emit(TimelineEvent(section=section))
         return section
 
     def _record(self, into: list[PromptRecord], name: str, i: int, prompt: str,
@@ -321,17 +325,17 @@ class Job:
             tp_text=tok.decode(plain.tokens, self.prompt_slots[i]))
         into.append(rec)
         mode = "tp" if name == self.comms.primary else f"tp-{self.comms.label(name)}"
-        self.emit("prompt_done", mode=mode, prompt=i, text=rec.tp_text,
-                  n_tokens=len(plain.tokens), match=rec.match, comm=self.comms.label(name))
+        self.emit(PromptDoneEvent(mode=mode, prompt=i, text=rec.tp_text, n_tokens=len(plain.tokens),
+                                  match=rec.match, comm=self.comms.label(name)))
         if not rec.match:
-            self.emit("error", fatal=False,
-                      msg=f"prompt {i}: TP output differs from the single-device output (over "
-                          f"{self.comms.label(name)}; first difference at token {rec.first_difference()}).")
+            self.emit(ErrorEvent(fatal=False, msg=(
+                f"prompt {i}: TP output differs from the single-device output (over "
+                f"{self.comms.label(name)}; first difference at token {rec.first_difference()}).")))
 
     def _sweep_point(self, label: str, p: SweepPoint) -> None:
-        self.emit("sweep", bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
-                  busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread,
-                  unstable=p.unstable, comm=label)
+        self.emit(SweepEvent(bytes=p.bytes, ms=p.ms, algbw_gbps=p.algbw_gbps,
+                             busbw_gbps=p.busbw_gbps, p99_ms=p.p99_ms, spread=p.spread,
+                             unstable=p.unstable, comm=label))
 
     def _sweep(self) -> dict[str, tuple[list[dict[str, Any]], Any, str]]:
         """Per transport: all-reduce sizes on this run's ranks, and their alpha-beta fit."""
@@ -423,12 +427,12 @@ class Job:
         results["finished_at"] = finished = time.time()
         results["wall_s"] = finished - started
         write_json(Path(a.out) / "results.json", results)
-        self.emit("result", results=results)
+        self.emit(ResultEvent(results=results))
         if not results["outputs_match"]:
             bad = [f"prompts {t['mismatched_prompts']} over {k}" for k, t in results["transports"].items()
                    if t["mismatched_prompts"]] + ([f"d_model sweep sizes {bad_d}"] if bad_d else [])
-            self.emit("error", fatal=True, msg="TP greedy output differs from the single-device "
-                      "output (" + "; ".join(bad) + "); the run failed.")
+            self.emit(ErrorEvent(fatal=True, msg="TP greedy output differs from the single-device "
+                                 "output (" + "; ".join(bad) + "); the run failed."))
             return 1
         self.phase("finished", wall_s=results["wall_s"])
         return 0
@@ -480,7 +484,7 @@ def _run(args: argparse.Namespace, stdout: IO[str]) -> tuple[int, bool]:
         clear = user_error or isinstance(exc, ShmError)
         msg = str(exc) if clear else f"{type(exc).__name__}: {exc}"
         if writer is not None:
-            writer.emit("error", msg=msg, fatal=True)
+            writer.emit(ErrorEvent(msg=msg[:MAX_TEXT], fatal=True))
         rank = rt.rank if rt is not None else os.environ.get("RANK", "?")
         print(f"tplab.job rank {rank}: {msg}", file=sys.stderr)
         if not user_error:

@@ -10,6 +10,7 @@ pays for torch once, in parallel with the rest of preflight, and leaves nothing 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -18,6 +19,8 @@ from tplab.home.paths import with_source_on_path
 from tplab.lab.lab_config import FAILED, LabConfig, LabStop
 
 TIMEOUT_S = 180.0
+#: how long a stopped check's killed child is waited for
+REAP_S = 5.0
 
 
 async def check_job_inputs(config: LabConfig) -> str | None:
@@ -44,7 +47,11 @@ async def check_job_inputs(config: LabConfig) -> str | None:
         return (f"checking the job's inputs took over {TIMEOUT_S:.0f} s; skipped (the pod "
                 "checks them)")
     except asyncio.CancelledError:
+        # the lab stopped before the check answered: the child is ended and reaped here (an
+        # unreaped one leaves its pipes to a loop that may be closed by the time they go)
         proc.kill()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(proc.wait(), REAP_S)
         raise
     try:
         answer = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])

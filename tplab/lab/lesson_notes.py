@@ -219,7 +219,7 @@ def _alpha_comparison(r: dict[str, Any], calls: float | None, world: int) -> str
     back* (the all-reduce sweep's fit, one call after another) and *in the loop* (the decode
     loop's collective time per token, ``_in_loop_alpha_us``). Both transports from this run
     (``--comm both``), or this run's against the other transport's profile
-    (``assets/hardware_profiles.json``, whose α says which of the two it is)."""
+    (``tplab/assets/hardware_profiles.json``, whose α says which of the two it is)."""
     if (r.get("device_type") or (r.get("env") or {}).get("device_type")) != "cpu":
         return ""
     here = r.get("comm") or r.get("backend")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.cloud.registry import gone_routes
-from tplab.records.events import Event, EventDecoder
+from tplab.records.events import Event, EventDecoder, PhaseEvent
 from tplab.util.bounded_read import iter_chunks, read_bounded
 
 PROOF_PNG = "proof-terminated.png"
@@ -93,9 +93,9 @@ def final_frame(events: Iterable[Event], summary: dict[str, Any], max_phases: in
     for ev in events:
         view.handle(ev)
         t0 = ev.ts if t0 is None else t0
-        if ev.type == "phase" and ev.src != "job":
-            phases.append(f"{stamp(ev.ts - t0)} {ev['name']}"
-                          + (f" (pod {ev.get('pod_id')})" if ev.get("pod_id") else ""))
+        if isinstance(ev, PhaseEvent) and ev.src != "job":
+            phases.append(f"{stamp(ev.ts - t0)} {ev.name}"
+                          + (f" (pod {ev.pod_id})" if ev.pod_id else ""))
     if len(phases) > max_phases:
         phases = phases[:2] + ["  ..."] + phases[-(max_phases - 3):]
     table = view.table({**summary, "artifacts": {}})

@@ -25,6 +25,7 @@ from tplab.lab.context import LabContext
 from tplab.lab.provision import self_end_arg
 from tplab.home.paths import tplab_home
 from tplab.keys.redact import one_line
+from tplab.records.events import ErrorEvent, Event, ResultEvent
 
 #: the job's files that come back (``exit_code`` only tells the tail the job ended)
 EXIT_CODE = "exit_code"
@@ -248,17 +249,17 @@ class PodSession:
             ctx.stream.log(f"event stream: {self.tail.duplicates} duplicates dropped, "
                            f"{self.tail.gaps} gaps", "warning")
 
-    def _note_result(self, batch: list) -> None:
+    def _note_result(self, batch: list[Event]) -> None:
         for ev in batch:
-            if ev.type == "result":
+            if isinstance(ev, ResultEvent):
                 self._result_seen = True
-                self.on_result(ev["results"])
+                self.on_result(ev.results)
                 return
 
-    def _note_error(self, batch: list) -> None:
+    def _note_error(self, batch: list[Event]) -> None:
         for ev in batch:
-            if ev.type == "error" and ev.get("fatal"):
-                msg = one_line(str(ev.get("msg") or "")).rstrip(". ")
+            if isinstance(ev, ErrorEvent) and ev.fatal:
+                msg = one_line(ev.msg).rstrip(". ")
                 self.job_error = (msg[:297] + "...") if len(msg) > 300 else (msg or None)
                 return
 
@@ -364,7 +365,10 @@ class PodSession:
         """Copy the run's files into the out dir (each within its size limit: the pod is
         untrusted); read results.json when it came, and refuse one that is not a JSON object."""
         facts, stream = self.ctx.facts, self.ctx.stream
-        fetched = await remote.fetch(self.conn, facts.out_dir, names)
+        # each rank's own trace comes with the run's whole fetch, not with the teardown's few
+        # files (bounded in time)
+        folders = remote.FETCH_FOLDERS if tuple(names) == remote.FETCH_FILES else ()
+        fetched = await remote.fetch(self.conn, facts.out_dir, names, folders=folders)
         for name in fetched.got + fetched.trimmed:
             if name != EXIT_CODE:
                 facts.add_artifact(name)

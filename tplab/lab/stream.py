@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, AsyncIterator, Sequence
 
-from tplab.records.events import Event, EventWriter
+from tplab.records.events import Event, EventWriter, LogEvent, WarningEvent
 from tplab.keys.redact import one_line
 
 
@@ -56,9 +56,9 @@ class LabStream:
         if self.record_error is None:
             self.record_error = one_line(exc) or type(exc).__name__
             # to the subscribers only: the record is what failed
-            self.publish_batch((self._writer.make(
-                "warning", msg=f"stream.jsonl could not be written ({self.record_error}); the "
-                "lab goes on, and the rest of the stream is not recorded"),))
+            self.publish_batch((self._writer.make(WarningEvent(
+                msg=f"stream.jsonl could not be written ({self.record_error}); the lab goes on, "
+                "and the rest of the stream is not recorded")),))
 
     def flush(self) -> None:
         if self._fh is not None:
@@ -128,23 +128,23 @@ class LabStream:
             q.put_nowait(None)
 
     # ---- lab events --------------------------------------------------------------------
-    def emit(self, type_: str, **fields: Any) -> Event:
-        ev = self._writer.make(type_, **fields)
+    def emit(self, ev: Event | str, /, **fields: Any) -> Event:
+        """One lab event, checked, stamped and published: typed (``emit(BudgetEvent(...))``)
+        or by its type's name (``emit("budget", cap_usd=...)``, the same event); a field its
+        type does not declare, or one not of its kind, is an ``EventError``."""
+        ev = self._writer.make(ev, **fields)
         self.publish(ev)
         return ev
 
     def phase(self, name: str, **extra: Any) -> None:
         self.phase_name = name
         self.timeline.setdefault(name, time.time())
-        self.emit("phase", name=name, **extra)
+        self.emit("phase", name=name, **extra)  # by name: an undeclared field names its type
 
     def log(self, msg: str, level: str = "info", headline: bool = False) -> None:
         """A log line; ``headline``: one every face shows, also the terse headless one (a
         choice the lab made for the user, e.g. which cloud ``--provider auto`` picked)."""
-        if headline:
-            self.emit("log", level=level, msg=one_line(msg), headline=True)
-        else:
-            self.emit("log", level=level, msg=one_line(msg))
+        self.emit(LogEvent(level=level, msg=one_line(msg), headline=headline))
 
     def warn(self, msg: str, **extra: Any) -> None:
         self.emit("warning", msg=one_line(msg, 2000), **extra)

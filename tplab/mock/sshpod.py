@@ -264,6 +264,10 @@ class PodSshServer:
                 process.exit(rc)
         except asyncio.CancelledError:
             _killpg(proc.pid, signal.SIGKILL)
+            # reaped before the cancellation goes on: a child left unreaped keeps pipes whose
+            # loop may be closed by the time they are collected
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({waiter}, timeout=_OUTPUT_GRACE_S)
             raise
         except (OSError, asyncssh.Error):
             pass

@@ -16,10 +16,9 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from tplab.home.paths import tplab_home
+from tplab.home.paths import budget_file, tplab_home
 
 LEDGER_NAME = "spend.jsonl"
-CONFIG_NAME = "budget.toml"
 _QUANTUM = Decimal("0.000001")
 #: the largest dollar figure kept to the micro-dollar (Decimal's default 28 digits)
 _LARGEST = "$10^22"
@@ -62,7 +61,8 @@ def fmt_usd(value: float | Decimal) -> str:
 
 @dataclass(frozen=True)
 class BudgetConfig:
-    """The caps. Loaded from ``TPLAB_HOME/budget.toml`` (top-level keys of the same names)."""
+    """The caps. Loaded from ``budget.toml`` in the config folder (``tplab.home.paths.budget_file``;
+    top-level keys of the same names)."""
 
     lab_cap_usd: float = 3.0            # most one lab may authorize (the seed's hard $3)
     phase_cap_usd: float = 5.0          # the ledger's cap: spent + held never exceeds it
@@ -85,10 +85,7 @@ class BudgetConfig:
     def load(cls, path: str | os.PathLike[str] | None = None, mock: bool = False) -> BudgetConfig:
         """Read the config file if there is one (mock mode falls back to the real home's file)."""
         if path is None:
-            candidates = [tplab_home(mock) / CONFIG_NAME]
-            if mock:
-                candidates.append(tplab_home(False) / CONFIG_NAME)
-            path = next((p for p in candidates if p.exists()), None)
+            path = budget_file(mock)  # the config folder's (tplab.home.paths says where)
             if path is None:
                 return cls()
         path = Path(path)

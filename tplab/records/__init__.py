@@ -1,6 +1,9 @@
 """The contract between the pod and the client: what the job writes and the client reads.
 
-- ``events``: the event stream's one wire contract and its one decoder (JSON lines);
+- ``events``: the event stream's one wire contract (each event type a dataclass) and its one
+  decoder, which checks every field at the boundary (JSON lines);
+- ``untrusted``: the kinds of field a record read from the pod declares, with their bounds, and
+  the checks made from them;
 - ``results``: results.json (the job writes it, the lab, scaling and the manifest read it);
 - ``dmodel``: the d_model sweep's points and its measured crossover;
 - ``job_flags``: the job's command line, declared once (the job, `tplab run`, `tplab local`);

@@ -20,48 +20,62 @@ from typing import Any, Sequence
 from tplab.stats.fit import percentile
 from tplab.records.job_flags import parse_d_models
 from tplab.stats.harness import SEED, figure
+from tplab.records.untrusted import Amount, Amounts, Count, Nested
 
 
 @dataclass(frozen=True, slots=True)
 class DModelPoint:
-    d_model: int
-    n_head: int
-    params: int                 # the single-device model's parameters
-    tokens: int                 # timed new tokens per mode (step 0, the prefill, excluded from ms)
-    single_ms: float            # mean per-token ms, single device (rank 0 alone)
-    tp_ms: float                # mean per-token ms, TP, uninstrumented pass
-    allreduce_ms: float         # collective ms per token, rank 0, instrumented pass
-    allreduce_calls: float      # collectives per token (all-reduces and the logits all-gather)
-    tp_instrumented_ms: float   # mean per-token ms of the instrumented pass
-    single_p50_ms: float
-    tp_p50_ms: float
+    """One measured size; each field's kind bounds it where the client reads it from the pod
+    (``tplab.records.untrusted``: the ``sweep_point`` event carries these fields)."""
+
+    d_model: Count
+    n_head: Count
+    params: Count               # the single-device model's parameters
+    tokens: Count               # timed new tokens per mode (step 0, the prefill, excluded from ms)
+    single_ms: Amount           # mean per-token ms, single device (rank 0 alone)
+    tp_ms: Amount               # mean per-token ms, TP, uninstrumented pass
+    allreduce_ms: Amount        # collective ms per token, rank 0, instrumented pass
+    allreduce_calls: Amount     # collectives per token (all-reduces and the logits all-gather)
+    tp_instrumented_ms: Amount  # mean per-token ms of the instrumented pass
+    single_p50_ms: Amount
+    tp_p50_ms: Amount
     outputs_match: bool         # single tokens == TP tokens == instrumented TP tokens
-    seconds: float              # wall time of this size's build and first warm-up
-    rounds: int = 1             # rounds measured (one sample per figure each)
-    tokens_per_round: int = 0   # timed new tokens per visit
-    single_rounds_ms: tuple[float, ...] = ()     # per round: the visit's median per-token ms
-    tp_rounds_ms: tuple[float, ...] = ()
-    allreduce_rounds_ms: tuple[float, ...] = ()
+    seconds: Amount             # wall time of this size's build and first warm-up
+    rounds: Count = 1           # rounds measured (one sample per figure each)
+    tokens_per_round: Count = 0  # timed new tokens per visit
+    single_rounds_ms: Amounts = ()     # per round: the visit's median per-token ms
+    tp_rounds_ms: Amounts = ()
+    allreduce_rounds_ms: Amounts = ()
     #: the profiled pass at this size (TP only): the medians of its split of a token into
     #: compute, wire, wait and rest (``tplab.records.timeline.mode_summary``); None without one
-    profiled: dict[str, Any] | None = None
+    profiled: Nested | None = None
 
     @property
     def allreduce_ms_per_call(self) -> float:
         return self.allreduce_ms / self.allreduce_calls if self.allreduce_calls else 0.0
 
+    def figures(self) -> dict[str, dict[str, Any]]:
+        """Each figure's spread over the rounds (``harness.Figure`` dicts), where it has rounds."""
+        return {name: figure(getattr(self, f"{name[:-3]}_rounds_ms")).to_dict()
+                for name in ("single_ms", "tp_ms", "allreduce_ms")
+                if getattr(self, f"{name[:-3]}_rounds_ms")}
+
+    @staticmethod
+    def instability(figs: dict[str, dict[str, Any]]) -> str:
+        """What makes the point unstable ("single unstable: spread 37%; ..."; "" when steady):
+        its single or TP figure flagged (the all-reduce's own is not a point's verdict)."""
+        return "; ".join(f"{k[:-3]} {f['note']}" for k, f in figs.items()
+                         if f["unstable"] and k != "allreduce_ms")
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["allreduce_ms_per_call"] = self.allreduce_ms_per_call
-        figs = {name: figure(getattr(self, f"{name[:-3]}_rounds_ms")).to_dict()
-                for name in ("single_ms", "tp_ms", "allreduce_ms")
-                if getattr(self, f"{name[:-3]}_rounds_ms")}
+        figs = self.figures()
         for k in ("single_rounds_ms", "tp_rounds_ms", "allreduce_rounds_ms"):
             out[k] = list(out[k])
         out["figures"] = figs
-        flagged = {k: f for k, f in figs.items() if f["unstable"] and k != "allreduce_ms"}
-        out["unstable"] = bool(flagged)
-        out["unstable_note"] = "; ".join(f"{k[:-3]} {f['note']}" for k, f in flagged.items())
+        out["unstable_note"] = self.instability(figs)
+        out["unstable"] = bool(out["unstable_note"])
         return out
 
 

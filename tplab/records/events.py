@@ -1,18 +1,32 @@
-"""The one wire contract between the job on the pod, the SSH transport and the views.
+"""The one wire contract between the job on the pod, the SSH transport and the views: typed events.
 
 Every event is one JSON object on one line (JSON lines). The job writes them to ``events.jsonl``
 (flushed per line) and to stdout; the client tails that file over SSH and resumes from its last
 byte offset; the orchestrator adds its own events (phases, cost ticks, budget, SSH state); the
 dashboard and the headless runner both read the merged stream.
 
-Each line is a flat object::
+Each event type is a dataclass below (``TokenEvent``, ``BudgetEvent``, ...) that declares every
+field it may carry, with its kind and bounds (``tplab.records.untrusted``: a count, an amount, a
+label, ...) and which are optional. Its producer (the job or the lab) builds it and an
+``EventWriter`` checks it, stamps it and writes it; on the other side ``from_dict`` (the one
+decoder, under ``decode_line``, ``EventDecoder`` and the client's tail) checks each field of the
+untrusted line against the same declarations and builds the same dataclass, so every reader
+gets typed, checked attributes (``ev.ms``) and checks nothing again. A line is flat::
 
     {"v": 1, "seq": 17, "ts": 1764450000.123, "src": "job", "type": "token",
      "mode": "tp", "prompt": 0, "pos": 3, "ms": 1.21, "ar_ms": 0.41, "token": 42}
 
 ``v`` is the schema version, ``seq`` is monotonic per source (``src`` is ``job`` for what the
 pod's job wrote and ``lab`` for what the orchestrator added), so "every job event exactly once"
-is checkable from ``seq`` alone. Standard library only: this module travels to the pod.
+is checkable from ``seq`` alone. An optional field at its default is not written.
+
+Older streams (``stream.jsonl`` of past labs, the shipped example, replays): the line format is
+the same version 1 it has been; a field an older tplab did not write takes its default, a field
+it wrote that is no longer declared is ignored, a line that fails a check is dropped as a bad
+line (and counted) like any other. A line of another version is refused whole
+(``EventVersionError``): client and pod run the same tplab.
+
+Standard library only: this module travels to the pod.
 """
 
 from __future__ import annotations
@@ -20,186 +34,445 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Annotated, Any, Callable, ClassVar, Iterable, Iterator
+
+from tplab.records.dmodel import DModelPoint
+from tplab.records.untrusted import (
+    MAX_COUNT, MAX_FIGURE, Amount, Count, Counts, Field, Filler, Int, Label, Labels, LongText, Nested,
+    Refused, Signed, check, fields_of, filler, one_of, shown)
 
 SCHEMA_VERSION = 1
-
-#: Required fields per event type, with the Python types they must have. Extra fields are kept.
-_NUM = (int, float)
-EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    # a lab or job phase begins: name is e.g. "preflight", "create", "boot", "warmup", "decode"
-    "phase": {"name": (str,)},
-    # a line of text for the log; level is "debug" | "info" | "warning" | "error"
-    "log": {"level": (str,), "msg": (str,)},
-    # one decoded token: mode "single" | "tp", prompt index, position in the generated sequence,
-    # wall ms of that step and the all-reduce ms spent inside it (0 for single)
-    "token": {"mode": (str,), "prompt": (int,), "pos": (int,), "ms": _NUM, "ar_ms": _NUM},
-    # one prompt finished in one mode: the decoded text and the number of new tokens
-    "prompt_done": {"mode": (str,), "prompt": (int,), "text": (str,), "n_tokens": (int,)},
-    # one all-reduce sweep point: message bytes, mean ms, algorithm and bus bandwidth in GB/s
-    "sweep": {"bytes": (int,), "ms": _NUM, "algbw_gbps": _NUM, "busbw_gbps": _NUM},
-    # one size of the d_model sweep (tplab.job.dmodel_sweep): skipped=False carries the measured
-    # point (single_ms, tp_ms, allreduce_ms, outputs_match, params, tokens, ...), skipped=True
-    # the reason the size was not run
-    "sweep_point": {"d_model": (int,), "skipped": (bool,)},
-    # the profiled pass, split rank by rank (results.json's "timeline" section, flat: "modes"
-    # holds each mode's profiled token steps and medians; tplab.records.timeline)
-    "timeline": {"modes": (dict,)},
-    # the job's summary (the content of results.json, under "results")
-    "result": {"results": (dict,)},
-    # something failed; fatal=True means the run is over
-    "error": {"msg": (str,), "fatal": (bool,)},
-    # liveness of the job (pod side) or of the client heartbeat
-    "heartbeat": {},
-    # orchestrator: the lab's cost figure (tplab.money.lab_money.LabMoney.cost): accrued dollars
-    # at the quoted price and seconds left before the cap while the pod may bill; optional
-    # cost_is ("estimate" | "billed": the provider's bill once settled), ran_s (the pod's life
-    # the figure counts), ended_at (epoch s the provider showed it gone), authorized_usd,
-    # held_for_pod (the pod whose unproven end keeps the lab's authorization held)
-    "cost": {"accrued_usd": _NUM, "usd_per_hr": _NUM, "seconds_left": _NUM},
-    # orchestrator: budget figures from BudgetGuard; optional authorized_usd, label,
-    # damaged_lines, held_for ("pod 4711 not yet proven gone": money held for a pod whose end
-    # is not proven)
-    "budget": {"cap_usd": _NUM, "spent_usd": _NUM, "held_usd": _NUM, "remaining_usd": _NUM},
-    # orchestrator: pod/instance state (state is the provider's, e.g. CREATED, RUNNING, GONE)
-    "instance": {"state": (str,)},
-    # orchestrator: SSH connection state ("connecting", "connected", "dropped", "closed")
-    "ssh": {"state": (str,)},
-    # orchestrator: something the user should look at (e.g. 80% of the authorization spent)
-    "warning": {"msg": (str,)},
-}
-
 SOURCES = ("job", "lab")
+_HEADER = ("v", "seq", "ts", "src", "type")
+_new = object.__new__
+
+#: a decode mode of the token stream
+TokenMode = Annotated[str, one_of("single", "tp")]
+LogLevel = Annotated[str, one_of("debug", "info", "warning", "error")]
+SshState = Annotated[str, one_of("connecting", "connected", "dropped", "closed")]
 
 
 class EventError(ValueError):
-    """A line that is not a valid tplab event (bad JSON, unknown type, missing field)."""
+    """A line that is not a valid tplab event (bad JSON, unknown type, a field missing or not of
+    its kind); the text says which field and why."""
 
 
 class EventVersionError(EventError):
     """An event written by a tplab with a different schema version."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, kw_only=True)
 class Event:
-    """One event of the stream. ``fields`` holds the type-specific payload."""
+    """What every event has: its source's sequence number, its time and its source. An event
+    is built by its producer, stamped once by the ``EventWriter`` (or the decoder) and not
+    changed after: subscribers share it."""
 
-    type: str
-    seq: int
-    ts: float
+    #: the event's type on the wire ("token", "budget", ...)
+    type: ClassVar[str] = ""
+    #: its fields and their checks (made from the dataclass's declarations, at import)
+    wire_fields: ClassVar[tuple[Field, ...]] = ()
+    #: sets those fields on a new event from a JSON object, checked (``untrusted.filler``)
+    fill: ClassVar[Filler]
+
+    seq: int = -1
+    ts: float = 0.0
     src: str = "job"
-    fields: dict[str, Any] = field(default_factory=dict)
-    v: int = SCHEMA_VERSION
-
-    def __getitem__(self, key: str) -> Any:
-        return self.fields[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.fields.get(key, default)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"v": self.v, "seq": self.seq, "ts": self.ts, "src": self.src,
-                               "type": self.type}
-        out.update(self.fields)
+        out: dict[str, Any] = {"v": SCHEMA_VERSION, "seq": self.seq, "ts": self.ts,
+                               "src": self.src, "type": self.type}
+        out.update(self._to_wire())
         return out
 
     def to_json(self) -> str:
         """One line, no trailing newline."""
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
 
+    # ---- each type's fields on the wire (a type with a nested record flat in it overrides)
+    def _to_wire(self) -> dict[str, Any]:
+        out = {}
+        for f in self.wire_fields:
+            v = getattr(self, f.name)
+            if f.required or v != f.default:
+                out[f.name] = v
+        return out
 
-def validate(type_: str, fields: dict[str, Any]) -> None:
-    """Raise EventError unless ``fields`` carries what an event of ``type_`` needs."""
-    spec = EVENT_FIELDS.get(type_)
-    if spec is None:
+    @classmethod
+    def _from_wire(cls, obj: dict[str, Any], seq: int, ts: float, src: str,
+                   owned: bool) -> Event:
+        ev = _new(cls)
+        ev.seq, ev.ts, ev.src = seq, ts, src
+        return cls.fill(ev, obj)
+
+    def _check(self) -> None:
+        check(self.wire_fields, self)
+
+
+# ============================================================================================
+# the event types
+
+
+@dataclass(slots=True, kw_only=True)
+class PhaseEvent(Event):
+    """A lab's or the job's phase begins; each phase adds the fields that say what it does."""
+
+    type: ClassVar[str] = "phase"
+    #: lab: preflight, authorize, create, boot, connect, upload, run, fetch, terminate, verify,
+    #: record, manifest, done; job: setup, load, warmup, decode, profile, sweep, d_model_sweep,
+    #: results, finished
+    name: Label
+    # preflight (and a replay's plan): what the lab was asked to do
+    num_prompts: Count | None = None
+    new_tokens: Count | None = None
+    world_size: Count | None = None
+    lab_id: Label | None = None
+    mock: bool | None = None
+    # authorize
+    amount_usd: Amount | None = None
+    label: LongText | None = None
+    # terminate, verify, done
+    pod_id: Label | None = None
+    # done
+    status: Label | None = None
+    reason: LongText | None = None
+    out_dir: LongText | None = None
+    verified_gone: bool | None = None
+    exit_code: Int | None = None
+    manifest: LongText | None = None
+    # the job's setup, load, warmup, decode, profile, sweep, d_model_sweep, finished
+    rank_count: Count | None = None
+    backend: Label | None = None
+    comm: Label | None = None
+    checkpoint: LongText | None = None
+    modes: Labels | None = None
+    order: LongText | None = None
+    transports: Labels | None = None
+    tokens: Count | None = None
+    d_models: Counts | None = None
+    budget_s: Amount | None = None
+    wall_s: Amount | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class LogEvent(Event):
+    """A line for the log; ``headline``: one every face shows, also the terse headless one (a
+    choice the lab made for the user, e.g. which cloud ``--provider auto`` picked)."""
+
+    type: ClassVar[str] = "log"
+    level: LogLevel
+    msg: LongText
+    headline: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class TokenEvent(Event):
+    """One decoded token of one mode (the single mode's and the primary transport's TP).
+
+    ``ms`` is the plain pass's step time; ``ar_ms`` the instrumented pass's all-reduce time in
+    the same step (0.0 when not measured: ``ar_measured`` False), ``ms_instrumented`` that
+    instrumented step's own time and ``ar_calls`` its collectives."""
+
+    type: ClassVar[str] = "token"
+    mode: TokenMode
+    prompt: Count
+    pos: Count
+    ms: Amount
+    ar_ms: Amount
+    token: Count | None = None
+    ar_measured: bool = False
+    ms_instrumented: Amount | None = None
+    ar_calls: Count | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class PromptDoneEvent(Event):
+    """One prompt finished in one mode: the decoded correction (the prompt's unknown words
+    written back) and the number of new tokens; a TP pass adds whether it matched the single
+    device's and over which transport (``--comm both``: the other transport's mode is
+    ``tp-<comm>``)."""
+
+    type: ClassVar[str] = "prompt_done"
+    mode: Label
+    prompt: Count
+    text: LongText
+    n_tokens: Count
+    match: bool | None = None
+    comm: Label | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class SweepEvent(Event):
+    """One size of the all-reduce sweep: message bytes, the median ms of its rounds, algorithm
+    and bus bandwidth (GB/s); on the CPU the slowest rank's p99, the rounds' spread and
+    whether it was flagged unstable; the transport."""
+
+    type: ClassVar[str] = "sweep"
+    bytes: Count
+    ms: Amount
+    algbw_gbps: Amount
+    busbw_gbps: Amount
+    p99_ms: Amount | None = None
+    spread: Amount | None = None
+    unstable: bool | None = None
+    comm: Label | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class SweepPointEvent(Event):
+    """One size of the d_model sweep (``tplab.job.dmodel_sweep``): measured, its
+    ``DModelPoint`` (``tplab.records.dmodel``), whose fields sit flat in the event as
+    results.json's ``d_model_sweep`` holds them; skipped, the reason."""
+
+    type: ClassVar[str] = "sweep_point"
+    d_model: Count
+    skipped: bool
+    reason: LongText = ""
+    point: DModelPoint | None = None
+
+    def _to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"d_model": self.d_model, "skipped": self.skipped}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.point is not None:
+            out.update(self.point.to_dict())
+        return out
+
+    @classmethod
+    def _from_wire(cls, obj: dict[str, Any], seq: int, ts: float, src: str,
+                   owned: bool) -> Event:
+        ev = _new(cls)
+        ev.seq, ev.ts, ev.src = seq, ts, src
+        cls.fill(ev, obj)
+        ev.point = None if ev.skipped else _fill_point(_new(DModelPoint), obj)
+        return ev
+
+    def _check(self) -> None:
+        check(self.wire_fields, self)
+        if (self.point is None) != self.skipped:
+            raise Refused("carries a measured point exactly when it is not skipped")
+        if self.point is not None:
+            check(_POINT_FIELDS, self.point)
+            if self.point.d_model != self.d_model:
+                raise Refused(f"field 'd_model' {self.d_model} is not its point's "
+                              f"{self.point.d_model}")
+
+
+@dataclass(slots=True, kw_only=True)
+class TimelineEvent(Event):
+    """The profiled pass, split rank by rank: results.json's ``timeline`` section, built and
+    described by ``tplab.records.timeline.timeline_section`` and read by
+    ``tplab.viewmodel.timeline_view.timeline_from``; its keys sit flat in the event."""
+
+    type: ClassVar[str] = "timeline"
+    section: Nested
+
+    def _to_wire(self) -> dict[str, Any]:
+        return dict(self.section)
+
+    @classmethod
+    def _from_wire(cls, obj: dict[str, Any], seq: int, ts: float, src: str,
+                   owned: bool) -> Event:
+        section = obj if owned else dict(obj)
+        for key in _HEADER:
+            section.pop(key, None)
+        ev = cls(seq=seq, ts=ts, src=src, section=section)
+        ev._check()
+        return ev
+
+    def _check(self) -> None:
+        check(self.wire_fields, self)
+        if self.section.get("modes").__class__ is not dict:
+            raise Refused("has no object 'modes' (each mode's profiled steps)")
+        if any(key in self.section for key in _HEADER):
+            raise Refused(f"has a section key that is a header's ({', '.join(_HEADER)})")
+
+
+@dataclass(slots=True, kw_only=True)
+class ResultEvent(Event):
+    """The job's summary: the content of results.json (``tplab.records.results``)."""
+
+    type: ClassVar[str] = "result"
+    results: Nested
+
+
+@dataclass(slots=True, kw_only=True)
+class ErrorEvent(Event):
+    """Something failed; ``fatal``: the run is over."""
+
+    type: ClassVar[str] = "error"
+    msg: LongText
+    fatal: bool
+
+
+@dataclass(slots=True, kw_only=True)
+class HeartbeatEvent(Event):
+    """Liveness: the job's (with its current ``phase``) or the lab's (``age_s``: the age of the
+    client's last heartbeat write on the pod)."""
+
+    type: ClassVar[str] = "heartbeat"
+    phase: Label | None = None
+    age_s: Amount | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CostEvent(Event):
+    """The lab's cost figure (``tplab.money.lab_money.LabMoney.cost``): the dollars, the price,
+    the seconds left before a cap, and the lab's authorization; ``cost_is`` says what the
+    figure is ("estimate": price x seconds while the pod may bill; "billed": the provider's
+    bill, recorded once the pod was shown gone, the one every face shows after GONE),
+    ``ran_s`` the pod's life it counts, ``ended_at`` when the provider showed the pod gone,
+    ``held_for_pod`` the pod whose unproven end keeps the lab's authorization held."""
+
+    type: ClassVar[str] = "cost"
+    accrued_usd: Amount
+    usd_per_hr: Amount
+    seconds_left: Amount
+    authorized_usd: Amount | None = None
+    cost_is: Annotated[str, one_of("estimate", "billed")] | None = None
+    ran_s: Amount | None = None
+    ended_at: Amount | None = None
+    held_for_pod: Label | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class BudgetEvent(Event):
+    """The ledger's figures (``BudgetGuard``): the phase cap, spent, held and what remains
+    (below zero once overspent); this lab's authorization and ledger label, and how many of the
+    ledger's lines are damaged (left out of those figures)."""
+
+    type: ClassVar[str] = "budget"
+    cap_usd: Amount
+    spent_usd: Amount
+    held_usd: Amount
+    remaining_usd: Signed
+    authorized_usd: Amount | None = None
+    label: LongText | None = None
+    damaged_lines: Count | None = None
+    #: money held for a pod whose end is not proven ("pod 4711 not yet proven gone")
+    held_for: LongText | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class InstanceEvent(Event):
+    """The pod as the provider reports it (``state``: CREATED, RUNNING, GONE, ...), its price,
+    its SSH endpoint once there is one, and its uptime."""
+
+    type: ClassVar[str] = "instance"
+    state: Label
+    pod_id: Label | None = None
+    provider: Label | None = None
+    gpu_type: Label | None = None
+    gpu_count: Count | None = None
+    spot: bool | None = None
+    usd_per_hr: Amount | None = None
+    ssh_host: Label | None = None
+    ssh_port: Count | None = None
+    uptime_s: Amount | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class SshEvent(Event):
+    """The SSH connection to the pod: the endpoint being connected (``via`` "proxy" through
+    the provider's proxy), or why it dropped, how often, and the byte the tail resumes at."""
+
+    type: ClassVar[str] = "ssh"
+    state: SshState
+    host: Label | None = None
+    port: Count | None = None
+    via: Label | None = None
+    reason: LongText | None = None
+    drops: Count | None = None
+    resume_offset: Count | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class WarningEvent(Event):
+    """Something the user should look at; ``kind`` names the ones a face treats apart
+    (``budget80``: 80% of the authorization accrued; ``detached``: the pod was left running,
+    with its ``pod_id`` and the ``command`` that ends it), ``pods`` the leftover pods found."""
+
+    type: ClassVar[str] = "warning"
+    msg: LongText
+    kind: Label | None = None
+    pod_id: Label | None = None
+    command: LongText | None = None
+    pods: Labels | None = None
+
+
+#: every event type by its name on the wire
+EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (
+    PhaseEvent, LogEvent, TokenEvent, PromptDoneEvent, SweepEvent, SweepPointEvent,
+    TimelineEvent, ResultEvent, ErrorEvent, HeartbeatEvent, CostEvent, BudgetEvent,
+    InstanceEvent, SshEvent, WarningEvent)}
+for _cls in EVENT_TYPES.values():
+    _cls.wire_fields = fields_of(_cls, skip=("seq", "ts", "src", "point"))
+    _cls.fill = staticmethod(filler(_cls.wire_fields))
+#: a measured d_model point's fields, as the sweep_point event carries them
+_POINT_FIELDS = fields_of(DModelPoint)
+_fill_point = filler(_POINT_FIELDS, frozen=True)
+
+
+def event(type_: str, **fields: Any) -> Event:
+    """The event of type ``type_`` with ``fields``, checked (``EventError`` names the field):
+    the untyped form of building one, for ``emit("budget", cap_usd=...)``."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
         raise EventError(f"unknown event type {type_!r}")
-    for name, types in spec.items():
-        if name not in fields:
-            raise EventError(f"{type_} event is missing field {name!r}")
-        value = fields[name]
-        if isinstance(value, bool) and bool not in types:
-            raise EventError(f"{type_} event field {name!r} must be {types[0].__name__}, got bool")
-        if not isinstance(value, types):
-            raise EventError(
-                f"{type_} event field {name!r} must be {types[0].__name__}, "
-                f"got {type(value).__name__}")
+    try:
+        ev = cls(**fields)
+    except TypeError as exc:  # a field not declared, or a required one missing
+        raise EventError(f"{type_} event: {exc} (its fields are declared in "
+                         f"tplab.records.events.{cls.__name__})") from None
+    return ev
 
 
-_HEADER = ("v", "seq", "ts", "src", "type")
+def check_event(ev: Event) -> None:
+    """``EventError`` unless every field of ``ev`` is of its declared kind (what the decoder
+    would refuse is never written)."""
+    try:
+        ev._check()
+    except Refused as exc:
+        raise EventError(f"{ev.type} event {exc}") from None
 
 
-_SPECS = {t: tuple((name, types, bool in types) for name, types in spec.items())
-          for t, spec in EVENT_FIELDS.items()}
-_new_event = object.__new__
-_set = object.__setattr__
-_MISSING = object()
-
+# ============================================================================================
+# decoding: the one validation at the boundary
 
 def from_dict(obj: Any, *, owned: bool = False) -> Event:
-    """Build and validate an Event from a decoded JSON object.
+    """The typed event of a decoded JSON object, every field checked; ``EventError`` says
+    what is wrong with it.
 
     ``owned=True`` says ``obj`` is a dict fresh from ``json.loads`` that the caller gives away
-    (the client's tail, its hot path): a valid event is then built in place at a fraction of the
-    cost (its header keys popped, what is left becomes ``fields``); anything unusual still goes
-    through the full checks below, so what counts as valid, and every error, is the same.
+    (the client's tail, its hot path): a nested record flat in the event (the timeline's
+    section) is then taken as it is instead of copied.
     """
-    if owned and obj.__class__ is dict:
-        ev = _from_owned(obj)
-        if ev is not None:
-            return ev
-    if not isinstance(obj, dict):
+    if obj.__class__ is not dict:
         raise EventError("an event must be a JSON object")
-    v = obj.get("v")
-    if v != SCHEMA_VERSION:
-        raise EventVersionError(
-            f"event schema version {v!r} is not the {SCHEMA_VERSION} this tplab reads; "
-            "run the same tplab version on the client and the pod")
-    for key in _HEADER:
-        if key not in obj:
-            raise EventError(f"event is missing header field {key!r}")
-    seq, ts, src, type_ = obj["seq"], obj["ts"], obj["src"], obj["type"]
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise EventError(f"event seq must be a non-negative integer, got {seq!r}")
-    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
-        raise EventError(f"event ts must be a number, got {ts!r}")
-    if src not in SOURCES:
-        raise EventError(f"event src must be one of {SOURCES}, got {src!r}")
-    if not isinstance(type_, str):
-        raise EventError("event type must be a string")
-    fields = {k: val for k, val in obj.items() if k not in _HEADER}
-    validate(type_, fields)
-    return Event(type=type_, seq=seq, ts=float(ts), src=src, fields=fields, v=v)
-
-
-def _from_owned(obj: dict[str, Any]) -> Event | None:
-    """The common, valid case of ``from_dict(obj, owned=True)``; None sends it the long way."""
     get = obj.get
-    seq = get("seq")
-    ts = get("ts")
-    src = get("src")
-    type_ = get("type")
-    spec = _SPECS.get(type_) if type_.__class__ is str else None
-    if (spec is None or get("v") != SCHEMA_VERSION or seq.__class__ is not int or seq < 0
-            or not (ts.__class__ is float or ts.__class__ is int) or src not in SOURCES):
-        return None
-    for name, types, bool_ok in spec:
-        val = get(name, _MISSING)
-        if not isinstance(val, types) or (val.__class__ is bool and not bool_ok):
-            return None  # _MISSING is no instance of any field type
-    pop = obj.pop
-    pop("v")
-    pop("seq")
-    pop("ts")
-    pop("src")
-    ev = _new_event(Event)
-    _set(ev, "type", pop("type"))
-    _set(ev, "seq", seq)
-    _set(ev, "ts", float(ts))
-    _set(ev, "src", src)
-    _set(ev, "fields", obj)
-    _set(ev, "v", SCHEMA_VERSION)
-    return ev
+    v = get("v")
+    if v.__class__ is not int or v != SCHEMA_VERSION:
+        raise EventVersionError(
+            f"event schema version {shown(v)} is not the {SCHEMA_VERSION} this tplab reads; "
+            "run the same tplab version on the client and the pod")
+    type_, seq, ts, src = get("type"), get("seq"), get("ts"), get("src")
+    if type_ is None or seq is None or ts is None or src is None:
+        missing = next(k for k in ("type", "seq", "ts", "src") if obj.get(k) is None)
+        raise EventError(f"event is missing header field {missing!r}")
+    cls = EVENT_TYPES.get(type_) if type_.__class__ is str else None
+    if cls is None:
+        raise EventError(f"unknown event type {shown(type_)}" if type_.__class__ is str
+                         else "event type must be a string")
+    if seq.__class__ is not int or not 0 <= seq <= MAX_COUNT:
+        raise EventError(f"event seq must be a non-negative integer, got {shown(seq)}")
+    if not ((ts.__class__ is float or ts.__class__ is int) and 0 <= ts <= MAX_FIGURE):
+        raise EventError(f"event ts must be a finite number from 0, got {shown(ts)}")
+    if src.__class__ is not str or src not in SOURCES:
+        raise EventError(f"event src must be one of {SOURCES}, got {shown(src)}")
+    try:
+        return cls._from_wire(obj, seq, float(ts), src, owned)
+    except Refused as exc:
+        raise EventError(f"{type_} event {exc}") from None
 
 
 def loads_strict(text: str | bytes) -> Any:
@@ -226,7 +499,7 @@ def decode_line(line: str | bytes) -> Event:
         raise EventError(f"event line is not strict JSON ({exc})") from None
     except RecursionError:
         raise EventError("event line is nested too deeply") from None
-    return from_dict(obj)
+    return from_dict(obj, owned=True)
 
 
 def _no_constant(name: str) -> Any:
@@ -241,12 +514,17 @@ class EventDecoder:
     ``feed`` takes whatever bytes arrived (possibly half a line, possibly many lines) and returns
     the complete events; a trailing partial line is held until its newline arrives, so a write in
     progress on the pod is neither dropped nor mis-parsed. ``offset`` is the number of bytes fully
-    consumed (up to the last newline), i.e. the byte offset to resume a tail from.
+    consumed (up to the last newline), i.e. the byte offset to resume a tail from. A line that is
+    not a valid event raises ``EventError`` (after it is consumed), or with ``skip_bad`` is
+    counted in ``bad_lines`` and skipped (a recorded stream read back: the good lines around a
+    damaged one still count).
     """
 
-    def __init__(self, offset: int = 0) -> None:
+    def __init__(self, offset: int = 0, skip_bad: bool = False) -> None:
         self._buf = bytearray()
         self.offset = offset
+        self.skip_bad = skip_bad
+        self.bad_lines = 0
 
     @property
     def pending(self) -> int:
@@ -268,17 +546,25 @@ class EventDecoder:
                 try:
                     events.append(decode_line(raw))
                 except EventError:
-                    # keep the offset consistent before reporting the bad line
-                    del self._buf[:start]
-                    self.offset += consumed
-                    raise
+                    self.bad_lines += 1
+                    if not self.skip_bad:
+                        # keep the offset consistent before reporting the bad line
+                        del self._buf[:start]
+                        self.offset += consumed
+                        raise
             self.offset += consumed
         del self._buf[:start]
         return events
 
 
+# ============================================================================================
+# writing
+
+
 class EventWriter:
-    """Writes events with a monotonic ``seq`` to any number of text sinks, flushed per line.
+    """Checks, stamps (``seq``, ``ts``, ``src``) and writes events to any number of text sinks,
+    flushed per line. ``emit(TokenEvent(...))`` is the typed form; ``emit("token", ms=...)``
+    builds the same event from its type's name.
 
     Thread-safe: the job's timing code and its heartbeat thread may both emit.
     """
@@ -296,24 +582,36 @@ class EventWriter:
     def add_sink(self, sink: IO[str]) -> None:
         self._sinks.append(sink)
 
-    def make(self, type_: str, **fields: Any) -> Event:
-        """Create the next event without writing it (the orchestrator uses this)."""
-        validate(type_, fields)
+    def make(self, ev: Event | str, /, **fields: Any) -> Event:
+        """The next event, checked and stamped, without writing it (the orchestrator publishes
+        its own)."""
+        if isinstance(ev, str):
+            ev = event(ev, **fields)
+        elif fields:
+            raise TypeError("fields are given either in the event or by name, not both")
+        check_event(ev)
         with self._lock:
-            ev = Event(type=type_, seq=self._seq, ts=self._clock(), src=self._src, fields=fields)
-            self._seq += 1
+            self._stamp(ev)
         return ev
 
-    def emit(self, type_: str, **fields: Any) -> Event:
-        validate(type_, fields)
+    def emit(self, ev: Event | str, /, **fields: Any) -> Event:
+        """Check, stamp and write one event (a line on every sink, flushed)."""
+        if isinstance(ev, str):
+            ev = event(ev, **fields)
+        elif fields:
+            raise TypeError("fields are given either in the event or by name, not both")
+        check_event(ev)
         with self._lock:
-            ev = Event(type=type_, seq=self._seq, ts=self._clock(), src=self._src, fields=fields)
-            self._seq += 1
+            self._stamp(ev)
             line = ev.to_json() + "\n"
             for sink in self._sinks:
                 sink.write(line)
                 sink.flush()
         return ev
+
+    def _stamp(self, ev: Event) -> None:
+        ev.seq, ev.ts, ev.src = self._seq, self._clock(), self._src
+        self._seq += 1
 
 
 #: the most of an events file ``read_events`` reads (the lab fetches at most as much)

@@ -33,9 +33,12 @@ class TorchRange:
         return release is not None and self.oldest <= release <= self.newest
 
 
-#: the pod side is tested at both ends: the oldest under a second interpreter, the newest as the
-#: client's own torch (scripts/setup pins it)
-SUPPORTED_TORCH = TorchRange(oldest=(2, 4), newest=(2, 13))
+#: every release the pod side is tested on: the oldest under a second interpreter (``.venv-pod``),
+#: 2.13 as the client's own torch (scripts/setup pins it), and 2.14, the newest release, whose
+#: CUDA build the pod side's tests pass under (run as the second interpreter, on the CPU). The
+#: package's dependency is this range (pyproject.toml; a test holds the two equal), so installing
+#: tplab never replaces a torch the job runs on.
+SUPPORTED_TORCH = TorchRange(oldest=(2, 4), newest=(2, 14))
 
 #: the oldest release as the default images carry it: ``scripts/setup --pod-torch`` installs it
 #: into ``.venv-pod``, where the tests run the pod side on it

@@ -37,6 +37,12 @@ def token_name(mode: str, pos: int) -> str:
     return f"{mode} token {pos}"
 
 
+def step_name(pos: int) -> str:
+    """torch.profiler's own name for a step (``"ProfilerStep#7"``), which the pass puts around
+    each token's span: the field's tools (HTA, TensorBoard's profiler view) find iterations by it."""
+    return f"ProfilerStep#{pos}"
+
+
 def collective_name(place: str, op: str, layer: int | None = None) -> str:
     """A collective's span: ``collective_name("attn-out", "all-reduce", 3)`` is
     ``"L3 attn-out all-reduce"``."""

@@ -18,7 +18,7 @@ memory and compute overlap perfectly (roofline ``max``), the launch term is host
 eager kernel and is *not* divided by TP (every rank launches every kernel, plus TP's own extra
 ones: ``Kp > K1``), communication does not overlap compute, replicated parts (LayerNorms, position
 embedding, row-parallel biases) are read by every rank. Kernel counts and the model's shape are
-data in ``assets/hardware_profiles.json``; so are the hardware profiles, each number marked
+data in ``tplab/assets/hardware_profiles.json``; so are the hardware profiles, each number marked
 assumed or measured. ``tplab.scaling.calibration`` calibrates a profile from a run (fitted to its d_model
 sweep when it has one); ``tplab.scaling.chart`` draws the curves.
 

@@ -203,7 +203,7 @@ def thresholds(m: ModelShapes, calibration: dict[str, Any] | None = None) -> Thr
             prof = latency.load_profile(name)
         except latency.ScalingError:
             continue
-        src = "profile as stored in assets/hardware_profiles.json"
+        src = "profile as stored in tplab/assets/hardware_profiles.json"
         if name == "cpu-gloo" and calibration:
             try:
                 prof = calibrate(prof, calibration, shape)

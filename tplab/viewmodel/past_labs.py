@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from tplab.records.events import EventDecoder, Event
+from tplab.records.events import Event, EventDecoder, EventError, decode_line
+from tplab.records.untrusted import finite
 
 MANIFEST_LIMIT = 4 << 20        # bytes: a manifest is a few kB
 RESULTS_LIMIT = 8 << 20
@@ -116,8 +117,9 @@ def _read_json(path: Path, limit: int) -> tuple[dict[str, Any] | None, str | Non
 
 
 def _epoch(ts: Any) -> float | None:
-    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-        return float(ts)
+    seconds = finite(ts)
+    if seconds is not None:
+        return seconds
     if isinstance(ts, str):
         try:
             d = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
@@ -125,10 +127,6 @@ def _epoch(ts: Any) -> float | None:
             return None
         return (d if d.tzinfo else d.replace(tzinfo=_dt.UTC)).timestamp()
     return None
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def read_lab(path: Path) -> PastLab:
@@ -147,9 +145,9 @@ def read_lab(path: Path) -> PastLab:
         started=_epoch(m.get("start_ts")) or _epoch(m.get("end_ts")) or _first_ts(path)
         or _mtime(path),
         gpu=str(m.get("instance_type") or ""), status=status,
-        reason=str(m.get("reason") or ""), speedup=_num(m.get("speedup")),
+        reason=str(m.get("reason") or ""), speedup=finite(m.get("speedup")),
         d_model=d_model if isinstance(d_model, int) and not isinstance(d_model, bool) else None,
-        crossover=_num(m.get("crossover_d_model")), cost_usd=_num(m.get("actual_cost_usd")),
+        crossover=finite(m.get("crossover_d_model")), cost_usd=finite(m.get("actual_cost_usd")),
         verified_gone=m.get("verified_gone") if isinstance(m.get("verified_gone"), bool)
         else None,
         pod_id=m.get("instance_id") if isinstance(m.get("instance_id"), str) else None,
@@ -162,15 +160,15 @@ def _first_ts(path: Path) -> float | None:
     """The time of a stream's first event (a lab whose manifest is missing still sorts)."""
     try:
         with open(path / "stream.jsonl", "rb") as fh:
-            return _num(json.loads(fh.readline(1 << 16)).get("ts"))
-    except (OSError, ValueError, AttributeError):
+            return decode_line(fh.readline(1 << 16)).ts
+    except (OSError, EventError):
         return None
 
 
 def read_stream(path: Path, limit: int = STREAM_LIMIT) -> Iterator[Event]:
     """The events of a lab's ``stream.jsonl`` in order (damaged lines skipped, at most
     ``limit`` bytes read)."""
-    dec = EventDecoder()
+    dec = EventDecoder(skip_bad=True)
     read = 0
     with open(Path(path) / "stream.jsonl", "rb") as fh:
         while read < limit and (chunk := fh.read(1 << 16)):

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from tplab.records.dmodel import DModelPoint, SkippedSize
 from tplab.viewmodel.parts import Budget, Cost, Instance, LogLine
 from tplab.viewmodel.timeline_view import Timeline
 from tplab.viewmodel.tokens import MODES, ModeTimings, TokenFold
@@ -79,8 +80,8 @@ class LabSnapshot:
         self.last_token_mode: str | None = None
         self.sweeps = 0
         # the d_model sweep as its points arrive (sweep_point events): measured, in d_model order
-        self.sweep_points: list[dict[str, Any]] = []
-        self.sweep_skipped: list[dict[str, Any]] = []
+        self.sweep_points: list[DModelPoint] = []
+        self.sweep_skipped: list[SkippedSize] = []
         self.results: dict[str, Any] | None = None
         # the profiled pass: each token step as lanes, one per rank (``timeline_view``)
         self.timeline: Timeline | None = None

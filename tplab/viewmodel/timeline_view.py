@@ -15,26 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tplab.records.untrusted import finite, finite_list
+
 #: the kinds of a lane's segments, and each one's cell (distinct without colour)
 KINDS = ("compute", "wire", "wait", "rest")
 CELL = {"compute": "█", "wire": "▒", "wait": "░", "rest": " "}
 LEGEND = "█ compute ▒ on the wire ░ waiting, blank: rest"
 #: bounds on what is read from the pod's record
 MAX_TOKENS, MAX_RANKS, MAX_COLLECTIVES, MAX_BUSY = 64, 64, 256, 256
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if f == f and abs(f) != float("inf") else None
-
-
-def _nums(v: Any, n: int) -> tuple[float, ...] | None:
-    if not isinstance(v, list) or len(v) != n:
-        return None
-    out = tuple(_num(x) for x in v)
-    return None if any(x is None for x in out) else out  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -180,7 +168,8 @@ def _step(raw: Any) -> Step | None:
     for c in colls:
         if not isinstance(c, dict):
             return None
-        starts, ends, arrive = _nums(c.get("start"), n), _nums(c.get("end"), n), _num(c.get("arrive"))
+        starts, ends = finite_list(c.get("start"), n), finite_list(c.get("end"), n)
+        arrive = finite(c.get("arrive"))
         if starts is None or ends is None or arrive is None:
             return None
         collectives.append(Collective(str(c.get("name", ""))[:60], str(c.get("short", ""))[:4],
@@ -189,15 +178,15 @@ def _step(raw: Any) -> Step | None:
     for k, r in enumerate(ranks):
         if not isinstance(r, dict) or not isinstance(r.get("rank"), int):
             return None
-        vals = [_num(r.get(f)) for f in ("start", "end", "compute_us", "wire_us", "wait_us",
+        vals = [finite(r.get(f)) for f in ("start", "end", "compute_us", "wire_us", "wait_us",
                                          "rest_us")]
         if any(v is None for v in vals):
             return None
         start, end, comp, wire, wait, rest = (float(v) for v in vals)  # type: ignore[arg-type]
         busy_raw: list[Any] = r["busy"] if isinstance(r.get("busy"), list) else []
-        busy = [(b[0], b[1]) for b in (_nums(x, 2) for x in busy_raw[:MAX_BUSY]) if b]
+        busy = [(b[0], b[1]) for b in (finite_list(x, 2) for x in busy_raw[:MAX_BUSY]) if b]
         lane_colls = [(c.short, c.starts[k], c.arrive, c.ends[k]) for c in collectives]
-        lanes.append(Lane(r["rank"], start, end, comp, wire, wait, rest, _num(r.get("step_us")),
+        lanes.append(Lane(r["rank"], start, end, comp, wire, wait, rest, finite(r.get("step_us")),
                           _segments(start, end, busy, lane_colls)))
     return Step(raw["mode"], pos, tuple(lanes), tuple(collectives))
 
@@ -206,16 +195,16 @@ def _split(raw: Any) -> Split | None:
     if not isinstance(raw, dict):
         return None
     keys = ("token_us", "compute_us", "wire_us", "wait_us", "rest_us")
-    vals = {k: _num(raw.get(k)) for k in keys}
+    vals = {k: finite(raw.get(k)) for k in keys}
     if any(v is None for v in vals.values()) or not isinstance(raw.get("tokens"), int):
         return None
     ar: dict[str, Any] = raw["allreduce"] if isinstance(raw.get("allreduce"), dict) else {}
     return Split(raw["tokens"], **{k: float(v or 0.0) for k, v in vals.items()},
-                 allreduce_calls=_num(ar.get("calls_per_token")),
-                 allreduce_us_per_call=_num(ar.get("us_per_call")),
-                 allreduce_wait_us_per_call=_num(ar.get("wait_us_per_call")),
-                 allreduce_wire_us_per_call=_num(ar.get("wire_us_per_call")),
-                 allreduce_share=_num(ar.get("share_of_token")),
+                 allreduce_calls=finite(ar.get("calls_per_token")),
+                 allreduce_us_per_call=finite(ar.get("us_per_call")),
+                 allreduce_wait_us_per_call=finite(ar.get("wait_us_per_call")),
+                 allreduce_wire_us_per_call=finite(ar.get("wire_us_per_call")),
+                 allreduce_share=finite(ar.get("share_of_token")),
                  ranks=len(raw["ranks"]) if isinstance(raw.get("ranks"), list) else 2)
 
 
@@ -244,7 +233,7 @@ def timeline_from(section: Any) -> Timeline | None:
                              else {})
     return Timeline(steps=steps, splits=splits, comm=str(section.get("comm", "?"))[:16],
                     alignment=str(clock.get("alignment", ""))[:300],
-                    sum_worst=_num(check.get("worst")),
+                    sum_worst=finite(check.get("worst")),
                     trace_file=str(trace.get("file", "trace.json"))[:64],
                     trace_note=str(trace.get("note", ""))[:300])
 

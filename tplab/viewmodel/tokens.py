@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tplab.records.events import Event
+from tplab.records.events import Event, PromptDoneEvent, TokenEvent
 
 MODES: tuple[str, ...] = ("single", "tp")
 
@@ -164,14 +164,6 @@ def share_text(share: float | None) -> str:
     return "" if share is None else f"AR {share:.0%}"
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
 class TokenFold:
     """Both decode modes' timings, folded from ``token`` and ``prompt_done`` events; what
     ``apply`` does not recognise it leaves alone and says so (returns False)."""
@@ -184,26 +176,18 @@ class TokenFold:
 
     def apply(self, ev: Event) -> bool:
         """Fold one event; True when it was a token or prompt_done event of a known mode."""
-        t = self.modes.get(ev.fields.get("mode", ""))
-        if t is None:
-            return False
-        if ev.type == "token":
-            ms = _num(ev.fields.get("ms"))
-            if ms is None:
-                return False
-            ar_ms = _num(ev.fields.get("ar_ms")) or 0.0
-            t.add(ms, ar_ms, pos=_int(ev.fields.get("pos")),
-                  ar_measured=ev.fields.get("ar_measured") is True,
-                  ms_instrumented=_num(ev.fields.get("ms_instrumented")))
-            t.prompt = _int(ev.fields.get("prompt"))
+        if isinstance(ev, TokenEvent):
+            t = self.modes[ev.mode]
+            t.add(ev.ms, ev.ar_ms, pos=ev.pos, ar_measured=ev.ar_measured,
+                  ms_instrumented=ev.ms_instrumented)
+            t.prompt = ev.prompt
             return True
-        if ev.type == "prompt_done":
-            t.prompts_done += 1
-            if t is self.modes["tp"]:
-                match = ev.fields.get("match")
-                if match is True:
+        if isinstance(ev, PromptDoneEvent) and ev.mode in self.modes:
+            self.modes[ev.mode].prompts_done += 1
+            if ev.mode == "tp":
+                if ev.match is True:
                     self.tp_matched += 1
-                elif match is False:
+                elif ev.match is False:
                     self.tp_mismatched += 1
             return True
         return False

@@ -21,8 +21,8 @@ from typing import AsyncIterator, cast
 
 import asyncssh
 
-from tplab.records.events import (Event, EventDecoder, EventError, decode_line, from_dict,
-                                  loads_strict)
+from tplab.records.events import (Event, EventDecoder, EventError, PhaseEvent, decode_line,
+                                  from_dict, loads_strict)
 from tplab.wire.remote import REMOTE_DIR
 
 
@@ -50,7 +50,6 @@ class FastDecoder(EventDecoder):
     def __init__(self, offset: int = 0) -> None:
         super().__init__(offset)
         self.last_raw = b""
-        self.bad_lines = 0
         self._skipping = False   # inside an oversized line: drop bytes up to its newline
 
     def feed(self, data: bytes) -> list[Event]:
@@ -150,7 +149,7 @@ def _accept(state: TailState, events: list[Event]) -> list[Event]:
             state.gaps += 1
         state.last_seq = ev.seq
         out.append(ev)
-    if any(ev.type == "phase" and ev.fields.get("name") == "finished" for ev in out):
+    if any(isinstance(ev, PhaseEvent) and ev.name == "finished" for ev in out):
         state.finished_seen_at = time.monotonic()
     return out
 

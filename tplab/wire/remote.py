@@ -25,6 +25,8 @@ from typing import Callable, Iterable, Sequence, cast
 
 import asyncssh
 
+from tplab.records import rank_traces
+
 
 #: the run directory, relative to the login home (works on real pods and the mock sandbox)
 REMOTE_DIR = "tplab-run"
@@ -339,20 +341,46 @@ FETCH_LIMITS = {"results.json": 8 << 20, "events.jsonl": 256 << 20, "trace.json"
                 "job.log": 16 << 20, "watchdog.log": 4 << 20, "guard.log": 1 << 20,
                 "exit_code": 64}
 DEFAULT_FETCH_LIMIT = 16 << 20
+#: the folders of each rank's own trace (``tplab.records.rank_traces``): only the files named
+#: as a rank's trace, plain files, gzip, each within ``rank_traces.FETCH_LIMIT``, at most
+#: ``rank_traces.MAX_RANKS`` a folder
+FETCH_FOLDERS = (rank_traces.TRACES_DIR, f"{rank_traces.TRACES_DIR}/{rank_traces.SINGLE_DIR}")
 _LOGS = (".log",)
+_GZIP = b"\x1f\x8b"
 
 
 @dataclass
 class Fetched:
     got: list[str] = field(default_factory=list)       # fetched whole
     trimmed: list[str] = field(default_factory=list)   # logs over their limit: the last part
-    refused: list[str] = field(default_factory=list)   # over the limit, not fetched
+    refused: list[str] = field(default_factory=list)   # over the limit (or not what it should
+                                                       # be), not fetched
+
+
+async def _read_at_most(sftp: asyncssh.SFTPClient, path: str, cap: int) -> bytes:
+    """Up to ``cap + 1`` bytes of a remote file: one more than allowed tells it grew past it."""
+    async with sftp.open(path, "rb") as fh:
+        return cast(bytes, await fh.read(cap + 1))
+
+
+async def _rank_trace_names(sftp: asyncssh.SFTPClient, folder: str) -> list[str]:
+    """The rank traces a pod folder holds: names as ``rank_traces`` makes them, plain files."""
+    try:
+        entries = await sftp.readdir(f"{REMOTE_DIR}/{folder}")
+    except (asyncssh.SFTPNoSuchFile, asyncssh.SFTPFailure, asyncssh.SFTPPermissionDenied):
+        return []
+    names = sorted(str(e.filename) for e in entries
+                   if rank_traces.rank_of_name(str(e.filename)) is not None
+                   and e.attrs.type == asyncssh.FILEXFER_TYPE_REGULAR)
+    return [f"{folder}/{n}" for n in names[:rank_traces.MAX_RANKS]]
 
 
 async def fetch(conn: asyncssh.SSHClientConnection, out_dir: Path,
                 names: Sequence[str] = FETCH_FILES,
-                limits: dict[str, int] | None = None) -> Fetched:
-    """Copy the run's files into ``out_dir`` within their size limits (missing ones skipped)."""
+                limits: dict[str, int] | None = None,
+                folders: Sequence[str] = ()) -> Fetched:
+    """Copy the run's files into ``out_dir`` within their size limits (missing ones skipped),
+    and each rank's own trace from ``folders`` (the run's whole fetch: ``FETCH_FOLDERS``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     limits = {**FETCH_LIMITS, **(limits or {})}
     result = Fetched()
@@ -364,16 +392,27 @@ async def fetch(conn: asyncssh.SSHClientConnection, out_dir: Path,
             except asyncssh.SFTPNoSuchFile:
                 continue
             cap = limits.get(name, DEFAULT_FETCH_LIMIT)
-            if size <= cap:
-                await sftp.get(path, str(out_dir / name))
+            data = await _read_at_most(sftp, path, cap) if size <= cap else None
+            if data is not None and len(data) <= cap:
+                (out_dir / name).write_bytes(data)
                 result.got.append(name)
             elif name.endswith(_LOGS):
+                size = max(size, (await sftp.stat(path)).size or 0)
                 async with sftp.open(path, "rb") as fh:
                     tail = cast(bytes, await fh.read(cap, size - cap))  # "rb": bytes
                 (out_dir / name).write_bytes(
                     f"[tplab: the first {size - cap} bytes of this {size}-byte log were not "
-                    "fetched]\n".encode() + tail)
+                    "fetched]\n".encode() + tail[:cap])
                 result.trimmed.append(name)
             else:
                 result.refused.append(name)
+        for folder in folders:
+            for rel in await _rank_trace_names(sftp, folder):
+                data = await _read_at_most(sftp, f"{REMOTE_DIR}/{rel}", rank_traces.FETCH_LIMIT)
+                if len(data) > rank_traces.FETCH_LIMIT or not data.startswith(_GZIP):
+                    result.refused.append(rel)
+                    continue
+                (out_dir / folder).mkdir(parents=True, exist_ok=True)
+                (out_dir / rel).write_bytes(data)
+                result.got.append(rel)
     return result

@@ -11,6 +11,7 @@ import time
 
 from rich.text import Text
 
+from tplab.records.untrusted import finite
 from tplab.viewmodel.past_labs import PastLab
 from tui.format import DASH, short_path
 
@@ -72,9 +73,10 @@ def _cell_len(cell: Text | str) -> int:
     return cell.cell_len if isinstance(cell, Text) else Text(cell).cell_len
 
 
-def _num(m: dict, key: str, fmt: str) -> str:
-    v = m.get(key)
-    return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else DASH
+def _figure(m: dict, key: str, fmt: str) -> str:
+    """A number of the manifest in ``fmt``, or a dash where it is none."""
+    v = finite(m.get(key))
+    return DASH if v is None else fmt.format(v)
 
 
 def detail(lab: PastLab) -> Text:
@@ -91,18 +93,18 @@ def detail(lab: PastLab) -> Text:
         t.append(f" — {lab.reason}")
     lines = [
         ("folder", short_path(str(lab.path))),
-        ("GPU", f"{lab.gpu or DASH}  {_num(m, 'usd_per_hr', '${:.3f}/h')}"),
+        ("GPU", f"{lab.gpu or DASH}  {_figure(m, 'usd_per_hr', '${:.3f}/h')}"),
         ("started", f"{m.get('start_ts') or DASH}"),
         ("ended", f"{m.get('end_ts') or DASH}"),
-        ("cost", f"{_num(m, 'actual_cost_usd', '${:.4f}')} actual · "
-                 f"{_num(m, 'estimated_cost_usd', '${:.4f}')} estimated"),
-        ("authorized", f"{_num(m, 'authorized_usd', '${:.2f}')} held by the ledger · "
-                       f"worst case {_num(m, 'worst_case_usd', '${:.2f}')}"),
-        ("per token", f"single {_num(m, 'single_gpu_per_token_ms', '{:.3f}')} ms · "
-                      f"TP {_num(m, 'tp_per_token_ms', '{:.3f}')} ms (uninstrumented) · "
-                      f"speedup {_num(m, 'speedup', '{:.2f}×')}"),
-        ("all-reduce", f"{_num(m, 'allreduce_ms_per_token', '{:.3f}')} ms/token · "
-                       f"comm/compute {_num(m, 'comm_compute_ratio', '{:.2f}')} "
+        ("cost", f"{_figure(m, 'actual_cost_usd', '${:.4f}')} actual · "
+                 f"{_figure(m, 'estimated_cost_usd', '${:.4f}')} estimated"),
+        ("authorized", f"{_figure(m, 'authorized_usd', '${:.2f}')} held by the ledger · "
+                       f"worst case {_figure(m, 'worst_case_usd', '${:.2f}')}"),
+        ("per token", f"single {_figure(m, 'single_gpu_per_token_ms', '{:.3f}')} ms · "
+                      f"TP {_figure(m, 'tp_per_token_ms', '{:.3f}')} ms (uninstrumented) · "
+                      f"speedup {_figure(m, 'speedup', '{:.2f}×')}"),
+        ("all-reduce", f"{_figure(m, 'allreduce_ms_per_token', '{:.3f}')} ms/token · "
+                       f"comm/compute {_figure(m, 'comm_compute_ratio', '{:.2f}')} "
                        "(instrumented TP pass)"),
         ("outputs", "TP == single ✓" if m.get("outputs_match") is True
          else "TP ≠ single ✗" if m.get("outputs_match") is False else DASH),

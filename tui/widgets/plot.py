@@ -24,6 +24,8 @@ import threading
 from typing import Any
 
 from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.strip import Strip
@@ -82,7 +84,7 @@ class ThreadedPlot(PlotextPlot):
         if y < len(self._strips):
             strip = self._strips[y]
             return strip if strip.cell_length == width else strip.adjust_cell_length(width)
-        return Strip.blank(width)
+        return Strip.blank(width, self.rich_style)  # a style, as Textual's filters need
 
     def on_resize(self) -> None:
         self._kick()
@@ -147,4 +149,7 @@ def _to_strips(text: Text, width: int, height: int) -> list[Strip]:
                       color_system="truecolor", legacy_windows=False)
     lines = console.render_lines(text, console.options.update(width=width, height=height),
                                  pad=True)
-    return [Strip(line, width) for line in lines[:height]]
+    # the padding comes without a style; Textual's filters (NO_COLOR's monochrome) need one
+    plain = Style.null()
+    return [Strip([seg if seg.style is not None else Segment(seg.text, plain, seg.control)
+                   for seg in line], width) for line in lines[:height]]

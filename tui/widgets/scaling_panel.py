@@ -69,8 +69,8 @@ Sweep = tuple[tuple[float, float, float], ...]
 
 def sweep_points(state: LabState) -> Sweep:
     """(d_model, single ms, tp ms) of each d_model sweep point received so far, in order."""
-    return tuple((float(p["d_model"]), float(p["single_ms"]), float(p["tp_ms"]))
-                 for p in getattr(state, "sweep_points", ()) if p.get("outputs_match"))
+    return tuple((float(p.d_model), float(p.single_ms), float(p.tp_ms))
+                 for p in state.sweep_points if p.outputs_match)
 
 
 def sweep_crossover(sweep: Sweep) -> float | None:

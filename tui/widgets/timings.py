@@ -17,6 +17,7 @@ from typing import Any
 from rich.text import Text
 
 from tplab.viewmodel.fold import LabState
+from tplab.records.untrusted import finite
 from tui.format import DASH, ms, ratio
 from tui.widgets.panel import StatePanel, rows
 
@@ -27,7 +28,7 @@ def _res(results: dict[str, Any] | None, mode: str, key: str) -> float | None:
         v = (results or {})[mode]["per_token_ms"][key]
     except (KeyError, TypeError):
         return None
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return finite(v)
 
 
 def _top(results: dict[str, Any] | None, *keys: str) -> Any:
@@ -70,9 +71,8 @@ def _instrumented_ms(state: LabState) -> float | None:
         v = (state.results or {})["tp"]["instrumented_per_token_ms"]["mean"]
     except (KeyError, TypeError):
         v = None
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if state.results:
+    if finite(v) is not None or state.results:
+        return finite(v)
         return None
     t = state.timings["tp"]
     return t.ar_measured_token_ms / t.ar_measured_count if t.ar_measured_count else None
