@@ -347,7 +347,7 @@ def end_row(root: Path, provider: str, area: str, case: str, faults: dict, gone:
     """`tplab terminate ID` (its default bound, or ``--timeout bound_s``) on a pod under
     ``faults``, timed from the command to its exit: gone within ``limit_s`` (``gone``), or
     one sentence saying what is known within it; in both, a line at least every few seconds
-    while it lasts, and no HTML in what it said."""
+    once the end began (``SAY_EVERY_S`` + 2 s), and no HTML in what it said."""
     from tplab.lab.ending import SAY_EVERY_S
     w = Worker(root / f"end-{len(list(root.glob('end-*')))}", provider=provider)
     w.start()
@@ -372,9 +372,11 @@ def end_row(root: Path, provider: str, area: str, case: str, faults: dict, gone:
         took = time.monotonic() - t0
         err = "".join(lines)
         PRINTED.extend([out, err])
-        marks = [0.0, *stamps[:-1], took] if gone else [0.0, *stamps]
+        # once the end began (its first line, said at once), the longest silence until the
+        # command's last word (the interpreter's start before it is not the end's)
+        marks = [*stamps, took] if gone else stamps
         gap = max((b - a for a, b in zip(marks, marks[1:])), default=0.0)
-        quiet = took <= SAY_EVERY_S + 1 or gap <= SAY_EVERY_S + 2
+        quiet = bool(stamps) and gap <= SAY_EVERY_S + 2
         html = any(t in out + err for t in ("<html", "<script", "</"))
         if gone:
             ok = proc.returncode == 0 and f"{pod}: gone" in out and took <= limit_s
@@ -386,7 +388,7 @@ def end_row(root: Path, provider: str, area: str, case: str, faults: dict, gone:
         ok = ok and quiet and not html
         note = "" if ok else (f"rc {proc.returncode}; longest silence {gap:.1f} s; "
                               f"{'HTML said; ' if html else ''}{(err or out).strip()[-150:]}")
-        return Row(area, case, f"{figure}, {len(lines)} lines (silent <= {gap:.1f} s)",
+        return Row(area, case, f"{figure}, {len(lines)} lines, silent <= {gap:.1f} s",
                    f"{'gone' if gone else 'a sentence'} <= {limit_s:.0f} s", ok, note)
     finally:
         w.cloud.set_faults(**_defaults(provider, faults))

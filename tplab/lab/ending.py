@@ -41,8 +41,9 @@ from tplab.keys.redact import one_line
 
 #: the whole end's bound, unless told otherwise
 END_BOUND_S = 240.0
-#: a line to the user at least this often while an end lasts
-SAY_EVERY_S = 5.0
+#: a line to the user at least this often while an end lasts; with ``announce``, the first
+#: (what it will do, for how long) after this, unless the end is over by then
+SAY_EVERY_S, ANNOUNCE_AFTER_S = 5.0, 1.0
 #: the wait between polls: the first, its growth, its ceiling
 POLL_FIRST_S, POLL_GROWTH, POLL_CEILING_S = 0.2, 1.5, 3.0
 #: an accepted end call is sent again every this many polls while the pod stays
@@ -154,9 +155,10 @@ class PodEnd:
     def __init__(self, provider: Provider, pod_id: str, *, bound_s: float = END_BOUND_S,
                  say: Callable[[str], None] | None = None, say_every_s: float = SAY_EVERY_S,
                  noun: str = "pod", verb: str = "terminate",
-                 on_accepted: Callable[[], None] | None = None) -> None:
+                 on_accepted: Callable[[], None] | None = None, announce: bool = False) -> None:
         self.provider, self.pod_id = provider, pod_id
         self.on_accepted = on_accepted
+        self.announce = announce  # say at once what it will do and for how long
         self.bound_s = bound_s
         self.say = say or (lambda line: None)
         self.say_every_s = say_every_s
@@ -169,6 +171,11 @@ class PodEnd:
         return max(0.0, self._deadline - time.monotonic())
 
     async def _speak(self) -> None:
+        if self.announce:  # what it will do and for how long, unless it is over within a second
+            await asyncio.sleep(min(ANNOUNCE_AFTER_S, self.say_every_s))
+            self.say(f"ending {self.noun} {self.pod_id}: {self.verb} calls and looks until the "
+                     f"provider shows it gone, for {self.bound_s:.0f} s at most (a line every "
+                     f"{self.say_every_s:.0f} s while it lasts)")
         while True:
             await asyncio.sleep(self.say_every_s)
             self.say(f"ending {self.noun} {self.pod_id}: {self.doing}; "
@@ -268,8 +275,10 @@ def cloud_words(provider: Provider) -> tuple[str, str]:
 async def end_pod_within(provider: Provider, pod_id: str, bound_s: float = END_BOUND_S,
                          say: Callable[[str], None] | None = None,
                          say_every_s: float = SAY_EVERY_S,
-                         on_accepted: Callable[[], None] | None = None) -> EndReport:
+                         on_accepted: Callable[[], None] | None = None,
+                         announce: bool = False) -> EndReport:
     """End ``pod_id`` on ``provider`` within ``bound_s`` (``PodEnd``), in the cloud's words."""
     noun, verb = cloud_words(provider)
     return await PodEnd(provider, pod_id, bound_s=bound_s, say=say, say_every_s=say_every_s,
-                        noun=noun, verb=verb, on_accepted=on_accepted).run()
+                        noun=noun, verb=verb, on_accepted=on_accepted,
+                        announce=announce).run()

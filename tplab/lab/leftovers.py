@@ -208,7 +208,8 @@ async def end_pod(provider: Provider, pod_id: str, mock: bool,
     # the labs that were running when their pod was marked: each settles its own hold, maybe
     # before the pod is verified gone here, and the user is told so either way
     running = {rec.lab_id for rec in marked if rec.auth_id and client_alive(rec)}
-    report = await end_pod_within(provider, pod_id, timeout_s, say=say)
+    report = await end_pod_within(provider, pod_id, timeout_s, say=say,
+                                  announce=say is not None)
     if report.key_refused:
         raise AuthError(report.key_refused)
     settled: list[str] = []

@@ -12,6 +12,7 @@ image can run the job on the lab's GPU and on the hosts the provider offers. Eac
 from __future__ import annotations
 
 import asyncio
+import functools
 import shlex
 from pathlib import Path
 
@@ -114,11 +115,17 @@ def open_budget(ctx: LabContext) -> Caps:
 
 
 async def check_leftovers(ctx: LabContext) -> None:
-    """Warn about pods of earlier labs still alive; refuse to start beside them (headless)."""
+    """Warn about pods of earlier labs still alive; refuse to start beside them (headless). A
+    pod an earlier lab could not prove gone that the provider now shows gone has that lab's
+    hold settled here, at what it billed (said in the log)."""
     cfg = ctx.config
     assert ctx.provider is not None
-    found = await asyncio.to_thread(leftovers.live_pods, ctx.provider, cfg.mock,
-                                    exclude_pod=ctx.facts.pod.id, exclude_lab=ctx.facts.lab_id)
+    settled: list[str] = []  # holds of ended labs whose pods the listing now shows gone
+    found = await asyncio.to_thread(functools.partial(
+        leftovers.live_pods, ctx.provider, cfg.mock, exclude_pod=ctx.facts.pod.id,
+        exclude_lab=ctx.facts.lab_id, settled=settled))
+    for note in settled:
+        ctx.stream.log(note)
     if not found:
         return
     desc = leftovers.describe(found)
