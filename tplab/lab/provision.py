@@ -237,11 +237,11 @@ async def boot(ctx: LabContext) -> PodInfo:
         if info.state.upper() == "ERROR":
             raise LabStop(FAILED, f"the pod {pod.id} went ERROR while booting "
                           f"({info.note or _label(ctx) + ' could not start its container'}); "
-                          "it is terminated now")
+                          "the lab terminates it")
         if info.state.upper() == INTERRUPTED:
             raise LabStop(LAB_INTERRUPTED, f"spot interruption while booting: the pod {pod.id} went "
-                          f"{info.state} ({info.note or 'its provider took it back'}); it is "
-                          "terminated now")
+                          f"{info.state} ({info.note or 'its provider took it back'}); the lab "
+                          "terminates it")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":
             outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
             if outside:  # `tplab terminate` from another shell: the user's own stop
@@ -258,7 +258,7 @@ async def boot(ctx: LabContext) -> PodInfo:
             if info.state.upper() == "RUNNING" and info.ssh is None:
                 raise LabStop(FAILED, f"the pod {pod.id} was running but never got a public SSH "
                               f"port within {cfg.boot_timeout_s:.0f} s, so the lab cannot reach "
-                              "it; it is terminated now (try another GPU type or region)")
+                              "it; the lab terminates it (try another GPU type or region)")
             raise LabStop(FAILED, f"the pod {pod.id} was not ready within "
                           f"{cfg.boot_timeout_s:.0f} s")
         # quick at first (the mock boots in a second), then every 2 s: a real pod pulls its
