@@ -8,8 +8,13 @@ canary), and says pass or fail against its bound:
   signal until the cloud shows no live pod (SIGHUP: the client's own teardown; SIGKILL: the
   pod's boot guard or its watchdog, the client can do nothing);
 - SSH dropped 10 times during a run: job events lost and repeated;
-- every API route answering 5xx, 429, or too late (a timeout); terminate failing 3 times; a
-  create that answers 500 after making the pod; a terminate that lingers;
+- every API route answering 5xx (as the API's JSON, or a proxy's HTML page), 429, or too late
+  (a timeout); terminate failing 3 times; a create that answers 500 after making the pod; a
+  terminate that lingers, and one accepted and never done (the hold stays held until a retry
+  proves the pod gone, then it is settled at what the pod billed);
+- the end as a user runs it (`tplab terminate ID`, benchmarks/fault_trials.py ``end_rows``):
+  eight 429s on terminate (gone within 150 s), 500 pages, a terminate never done and a hung
+  API (one sentence within 300 s), a line at least every few seconds while it lasts;
 - a full disk under stream.jsonl (it is /dev/full);
 - afterwards, each ledger: nothing over the cap, no hold left without a pod (after the
   `tplab terminate --all` a user would run);
@@ -26,7 +31,8 @@ canary), and says pass or fail against its bound:
 
 The test suite runs ``--quick --provider vast`` (tests/lab/test_fault_suite.py); the quick RunPod
 rows, Vast's outbid and failed bid are asserted in tests/lab's scenario labs (marked there
-"-- fault suite").
+"-- fault suite"), the end's rows at a tenth of Vast's limits and with short bounds in
+tests/lab/test_ending.py, the never-done terminate in tests/lab/test_lab_stops_e2e.py.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.fault_trials import (CANARY, PHASES, PRINTED, Row, Worker,  # noqa: E402
-                                     fault_lab, lab_config, run_lab, run_signal_trials,
+                                     end_rows, fault_lab, held_then_retried, lab_config,
+                                     no_html, print_table, run_lab, run_signal_trials,
                                      terminate_all)
 
 def ssh_drops(root: Path, drops: int = 10) -> Row:
@@ -168,7 +175,13 @@ def api_cases(quick: bool) -> list[tuple[str, str, dict, str, dict]]:
         ("API timeout", "every read route + DELETE, 2 each (answers after 3 s, client gives "
          "up at 2 s)", {"http_delay": {**{r: 2 for r in reads}, "DELETE /v2/pods/{id}": 2},
                         "delay_s": 3.0}, "COMPLETE", {"client_timeout_s": 2.0}),
+        ("API 5xx", "every read route + DELETE, 2 each, as a proxy's HTML page", {"http_500": {
+            **{r: 2 for r in reads}, "DELETE /v2/pods/{id}": 2}, "error_page": True},
+         "COMPLETE", {"check": no_html}),
         ("terminate", "fails 3 times", {"terminate_fail_n": 3}, "COMPLETE", {}),
+        ("terminate", "accepted, never done: the hold stays until a retry proves it gone",
+         {"terminate_lingers": -1}, "FAILED",
+         {"end_bound_s": 10.0, "check": held_then_retried({"terminate_lingers": 0})}),
         ("terminate", "lingers 6 polls after it is accepted", {"terminate_lingers": 6},
          "COMPLETE", {}),
         ("create", "answers 500 after making the pod (ambiguous)",
@@ -209,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         for area, case, faults, expect, kw in api_cases(args.quick and only is None):
             if only is None or area.startswith(only):
                 rows.append(fault_lab(root, area, case, faults, expect, **kw))
+        if not args.quick or (only or "").startswith("end"):  # the end, as a user runs it
+            rows += end_rows(root, "runpod", only)
         if only is None:
             rows.append(disk_full(root))
     if args.provider in ("vast", "both"):
@@ -216,16 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += vast_rows(root, args.quick, args.reps, args.workers, only)
     rows.append(ledgers(root))
     rows.append(canary(root, PRINTED))
-    width = max(len(f"{r.area}: {r.case}") for r in rows)
-    print(f"\n{'fault':<{width}}  {'figure':<34} {'bound':<22} result")
-    for r in rows:
-        print(f"{r.area + ': ' + r.case:<{width}}  {r.figure:<34} {r.bound:<22} "
-              f"{'pass' if r.ok else 'FAIL'}" + (f"  ({r.note})" if r.note else ""))
-    failed = sum(not r.ok for r in rows)
-    print(f"\n{len(rows) - failed} of {len(rows)} rows pass, in {time.monotonic() - t0:.0f} s "
-          f"(work dir {root})")
-    return 1 if failed else 0
-
+    return print_table(rows, t0, root)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,11 +13,19 @@ deprecated, an SSH session has none of the container's variables, 429s carry no 
   the ledger settled with what those seconds cost;
 - the deprecated v0 list, with 30 other instances ahead of the lab's (two pages of the v1
   list): the lab lists through v1 only, to the last page;
-- 429 "API requests too frequent" and 5xx on every route the lab calls, and Vast's own rate
+- 429 "API requests too frequent" and 5xx (Vast's JSON, or a proxy's HTML page) on every route
+  the lab calls, and Vast's own rate
   limits (a minimum interval per endpoint and key, no Retry-After; on by default, read from
   Vast's per-endpoint data): at the service's own the lab meets no 429 (it paces its calls),
   with the limits doubled it learns from the 429s and completes; a destroy that lingers: the
-  lab waits until show and list say gone;
+  lab waits until show and list say gone; one accepted and never done, its record saying
+  destroyed while the machine runs: never called gone, the hold kept until a retry proves it;
+  a failed bid whose instance is never destroyed: the last sentence says what is left;
+- the end as a user runs it (`tplab terminate ID`): eight 429s on destroy at Vast's own
+  limits (gone within 150 s), 500 pages, destroys answered ``success: false``, a
+  destroyed-but-running record, a hung API (one sentence within 300 s);
+- offers: the cheap hosts that do not say their CUDA are taken after every known fit; a
+  create refused as ``invalid_args`` is said as that, never as "no spot";
 - Vast as it answers beyond its document: its input limits (the boot guard in variables of
   at most 256 characters, started with the instance), a refused key (404 auth_error: one
   sentence, nothing rented), a market of 209 offers in the server's own order (the cheapest
@@ -32,11 +40,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
-from benchmarks.fault_trials import (CANARY, HEARTBEAT_S, PHASES, PRINTED, Row, Worker, fault_lab,
-                                     quiet_for, run_signal_trials, terminate_all)
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.fault_trials import (CANARY, HEARTBEAT_S, PHASES, PRINTED, Row,  # noqa: E402
+                                     Worker, both, end_rows, fault_lab, held_then_retried,
+                                     no_html, quiet_for, run_signal_trials, said,
+                                     terminate_all)
 
 ROUTES = ["POST /api/v0/bundles", "GET /api/v0/instances/{id}", "GET /api/v1/instances",
           "GET /api/v0/charges", "GET /api/v0/users/current", "DELETE /api/v0/instances/{id}",
@@ -90,14 +105,6 @@ def _paced(w: Worker, outcome) -> tuple[bool, str]:
     return limited == 0 and -1 <= late <= 5, f"{limited} x 429, guard +{late:.0f} s"
 
 
-def _said(*needles: str):
-    def check(w: Worker, outcome) -> tuple[bool, str]:
-        missing = [n for n in needles if n not in (outcome.out_dir / "stream.jsonl").read_text()
-                   and n not in outcome.reason]
-        return not missing, "said" if not missing else f"missing {missing}"
-    return check
-
-
 def _cheapest(w: Worker, outcome) -> tuple[bool, str]:
     made = [p for p in w.cloud.pods() if str(p["label"]).startswith("tplab-")]
     ask = made[0]["askId"] if made else None
@@ -142,31 +149,48 @@ def vast_cases(quick: bool) -> list[tuple[str, str, dict, str, dict]]:
          {"rate_scale": RATE_SCALE}, "COMPLETE", {"check": _rate_limited}),
         ("vast 5xx", "every route the lab calls, 2 each", {"http_500": {
             r: 2 for r in ROUTES if r != "PUT /api/v0/asks/{id}"}}, "COMPLETE", {}),
+        ("vast 5xx", "every route the lab calls, 2 each, as a proxy's HTML page", {"http_500": {
+            r: 2 for r in ROUTES if r != "PUT /api/v0/asks/{id}"}, "error_page": True},
+         "COMPLETE", {"check": no_html}),
         ("vast destroy", "lingers 6 reads after it is accepted", {"destroy_lingers": 6},
          "COMPLETE", {}),
+        ("vast destroy", "accepted, never done, the record intended destroyed while it runs: "
+         "the hold stays until a retry proves it gone",
+         {"destroy_lingers": -1, "destroy_intent_shown": True}, "FAILED",
+         {"end_bound_s": 10.0, "check": held_then_retried({"destroy_lingers": 0,
+                                                           "destroy_intent_shown": False})}),
+        ("vast bid", "fails, and its instance's destroy is never done", {
+            "failed_bid_n": 1, "destroy_lingers": -1}, "EDUCATIONAL_STUB",
+         {"end_bound_s": 10.0, "check": both(
+             said("left instance", "NOT proven gone", absent=("nothing",)),
+             held_then_retried({"destroy_lingers": 0}))}),
+        ("vast offers", "the cheap hosts do not say their CUDA (cuda_max_good missing)",
+         {"cuda_unknown": True}, "COMPLETE", {"check": _cheapest}),
+        ("vast create", "refused as invalid_args", {"create_invalid_args": 1}, "FAILED",
+         {"check": said("invalid_args", absent=("--on-demand", "no spot"))}),
         ("vast key", "refused as Vast answers it (404 auth_error)", {"key_refused": "revoked"},
-         "FAILED", {"check": _said("refused the API key from")}),
+         "FAILED", {"check": said("refused the API key from")}),
         ("vast key", "deleted (401) / 2FA session expired (404)", {"key_refused": "session"},
-         "FAILED", {"check": _said("Session expired")}),
+         "FAILED", {"check": said("Session expired")}),
         ("vast market", "209 offers, the cheapest that fits far down Vast's own order", {},
          "COMPLETE", {"check": _cheapest}),
         ("vast offer", "taken (410), then its quote stale (400)", {"offer_taken": [410, 400]},
-         "COMPLETE", {"check": _said("HTTP 410 no_such_ask", "HTTP 400 invalid_price")}),
+         "COMPLETE", {"check": said("HTTP 410 no_such_ask", "HTTP 400 invalid_price")}),
         ("vast offer", "taken at every try (404, 410, 410)", {"offer_taken": [404, 410, 410]},
-         "EDUCATIONAL_STUB", {"check": _said("would not rent any of the 3 cheapest")}),
+         "EDUCATIONAL_STUB", {"check": said("would not rent any of the 3 cheapest")}),
         ("vast state", "a destroyed record (not null)", {"destroyed_records": True},
          "COMPLETE", {}),
         ("vast state", "stopped intent while it comes up", {"stopped_while_loading": True},
-         "FAILED", {"check": _said("set it to stop while it was coming up")}),
+         "FAILED", {"check": said("set it to stop while it was coming up")}),
         ("vast state", "created with an OCI runtime error", {"oci_error": True}, "FAILED",
-         {"check": _said("OCI runtime create failed")}),
+         {"check": said("OCI runtime create failed")}),
         ("vast state", "restarting 3 s on the way up", {"restarting_s": 3.0}, "COMPLETE", {}),
         ("vast state", "outbid mid-run, reported as a stopped intent",
          {"outbid_after_s": 8.0, "outbid_resume_s": -1, "outbid_as_stopped": True},
          "INTERRUPTED", {"num_prompts": 6, "new_tokens": 64, "status_poll_s": 0.5}),
         ("vast ssh", "direct port never answers, padded address: the proxy",
          {"direct_port_blocked": True, "padded_ipaddr": True}, "COMPLETE",
-         {"direct_ssh_s": 5.0, "check": _said("connecting through Vast.ai's SSH proxy")}),
+         {"direct_ssh_s": 5.0, "check": said("connecting through Vast.ai's SSH proxy")}),
         ("vast money", "the balance is credit (balance is not)", {}, "COMPLETE",
          {"check": _credit}),
     ]
@@ -229,4 +253,23 @@ def vast_rows(root: Path, quick: bool, reps: int, workers: int,
     for area, case, faults, expect, kw in vast_cases(quick and only is None):
         if only is None or area.startswith(only):
             rows.append(fault_lab(root, area, case, faults, expect, provider="vast", **kw))
+    if not quick or (only or "").startswith("vast end"):  # the end, as a user runs it
+        rows += end_rows(root, "vast", only)
     return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The Vast rows alone: ``fault_suite.py --provider vast`` (its flags), run as that
+    script (this module is what it imports: importing it back would be a circle)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print("usage: fault_suite_vast.py [fault_suite.py's flags]\n\n" + __doc__.split(
+            "\n\n")[0] + "\n\nRuns benchmarks/fault_suite.py --provider vast with the flags "
+              "given (--quick, --reps, --workers, --keep, --rows AREA); see its --help.")
+        return 0
+    suite = Path(__file__).resolve().parent / "fault_suite.py"
+    os.execv(sys.executable, [sys.executable, str(suite), "--provider", "vast", *args])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -214,7 +214,7 @@ def lab_config(w: Worker, name: str, **kw):
                 new_tokens=16, warmup=1,
                 sweep=False, out_dir=w.root / name, heartbeat_interval_s=1.0,
                 heartbeat_timeout_s=HEARTBEAT_S, guard_first_heartbeat_s=GUARD_S,
-                create_lookup_s=5.0, verify_timeout_s=20.0)
+                create_lookup_s=5.0, end_bound_s=20.0)
     base.update(kw)
     return LabConfig(**base)
 
@@ -261,3 +261,213 @@ def fault_lab(root: Path, area: str, case: str, faults: dict, expect: str,
     finally:
         terminate_all(w)
         w.stop()
+
+
+# ------------------------------------------------------------------ checks a lab row shares
+
+def said(*needles: str, absent: tuple[str, ...] = ()):
+    """A row's check: each needle is in the lab's stream or its last sentence, no ``absent``."""
+    def check(w: Worker, outcome) -> tuple[bool, str]:
+        text = (outcome.out_dir / "stream.jsonl").read_text() + outcome.reason
+        missing = [n for n in needles if n not in text]
+        found = [a for a in absent if a in text]
+        ok = not missing and not found
+        return ok, "said" if ok else f"missing {missing}, found {found}"
+    return check
+
+
+def both(*checks):
+    """A row's check that passes when every one of ``checks`` does (their figures joined)."""
+    def check(w: Worker, outcome) -> tuple[bool, str]:
+        results = [c(w, outcome) for c in checks]
+        return all(ok for ok, _ in results), "; ".join(fig for _, fig in results)
+    return check
+
+
+def no_html(w: Worker, outcome) -> tuple[bool, str]:
+    """The provider's 500 pages reached the user as words, never as HTML."""
+    text = (outcome.out_dir / "stream.jsonl").read_text() + outcome.reason
+    tags = [t for t in ("<html", "<script", "<!DOCTYPE", "</") if t in text]
+    return not tags, "no HTML" if not tags else f"HTML in the stream: {tags}"
+
+
+def held_then_retried(clear: dict):
+    """A row's check for a pod its lab could not prove gone: the lab's authorization still
+    held for it, nothing spent, the last sentence naming it and the command to retry; then,
+    with the fault cleared (``clear``), that command run as a user would: gone, and the hold
+    settled at what the pod billed."""
+    def check(w: Worker, outcome) -> tuple[bool, str]:
+        from tplab.money.budget import BudgetGuard, default_ledger_path
+        guard = BudgetGuard(default_ledger_path(mock=True), 100.0)
+        held, spent = guard.held, guard.total_spent
+        pod = outcome.pod_id
+        named = pod is not None and f"{pod} is NOT proven gone" in outcome.reason \
+            and f"tplab terminate {pod}" in outcome.reason
+        w.cloud.set_faults(**clear)
+        out = subprocess.run([sys.executable, "-m", "tplab", "terminate", str(pod), "--mock",
+                              "--api-url", w.cloud.api_url, "--provider", w.provider],
+                             cwd=REPO, env=w.env(), capture_output=True, text=True, timeout=300)
+        PRINTED.extend([out.stdout, out.stderr])
+        after = BudgetGuard(default_ledger_path(mock=True), 100.0)
+        ok = (held > 0 and spent == 0 and named and out.returncode == 0
+              and after.held == 0 and after.total_spent > 0)
+        return ok, (f"${held:.2f} held, then ${after.total_spent:.4f} billed by the retry"
+                    if ok else f"held ${held:.2f}, spent ${spent:.4f}, named {named}, retry "
+                    f"rc {out.returncode}: {out.stderr.strip()[-120:]}")
+    return check
+
+
+# ------------------------------------------------------------------ the end, as a user runs it
+
+def _make_pod(w: Worker) -> str:
+    """A pod on the worker's cloud, made outside any lab (the end is what is measured)."""
+    if w.provider == "vast":
+        from tests.mock.vast_helpers import create
+        status, body = create(w.cloud, "tplab-end-row")
+        assert status == 200 and body.get("success"), body
+        return str(body["new_contract"])
+    from tests.mock.helpers import new_key, spec
+    from tplab.cloud.registry import provider_for
+    return provider_for("runpod", CANARY, w.cloud.api_url).create(spec(new_key(), spot=False)).id
+
+
+def _defaults(provider: str, names) -> dict:
+    """The fault switches ``names`` as they are when off."""
+    if provider == "vast":
+        from tplab.mock.vast_mock.fault_switches import VastFaults
+        off = VastFaults().to_dict()
+    else:
+        from tplab.mock.runpod_mock.faults import Faults
+        off = Faults().to_dict()
+    return {k: off[k] for k in names}
+
+
+def end_row(root: Path, provider: str, area: str, case: str, faults: dict, gone: bool,
+            limit_s: float, bound_s: float | None = None) -> Row:
+    """`tplab terminate ID` (its default bound, or ``--timeout bound_s``) on a pod under
+    ``faults``, timed from the command to its exit: gone within ``limit_s`` (``gone``), or
+    one sentence saying what is known within it; in both, a line at least every few seconds
+    once the end began (``SAY_EVERY_S`` + 2 s), and no HTML in what it said."""
+    from tplab.lab.ending import SAY_EVERY_S
+    w = Worker(root / f"end-{len(list(root.glob('end-*')))}", provider=provider)
+    w.start()
+    try:
+        pod = _make_pod(w)
+        w.cloud.set_faults(**faults)
+        argv = [sys.executable, "-m", "tplab", "terminate", pod, "--mock", "--api-url",
+                w.cloud.api_url, "--provider", provider]
+        if bound_s is not None:
+            argv += ["--timeout", f"{bound_s:g}"]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=REPO, env=w.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        stamps: list[float] = []
+        lines: list[str] = []
+        assert proc.stderr is not None
+        for line in proc.stderr:   # the command's lines as they come, stamped
+            stamps.append(time.monotonic() - t0)
+            lines.append(line)
+        out = proc.stdout.read() if proc.stdout else ""
+        proc.wait(60)
+        took = time.monotonic() - t0
+        err = "".join(lines)
+        PRINTED.extend([out, err])
+        # once the end began (its first line, said at once), the longest silence until the
+        # command's last word (the interpreter's start before it is not the end's)
+        marks = [*stamps, took] if gone else stamps
+        gap = max((b - a for a, b in zip(marks, marks[1:])), default=0.0)
+        quiet = bool(stamps) and gap <= SAY_EVERY_S + 2
+        html = any(t in out + err for t in ("<html", "<script", "</"))
+        if gone:
+            ok = proc.returncode == 0 and f"{pod}: gone" in out and took <= limit_s
+            figure = f"gone in {took:.0f} s"
+        else:
+            ok = (proc.returncode == 1 and "NOT proven gone" in err and pod in err
+                  and f"tplab terminate {pod}" in err and took <= limit_s)
+            figure = f"the sentence at {took:.0f} s"
+        ok = ok and quiet and not html
+        note = "" if ok else (f"rc {proc.returncode}; longest silence {gap:.1f} s; "
+                              f"{'HTML said; ' if html else ''}{(err or out).strip()[-150:]}")
+        return Row(area, case, f"{figure}, {len(lines)} lines, silent <= {gap:.1f} s",
+                   f"{'gone' if gone else 'a sentence'} <= {limit_s:.0f} s", ok, note)
+    finally:
+        w.cloud.set_faults(**_defaults(provider, faults))
+        terminate_all(w)
+        w.stop()
+
+
+def end_cases(provider: str) -> list[tuple[str, str, dict, bool, float, float | None]]:
+    """The end's rows of one cloud: (area, case, faults, gone, limit_s, --timeout or None)."""
+    if provider == "vast":
+        destroy, reads = "DELETE /api/v0/instances/{id}", ("GET /api/v0/instances/{id}",
+                                                            "GET /api/v1/instances")
+        return [
+            ("vast end", "8 x 429 on destroy, at Vast's own limits", {"http_429": {destroy: 8}},
+             True, 150.0, None),
+            ("vast end", "destroy and every look answer 500 pages, 5 each",
+             {"http_500": {destroy: 5, **{r: 5 for r in reads}}, "error_page": True}, True,
+             150.0, None),
+            ("vast end", "destroy answered success: false, 3 times", {"destroy_refused_n": 3},
+             True, 150.0, None),
+            ("vast end", "destroyed-but-running: intended destroyed, actual running, never done",
+             {"destroy_lingers": -1, "destroy_intent_shown": True}, False, 60.0, 30.0),
+            ("vast end", "a hung API: destroy and every look held 330 s",
+             {"http_delay": {destroy: 999, **{r: 999 for r in reads}}, "delay_s": 330.0},
+             False, 300.0, None),
+        ]
+    delete, reads = "DELETE /v2/pods/{id}", ("GET /v2/pods/{id}", "GET /v2/pods")
+    return [
+        ("end", "8 x 429 on terminate (Retry-After 1 s)", {"http_429": {delete: 8}}, True,
+         150.0, None),
+        ("end", "terminate and every look answer 500 pages, 5 each",
+         {"http_500": {delete: 5, **{r: 5 for r in reads}}, "error_page": True}, True, 150.0,
+         None),
+        ("end", "terminate accepted, never done", {"terminate_lingers": -1}, False, 60.0, 30.0),
+        ("end", "a hung API: terminate and every look held 330 s",
+         {"http_delay": {delete: 999, **{r: 999 for r in reads}}, "delay_s": 330.0}, False,
+         300.0, None),
+    ]
+
+
+def end_rows(root: Path, provider: str, only: str | None = None) -> list[Row]:
+    return [end_row(root, provider, *case) for case in end_cases(provider)
+            if only is None or case[0].startswith(only)]
+
+
+def print_table(rows: list[Row], t0: float, root: Path) -> int:
+    """The table every fault script prints; 1 when a row failed."""
+    width = max(len(f"{r.area}: {r.case}") for r in rows)
+    print(f"\n{'fault':<{width}}  {'figure':<34} {'bound':<22} result")
+    for r in rows:
+        print(f"{r.area + ': ' + r.case:<{width}}  {r.figure:<34} {r.bound:<22} "
+              f"{'pass' if r.ok else 'FAIL'}" + (f"  ({r.note})" if r.note else ""))
+    failed = sum(not r.ok for r in rows)
+    print(f"\n{len(rows) - failed} of {len(rows)} rows pass, in {time.monotonic() - t0:.0f} s "
+          f"(work dir {root})")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The end's rows alone: `tplab terminate` against each fault of the end, timed."""
+    import argparse
+    import tempfile
+    p = argparse.ArgumentParser(description="The fault suite's end rows alone: `tplab "
+                                "terminate` on a pod of a mock cloud under each fault of the "
+                                "end (429 bursts, 500 pages, refused and unfinished destroys, "
+                                "a hung API), timed against the bars (gone <= 150 s, a "
+                                "sentence <= 300 s). The whole suite: benchmarks/fault_suite.py.")
+    p.add_argument("--provider", choices=("runpod", "vast", "both"), default="both")
+    p.add_argument("--rows", metavar="AREA", help="only the rows whose area starts with AREA")
+    p.add_argument("--keep", metavar="DIR", help="work here and keep everything")
+    args = p.parse_args(argv)
+    root = Path(args.keep or tempfile.mkdtemp(prefix="tplab-end-"))
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    rows: list[Row] = []
+    for provider in (("runpod", "vast") if args.provider == "both" else (args.provider,)):
+        rows += end_rows(root, provider, args.rows)
+    return print_table(rows, t0, root) if rows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,7 +4,9 @@ Each mutant is one small edit to a copy of this checkout (the working tree as it
 and untracked files, never the checkout itself) that breaks a promise tplab makes about money
 or pods: "verified gone" without asking, a verify that gives up after one look, a reconnect
 that re-reads the event file from byte 0, a lab-cap stop that never fires, wrong manifest
-values, a ledger without its lock, ... For each, the tests named beside it run against the
+values, a ledger without its lock, ``--provider auto`` picking over the lab cap, a 429 on
+destroy taken for a destroy, the hold released before the pod is proven gone, ... For each, the
+tests named beside it run against the
 mutated copy; the mutant must make at least one of them fail. Prints one row per mutant and
 exits 1 if any mutant survived.
 
@@ -37,15 +39,16 @@ class Mutant:
 
 
 UNITS = "tests/lab/test_teardown_units.py"
+ENDING = "tests/lab/test_ending.py"
 E2E = "tests/lab/test_lab_e2e.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("verified_gone forced to true", "tplab/lab/teardown.py",
-           "pod.verified_gone = pod.proof.gone", "pod.verified_gone = True",
+           "pod.verified_gone = report.gone", "pod.verified_gone = True",
            (f"{UNITS}::test_a_pod_that_never_goes_is_not_called_gone",)),
-    Mutant("verify_gone returns after its first look", "tplab/lab/ending.py",
-           "            if last.gone:\n                return last",
-           "            return last",
+    Mutant("the end gives up after its first look", "tplab/lab/ending.py",
+           "                if proof.gone:\n                    break",
+           "                break",
            (f"{UNITS}::test_verify_polls_through_errors_and_resends_terminate",
             f"{UNITS}::test_a_pod_that_never_goes_is_not_called_gone")),
     Mutant("every reconnect re-reads the event file from byte 0", "tplab/lab/ssh_session.py",
@@ -57,8 +60,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("the tail restarts at byte 0 on every call", "tplab/wire/event_tail.py",
            "    fh = None\n", "    fh = None\n    state.decoder.offset = 0\n",
            ("tests/wire/test_remote.py::test_tail_resumes_after_drops_exactly_once",)),
-    Mutant("the client-side lab-cap stop is dead code", "tplab/lab/cost.py",
-           "    if cap and accrued >= cap:", "    if False:",
+    Mutant("the client-side lab-cap stop is dead code", "tplab/money/lab_money.py",
+           "        return alert, bool(cap) and self.accrued_usd >= cap",
+           "        return alert, False",
            (f"{UNITS}::test_the_lab_cap_stops_the_lab_the_moment_it_is_reached",)),
     Mutant("manifest instance_type is the GPU name alone", "tplab/lab/artifacts.py",
            "instance_type=config.instance_type(),", "instance_type=config.gpu_type,",
@@ -77,6 +81,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "        except ProviderError as exc:\n            continue\n        except "
            "ZeroDivisionError as exc:  # unknown is not gone",
            (f"{UNITS}::test_a_failed_orphan_lookup_keeps_the_record_and_says_so",)),
+    Mutant("--provider auto ignores the lab cap in its pick", "tplab/lab/auto_pick.py",
+           "if (p := a.spot_price()) is not None and caps.worst_case(p).fits]",
+           "if (p := a.spot_price()) is not None]",
+           ("tests/money/test_caps.py::test_provider_auto_never_picks_an_offer_over_the_lab_cap",)),
+    Mutant("a 429 on destroy counted as accepted", "tplab/lab/ending.py",
+           "        except Exception as exc:  # noqa: BLE001 - a refusal, in the provider's words",
+           "        except RateLimitedError:\n            r.accepted += 1\n            return 0.0\n"
+           "        except Exception as exc:  # noqa: BLE001 - a refusal, in the provider's words",
+           (f"{ENDING}::test_eight_429s_on_destroy_are_waited_out_and_none_is_taken_for_a_destroy",)),
+    Mutant("the hold released without the proof", "tplab/lab/teardown.py",
+           "        elif not pod.verified_gone:", "        elif False:",
+           (f"{UNITS}::test_the_hold_follows_the_proof_that_the_pod_is_gone",)),
+    Mutant("a record intended destroyed read as gone", "tplab/cloud/vast/shapes.py",
+           "    if actual in _GONE:\n", "    if actual in _GONE or intended in _GONE:\n",
+           (f"{ENDING}::test_a_record_that_says_destroyed_while_it_runs_is_not_gone",)),
     Mutant("tplab terminate settles nothing", "tplab/lab/leftovers.py",
            "        elif rec.auth_id and not rec.settled:\n"
            "            notes.append(settle_record(provider, rec, mock))",

@@ -161,14 +161,19 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
         L("phase", name="terminate")
         at(1.8)
         L("phase", name="verify")
+        billed_s = clock.t - started[0] if started[0] else 0.0  # to the accepted terminate
         if started[0]:
             at(1.1)
             instance("GONE")
+        gone_at = clock.t
         at(0.2)
         L("phase", name="record")
-        accrued = rate * (clock.t - started[0]) / 3600 if started[0] else 0.0
-        L("budget", cap_usd=cap, spent_usd=round(spent + accrued, 4), held_usd=0.0,
-          remaining_usd=round(cap - spent - accrued, 4))
+        billed = rate * billed_s / 3600
+        L("budget", cap_usd=cap, spent_usd=round(spent + billed, 4), held_usd=0.0,
+          remaining_usd=round(cap - spent - billed, 4))
+        if started[0]:  # the lab's cost, billed: what every face shows from now on
+            L("cost", accrued_usd=round(billed, 6), usd_per_hr=rate, seconds_left=0.0,
+              cost_is="billed", ran_s=round(billed_s, 1), ended_at=gone_at)
         at(0.1)
         L("phase", name="manifest")
         at(0.1)

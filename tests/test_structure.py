@@ -382,3 +382,19 @@ def test_the_docs_name_only_files_the_repository_holds():
             if not (REPO / path.rstrip(".")).exists():
                 missing.setdefault(doc.name, []).append(path)
     assert missing == {}, f"named but not in the repository: {missing}"
+
+
+def test_every_benchmark_script_answers_help():
+    """Each script in benchmarks/ is run by hand: each parses its flags (``--help`` says what
+    it measures) under a ``__main__`` guard; none is a library that exits without a word."""
+    import ast
+
+    silent = []
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        text = ast.unparse(tree)
+        guarded = any(isinstance(n, ast.If) and "__name__" in ast.unparse(n.test)
+                      for n in tree.body)
+        if not guarded or not ("ArgumentParser" in text or "--help" in text):
+            silent.append(path.name)
+    assert silent == [], f"give these a main that answers --help: {silent}"

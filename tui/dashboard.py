@@ -475,6 +475,7 @@ class TplabApp(TimelineKeys, App[int]):
     def start_precheck(self) -> None:
         if self.precheck is None or self.precheck is no_precheck:
             return
+        self.runner.check_report = None  # a new answer is on its way
         self.instance_panel.check_status = "checking the cloud…"
         self.instance_panel.redo()
         self._precheck_worker()
@@ -491,6 +492,7 @@ class TplabApp(TimelineKeys, App[int]):
         self.post_message(PrecheckDone(report, error))
 
     def on_precheck_done(self, msg: PrecheckDone) -> None:
+        self.runner.check_report = msg.report  # Start refuses what the check says cannot run
         panel = self.instance_panel
         panel.check_rows = report_rows(msg.report)
         panel.check_status = (f"check failed: {msg.error}" if msg.error else

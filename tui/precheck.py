@@ -45,7 +45,8 @@ def default_precheck(config: Any, mock: bool, api_url: str | None) -> Precheck:
         name = cfg.provider_name()
         return gather_check(mock=cfg.mock, api_url=cfg.api_url, gpu_type=cfg.gpu_type,
                             gpus=cfg.gpus, spot=cfg.spot, lab_cap_usd=cfg.lab_cap_usd,
-                            wall_cap_s=cfg.wall_cap_s, image=cfg.image,
+                            phase_cap_usd=cfg.phase_cap_usd, wall_cap_s=cfg.wall_cap_s,
+                            image=cfg.image,
                             name=None if name == "auto" else name)
     return check
 

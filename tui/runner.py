@@ -79,6 +79,17 @@ class Host(Protocol):
     def redraw_controls(self) -> None: ...
 
 
+def check_refusal(report: Any) -> str | None:
+    """One sentence when the cloud check before Start (a ``CheckReport``) says a lab cannot
+    run now, naming the first reason; None when it can, or when there is no answer yet."""
+    if report is None or getattr(report, "can_run", True):
+        return None
+    lines = [x for x in getattr(report, "lines", []) if getattr(x, "ok", None) is False]
+    first = lines[0].text.rstrip(". ") if lines else "see the Instance panel"
+    return (f"The cloud check says a lab cannot run now ({first}); nothing was created. The "
+            "check runs again: press s once it says a lab can run.")
+
+
 def source_for_lab(manifest: dict[str, Any]) -> ScalingSource:
     """The scaling curve's source for a past lab, from its manifest."""
     kind = str(manifest.get("instance_type") or "")
@@ -128,6 +139,8 @@ class LabRunner:
         self.sweep_done = False
         self.sweeping = False
         self.quitting = QuitFlow(self)     # quit, a stop signal, leaving the pod running
+        #: the cloud check's last answer before Start (``tplab check``'s report), if any
+        self.check_report: Any = None
 
     @property
     def is_live(self) -> bool:
@@ -183,6 +196,12 @@ class LabRunner:
         if self.lab_factory is None:
             host.notify("No lab to start (run tplab-tui with lab options or --mock).",
                         severity="error")
+            return
+        why = check_refusal(self.check_report)
+        if why:  # the check before Start said no: refused here, nothing made (no lab folder)
+            self.mode = LIVE
+            self.finished(LabFinished(refused=why))
+            host.start_precheck()  # asked again: the next Start goes by the new answer
             return
         self._begin(self.lab_factory, LIVE, "loading the lab; the local mock cloud starts "
                     "first" if self.mock else "loading the lab and checking before spending")
@@ -308,7 +327,9 @@ class LabRunner:
             if not self.quitting.asked:  # asking the cloud again is for the next Start
                 host.start_precheck()
         host.redraw(force=True)
-        if self.save_proof and out_dir and self.mode == LIVE:
+        rented = getattr(msg.outcome, "pod_id", None) or self.state.instance.pod_id
+        if self.save_proof and out_dir and self.mode == LIVE and rented:
+            # the screen is the proof of a pod's end: a lab that never rented has none
             self.saving_proof = True
             host.call_after_refresh(self._save_proof, Path(out_dir))
         elif self.quitting.asked:

@@ -124,3 +124,36 @@ def test_runpod_gpu_whose_hosts_are_all_too_old_is_refused_before_create(cloud):
     blackwell = p.quote("NVIDIA GeForce RTX 5090", 2)
     assert blackwell.image == "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2204"
     assert not blackwell.image_refusal and blackwell.hosts[0].ok is True
+
+
+def test_vast_hosts_that_do_not_say_their_cuda_are_taken_after_every_known_fit(vast):
+    """The cheap old-driver hosts answer without cuda_max_good: they were "may run" and won
+    by price; now the quote and the create take the cheapest host known to run the image
+    (offer 9001002) and show the others as unknown."""
+    vast.set_faults(cuda_unknown=True)
+    p = _vast(vast)
+    quote = p.quote("RTX 4090", 2)
+    unknown = [h for h in quote.hosts if h.ok is None]
+    assert unknown and all(h.host_cuda is None for h in unknown)
+    assert all("CUDA unknown: taken after every known fit" in h.why for h in unknown)
+    known = next(h for h in quote.hosts if h.ok) if any(h.ok for h in quote.hosts) else None
+    info = p.create(spec(new_key(), gpu_type="RTX 4090", spot=True))
+    try:
+        assert info.raw["bundle_id"] == 9001002, info.raw["bundle_id"]
+        assert min(h.usd_per_hr for h in unknown) < quote.spot_usd_per_hr / 1.02  # cheaper
+        assert known is None or known.offer == "offer 9001002"
+    finally:
+        p.terminate(info.id)
+
+
+def test_vast_invalid_args_is_said_as_what_it_is_never_no_spot(vast):
+    """A create Vast refuses as invalid_args: tplab's request, said so; not "no spot pod", not
+    advice to try --on-demand."""
+    from tplab.cloud.base import RequestBugError, SpotUnavailableError
+    vast.set_faults(create_invalid_args=1)
+    with pytest.raises(RequestBugError) as refused:
+        _vast(vast).create(spec(new_key(), gpu_type="RTX 4090", spot=True))
+    said = str(refused.value)
+    assert not isinstance(refused.value, SpotUnavailableError)
+    assert "invalid_args" in said and "nothing was created" in said
+    assert "no other offer or --on-demand would help" in said and "no spot" not in said

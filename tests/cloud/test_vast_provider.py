@@ -89,10 +89,15 @@ def test_a_bid_that_rose_above_the_authorized_price_creates_nothing(fake):
     assert fake.calls("PUT", "/api/v0/asks/") == []
 
 
-def test_a_failed_bid_that_leaves_a_stopped_instance_is_destroyed(fake):
+def test_a_failed_bid_that_leaves_a_stopped_instance_is_destroyed_and_handed_over(fake):
+    """The end call goes out at once, and the instance comes back with the error so the lab
+    proves it gone before it says anything about what is left."""
+    from tplab.cloud.base import LeftBehindError
     fake.create_mode = "failed_bid"
-    with pytest.raises(SpotUnavailableError, match="nothing is left running"):
+    with pytest.raises(LeftBehindError, match="left instance 9000 behind, stopped and billing "
+                       "its storage; it is destroyed now") as left:
         provider(fake).create(spec())
+    assert "nothing" not in str(left.value) and left.value.info.id == "9000"
     assert [s.path for s in fake.calls("DELETE", "/api/v0/instances/")] == \
         ["/api/v0/instances/9000"]
     assert fake.instances == {}

@@ -262,3 +262,21 @@ def test_the_dashboards_rows_put_an_image_problem_first_in_a_few_words(vast, mon
     assert dict(rows)["image"] == f"✓ {TORCH_24_VAST}"
     assert [v for n, v in rows if n == "offer"] == ["✗ offer 9001029 $0.704/h, driver CUDA 12.2",
                                                     "✓ offer 9001010 $0.764/h, driver CUDA 12.8"]
+
+
+@pytest.mark.parametrize("which", ["vast", "runpod"])
+def test_a_cloud_that_does_not_answer_never_has_the_key_accepted(which):
+    """`VAST_API_KEY=abc tplab check` with nothing answering said "[ok] key Vast.ai accepts the
+    API key" and then "could not be reached": any error that was not the key's counted as the
+    key being fine. The key is said accepted only after a read only an accepted key gets (the
+    account's pods); with no answer it is "not checked", and why, on both clouds."""
+    from tplab.cloud.registry import provider_for
+    from tplab.faces.cloud_check import gather_check
+    prov = provider_for(which, "abc", "https://127.0.0.1:9", retry_delays=(), timeout_s=2.0)
+    report = gather_check(provider=prov, name=which, gpu_type=GPU)
+    key = next(line for line in report.lines if line.name == "key")
+    assert key.ok is None and key.text.startswith("not checked:")
+    assert "could not be reached" in key.text and "is unknown" in key.text
+    assert not report.key_ok and not report.key_checked and not report.can_run
+    assert not any("accepts the API key" in line.text for line in report.lines)
+    assert dict(report.rows())["key"] == "· not checked: no answer"

@@ -21,6 +21,7 @@ asserts the ledger and canary rows).
     + handin::test_handin_after_a_mock_lab
   every transient fault, complete     e2e::test_ssh_dropped_twice_every_event_exactly_once
     + e2e::test_slow_runtime_and_refused_ssh_are_waited_out
+    + fault suite: API 5xx as a proxy's HTML page (said as its words)
     + e2e::test_api_errors_and_failing_terminates_still_end_verified_gone
     + stops::test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_..._gone[4]
   Ctrl-C while booting                e2e::test_ctrl_c_while_booting_terminates_and_settles[ctrl-c]
@@ -28,6 +29,8 @@ asserts the ledger and canary rows).
     + fault suite: client SIGHUP in boot
   no spot capacity (no pod)           e2e::test_no_spot_capacity_is_an_educational_stub
   price over the cap (no pod)         e2e::test_price_over_cap_refused_before_create
+  the end under faults (no lab)       tests/lab/test_ending.py (8 x 429 on destroy, a hung API,
+                                        success: false, destroyed-but-running, 500 pages)
   a leftover pod refuses the lab      e2e::test_leftover_pod_refuses_new_lab_until_terminated
   wall cap / lab cap                  e2e::test_wall_cap_and_budget_alert_terminate_the_pod
   spot interruption                   e2e::test_spot_interruption_ends_the_lab_through_terminate
@@ -44,6 +47,7 @@ asserts the ledger and canary rows).
     + e2e::test_client_sigkill_watchdog_terminates_pod
     + fault suite: client SIGKILL in run
   terminate never takes effect        stops::test_a_terminate_that_lingers_..._gone[-1]
+    + fault suite: terminate accepted, never done (the hold stays until a retry proves it gone)
   GraphQL gone (no spot), on-demand   runpod::test_spot_gone_with_graphql_is_a_stub_naming_on_...
     + fault suite: disk full under stream.jsonl (the on-demand lab)
     + fault suite: runpod graphql retired
@@ -58,7 +62,9 @@ asserts the ledger and canary rows).
       state (a destroyed record)
   Vast bid rented on demand           vast::test_a_bid_rented_on_demand_is_destroyed_at_once_...
   Vast: no public SSH port            vast::test_an_instance_that_never_gets_a_public_ssh_port_...
-  --provider auto picks Vast          vast::test_auto_picks_vast_when_runpod_offers_no_spot
+  --provider auto picks Vast,         vast::test_auto_picks_vast_when_runpod_offers_no_spot
+  --lab-cap 6 --phase-cap 10
+    + fault suite: vast offers, the cheap hosts do not say their CUDA
   --provider auto, no spot (no pod)   vast::test_auto_with_no_spot_anywhere_is_a_stub_naming_both
   Vast offers too old (no pod), two   images::test_vast_offers_with_an_old_driver_are_refused_...,
                                         images::test_a_blackwell_gpu_with_the_24_image_is_refused_...
@@ -99,6 +105,7 @@ import gzip
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -306,6 +313,17 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     _assert_settled(cfg.ledger_label())
     actual = [e for e in _ledger_lines() if e["kind"] == "actual"]
     assert float(actual[-1]["amount_usd"]) == pytest.approx(manifest["actual_cost_usd"], abs=1e-6)
+    # the lab's cost is one figure: after GONE, the one every face shows is the billed one,
+    # equal to the manifest's, in the stream the dashboard folds (its strip and Instance
+    # panel), the headless table, the log and the proof picture's table
+    billed = manifest["actual_cost_usd"]
+    assert manifest["cost_is"] == "billed" and manifest["held_for_pod"] is None
+    last_cost = [e for e in streamed if e["type"] == "cost"][-1]
+    assert last_cost["cost_is"] == "billed" and last_cost["accrued_usd"] == round(billed, 6)
+    assert re.search(r"actual \$\s+" + re.escape(f"${billed:.4f}"), text), text[-600:]
+    assert f"actual spend ${billed:.4f} recorded" in (d / "stream.jsonl").read_text()
+    from tplab.lab.proof_png import final_frame, read_events as read_stream
+    assert f"${billed:.4f}" in final_frame(read_stream(d / "stream.jsonl"), manifest)
     # the headless view: phases, final table (with the profiled pass's split)
     assert "speedup (single/TP)" in text and "verified gone" in text
     assert "profiled TP token" in text and "is waiting for the other rank" in text
@@ -460,7 +478,9 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     """Scenario "every transient fault, complete": one lab through a runtime that is null at
     first, an sshd that refuses at first, two SSH connections cut under the transport, two
-    failing terminates, two 500s on the pod's status and a terminate that lingers for 4 reads;
+    failing terminates, two 500s on the pod's status and five on its bill, each a proxy's HTML
+    page (more than the client's retries on the bill: the settle says it could not read it, in
+    the page's words) and a terminate that lingers for 4 reads;
     it completes, every event exactly once. The labs of four tests were this one:
     test_ssh_dropped_twice_every_event_exactly_once (the drops, every event once, no gap, no
     duplicate, the key nowhere), test_slow_runtime_and_refused_ssh_are_waited_out (COMPLETE, the
@@ -471,7 +491,9 @@ async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
     with each fault waited out (the provider's backoff shortened: ``QUICK_RETRIES``)."""
     from tplab.mock.handle import start_mock_cloud
     cloud = start_mock_cloud({"runtime_null_s": 0.5, "ssh_refuse_s": 2.0, "terminate_fail_n": 2,
-                              "http_500": {"GET /v2/pods/{id}": 2}, "terminate_lingers": 4},
+                              "http_500": {"GET /v2/pods/{id}": 2, "GET /v2/billing/pods": 5},
+                              "error_page": True,
+                              "terminate_lingers": 4},
                              boot_delay_s=0.3, state_dir=tmp_path / "mock-state")
     try:
         await _every_transient_fault(lab_assets, tmp_path, cloud)
@@ -534,6 +556,10 @@ async def _every_transient_fault(lab_assets, tmp_path, mock_cloud) -> None:
             assert path.stat().st_mode & 0o077 == 0, path
         elif path.is_file():
             assert key not in path.read_bytes(), path
+    # -- fault suite: "API 500 page": the proxy's page said as its words, never its HTML
+    stream = (outcome.out_dir / "stream.jsonl").read_text()
+    assert "500 Internal Server Error: cloudflare" in stream
+    assert "<html" not in stream and "<script" not in stream and "window.__cf" not in stream
     # -- from test_slow_runtime_and_refused_ssh_are_waited_out
     assert attempts, "sshd refused at first: the client should have retried"
     # -- from test_api_errors_and_failing_terminates_still_end_verified_gone
@@ -618,6 +644,11 @@ def test_price_over_cap_refused_before_create(lab_assets, tmp_path, mock_cloud):
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["status"] == STUB
     assert _ledger_lines() == []
+    # a lab that never rented says so, and has no proof of an end it never had
+    assert manifest["pod_created"] is False and manifest["verified_gone"] is None
+    assert manifest["instance_id"] is None and manifest["cost_is"] is None
+    assert not any((tmp_path / "out" / f"proof-terminated.{x}").exists()
+                   for x in ("json", "png", "svg"))
 
 
 def test_leftover_pod_refuses_new_lab_until_terminated(lab_assets, tmp_path, mock_cloud):

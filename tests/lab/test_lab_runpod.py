@@ -148,7 +148,7 @@ async def test_a_pod_that_ends_in_error_while_booting_is_a_clear_failure(lab_ass
     outcome = await Lab(cfg, provider=provider_for(mock_cloud.api_key, mock_cloud.api_url)).run()
     assert outcome.status == FAILED and outcome.exit_code != 0 and outcome.verified_gone
     assert outcome.reason == (f"the pod {outcome.pod_id} went ERROR while booting (RunPod could "
-                              "not start its container); it is terminated now")
+                              "not start its container); the lab terminates it")
     _no_live_pod(mock_cloud)
 
 

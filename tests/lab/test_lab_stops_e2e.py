@@ -318,6 +318,18 @@ def test_a_killed_watchdog_is_restarted_and_still_ends_the_pod(lab_assets, tmp_p
     assert_key_unwritten(mock_cloud.api_key, tmp_path, [json.dumps(seen), err, *printed])
 
 
+def _cli_out(argv: list[str]) -> str:
+    """``tplab ARGV`` in this process (its stdout), as a user would run it beside the lab."""
+    import contextlib
+    import io
+
+    from tplab.commands.main import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(argv)
+    return out.getvalue()
+
+
 @pytest.mark.parametrize("lingers", [-1])
 async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_called_gone(
         lab_assets, tmp_path, lingers):
@@ -334,7 +346,7 @@ async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_
                              state_dir=tmp_path / "mock-state")
     try:
         os.environ["RUNPOD_API_KEY"] = cloud.api_key
-        cfg = tiny_lab_config(lab_assets, tmp_path, api_url=cloud.api_url, verify_timeout_s=4.0)
+        cfg = tiny_lab_config(lab_assets, tmp_path, api_url=cloud.api_url, end_bound_s=4.0)
         out = io.StringIO()
         t0 = time.monotonic()
         code = await run_lab(cfg, out=out)
@@ -342,11 +354,29 @@ async def test_a_terminate_that_lingers_is_waited_for_and_one_never_gone_is_not_
         deletes = cloud.state()["calls"].get("DELETE /v2/pods/{id}", 0)
         assert time.monotonic() - t0 >= 4.0  # it waited to its bound
         assert code == 1 and m["status"] == "FAILED" and m["verified_gone"] is False
-        assert "could not be verified gone" in m["reason"]
-        assert "could not be verified gone" in out.getvalue()
-        assert f"tplab terminate {m['instance_id']}" in out.getvalue()
+        pod = m["instance_id"]
+        assert f"pod {pod} is NOT proven gone after 4 s" in m["reason"]
+        assert "NOT proven gone" in out.getvalue()
+        assert f"tplab terminate {pod} --mock" in out.getvalue()
         assert deletes >= 2  # terminate was sent again while it stayed
         assert cloud.pods()[0]["desiredStatus"] == "RUNNING"
+        # the hold follows the proof: the lab's whole authorization stays held for the pod,
+        # nothing is recorded as spent, and `tplab budget` says so, naming it (the cap is
+        # not free beside a pod that may still bill)
+        guard = BudgetGuard.from_config(mock=True)
+        assert guard.held == 3.0 and guard.total_spent == 0.0
+        assert m["held_for_pod"] == pod and m["cost_is"] == "estimate"
+        budget = _cli_out(["budget", "--mock"])
+        assert "Held       $3.00" in budget and "Pre-flight NOT OK" in budget
+        assert f"$3.00 for pod {pod}, not yet proven gone" in budget
+        # a later `tplab terminate` that proves it gone settles it at what it billed
+        cloud.set_faults(terminate_lingers=0)
+        said = await asyncio.to_thread(_cli_out, ["terminate", pod, "--mock", "--api-url",
+                                                  cloud.api_url])
+        assert f"{pod}: gone" in said and f"spent by pod {pod}" in said, said
+        guard = BudgetGuard.from_config(mock=True)
+        assert guard.held == 0.0 and 0.0 < guard.total_spent < 3.0
+        assert_ledgers_settled(Path(os.environ["TPLAB_HOME"]))
     finally:
         os.environ.pop("RUNPOD_API_KEY", None)
         cloud.stop()

@@ -197,7 +197,7 @@ async def test_a_lab_says_the_ledger_has_damaged_lines_before_it_spends(tmp_path
     stream = LabStream()
     seen = stream.subscribe()
     ctx = LabContext(LabConfig(mock=True), None, stream, LabFacts(lab_id="L1", out_dir=tmp_path))
-    assert preflight.open_budget(ctx) == 3.0
+    assert preflight.open_budget(ctx).lab_cap_usd == 3.0
     stream.close_subs()
     warnings = [ev.msg async for ev in seen if isinstance(ev, WarningEvent)]
     assert len(warnings) == 1 and "has 1 damaged line(s) (line 1: not valid JSON" in warnings[0]

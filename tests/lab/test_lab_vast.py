@@ -199,9 +199,10 @@ def test_a_failed_bid_leaves_nothing_and_says_so(lab_assets, tmp_path, vast_quic
     vast_quick.set_faults(failed_bid_n=1)
     cfg = tiny_lab_config(lab_assets, tmp_path, provider="vast", api_url=vast_quick.api_url)
     outcome = asyncio.run(Lab(cfg).run())
-    assert outcome.status == STUB and "nothing is left running" in outcome.reason
+    assert outcome.status == STUB and "left instance" in outcome.reason, outcome.reason
+    assert "nothing" not in outcome.reason and outcome.verified_gone  # proven, then said
     assert _alive(vast_quick) == [] and len(vast_quick.pods()) == 1   # made, then destroyed
-    assert _settled()[-1] == "release"
+    assert _settled()[-1] == "actual"   # its storage seconds, billed
     # -- fault suite: "vast bid fails and leaves a stopped instance" (a stub, nothing left,
     # nothing held: above), its ledger and canary rows
     assert_ledgers_settled(default_ledger_path(mock=True).parents[1])
@@ -303,16 +304,37 @@ def test_a_lab_on_vast_as_it_answers_in_production_completes(lab_assets, tmp_pat
 
 def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path, monkeypatch):
     """Vast's limits at a tenth on the mock the lab starts, the client told so (as
-    ``vast_quick``). What it pays for: both mock clouds, started by the lab, and a whole lab on
-    Vast."""
+    ``vast_quick``), with `--lab-cap 6 --phase-cap 10` (a lab cap above the default phase cap:
+    ``auto`` takes both flags, as the pre-flight does), and Vast's old-driver hosts answering
+    without their CUDA (``cuda_unknown``: cheaper than any host known to run the image). What it
+    pays for: both mock clouds, started by the lab, and a whole lab on Vast."""
     from tplab.cloud.vast.pacing import SCALE_VAR
     monkeypatch.setenv(SCALE_VAR, str(QUICK_LIMITS))
-    cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", mock_options={
-        "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},
-        "vast": {"faults": {"rate_scale": QUICK_LIMITS}, "boot_delay_s": 0.3}})
+    cfg = tiny_lab_config(lab_assets, tmp_path, provider="auto", lab_cap_usd=6.0,
+                          phase_cap_usd=10.0, mock_options={
+                              "runpod": {"faults": {"spot_removed": True}, "boot_delay_s": 0.3},
+                              "vast": {"faults": {"rate_scale": QUICK_LIMITS,
+                                                  "cuda_unknown": True},
+                                       "boot_delay_s": 0.3}})
     lab = Lab(cfg)
     outcome = asyncio.run(lab.run())
     assert outcome.status == COMPLETE, outcome.reason
+    # -- the caps: the pick and the pre-flight held the lab to $6 of a $10 phase cap
+    guard = BudgetGuard(default_ledger_path(mock=True), 10.0)
+    assert [e.amount_usd for e in guard.summary().entries if e.kind == "authorize"] == [6.0]
+    # -- fault suite: "vast offers: the cheap hosts do not say their CUDA": the lab bid on the
+    # known fit first (9001002, the cheapest host known to run the image), not on a cheaper
+    # host that does not say
+    from tplab.cloud.vast.vast_provider import BID_MARGIN
+    from tplab.mock.vast_mock.offers import find_machine, storage_per_hr
+    known = find_machine(9001002)
+    assert known is not None
+    bid = round((known.min_bid + storage_per_hr(20)) * BID_MARGIN, 6)
+    stream = (tmp_path / "out" / "stream.jsonl").read_text()
+    assert "may run the image: CUDA unknown: taken after every known fit" in stream
+    assert f"spot quote ${bid:.3f}/h" in stream, bid
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["actual_cost_usd"] and manifest["cost_is"] == "billed"
     stream = (tmp_path / "out" / "stream.jsonl").read_text()
     assert "--provider auto picked Vast.ai" in stream and "RunPod: no spot at all" in stream
     picked = [e for e in map(json.loads, stream.splitlines())

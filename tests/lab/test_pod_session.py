@@ -89,6 +89,9 @@ class GoneProvider:
     def terminate(self, pod_id):
         self.terminated = pod_id
 
+    def end_once(self, pod_id):
+        self.terminate(pod_id)
+
     def verify_gone(self, pod_id):
         from tplab.cloud.base import GoneProof
         return GoneProof(pod_id, "now", {"pod": None}, listed=False)

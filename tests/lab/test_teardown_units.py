@@ -20,7 +20,7 @@ from tplab.lab import instances, leftovers
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
-from tplab.lab.ending import verify_gone
+from tplab.lab.ending import end_pod_within
 from tplab.lab.facts import LabFacts
 from tplab.lab.stream import LabStream
 from tests.e2e_fixtures import FullDisk
@@ -64,6 +64,9 @@ class FakeProvider:
             raise ProviderError("the API said no")
         self.terminates += 1
 
+    def end_once(self, pod_id: str) -> None:
+        self.terminate(pod_id)
+
     def verify_gone(self, pod_id: str) -> GoneProof:
         self.verifies += 1
         if self.verify_errors:
@@ -92,19 +95,18 @@ class FakeProvider:
 
 
 async def test_verify_polls_through_errors_and_resends_terminate(short_waits):
-    prov = FakeProvider(gone_after=9, verify_errors=3)
-    prov.terminates = 1  # the teardown's own terminate went out
-    proof = await verify_gone(prov, "p1", timeout_s=30, resend_every=2)
-    assert proof.gone and prov.verifies >= 9
+    prov = FakeProvider(gone_after=12, verify_errors=3)
+    report = await end_pod_within(prov, "p1", bound_s=30)
+    assert report.gone and prov.verifies >= 12
     assert prov.terminates > 1  # re-sent while the pod stayed listed
 
 
 async def test_verify_that_never_gets_an_answer_is_not_gone(short_waits):
     prov = FakeProvider(verify_errors=10 ** 6)
     t0 = time.monotonic()
-    proof = await verify_gone(prov, "p1", timeout_s=1.0)
+    report = await end_pod_within(prov, "p1", bound_s=1.0)
     assert 1.0 <= time.monotonic() - t0 < 5
-    assert not proof.gone and "HTTP 500" in proof.answer["error"]
+    assert not report.gone and "HTTP 500" in report.proof.answer["error"]
 
 
 def _record(pod_id: str, **kw) -> instances.InstanceRecord:
@@ -246,8 +248,10 @@ async def test_a_stop_during_authorize_leaks_no_hold(tmp_path):
         return real(label, amount)
 
     slow.authorize = authorize
+    from tplab.money.caps import resolve_caps
+    ctx.facts.money.caps = resolve_caps(mock=True)
     ctx.facts.money.guard = slow
-    body = asyncio.create_task(provision.authorize(ctx, 3.0))
+    body = asyncio.create_task(provision.authorize(ctx))
     await asyncio.sleep(0.1)
     body.cancel()  # the lab is stopped while the ledger write runs
     with pytest.raises(asyncio.CancelledError):
@@ -348,7 +352,7 @@ async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path, short_waits):
     from tplab.lab.provision import Creation
     prov = FakeProvider(gone_after=10 ** 9)
     ctx = _ctx(tmp_path, prov)
-    ctx.config.verify_timeout_s = 1.0
+    ctx.config.end_bound_s = 1.0
     ctx.facts.pod.id = "stuck1"
     ctx.facts.pod.record = _record("stuck1")
     seen, task = await _collect(ctx.stream)
@@ -360,8 +364,7 @@ async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path, short_waits):
     assert ctx.facts.pod.verified_gone is False and prov.terminates >= 2
     proof = json.loads((tmp_path / "proof-terminated.json").read_text())
     assert proof["verified_gone"] is False and proof["listed"] is True
-    assert any(isinstance(e, WarningEvent) and "could not be verified gone" in e.msg
-               for e in seen)
+    assert any(isinstance(e, WarningEvent) and "NOT proven gone" in e.msg for e in seen)
     assert [r.pod_id for r in instances.open_records(True)] == ["stuck1"]
 
 
@@ -432,7 +435,9 @@ def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypa
     assert terminate.main(args) == 1
     out = capsys.readouterr()
     assert "fine: gone" in out.out
-    assert "stuck: terminate sent but the provider does not show it gone" in out.err
+    assert "Pod stuck is NOT proven gone after" in out.err
+    assert "HTTP 500 from the API" in out.err  # the provider's own words
+    assert "run `tplab terminate stuck --mock --api-url http://127.0.0.1:9`" in out.err
 
 
 async def test_a_provider_error_while_reconnecting_is_a_retry(tmp_path):
@@ -540,3 +545,98 @@ def test_a_killed_clients_unanswered_create_is_closed_after_the_short_grace():
     recs = {r.lab_id: r for r in instances.load_all(True)}
     assert recs["L-old"].state == instances.NOT_CREATED
     assert recs["L-recent"].state == recs["L-alive"].state == instances.INTENT
+
+
+async def test_the_hold_follows_the_proof_that_the_pod_is_gone(tmp_path, short_waits, capsys):
+    """A pod its lab could not prove gone keeps the lab's whole authorization held: nothing is
+    recorded as spent, `tplab budget` shows the money held for that pod (never the cap free),
+    the next start is refused for it, the lab's last sentence says what is left; once a later
+    look (here `tplab status`'s listing) finds it gone, the hold is settled at what it billed."""
+    import argparse
+
+    from tplab.commands import budget
+    from tplab.faces.startcheck import refusal
+    from tplab.lab import teardown
+    from tplab.lab.provision import Creation
+    from tplab.money.caps import resolve_caps
+    prov = FakeProvider(gone_after=10 ** 9)
+    ctx = _ctx(tmp_path, prov)
+    ctx.config.end_bound_s = 1.0
+    money = ctx.facts.money
+    money.open(resolve_caps(mock=True))
+    money.auth_id = money.guard.authorize(ctx.config.ledger_label(), 3.0)
+    money.authorized_usd = 3.0
+    pod = ctx.facts.pod
+    pod.id, pod.usd_per_hr, pod.created_at = "stuck2", 0.72, time.time() - 600
+    pod.record = _record("stuck2", auth_id=money.auth_id, created_at=pod.created_at)
+    ctx.facts.status, ctx.facts.reason = "STOPPED", "stopped by the user (TERMINATE)"
+    await teardown.teardown(ctx, Creation(), None)
+    guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
+    assert guard.held == 3.0 and guard.total_spent == 0.0
+    assert ctx.facts.reason.startswith("stopped by the user (TERMINATE); pod stuck2 is NOT "
+                                       "proven gone after 1 s")
+    assert "run `tplab terminate stuck2 --mock` to try again" in ctx.facts.reason
+    assert money.cost().what == "estimate" and money.held_for_pod == "stuck2"
+    [rec] = instances.load_all(True)
+    assert rec.lab_ended and rec.open and not rec.settled
+    parser = argparse.ArgumentParser()
+    budget.add_arguments(parser)
+    budget.main(parser.parse_args(["--mock"]))
+    out = capsys.readouterr().out
+    assert "Held       $3.00" in out and "Remaining  $2.00" in out and "Pre-flight NOT OK" in out
+    assert "$3.00 for pod stuck2, not yet proven gone" in out
+    assert "`tplab terminate stuck2 --provider fake --mock` settles it" in out
+    said = refusal(LabConfig(mock=True))
+    assert said and "$3.00 for pod stuck2, not yet proven gone" in said
+    from tplab.faces.cloud_check import gather_check
+    report = gather_check(mock=True, provider=prov, gpu_type="NVIDIA GeForce RTX 4090")
+    held = [x for x in report.lines if x.name == "held"]
+    assert held and "$3.00 for pod stuck2, not yet proven gone" in held[0].text
+
+    class NowGone(FakeProvider):
+        def status(self, pod_id: str) -> PodInfo:
+            return PodInfo(id=pod_id, name="", state="GONE")
+
+    notes: list[str] = []
+    assert leftovers.live_pods(NowGone(), True, settled=notes) == []
+    assert len(notes) == 1 and "spent by pod stuck2" in notes[0], notes
+    guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
+    assert guard.held == 0.0 and guard.total_spent >= 0.72 / 6  # price x its life, at least
+    [rec] = instances.load_all(True)
+    assert rec.settled and rec.state == instances.GONE
+
+
+async def test_a_failed_bid_that_leaves_an_instance_ends_with_the_truth_about_it(tmp_path,
+                                                                                 short_waits):
+    """Vast's failed bid still made an instance: the lab adopts it, and its last sentence says
+    what is left (here, an end never done: NOT proven gone), never "nothing is left running"."""
+    from tplab.cloud.base import LeftBehindError
+    from tplab.lab import provision, teardown
+    from tplab.lab.lab_config import STUB, LabStop
+    from tplab.lab.provision import Creation
+    from tplab.money.caps import resolve_caps
+
+    class FailedBid(FakeProvider):
+        def create(self, spec):
+            raise LeftBehindError(
+                "Vast.ai did not rent offer 9 at $0.370/h (bid_failed) and left instance 77 "
+                "behind, stopped and billing its storage; it is destroyed now",
+                PodInfo(id="77", name=spec.name, state="INTERRUPTED", usd_per_hr=0.37))
+
+        def self_end(self):
+            return {}
+
+    prov = FailedBid(gone_after=10 ** 9)
+    ctx = _ctx(tmp_path, prov)
+    ctx.config.end_bound_s, ctx.config.boot_guard = 1.0, False
+    ctx.facts.money.open(resolve_caps(mock=True))
+    creation = Creation()
+    with pytest.raises(LabStop) as stop:
+        await provision.create(ctx, creation, "ssh-ed25519 AAAA test")
+    assert stop.value.status == STUB and "left instance 77 behind" in stop.value.reason
+    assert ctx.facts.pod.id == "77"  # adopted: the teardown proves its end
+    ctx.facts.status, ctx.facts.reason = stop.value.status, stop.value.reason
+    await teardown.teardown(ctx, creation, None)
+    reason = ctx.facts.reason
+    assert "nothing" not in reason and "pod 77 is NOT proven gone" in reason, reason
+    assert [r.pod_id for r in instances.open_records(True)] == ["77"]

@@ -5,6 +5,7 @@ The same flows against the real orchestrator and the mock cloud are in test_app_
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -284,7 +285,8 @@ async def test_after_the_lab_ends_no_line_speaks_of_its_pod_as_alive():
     from tests.synthetic_lab import lab_script
 
     events = lab_script(ScriptOptions(num_prompts=2, new_tokens=8))
-    app = TplabApp(None, clock=lambda: events[-1].ts + 7000.0)  # long after: a cap would tick
+    now = [events[-1].ts + 7000.0]  # long after: a cap would tick
+    app = TplabApp(None, clock=lambda: now[0])
     async with app.run_test(size=(120, 40)) as pilot:
         app.runner.feed(events)
         app.redraw(force=True)
@@ -295,6 +297,60 @@ async def test_after_the_lab_ends_no_line_speaks_of_its_pod_as_alive():
         for alive in ("cap in", "s ago", "accrued", "uptime", "root@"):
             assert alive not in instance, alive
         assert instance.count("ended with the pod") == 2 and "closed: the pod is gone" in instance
-        assert "so far" not in app.summary._shown.plain and "cost $" in app.summary._shown.plain
+        assert "so far" not in app.summary._shown.plain and " billed" in app.summary._shown.plain
+        # after GONE the strip says when the pod ended and what it cost (the billed figure,
+        # the same the Instance panel shows), not a clock still counting in the uptime slot
+        billed = [e for e in events if e.type == "cost" and e.cost_is == "billed"][-1]
+        cost = f"${billed.accrued_usd:.4f} billed"
+        ended = time.strftime("%H:%M:%S", time.gmtime(billed.ended_at))
+        pod_line = app.summary._shown.plain.splitlines()[0]
+        assert f"GONE at {ended} UTC · {cost}" in pod_line, pod_line
+        assert f"{cost} at $0.690/h" in instance and f"ended {ended} UTC" in instance
+        now[0] += 3600.0
+        app.redraw(force=True)
+        await pilot.pause()
+        assert app.summary._shown.plain.splitlines()[0] == pod_line  # nothing counts on
         assert app.timings_panel._shown.plain.startswith("decoded")
         assert not app.token_plot.border_title.startswith("Live")
+
+
+class _RefusedBeforeRenting:
+    """A lab that ends FAILED in its pre-flight: nothing was rented, so nothing to prove."""
+
+    def __init__(self, out_dir) -> None:
+        self.out_dir = out_dir
+        self._events: asyncio.Queue = asyncio.Queue()
+
+    def subscribe(self):
+        async def gen():
+            while (ev := await self._events.get()) is not None:
+                yield ev
+        return gen()
+
+    async def run(self):
+        from tests.synthetic_lab import SyntheticOutcome
+        from tplab.records.events import EventWriter
+        w = EventWriter(src="lab")
+        for ev in (w.make("phase", name="preflight"),
+                   w.make("phase", name="done", status="FAILED", verified_gone=None,
+                          reason="the price is over the lab cap; nothing was created")):
+            await self._events.put(ev)
+        await self._events.put(None)
+        return SyntheticOutcome("FAILED", "the price is over the lab cap; nothing was created",
+                                str(self.out_dir), None, False, 1)
+
+    def request_terminate(self, reason: str = "user") -> None:
+        pass
+
+
+async def test_a_lab_that_never_rented_saves_no_proof_of_an_end(tmp_path):
+    """A FAILED lab that never created a pod has no end to prove: no proof-terminated.svg, and
+    the button says no pod was made."""
+    app = TplabApp(lambda: _RefusedBeforeRenting(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the lab's end")
+        await pilot.pause(0.2)
+        assert app.state.done_status == "FAILED" and app.state.instance.pod_id is None
+        assert app.runner.proof_path is None and not app.runner.saving_proof
+    assert not (tmp_path / "proof-terminated.svg").exists()

@@ -94,6 +94,12 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert manifest["status"] == "COMPLETE" and manifest["verified_gone"] is True
     # the instance panel had the pod's SSH endpoint and uptime from the lab's events
     assert s.instance.ssh_host and s.instance.ssh_port and s.instance.uptime_s is not None
+    # after GONE the strip, the Instance panel and the saved screen show the billed cost, the
+    # manifest's (the PNG's and the SVG's the same figure), not the running estimate
+    billed = f"${manifest['actual_cost_usd']:.4f} billed"
+    assert manifest["cost_is"] == "billed" and s.cost.billed
+    assert billed in app.summary._shown.plain and billed in app.instance_panel._shown.plain
+    assert billed in text
 
     # -- from test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod
     from tui.app import app_from_args

@@ -88,3 +88,39 @@ async def test_a_failing_check_says_so_in_one_line():
                        what="the failure")
         assert app.instance_panel.check_status == ("check failed: the provider did not answer "
                                                    "(timeout)")
+
+
+async def test_start_after_a_check_that_says_the_lab_cannot_run_is_refused_and_makes_nothing():
+    """`s` after the check said "can run ✗ no": one sentence naming why, the lab is never built
+    (no lab folder, no FAILED manifest), and the check is asked again for the next Start."""
+    from tplab.faces.cloud_check import CheckReport
+    report = CheckReport(mock=False, api_url=None, gpu_type="NVIDIA GeForce RTX 4090", gpus=2,
+                         spot=True)
+    report.add("key", True, "RunPod accepts the API key (from RUNPOD_API_KEY)")
+    report.add("spot", False, "spot not available: no spot offer")
+    checks: list[int] = []
+
+    def check():
+        checks.append(1)
+        return report
+
+    built: list[int] = []
+
+    def factory():
+        built.append(1)
+        raise AssertionError("the lab must not be built")
+
+    app = TplabApp(factory, precheck=check)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.runner.check_report is not None, what="the check")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.runner.notice is not None, what="the refusal")
+        assert app.runner.notice == (
+            "not started: The cloud check says a lab cannot run now (spot not available: no "
+            "spot offer); nothing was created. The check runs again: press s once it says a "
+            "lab can run.")
+        assert built == [] and not app.runner.lab_active
+        await wait_for(pilot, lambda: len(checks) == 2, what="the check asked again")
+    from tplab.home.paths import tplab_home
+    labs = [tplab_home(m) / "labs" for m in (False, True)]
+    assert built == [] and not any(d.exists() and any(d.iterdir()) for d in labs)

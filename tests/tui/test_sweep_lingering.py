@@ -34,7 +34,7 @@ async def test_the_leftover_sweep_waits_for_a_lingering_pod_and_never_calls_a_st
                                    gpu_count=2, public_key=remote.public_key_line(key)))
         # long enough for the fifth read, on which the terminate is sent again (~1.7 s in)
         cfg = LabConfig(mock=True, api_url=cloud.api_url, out_dir=tmp_path / "out",
-                        verify_timeout_s=2.6)
+                        end_bound_s=2.6)
         app = TplabApp(None, sweep_factory=lambda: Lab(cfg, provider=prov))
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("ctrl+t")

@@ -50,7 +50,12 @@ class TransientError(ProviderError):
 
 
 class RateLimitedError(TransientError):
-    """The provider kept answering HTTP 429 after tplab waited as it asked."""
+    """The provider kept answering HTTP 429 after tplab waited as it asked (or, for a call
+    made once, answered one 429: ``retry_after_s`` is how long it asked to wait)."""
+
+    def __init__(self, message: str, retry_after_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class SpotUnavailableError(NoCapacityError):
@@ -94,6 +99,17 @@ class RentalMismatchError(ProviderError):
     """The provider made a pod, but not the rental tplab asked for (an interruptible bid came
     back on demand, or at another price). The provider has already tried to end it; ``info`` is
     that pod, so the lab adopts it and its teardown terminates, verifies and settles it."""
+
+    def __init__(self, message: str, info: PodInfo) -> None:
+        super().__init__(message)
+        self.info = info
+
+
+class LeftBehindError(SpotUnavailableError):
+    """No interruptible rental at the bid, yet the provider made an instance and left it (a
+    Vast bid that failed still makes a stopped instance, billing its storage). The provider
+    has sent its end; ``info`` is that instance, so the lab adopts it and its teardown proves
+    it gone and settles it: never "nothing is left" before that proof."""
 
     def __init__(self, message: str, info: PodInfo) -> None:
         super().__init__(message)
@@ -204,6 +220,8 @@ class GoneProof:
     def gone(self) -> bool:
         """The provider does not list the pod and answers for it with nothing (404), or with a
         record that says TERMINATED, which RunPod may keep showing for a while."""
+        if "pod" not in self.answer:  # no answer about the pod (an error): not gone
+            return False
         pod = self.answer.get("pod")
         status = "" if pod is None else str(pod.get("status") or pod.get("desiredStatus") or "")
         dead = pod is None or status.upper() == "TERMINATED"
@@ -238,6 +256,7 @@ class Provider(Protocol):
     def wait_ready(self, pod_id: str, timeout_s: float) -> PodInfo: ...  # terminates on timeout
     def status(self, pod_id: str) -> PodInfo: ...
     def terminate(self, pod_id: str) -> None: ...       # idempotent: not found means gone
+    def end_once(self, pod_id: str) -> None: ...        # one end call: refused raises
     def verify_gone(self, pod_id: str) -> GoneProof: ...
     def list_pods(self) -> list[PodInfo]: ...           # tplab's pods only (name prefix)
     def actual_cost(self, pod_id: str, balance_before: float | None,

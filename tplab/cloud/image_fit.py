@@ -169,7 +169,9 @@ def host_fit(choice: ImageChoice, host_cuda: str | float | None) -> Fit:
     if need is None:
         return Fit(None, "the image's CUDA is unknown to tplab, so any host is taken")
     if have is None:
-        return Fit(None, "the host does not say which CUDA its driver runs")
+        return Fit(None, "the host does not say which CUDA its driver runs (unknown: taken "
+                         "only after every offer known to run the image)",
+                   "CUDA unknown: taken after every known fit")
     if have < need:
         return Fit(False, f"its driver runs CUDA {have[0]}.{have[1]} at most, below the "
                           f"{need[0]}.{need[1]} of {choice.image}")

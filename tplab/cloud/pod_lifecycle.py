@@ -67,8 +67,9 @@ class PodLifecycle:
     def balance(self) -> float | None:
         raise NotImplementedError
 
-    def _delete(self, pod_id: str) -> None:
-        """One end call; returns when the cloud took it or says the pod is already gone."""
+    def _delete(self, pod_id: str, once: bool = False) -> None:
+        """One end call; returns when the cloud took it or says the pod is already gone, raises
+        (in the cloud's own words) when it refused it. ``once``: no retry inside the call."""
         raise NotImplementedError
 
     def _why_dead(self, info: PodInfo) -> str | None:
@@ -164,6 +165,13 @@ class PodLifecycle:
             f"Could not {w.verb} {w.noun} {pod_id} after {len(self.terminate_delays) + 1} "
             f"attempts ({error_text(last) if last else 'unknown error'}); it may still be "
             f"{w.still}: {w.by_hand.format(pod_id=pod_id)}.")
+
+    def end_once(self, pod_id: str) -> None:
+        """One end call, made once (no retry, no wait for a 429 or a 5xx): returns when the
+        cloud accepted it or says the pod is already gone; a refusal (a 429, a 5xx, an answer
+        that says it failed) raises ``ProviderError`` in the cloud's words. For the end of a
+        pod, which keeps its own schedule and bound (``tplab.lab.ending``)."""
+        self._delete(pod_id, once=True)
 
     def verify_gone(self, pod_id: str) -> GoneProof:
         checked = utc_now()

@@ -74,9 +74,11 @@ class RestClient:
         """The cloud's own words for an error answer (``body`` parsed JSON, else ``text``)."""
         raise NotImplementedError
 
-    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float) -> float:
+    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float,
+                      once: bool = False) -> float:
         """The wait before the next try after the ``limited``-th 429 of this call (``waited`` s
-        waited so far); raises ``RateLimitedError`` when it is time to stop."""
+        waited so far); raises ``RateLimitedError`` when it is time to stop (at the first with
+        ``once``, carrying the wait the cloud asked for in ``retry_after_s``)."""
         raise NotImplementedError
 
     def _answer(self, what: str, resp: Any) -> Answer:
@@ -89,9 +91,11 @@ class RestClient:
 
     # ---- one call ------------------------------------------------------------------------
     def _request(self, what: str, method: str, path: str, params: Mapping[str, Any] | None,
-                 json: Any, create: str | None) -> Answer:
+                 json: Any, create: str | None, once: bool = False) -> Answer:
         """``method path``; ``what`` names the call in errors; ``create``: this call creates a
-        pod of that name (never repeated on a 5xx or a timeout)."""
+        pod of that name (never repeated on a 5xx or a timeout). ``once``: one try, whatever
+        comes back (a 429, a 5xx, no answer: the error at once), for a caller that keeps its
+        own schedule and its own bound (the end of a pod: ``tplab.lab.ending``)."""
         url = self._url(path)
         failures = limited = 0
         waited = 0.0
@@ -109,16 +113,17 @@ class RestClient:
                         f"{self.cloud}'s API {why} while {what}; the {self.noun} may have been "
                         "created anyway.", create, f"{self.cloud}'s API {why}") from None
                 failures += 1
-                if failures > len(self.retry_delays):
+                if once or failures > len(self.retry_delays):
+                    times = "once" if failures == 1 else f"{failures} times"
                     raise TransientError(f"{self.cloud}'s API at {self.base_url} {why} while "
-                                         f"{what}, {failures} times; check the network and try "
+                                         f"{what}, {times}; check the network and try "
                                          "again.") from None
                 self._sleep(self.retry_delays[failures - 1])
                 continue
             status = resp.status_code
             if status == 429:
                 limited += 1
-                wait = self._rate_limited(resp, what, limited, waited)
+                wait = self._rate_limited(resp, what, limited, waited, once)
                 waited += wait
                 if wait > 0:
                     self._sleep(wait)
@@ -131,6 +136,9 @@ class RestClient:
                         f"{self.noun} may have been created anyway.", create,
                         f"HTTP {status}: {detail}")
                 failures += 1
+                if once:
+                    raise TransientError(f"{self.cloud} answered HTTP {status} while {what} "
+                                         f"({detail}).")
                 if failures > len(self.retry_delays):
                     raise TransientError(
                         f"{self.cloud}'s API failed while {what} (HTTP {status}: {detail}) "

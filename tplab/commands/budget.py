@@ -44,13 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard, fmt_usd
+    from tplab.money.budget import BudgetError, fmt_usd
+    from tplab.money.caps import resolve_caps
 
     try:
-        config = BudgetConfig.load(args.config, mock=args.mock).with_overrides(
-            phase_cap_usd=args.phase_cap_usd, lab_cap_usd=args.lab_cap_usd,
-            preflight_buffer_usd=args.preflight_buffer_usd)
-        guard = BudgetGuard.from_config(config, mock=args.mock, ledger_path=args.ledger)
+        caps = resolve_caps(mock=args.mock, lab_cap_usd=args.lab_cap_usd,
+                            phase_cap_usd=args.phase_cap_usd,
+                            preflight_buffer_usd=args.preflight_buffer_usd,
+                            config_path=args.config, ledger_path=args.ledger)
+        guard = caps.guard()
         if args.auth_id and not args.release:
             raise BudgetError("--auth-id needs --release LABEL; add the label it belongs to.")
         if args.release:
@@ -59,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"Released {fmt_usd(entry.amount_usd)} held for {entry.label!r} "
                       f"(authorization {entry.auth_id}).")
         summary = guard.summary()
-        preflight = guard.check_preflight(config.lab_cap_usd, config.preflight_buffer_usd)
+        preflight = guard.check_preflight(caps.lab_cap_usd, caps.preflight_buffer_usd)
     except BudgetError as exc:
         print(f"tplab budget: {exc}", file=sys.stderr)
         return 1
@@ -122,11 +124,14 @@ def render(summary: Any, preflight: Any, mock: bool = False) -> str:
            f"(lab cap {fmt_usd(preflight.lab_cap_usd)} + buffer {fmt_usd(preflight.buffer_usd)})"]
     out.append("")
     if summary.open_authorizations:
+        from tplab.viewmodel.ledger_view import hold_words
         out.append("Open authorizations:")
-        for auth in summary.open_authorizations:
+        words = hold_words(summary.open_authorizations, mock)
+        for auth, said in zip(summary.open_authorizations, words):
             flag = f"  STALE: {auth.stale_reason}" if auth.stale else ""
             out.append(f"  {auth.label}  {fmt_usd(auth.amount_usd)}  since {_when(auth.ts)} UTC  "
                        f"id {auth.auth_id}{flag}")
+            out.append(f"    {said}")
         if any(a.stale for a in summary.open_authorizations):
             out.append("  Check the provider has no pod left running for a stale one, then "
                        "release it: tplab budget --release LABEL")

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check for an on-demand lab instead of the default spot lab")
     parser.add_argument("--lab-cap", type=float, default=None, metavar="USD",
                         help="the lab cap to check against (default: the budget config's)")
+    parser.add_argument("--phase-cap", type=float, default=None, metavar="USD",
+                        help="the phase cap the ledger is held to (default: the budget "
+                             "config's)")
     parser.add_argument("--wall-cap", type=float, default=7200.0, metavar="S",
                         help="the lab's wall-clock cap in seconds (default: 7200)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -60,7 +63,8 @@ def check_names(args: argparse.Namespace) -> list[str]:
 def _side(report) -> str:  # type: ignore[no-untyped-def]
     """One cloud's answer in a few words: a key problem is never "no spot"."""
     if not report.key_ok:
-        return "no usable API key (see its key line)"
+        return ("the key not checked: no answer (see its key line)" if not report.key_checked
+                and report.key_source else "no usable API key (see its key line)")
     return (f"spot ${report.spot_usd_per_hr:.3f}/h" if report.spot_usd_per_hr else "no spot") \
         + (" (can run)" if report.can_run else "")
 
@@ -68,7 +72,8 @@ def _side(report) -> str:  # type: ignore[no-untyped-def]
 def main(args: argparse.Namespace) -> int:
     reports = [gather_check(mock=bool(args.mock), api_url=args.api_url, gpu_type=args.gpu_type,
                             gpus=args.gpus, spot=not args.on_demand, lab_cap_usd=args.lab_cap,
-                            wall_cap_s=args.wall_cap, name=name, image=args.image)
+                            phase_cap_usd=args.phase_cap, wall_cap_s=args.wall_cap, name=name,
+                            image=args.image)
                for name in check_names(args)]
     can_run = any(r.can_run for r in reports)
     if args.json:

@@ -41,29 +41,49 @@ def mock_providers() -> list[tuple[Any, Any]]:
             for rec in mock_clouds.running()]
 
 
-def gather(mock: bool, api_url: str | None, name: str | None = None) -> list[dict]:
-    """One row per live pod: id, name, state, $/h, uptime, cost so far, where it was found."""
+def gather(mock: bool, api_url: str | None, name: str | None = None,
+           settled: list[str] | None = None) -> list[dict]:
+    """One row per live pod: id, name, state, $/h, uptime, cost so far, where it was found. A
+    pod its ended lab could not prove gone, now shown gone, has its hold settled (one sentence
+    each into ``settled``)."""
     from tplab.lab import leftovers
     from tplab.lab.providers import cli_provider
     if mock and not api_url:
-        return _gather_mocks()
+        return _gather_mocks(settled)
     provider = cli_provider(mock, api_url, name)
     assert provider is not None
     return [_row(p.info, p.record, p.found_in, api_url)
-            for p in leftovers.live_pods(provider, mock)]
+            for p in leftovers.live_pods(provider, mock, settled=settled)]
 
 
-def _gather_mocks() -> list[dict]:
-    """Pods of every running mock cloud, and open mock records whose cloud has stopped."""
-    from tplab.cloud.base import GONE_STATES
+def _gather_mocks(settled: list[str] | None = None) -> list[dict]:
+    """Pods of every running mock cloud, and open mock records whose cloud has stopped (a
+    record whose running cloud shows its pod gone is closed, its ended lab's hold settled)."""
+    from tplab.cloud.base import GONE_STATES, ProviderError
     from tplab.lab import instances
+    from tplab.lab.leftovers import close_if_gone
     records = {r.pod_id: r for r in instances.open_records(True) if r.pod_id}
     rows: list[dict] = []
-    for cloud, provider in mock_providers():
+    clouds = mock_providers()
+    for cloud, provider in clouds:
         for pod in provider.list_pods():
             if pod.state.upper() not in GONE_STATES:
                 rows.append(_row(pod, records.pop(pod.id, None), "mock cloud", cloud.api_url))
-    for rec in records.values():  # a mock pod cannot outlive its mock cloud
+    for rec in records.values():
+        # its cloud (the one mock of its kind, running since before the lab) does not list
+        # it: ask that cloud
+        asked = [p for c, p in clouds if c.provider == rec.provider
+                 and c.started_at <= rec.intent_at]
+        if len(asked) == 1 and len([c for c, _ in clouds if c.provider == rec.provider]) == 1:
+            try:
+                notes = close_if_gone(asked[0], rec, True)
+            except ProviderError:
+                notes = None
+            if notes is not None:
+                if settled is not None:
+                    settled.extend(notes)
+                continue
+        # a mock pod cannot outlive its mock cloud
         rows.append({"pod_id": rec.pod_id, "name": rec.pod_name, "state": ENDED_WITH_MOCK,
                      "usd_per_hr": rec.usd_per_hr, "uptime_s": None, "cost_so_far_usd": None,
                      "lab_id": rec.lab_id, "found_in": "instance.json", "cloud": None})
@@ -131,11 +151,15 @@ def main(args: argparse.Namespace) -> int:
     if none:
         print(f"tplab status: {none}", file=sys.stderr)
         return 1
+    settled: list[str] = []
     try:
-        rows = [r for name in cli_names(args) for r in gather(mock, args.api_url, name)]
+        rows = [r for name in cli_names(args)
+                for r in gather(mock, args.api_url, name, settled)]
     except ProviderError as exc:
         print(f"tplab status: {exc}", file=sys.stderr)
         return 1
+    for note in settled:  # said first: a hold that `tplab budget` showed is settled now
+        print(note, file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -19,9 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-url", metavar="URL", default=None,
                         help="ask the (mock) cloud API at URL instead; its key comes from the "
                              "provider's key variable (`tplab check` names it)")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                        help="seconds to wait for the provider to show each pod gone "
-                             "(default 60)")
+    from tplab.lab.ending import END_BOUND_S, SAY_EVERY_S
+    parser.add_argument("--timeout", type=float, default=END_BOUND_S, metavar="S",
+                        help="the bound on ending each pod: terminate calls and looks until "
+                             "the provider shows it gone, whatever it answers; a line every "
+                             f"{SAY_EVERY_S:.0f} s says what it is doing "
+                             f"(default {END_BOUND_S:.0f})")
 
 
 def _mock_targets(providers: list | None = None) -> tuple[list, dict]:
@@ -35,6 +38,18 @@ def _mock_targets(providers: list | None = None) -> tuple[list, dict]:
     by_pod = {pod.id: provider for provider in providers for pod in provider.list_pods()
               if pod.state.upper() not in GONE_STATES}
     return providers, by_pod
+
+
+def retry_command(args: argparse.Namespace, pod_id: str) -> str:
+    """The exact command that tries again to end ``pod_id`` as this one was asked."""
+    parts = ["tplab terminate", pod_id]
+    if getattr(args, "provider", None) and args.provider != "auto":
+        parts.append(f"--provider {args.provider}")
+    if args.mock:
+        parts.append("--mock")
+    if args.api_url:
+        parts.append(f"--api-url {args.api_url}")
+    return " ".join(parts)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,6 +67,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"tplab terminate: {none}", file=sys.stderr)
         return 1
     live_mock_pods: set[str] | None = None
+    settled: list[str] = []  # holds of ended labs whose pods the listing found gone
     try:
         if args.mock and not args.api_url:  # the mock clouds running on this machine
             providers, by_pod = _mock_targets()
@@ -74,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
             provider = cli_provider(args.mock, args.api_url, names[0])
             ids = list(args.pod_ids)
             if args.all:
-                ids += [r["pod_id"] for r in gather(args.mock, args.api_url, names[0])
+                ids += [r["pod_id"] for r in gather(args.mock, args.api_url, names[0], settled)
                         if r["pod_id"] not in ids]
             pick = lambda pod_id: provider  # noqa: E731
     except ProviderError as exc:
@@ -83,10 +99,15 @@ def main(args: argparse.Namespace) -> int:
     if not ids:
         print("No live tplab pods." if provider is not None else "No live tplab pods (no mock "
               "cloud is running; mock pods live only as long as their mock cloud).")
+    for note in settled:
+        print(note)
     failed = 0
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     for pod_id in ids:  # one pod's failure never stops the others
         try:
-            ended = asyncio.run(end_pod(pick(pod_id), pod_id, args.mock, args.timeout))
+            ended = asyncio.run(end_pod(pick(pod_id), pod_id, args.mock, args.timeout, say=say))
         except AuthError as exc:  # the key: the same for every pod, and nothing was ended
             print(f"tplab terminate: {exc}", file=sys.stderr)
             return 1
@@ -97,8 +118,12 @@ def main(args: argparse.Namespace) -> int:
             continue
         if not ended.proof.gone:
             failed += 1
-            print(f"{pod_id}: terminate sent but the provider does not show it gone yet; check "
-                  "the provider console and retry.", file=sys.stderr)
+            report = ended.report
+            from tplab.lab.ending import cloud_words
+            noun, verb = cloud_words(pick(pod_id))
+            sentence = (report.sentence(retry_command(args, pod_id), noun, verb) if report
+                        else f"{noun} {pod_id} is not proven gone")
+            print(f"tplab terminate: {sentence[0].upper()}{sentence[1:]}", file=sys.stderr)
             continue
         print(f"{pod_id}: gone (checked {ended.proof.checked_at}: "
               f"{json.dumps(ended.proof.answer, sort_keys=True)[:120]})")

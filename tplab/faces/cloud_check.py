@@ -20,9 +20,12 @@ are imported inside ``gather_check``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tplab.money.worst_case import worst_case
+
+if TYPE_CHECKING:
+    from tplab.money.caps import Caps
 
 DEFAULT_GPU_TYPE = "NVIDIA GeForce RTX 4090"
 #: offers the dashboard's rows show (the command prints every offer the quote judged)
@@ -45,13 +48,17 @@ class CheckReport:
     gpus: int
     spot: bool                         # the lab this check is for: spot unless --on-demand
     key_source: str | None = None
+    #: True: the cloud answered a read only an accepted key gets; False: refused, or not
+    #: checked (``key_checked`` says which)
     key_ok: bool = False
+    key_checked: bool = False
     balance_usd: float | None = None
     on_demand_usd_per_hr: float | None = None
     availability: str | None = None
     spot_offered: bool | None = None
     spot_usd_per_hr: float | None = None
     lab_cap_usd: float | None = None
+    phase_cap_usd: float | None = None
     worst_case_usd: float | None = None
     provider: str = ""                 # the cloud asked (its registry name)
     image: str = ""                    # the image the pod would get
@@ -83,8 +90,8 @@ class CheckReport:
         problems = [row(x, True) for x in self.lines if x.name in late and x.ok is not True]
         out: list[tuple[str, str]] = []
         for line in self.lines:
-            if line.name not in late:
-                out.append(row(line))
+            if line.name not in late:  # a key not checked: its few words (why: the command)
+                out.append(row(line, short=line.name == "key" and line.ok is None))
                 if line.name == "key":
                     out += problems
         if not any(x.name == "key" for x in self.lines):
@@ -97,13 +104,22 @@ class CheckReport:
 
 def gather_check(*, mock: bool = False, api_url: str | None = None,
                  gpu_type: str = DEFAULT_GPU_TYPE, gpus: int = 2, spot: bool = True,
-                 lab_cap_usd: float | None = None, wall_cap_s: float = 7200.0,
-                 provider: Any = None, name: str | None = None,
+                 lab_cap_usd: float | None = None, phase_cap_usd: float | None = None,
+                 wall_cap_s: float = 7200.0, provider: Any = None, name: str | None = None,
                  image: str | None = None) -> CheckReport:
     """Every fact `tplab check` prints (see the module docstring). Creates nothing; in ``--mock``
     mode without ``api_url`` a mock cloud is started for the check and stopped after it.
-    ``image``: the lab's ``--image`` (None: the default for the cloud and the GPU)."""
+    ``image``: the lab's ``--image`` (None: the default for the cloud and the GPU). The caps are
+    the lab's (``tplab.money.caps.resolve_caps`` with ``--lab-cap`` and ``--phase-cap``)."""
     from tplab.cloud import registry
+    from tplab.money.budget_config import BudgetError
+    from tplab.money.caps import resolve_caps
+    money: Caps | str
+    try:
+        money = resolve_caps(mock=mock, lab_cap_usd=lab_cap_usd, phase_cap_usd=phase_cap_usd,
+                             wall_cap_s=wall_cap_s)
+    except BudgetError as exc:  # said on the budget line; the cloud is still asked
+        money = str(exc)
     named = name
     if not name:  # none named: RunPod's mock; with no key at all, the cloud a first lab needs
         name = registry.DEFAULT if mock or api_url or registry.configured() \
@@ -112,7 +128,7 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
                          provider=name, image=image or "")
     if provider is not None:
         report.key_source = "the caller's provider"
-        _ask(report, provider, lab_cap_usd, wall_cap_s)
+        _ask(report, provider, money, wall_cap_s)
         return report
     if mock and not api_url:
         cloud = registry.package(name).start_mock()
@@ -120,8 +136,8 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
             report.api_url = cloud.api_url
             report.key_source = "the mock cloud's own key"
             from tplab.lab.providers import MOCK_KEY, provider_for
-            _ask(report, provider_for(cloud.api_key, cloud.api_url, name, MOCK_KEY),
-                 lab_cap_usd, wall_cap_s)
+            _ask(report, provider_for(cloud.api_key, cloud.api_url, name, MOCK_KEY), money,
+                 wall_cap_s)
         finally:
             cloud.stop()
         return report
@@ -146,7 +162,7 @@ def gather_check(*, mock: bool = False, api_url: str | None = None,
         report.add("key", False, str(exc))
         return report
     report.api_url = getattr(prov, "api_base_url", url)
-    _ask(report, prov, lab_cap_usd, wall_cap_s)
+    _ask(report, prov, money, wall_cap_s)
     return report
 
 
@@ -156,35 +172,51 @@ def where_asked(report: CheckReport) -> str:
     return f"the mock {name} cloud" if report.mock else name
 
 
-def _accepted(report: CheckReport) -> str:
+def _key(report: CheckReport, provider: Any) -> bool:
+    """The "key" line, from a read only an accepted key is answered: the account's pods (RunPod
+    ``GET /v2/pods``, Vast ``GET /api/v1/instances``). Refused: the line says so and False (the
+    rest cannot be asked). No answer: the key is "not checked", and why, never "accepted"."""
+    from tplab.cloud.base import AuthError, ProviderError
+    from tplab.keys.redact import error_text
     where = where_asked(report)
-    return f"{where} accepts the API key (from {report.key_source})"
+    try:
+        provider.list_pods()
+    except AuthError as exc:
+        report.key_checked = True
+        said = error_text(exc)
+        report.add("key", False, said if str(report.key_source) in said else
+                   f"{said.rstrip('.')}; the key used came from {report.key_source}.")
+        return False
+    except ProviderError as exc:
+        report.add("key", None, f"not checked: {where} did not answer the read that proves a "
+                   f"key ({error_text(exc).rstrip('.')}), so whether it accepts the key from "
+                   f"{report.key_source} is unknown", "not checked: no answer")
+        return True
+    report.key_ok = report.key_checked = True
+    report.add("key", True, f"{where} accepts the API key (from {report.key_source})")
+    return True
 
 
-def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
-         wall_cap_s: float) -> None:
+def _ask(report: CheckReport, provider: Any, money: Caps | str, wall_cap_s: float) -> None:
     from tplab.cloud.base import AuthError, ProviderError
     from tplab.cloud.image_fit import choose_image, gpu_fit
-    from tplab.keys.redact import one_line
+    from tplab.keys.redact import error_text
     gpus, gpu = report.gpus, report.gpu_type
     choice = choose_image(report.provider, gpu, report.image or None)
     report.image = choice.image
     fit = gpu_fit(choice, gpu, report.provider)
+    if not _key(report, provider):
+        return
     try:
         quote = provider.quote(gpu, gpus, choice.image)
     except AuthError as exc:
-        said = one_line(exc)
-        report.add("key", False, said if str(report.key_source) in said else
-                   f"{said.rstrip('.')}; the key used came from {report.key_source}.")
+        report.key_ok = False
+        report.add("key", False, error_text(exc))
         return
     except ProviderError as exc:
-        report.key_ok = True
-        report.add("key", True, _accepted(report))
         _image_line(report, choice, fit)
-        report.add("on-demand", False, one_line(exc))
+        report.add("on-demand", False, error_text(exc))
         return
-    report.key_ok = True
-    report.add("key", True, _accepted(report))
     _image_line(report, choice, fit)
     _hosts(report, quote, image_ok=fit.ok is not False, image_cuda=choice.cuda)
     report.on_demand_usd_per_hr = quote.on_demand_usd_per_hr
@@ -194,7 +226,7 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
     try:
         report.balance_usd = provider.balance()
     except ProviderError as exc:
-        report.add("balance", None, f"the balance could not be read ({one_line(exc)})")
+        report.add("balance", None, f"the balance could not be read ({error_text(exc)})")
     price = quote.spot_usd_per_hr if report.spot else quote.on_demand_usd_per_hr
     if quote.on_demand_usd_per_hr is not None:
         report.add("on-demand", quote.on_demand_available or (None if report.spot else False),
@@ -224,7 +256,7 @@ def _ask(report: CheckReport, provider: Any, lab_cap_usd: float | None,
         report.add("balance", ok, f"account balance ${report.balance_usd:.2f}"
                    + ("" if ok else f" (the lab's worst case is ${worst.usd:.2f}; the provider "
                                     "stops pods when the balance runs out)"))
-    _budget(report, price, wall_cap_s, lab_cap_usd)
+    _budget(report, price, money)
 
 
 def _image_line(report: CheckReport, choice: Any, fit: Any) -> None:
@@ -277,7 +309,7 @@ def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
     if not good:
         report.add("hosts", None, "no offer shown can run the image")
         return
-    best = good[0]
+    best = next((h for h in good if h.ok), good[0])  # a known fit before an unknown host
     price = f" at ${best.usd_per_hr:.3f}/h" if best.usd_per_hr is not None else ""
     what = f" ({best.price_what})" if price and best.price_what else ""
     verb = "can" if ok else "may"
@@ -287,32 +319,45 @@ def _hosts(report: CheckReport, quote: Any, image_ok: bool = True,
                f"{len(good)} of {len(quote.hosts)} run it; takes {best.offer}{price}")
 
 
-def _budget(report: CheckReport, price: float | None, wall_cap_s: float,
-            lab_cap_usd: float | None) -> None:
-    from tplab.money.budget import BudgetConfig, BudgetGuard
+def _held_for_pods(report: CheckReport, auths: list) -> None:
+    """A "held" line for money an ended lab keeps for a pod not yet proven gone (it counts
+    against the budget until a `tplab terminate` or `tplab status` sees the pod gone)."""
+    from tplab.viewmodel.ledger_view import hold_words
+    said = [w for w in hold_words(auths, report.mock) if "not yet proven gone" in w]
+    if said:
+        report.add("held", None, "; ".join(said), "held for a pod not yet proven gone")
+
+
+def _budget(report: CheckReport, price: float | None, money: Caps | str) -> None:
+    """The "budget" line: the ledger's pre-flight under the lab's caps, and the offer's worst
+    case against the lab cap (``Caps.worst_case``: the one rule)."""
+    if isinstance(money, str):
+        report.add("budget", False, f"the budget could not be read: {money}")
+        return
     try:
-        conf = BudgetConfig.load(mock=report.mock).with_overrides(lab_cap_usd=lab_cap_usd)
-        guard = BudgetGuard.from_config(conf, mock=report.mock)
-        pre = guard.check_preflight(conf.lab_cap_usd, conf.preflight_buffer_usd)
+        guard = money.guard()
+        pre = guard.check_preflight(money.lab_cap_usd, money.preflight_buffer_usd)
         damaged = guard.summary().damaged_note()
-    except Exception as exc:  # noqa: BLE001 - a broken config or ledger is a finding
+    except Exception as exc:  # noqa: BLE001 - a broken ledger is a finding
         report.add("budget", False, f"the budget could not be read: {exc}")
         return
     if damaged:  # a lab still runs (the pre-flight counts the good lines), but say it
         report.add("ledger", None, damaged[0].upper() + damaged[1:],
                    "damaged ledger lines: see `tplab budget`")
-    report.lab_cap_usd = conf.lab_cap_usd
+    report.lab_cap_usd = money.lab_cap_usd
+    report.phase_cap_usd = money.phase_cap_usd
+    _held_for_pods(report, guard.summary().open_authorizations)
     if not pre.ok:
         report.add("budget", False, pre.message)
         return
     if price is None:
         report.add("budget", None, f"ledger fine ({pre.message}); no price to check against "
-                   f"the lab cap ${conf.lab_cap_usd:.2f}")
+                   f"the {money.describe()}")
         return
-    worst = worst_case(price, wall_cap_s, conf.lab_cap_usd)
+    worst = money.worst_case(price)
     report.worst_case_usd = round(worst.usd, 6)
     kind = "spot" if report.spot else "on-demand"
     report.add("budget", worst.fits, f"{kind} worst case ${worst.usd:.2f} ({worst.hours:.2f} h "
                f"wall cap) {'within' if worst.fits else 'ABOVE'} the lab cap "
-               f"${conf.lab_cap_usd:.2f}; "
+               f"${money.lab_cap_usd:.2f} (phase cap ${money.phase_cap_usd:.2f}); "
                f"{pre.message}")

@@ -99,8 +99,8 @@ def auth_id_of(lab_dir: Path) -> str | None:
 
 # ------------------------------------------------------------------ the ledger
 def _guard(mock: bool) -> BudgetGuard:
-    from tplab.money.budget import BudgetConfig
-    return BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+    from tplab.money.caps import resolve_caps
+    return resolve_caps(mock=mock).guard()
 
 
 def spend_lines(ledger_path: Path, auth_id: str | None) -> bytes:

@@ -69,6 +69,14 @@ def spend_rows(summary: Any) -> list[SpendRow]:
     return rows
 
 
+def _held_words(summary: Any, mock: bool) -> dict[str, str]:
+    """For each open authorization, why it is still held (": $3.00 for pod 4711, not yet
+    proven gone ..."), as `tplab budget` says it."""
+    from tplab.viewmodel.ledger_view import hold_words
+    auths = list(getattr(summary, "open_authorizations", []) or [])
+    return {a.auth_id: f": {w}" for a, w in zip(auths, hold_words(auths, mock))}
+
+
 def render(summary: Any, lab_ids: dict[str, str], mock: bool = False,
            this_auth: str | None = None) -> str:
     """The markdown page: cap, one row per lab, the totals `tplab budget` shows.
@@ -84,6 +92,7 @@ def render(summary: Any, lab_ids: dict[str, str], mock: bool = False,
            "| # | lab | ledger label | authorized (UTC) | authorized | actual | outcome "
            "| remaining of the cap after |",
            "|---|---|---|---|---:|---:|---|---:|"]
+    held = _held_words(summary, mock)
     for n, row in enumerate(rows, 1):
         lab = lab_ids.get(row.auth_id or "", "-")
         if this_auth and row.auth_id == this_auth:
@@ -91,7 +100,8 @@ def render(summary: Any, lab_ids: dict[str, str], mock: bool = False,
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(row.ts))
         out.append(f"| {n} | {lab} | `{row.label}` | {when} | "
                    f"{fmt_usd(row.authorized) if row.authorized is not None else '-'} | "
-                   f"{fmt_usd(row.actual) if row.actual is not None else '-'} | {row.outcome} | "
+                   f"{fmt_usd(row.actual) if row.actual is not None else '-'} | "
+                   f"{row.outcome}{held.get(row.auth_id or '', '')} | "
                    f"{fmt_usd(row.remaining_after)} |")
     if not rows:
         out.append("| - | no lab has been authorized yet | | | | | | |")

@@ -72,8 +72,10 @@ def error_text(exc: BaseException, extra: Iterable[str | None] = ()) -> str:
 
 
 def one_line(text: object, limit: int = 500) -> str:
-    """``text`` redacted, on one line, at most ``limit`` characters: for reasons shown to users."""
-    return redact(" ".join(str(text).split()))[:limit]
+    """``text`` redacted, on one line, at most ``limit`` characters (cut at a word's end, marked
+    ``…``): for reasons shown to users."""
+    from tplab.util.clip import clip
+    return clip(redact(" ".join(str(text).split())), limit)
 
 
 def redact_tree(value: Any, extra: Iterable[str | None] = ()) -> Any:

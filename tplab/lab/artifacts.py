@@ -6,8 +6,10 @@ after terminate + verify + record, whatever the outcome). The manifest itself is
 ``tplab.lab.manifest`` (the same builder `tplab local` uses); this module only says what the lab knows.
 Money: ``estimated_cost_usd`` is the quote's expected cost of the planned run
 (``estimated_cost_formula``), ``worst_case_usd`` the quote's price for the whole wall cap,
-``authorized_usd`` what the ledger held, ``actual_cost_usd`` what was recorded (from
-``actual_cost_source``: RunPod's billing, or cost x billed seconds).
+``authorized_usd`` what the ledger held, ``actual_cost_usd`` the lab's cost figure
+(``LabMoney.cost``: ``cost_is`` "billed" once the provider's bill was recorded, from
+``actual_cost_source``: the provider's billing, or cost x billed seconds; a pod not proven gone
+leaves it unrecorded, its hold named in ``held_for_pod``).
 """
 
 from __future__ import annotations
@@ -144,7 +146,9 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
         extra={
             "mock": config.mock,
             "provider": config.provider_name(),
-            "verified_gone": pod.verified_gone,
+            # a lab that never rented has no end to prove: null, and pod_created says so
+            "verified_gone": pod.verified_gone if pod.id is not None else None,
+            "pod_created": pod.id is not None,
             "usd_per_hr": pod.usd_per_hr,
             "price_kind": money_fields["price_kind"],
             "estimated_cost_formula": ESTIMATE_FORMULA,
@@ -152,6 +156,11 @@ def lab_manifest(config: LabConfig, facts: LabFacts,
             "authorized_usd": money_fields["authorized_usd"],
             "actual_cost_source": money_fields["actual_cost_source"],
             "actual_cost_note": money_fields["actual_cost_note"],
+            # what actual_cost_usd is: "billed" once the provider showed the pod gone and its
+            # bill was recorded, else "estimate"; held_for_pod: the pod whose end is not
+            # proven, for which the lab's authorization stays held
+            "cost_is": money_fields["cost_is"] if pod.id is not None else None,
+            "held_for_pod": money_fields["held_for_pod"],
             "budget_label": config.ledger_label(),
             "image": pod.image.to_dict() if pod.image else None,
             **mock_only,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from tplab.cloud import registry
 from tplab.cloud.base import AuthError, ProviderError, Quote
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
-from tplab.money.worst_case import worst_case
+from tplab.money.caps import Caps
 from tplab.keys.redact import one_line
 
 
@@ -41,7 +41,7 @@ class Answer:
             return None
         return q.spot_usd_per_hr if q.spot_available and q.spot_usd_per_hr else None
 
-    def describe(self, wall_cap_s: float, cap: float) -> str:
+    def describe(self, caps: Caps) -> str:
         """This cloud's answer in a few words, for the pick and the stub."""
         q = self.quote
         if q is None and self.key_refused:
@@ -54,17 +54,11 @@ class Answer:
         if price is None:
             kind = "no spot at all" if q.spot_offered is False else "no spot capacity"
             return f"{self.label}: {kind} ({(q.spot_note or 'no offer').rstrip('.')})"
-        worst = worst_case(price, wall_cap_s, cap)
+        worst = caps.worst_case(price)
         if not worst.fits:
             return (f"{self.label}: spot ${price:.3f}/h, worst case ${worst.usd:.2f} over the lab "
-                    f"cap ${cap:.2f}")
+                    f"cap ${caps.lab_cap_usd:.2f}")
         return f"{self.label}: spot ${price:.3f}/h, worst case ${worst.usd:.2f}"
-
-
-def lab_cap(config: LabConfig) -> float:
-    from tplab.money.budget import BudgetConfig
-    return BudgetConfig.load(mock=config.mock).with_overrides(
-        lab_cap_usd=config.lab_cap_usd).lab_cap_usd
 
 
 def names(config: LabConfig) -> list[str]:
@@ -94,13 +88,15 @@ def _ask(config: LabConfig, name: str) -> Answer:
         return Answer(name, error=one_line(exc).rstrip("."))
 
 
-def decide(config: LabConfig, answers: list[Answer], cap: float) -> tuple[str, str]:
+def decide(config: LabConfig, answers: list[Answer], caps: Caps) -> tuple[str, str]:
     """(the cloud picked, the sentence saying why); LabStop(STUB) with each cloud's answer and
-    the on-demand quotes when none has spot under the cap."""
-    wall = config.wall_cap_s
+    the on-demand quotes when none has spot under the cap. The caps are the lab's own
+    (``preflight.lab_caps``: the one resolution), so the cloud picked is one whose worst case
+    the lab's pre-flight then accepts."""
+    cap = caps.lab_cap_usd
     fits = [a for a in answers
-            if (p := a.spot_price()) is not None and worst_case(p, wall, cap).fits]
-    said = "; ".join(a.describe(wall, cap) for a in answers) or "no cloud has a key"
+            if (p := a.spot_price()) is not None and caps.worst_case(p).fits]
+    said = "; ".join(a.describe(caps) for a in answers) or "no cloud has a key"
     if fits:
         best = min(fits, key=lambda a: a.spot_price() or 0.0)
         return best.name, (f"--provider auto picked {best.label}: the cheapest spot offer for "
@@ -121,8 +117,14 @@ async def pick(config: LabConfig) -> tuple[str, str]:
     asked = names(config)
     if not asked:
         raise LabStop(FAILED, registry.no_key_at_all())
+    from tplab.lab.preflight import lab_caps
+    from tplab.money.budget_config import BudgetError
+    try:
+        caps = lab_caps(config)
+    except BudgetError as exc:  # the caps cannot stand together: no cloud is asked
+        raise LabStop(FAILED, f"{str(exc).rstrip('.')}; nothing was created") from None
     answers = await asyncio.gather(*(asyncio.to_thread(_ask, config, n) for n in asked))
     refused = [a for a in answers if a.key_refused]
     if refused and len(refused) == len(answers):
         raise LabStop(FAILED, "; ".join(a.error for a in refused) + "; nothing was created")
-    return decide(config, list(answers), lab_cap(config))
+    return decide(config, list(answers), caps)

@@ -86,10 +86,13 @@ class LabContext:
         if guard is None:
             return
         s = summary if summary is not None else guard.summary()
+        money = self.facts.money
+        held_for = ({"held_for": f"pod {money.held_for_pod} not yet proven gone"}
+                    if money.held_for_pod else {})
         self.stream.emit("budget", cap_usd=s.cap_usd, spent_usd=s.spent_usd, held_usd=s.held_usd,
                          remaining_usd=s.remaining_usd, damaged_lines=len(s.damaged),
-                         authorized_usd=self.facts.money.authorized_usd,
-                         label=self.config.ledger_label())
+                         authorized_usd=money.authorized_usd,
+                         label=self.config.ledger_label(), **held_for)
 
     def save_record(self) -> bool:
         """Write the instance record to the store and to the out dir's instance.json, with the

@@ -37,30 +37,26 @@ async def cost_ticker(ctx: LabContext) -> None:
 
 
 async def _tick(ctx: LabContext, n: int) -> bool:
-    """One tick; False while there is no pod (nothing to count)."""
+    """One tick; False while there is no pod (nothing to count). The figures and the alert
+    are the lab's money owner's (``LabMoney.tick``); once the pod is gone and its cost billed,
+    the figure it emits is the billed one."""
     cfg, pod, money = ctx.config, ctx.facts.pod, ctx.facts.money
     if pod.created_at is None or pod.usd_per_hr is None:
         return False
     end = pod.gone_at or time.time()
-    accrued = pod.usd_per_hr * (end - pod.created_at) / 3600.0
-    cap = money.authorized_usd
-    left = max(0.0, (cap - accrued) / pod.usd_per_hr * 3600.0) if cap else 0.0
-    wall_left = cfg.wall_cap_s - (end - pod.created_at)
-    money.accrued_usd = accrued
-    money.seconds_left = min(left, max(0.0, wall_left))
-    ctx.stream.emit("cost", accrued_usd=round(accrued, 6), usd_per_hr=pod.usd_per_hr,
-                    seconds_left=round(money.seconds_left, 1), authorized_usd=cap)
+    alert = cap_reached = False
+    if money.actual_cost_usd is None:  # billed once settled: the estimate stops there
+        alert, cap_reached = money.tick(pod.usd_per_hr, end - pod.created_at, cfg.wall_cap_s)
+    ctx.stream.emit("cost", **money.cost_event_fields())
     if (n + 1) % 5 == 0 and money.guard is not None:
         # the ledger is read in a thread; the event is emitted here, on the lab's loop
         ctx.budget_event(await asyncio.to_thread(money.guard.summary))
     if pod.gone_at is not None:
         return True
-    if cap and accrued >= 0.8 * cap and not money.warned_80:
-        money.warned_80 = True
-        ctx.stream.emit("warning", msg=f"budget alert: {fmt_usd(accrued)} accrued, 80% of "
-                        f"the lab's {fmt_usd(cap)} authorization", kind="budget80")
-    if cap and accrued >= cap:
-        ctx.request_stop(f"the lab cap {fmt_usd(cap)} was reached")
-    elif wall_left <= 0:
+    if alert:
+        ctx.stream.emit("warning", msg=money.alert_text(), kind="budget80")
+    if cap_reached:
+        ctx.request_stop(f"the lab cap {fmt_usd(money.authorized_usd)} was reached")
+    elif cfg.wall_cap_s - (end - pod.created_at) <= 0:
         ctx.request_stop(f"the wall-clock cap {cfg.wall_cap_s:.0f} s was reached")
     return True

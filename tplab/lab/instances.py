@@ -50,6 +50,10 @@ class InstanceRecord:
     settled: bool = False               # the hold was settled (spend recorded or released)
     note: str = ""
     ended_by: str = ""                  # who sent the terminate from outside the lab, if anyone
+    #: its lab has ended without the provider showing the pod gone: the hold waits for that
+    #: proof, and whoever proves it gone settles it (the lab's process may still run: a
+    #: dashboard that goes on to its next lab)
+    lab_ended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

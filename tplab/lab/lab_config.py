@@ -77,7 +77,8 @@ class LabConfig:
     finish_grace_s: float | None = 1.0    # after the job's `finished`, wait this long for torchrun
     cost_tick_s: float = 1.0
     status_poll_s: float = 3.0
-    verify_timeout_s: float = 120.0       # how long teardown waits for the provider to show it gone
+    end_bound_s: float = 240.0            # the end's bound: terminate until the provider shows
+    #                                       it gone (tplab.lab.ending), whatever it answers
     boot_guard: bool = True               # start the pod's boot guard with its container
     guard_first_heartbeat_s: float | None = None  # None: connect timeout + GUARD_AFTER_CONNECT_S
 

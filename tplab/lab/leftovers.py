@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from tplab.cloud.base import GONE_STATES, AuthError, GoneProof, PodInfo, Provider, ProviderError
 from tplab.lab import instances
 from tplab.lab.instances import InstanceRecord
-from tplab.lab.ending import terminate_with_retries, verify_gone
+from tplab.lab.ending import END_BOUND_S, EndReport, end_pod_within
 from tplab.keys.redact import one_line
 
 UNKNOWN = "UNKNOWN"
@@ -44,10 +44,15 @@ class LivePod:
 
 
 def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
-              exclude_lab: str | None = None) -> list[LivePod]:
-    """Every live tplab pod (not ``exclude_pod``, not a record of ``exclude_lab``). Sync: the
-    provider is; call it from a worker thread in async code."""
-    open_recs = [r for r in instances.open_records(mock) if r.lab_id != exclude_lab]
+              exclude_lab: str | None = None,
+              settled: list[str] | None = None) -> list[LivePod]:
+    """Every live tplab pod (not ``exclude_pod``, not a record of ``exclude_lab``). A record
+    whose pod the provider now shows gone is closed, and the hold its ended lab kept for it is
+    settled with what the pod billed (one sentence each into ``settled``). Sync: the provider
+    is; call it from a worker thread in async code."""
+    name = getattr(provider, "name", None)
+    open_recs = [r for r in instances.open_records(mock) if r.lab_id != exclude_lab
+                 and (name is None or r.provider in (name, "?"))]  # this cloud's records
     records = {r.pod_id: r for r in open_recs if r.pod_id}
     # intents whose create never answered (a crash, an ambiguous create): found by pod name
     intents = {r.pod_name: r for r in open_recs if not r.pod_id}
@@ -83,8 +88,10 @@ def live_pods(provider: Provider, mock: bool, *, exclude_pod: str | None = None,
                                     problem="the provider could not be asked about it: "
                                     + one_line(exc))
             continue
-        if info.state.upper() in GONE_STATES:
-            instances.mark(pod_id, instances.GONE, mock)
+        if info.state.upper() in GONE_STATES:  # not listed, and its record says gone
+            notes = _close_records(provider, pod_id, mock, only_ended=True)
+            if settled is not None:
+                settled.extend(notes)
         else:
             found[pod_id] = LivePod(info, rec, "instance.json")
     return list(found.values())
@@ -115,12 +122,13 @@ def describe(pods: list[LivePod]) -> str:
 
 def _close_never_created(rec: InstanceRecord, mock: bool) -> None:
     """An intent whose pod never appeared: not created; release the hold its lab left."""
-    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.money.budget import BudgetError
+    from tplab.money.caps import resolve_caps
     rec.state, rec.ended_at = instances.NOT_CREATED, time.time()
     rec.note = (f"no pod named {rec.pod_name} in the provider's list "
                 f"{time.time() - rec.intent_at:.0f} s after its create was sent")
     if rec.auth_id and not rec.settled:
-        guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+        guard = resolve_caps(mock=mock).guard()
         try:
             guard.release(rec.label, rec.auth_id)
         except BudgetError:
@@ -142,16 +150,18 @@ def reconcile_holds(provider: Provider | None, mock: bool,
     dashboard forced out, its mock cloud with it): its record is closed and its hold settled."""
     import socket
 
-    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.money.budget import BudgetError
+    from tplab.money.caps import resolve_caps
     from tplab.util.pids import pid_alive
-    guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+    guard = resolve_caps(mock=mock).guard()
     host = socket.gethostname()
     by_auth = {r.auth_id: r for r in instances.load_all(mock) if r.auth_id}
     notes: list[str] = []
     for auth in guard.summary().open_authorizations:
-        if auth.host != host or auth.pid is None or pid_alive(auth.pid):
-            continue
         rec = by_auth.get(auth.auth_id)
+        ended = rec is not None and rec.lab_ended  # its lab is over, its process may go on
+        if auth.host != host or auth.pid is None or (pid_alive(auth.pid) and not ended):
+            continue
         try:
             if rec is None:
                 guard.release(auth.label, auth.auth_id)
@@ -178,41 +188,65 @@ def reconcile_holds(provider: Provider | None, mock: bool,
 
 @dataclass(frozen=True)
 class Ended:
-    """One leftover pod ended: the provider's proof, and what happened to its money."""
+    """One leftover pod ended (or not): the provider's proof, what the end did, and what
+    happened to its money."""
     proof: GoneProof
     settled: list[str]          # one sentence per settled record
+    report: EndReport | None = None
 
 
 async def end_pod(provider: Provider, pod_id: str, mock: bool,
-                  timeout_s: float = 60.0, by: str = "`tplab terminate`") -> Ended:
-    """Terminate a pod (retrying whatever goes wrong, but a refused key: ``AuthError``),
-    verify it gone, close its instance
-    records and settle the holds they carry. Its records say first who ends it (``by``), so a
-    lab still running knows its user stopped it; that lab settles its own hold."""
+                  timeout_s: float = END_BOUND_S, by: str = "`tplab terminate`",
+                  say: Callable[[str], None] | None = None) -> Ended:
+    """End a pod within ``timeout_s`` (``tplab.lab.ending``: whatever the provider answers, a
+    line to ``say`` every few seconds while it lasts; a refused key: ``AuthError``), close its
+    instance records once the provider shows it gone and settle the holds they carry with
+    what it billed. Its records say first who ends it (``by``), so a lab still running knows
+    its user stopped it; that lab settles its own hold."""
     marked = await asyncio.to_thread(instances.mark_ended_by, pod_id,
                                      f"{by} (pid {os.getpid()})", mock)
     # the labs that were running when their pod was marked: each settles its own hold, maybe
     # before the pod is verified gone here, and the user is told so either way
     running = {rec.lab_id for rec in marked if rec.auth_id and client_alive(rec)}
-    await terminate_with_retries(provider, pod_id, attempts=3, raise_auth=True)
-    proof = await verify_gone(provider, pod_id, timeout_s)
+    report = await end_pod_within(provider, pod_id, timeout_s, say=say,
+                                  announce=say is not None)
+    if report.key_refused:
+        raise AuthError(report.key_refused)
     settled: list[str] = []
-    if proof.gone:
+    if report.gone:
         settled = await asyncio.to_thread(_close_records, provider, pod_id, mock, running)
-    return Ended(proof, settled)
+    return Ended(report.proof, settled, report)
+
+
+def close_if_gone(provider: Provider, rec: InstanceRecord, mock: bool) -> list[str] | None:
+    """Ask the provider about ``rec``'s pod: shown gone (no record, or one that says gone),
+    its records closed and the holds of ended labs settled (the sentences); else None."""
+    assert rec.pod_id is not None
+    if provider.status(rec.pod_id).state.upper() not in GONE_STATES:
+        return None
+    return _close_records(provider, rec.pod_id, mock, only_ended=True)
 
 
 def _close_records(provider: Provider, pod_id: str, mock: bool,
-                   running: Collection[str] = ()) -> list[str]:
+                   running: Collection[str] = (), only_ended: bool = False) -> list[str]:
+    """The provider showed ``pod_id`` gone: close its records and settle the holds they carry
+    with what it billed, unless the lab that holds one still runs (it settles its own).
+    ``only_ended``: settle only the holds of labs that have ended (found gone while listing,
+    not ended here)."""
     notes = []
     now = time.time()
     for rec in instances.load_all(mock):
         if rec.pod_id != pod_id:
             continue
+        if only_ended and not rec.lab_ended and client_alive(rec):
+            if rec.open:
+                rec.state, rec.ended_at = instances.GONE, rec.ended_at or now
+                instances.save(rec)
+            continue
         if rec.open:
             rec.state = instances.GONE
             rec.ended_at = rec.ended_at or now
-        if rec.auth_id and not rec.settled and client_alive(rec):
+        if rec.auth_id and not rec.settled and client_alive(rec) and not rec.lab_ended:
             notes.append(f"its lab {rec.lab_id} (pid {rec.pid}) is still running: it ends as "
                          "stopped by you and settles its own hold")
         elif rec.auth_id and rec.settled and rec.lab_id in running:
@@ -235,8 +269,9 @@ def client_alive(rec: InstanceRecord) -> bool:
 
 def settle_record(provider: Provider | None, rec: InstanceRecord, mock: bool) -> str:
     """Record what a crashed (or detached) lab's pod cost against the hold its record names."""
-    from tplab.money.budget import BudgetConfig, BudgetError, BudgetGuard
+    from tplab.money.budget import BudgetError
     from tplab.money.budget_config import fmt_usd
+    from tplab.money.caps import resolve_caps
     start = rec.created_at or rec.intent_at
     end = rec.ended_at or time.time()
     rate = rec.usd_per_hr or 0.0
@@ -249,7 +284,7 @@ def settle_record(provider: Provider | None, rec: InstanceRecord, mock: bool) ->
             amount, how = report.actual_usd, report.note or "the provider's figure"
     except Exception:  # noqa: BLE001 - the price × life figure stands
         pass
-    guard = BudgetGuard.from_config(BudgetConfig.load(mock=mock), mock=mock)
+    guard = resolve_caps(mock=mock).guard()
     try:
         guard.record_actual(rec.label, max(0.0, amount), rec.auth_id)
         note = (f"recorded {fmt_usd(amount)} spent by pod {rec.pod_id} ({how}) against its "

@@ -219,7 +219,8 @@ class Lab:
         instance record names; returns the provider's proof."""
         assert self.provider is not None
         ended = await leftovers.end_pod(self.provider, pod_id, self.config.mock,
-                                        timeout_s or self.config.verify_timeout_s)
+                                        timeout_s or self.config.end_bound_s,
+                                        say=lambda line: self.stream.log(line, headline=True))
         for note in ended.settled:
             self.stream.log(note)
         return ended.proof
@@ -334,7 +335,7 @@ class Lab:
         results the teardown fetched: the measurement is whole, so the lab completed."""
         facts, session = self.facts, self.session
         if (facts.status == STOPPED and facts.results is not None and session is not None
-                and session.tail.finished_seen_at is not None):
+                and session.tail.finished_seen_at is not None and facts.pod.verified_gone):
             facts.status = COMPLETE
             facts.reason = (f"the lab completed: the stop ({self._stop_reason or 'cancelled'}) "
                             "came after the job had finished, and its results were fetched "
@@ -352,14 +353,14 @@ class Lab:
         try:
             await preflight.check_leftovers(ctx)  # closes the records of pods found gone
             await preflight.settle_dead_holds(ctx)
-            lab_cap = preflight.open_budget(ctx)
-            facts.pod.usd_per_hr = await preflight.choose_price(ctx, lab_cap)
+            caps = preflight.open_budget(ctx)
+            facts.pod.usd_per_hr = await preflight.choose_price(ctx, caps)
             warning = await job_inputs
         finally:
             job_inputs.cancel()
         if warning:
             ctx.stream.warn(warning)
-        await provision.authorize(ctx, lab_cap)
+        await provision.authorize(ctx)
 
         self.session = PodSession(ctx, on_result=self._start_prediction)
         await provision.create(ctx, self._creation, self.session.public_key)
@@ -411,12 +412,8 @@ class Lab:
                 await asyncio.to_thread(self._predict_and_draw, facts.results)
         except Exception as exc:
             stream.warn(f"the scaling curve could not be drawn: {exc}")
+        # a pod not proven gone: the teardown said so in the lab's last sentence
         pod_left = self.pod_id is not None and not self.verified_gone and not self.detached
-        if pod_left and facts.status == COMPLETE:
-            facts.status = FAILED
-            facts.reason = (f"the pod {self.pod_id} could not be verified gone; run "
-                            f"`{self.config.terminate_command(self.pod_id)}` and check the "
-                            "provider console")
         try:
             stream.flush()  # the final frame is drawn from stream.jsonl
             await asyncio.to_thread(artifacts.write_proof_picture, facts, self.config.mock)
@@ -429,7 +426,8 @@ class Lab:
         code = exit_code(facts.status, pod_left or self.detached)
         stream.emit("phase", name="done", status=facts.status, reason=facts.reason,
                     out_dir=str(self.out_dir), pod_id=self.pod_id,
-                    verified_gone=self.verified_gone, exit_code=code,
+                    verified_gone=self.verified_gone if self.pod_id is not None else None,
+                    exit_code=code,
                     manifest=str(self.out_dir / "manifest.json"))
         stream.flush()
         stream.close_subs()

@@ -12,6 +12,7 @@ image can run the job on the lab's GPU and on the hosts the provider offers. Eac
 from __future__ import annotations
 
 import asyncio
+import functools
 import shlex
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tplab.lab import leftovers
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.context import LabContext
 from tplab.lab.pod_python import pod_python_problem
-from tplab.money.worst_case import worst_case
+from tplab.money.caps import Caps, resolve_caps
 from tplab.records.job_flags import COMM_CHOICES
 from tplab.records.prompts_file import PromptsFileError, read_prompts
 
@@ -89,32 +90,42 @@ async def settle_dead_holds(ctx: LabContext) -> None:
         ctx.stream.log(note)
 
 
-def open_budget(ctx: LabContext) -> float:
-    """Open the ledger (``facts.money.guard``) and apply its pre-flight rule; returns the lab cap."""
-    from tplab.money.budget import BudgetConfig, BudgetGuard
-    cfg = ctx.config
-    bconf = BudgetConfig.load(mock=cfg.mock).with_overrides(
-        lab_cap_usd=cfg.lab_cap_usd, phase_cap_usd=cfg.phase_cap_usd)
-    guard = BudgetGuard.from_config(bconf, mock=cfg.mock)
-    ctx.facts.money.guard = guard
+def lab_caps(cfg: LabConfig) -> Caps:
+    """The caps this lab runs under (``tplab.money.caps.resolve_caps``: budget.toml, then
+    ``--lab-cap`` and ``--phase-cap``, with the lab's wall cap for an offer's worst case)."""
+    return resolve_caps(mock=cfg.mock, lab_cap_usd=cfg.lab_cap_usd,
+                        phase_cap_usd=cfg.phase_cap_usd, wall_cap_s=cfg.wall_cap_s)
+
+
+def open_budget(ctx: LabContext) -> Caps:
+    """Open the ledger under the lab's caps (``facts.money.open``) and apply its pre-flight
+    rule; returns the caps."""
+    caps = lab_caps(ctx.config)
+    guard = ctx.facts.money.open(caps)
     summary = guard.summary()
     damaged = summary.damaged_note()
     if damaged:
         ctx.stream.warn(damaged)
     ctx.budget_event(summary)
-    pre = guard.check_preflight(bconf.lab_cap_usd, bconf.preflight_buffer_usd)
+    pre = guard.check_preflight(caps.lab_cap_usd, caps.preflight_buffer_usd)
     if not pre.ok:
         raise LabStop(FAILED, pre.message)
     ctx.stream.log(pre.message)
-    return bconf.lab_cap_usd
+    return caps
 
 
 async def check_leftovers(ctx: LabContext) -> None:
-    """Warn about pods of earlier labs still alive; refuse to start beside them (headless)."""
+    """Warn about pods of earlier labs still alive; refuse to start beside them (headless). A
+    pod an earlier lab could not prove gone that the provider now shows gone has that lab's
+    hold settled here, at what it billed (said in the log)."""
     cfg = ctx.config
     assert ctx.provider is not None
-    found = await asyncio.to_thread(leftovers.live_pods, ctx.provider, cfg.mock,
-                                    exclude_pod=ctx.facts.pod.id, exclude_lab=ctx.facts.lab_id)
+    settled: list[str] = []  # holds of ended labs whose pods the listing now shows gone
+    found = await asyncio.to_thread(functools.partial(
+        leftovers.live_pods, ctx.provider, cfg.mock, exclude_pod=ctx.facts.pod.id,
+        exclude_lab=ctx.facts.lab_id, settled=settled))
+    for note in settled:
+        ctx.stream.log(note)
     if not found:
         return
     desc = leftovers.describe(found)
@@ -181,7 +192,7 @@ def on_demand_command(cfg: LabConfig) -> str:
     return " ".join(parts)
 
 
-def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, lab_cap: float) -> str:
+def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, caps: Caps) -> str:
     """The EDUCATIONAL_STUB sentence when spot is not to be had: why, the on-demand quote, its
     worst case against the lab cap, and the exact command that asks for on-demand."""
     why = why.rstrip(". ")
@@ -191,7 +202,8 @@ def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, lab_cap: flo
         return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
                 f"never switches to on-demand by itself, and on-demand has no capacity right "
                 f"now either{stock}; nothing was created")
-    worst = worst_case(price, cfg.wall_cap_s, lab_cap)
+    worst = caps.worst_case(price)
+    lab_cap = caps.lab_cap_usd
     fits = (f"within the lab cap ${lab_cap:.2f}" if worst.fits else
             f"ABOVE the lab cap ${lab_cap:.2f} (lower --wall-cap or raise --lab-cap)")
     return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
@@ -200,7 +212,7 @@ def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, lab_cap: flo
             f"h wall cap, {fits}: to use it, run `{on_demand_command(cfg)}`; nothing was created")
 
 
-async def choose_price(ctx: LabContext, lab_cap: float) -> float:
+async def choose_price(ctx: LabContext, caps: Caps) -> float:
     """The provider's quote for the lab's GPUs (spot unless told otherwise) — REST v2's catalog
     price and stock, spot from GraphQL while RunPod offers it: the hourly price, or a refusal
     (EDUCATIONAL_STUB, nothing authorized, nothing created) when there is no offer or the wall
@@ -219,7 +231,7 @@ async def choose_price(ctx: LabContext, lab_cap: float) -> float:
     if cfg.spot:
         if not quote.spot_available or quote.spot_usd_per_hr is None:
             raise LabStop(STUB, spot_stub_reason(cfg, quote, quote.spot_note or "no spot offer",
-                                                 lab_cap))
+                                                 caps))
         price, kind = float(quote.spot_usd_per_hr), "spot"
     else:
         if not quote.on_demand_available or quote.on_demand_usd_per_hr is None:
@@ -227,7 +239,8 @@ async def choose_price(ctx: LabContext, lab_cap: float) -> float:
                           f"now (the provider's stock: {quote.availability or 'unknown'}); "
                           "nothing was created")
         price, kind = float(quote.on_demand_usd_per_hr), "on-demand"
-    worst = worst_case(price, cfg.wall_cap_s, lab_cap)
+    worst = caps.worst_case(price)
+    lab_cap = caps.lab_cap_usd
     if not worst.fits:
         raise LabStop(STUB, f"the {kind} price ${price:.3f}/h for "
                       f"{worst.hours:.2f} h (the wall cap) could cost "

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tplab.cloud.registry import gone_routes
 from tplab.records.events import Event, EventDecoder, PhaseEvent
+from tplab.util.bounded_read import iter_chunks, read_bounded
 
 PROOF_PNG = "proof-terminated.png"
 #: what a mock lab's proof says above everything (its "provider" is the local mock cloud)
@@ -61,26 +63,39 @@ def provider_lines(proof: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def read_events(path: Path) -> list[Event]:
-    """The lab's recorded events (stream.jsonl); an unreadable file gives none."""
+#: the most of stream.jsonl the picture reads (a lab's stream is a few MB; a path that leads
+#: to a device or a runaway file is not read past this)
+STREAM_LIMIT = 256 << 20
+#: the most of proof-terminated.json it reads
+PROOF_LIMIT = 1 << 20
+
+
+def read_events(path: Path, limit: int = STREAM_LIMIT) -> Iterator[Event]:
+    """The lab's recorded events (stream.jsonl), decoded as they are read, at most ``limit``
+    bytes of it; a file that is not a regular one, or unreadable, gives none."""
+    dec = EventDecoder()
     try:
-        data = path.read_bytes()
+        for chunk in iter_chunks(path, limit):
+            yield from dec.feed(chunk)
     except OSError:
-        return []
-    return EventDecoder().feed(data if data.endswith(b"\n") else data + b"\n")
+        return
+    yield from dec.feed(b"\n")  # a last line without its newline
 
 
-def final_frame(events: list[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
+def final_frame(events: Iterable[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
     """The lab's last screen as text: its phase timeline (seconds since the lab's first event,
     stamped as ``tplab run`` stamped them) and the final table ``tplab run`` prints, folded
-    from ``events`` by the headless view."""
+    from ``events`` by the headless view (taken one at a time: none is kept but the phases)."""
     from tplab.faces.headless import HeadlessView, stamp
     view = HeadlessView(io.StringIO(), tty=False)
+    t0: float | None = None  # as the terminal's: from the lab's first event
+    phases = []
     for ev in events:
         view.handle(ev)
-    t0 = events[0].ts if events else 0.0  # as the terminal's: from the lab's first event
-    phases = [f"{stamp(ev.ts - t0)} {ev.name}" + (f" (pod {ev.pod_id})" if ev.pod_id else "")
-              for ev in events if isinstance(ev, PhaseEvent) and ev.src != "job"]
+        t0 = ev.ts if t0 is None else t0
+        if isinstance(ev, PhaseEvent) and ev.src != "job":
+            phases.append(f"{stamp(ev.ts - t0)} {ev.name}"
+                          + (f" (pod {ev.pod_id})" if ev.pod_id else ""))
     if len(phases) > max_phases:
         phases = phases[:2] + ["  ..."] + phases[-(max_phases - 3):]
     table = view.table({**summary, "artifacts": {}})
@@ -100,7 +115,7 @@ def write_proof_png(out_dir: Path, summary: dict[str, Any], mock: bool = False) 
     proof_path = out_dir / "proof-terminated.json"
     if not proof_path.is_file():
         return None
-    proof = json.loads(proof_path.read_text(encoding="utf-8"))
+    proof = json.loads(read_bounded(proof_path, PROOF_LIMIT, "proof").decode("utf-8"))
     frame = final_frame(read_events(out_dir / "stream.jsonl"), summary)
     return draw(out_dir / PROOF_PNG, proof, frame, mock)
 

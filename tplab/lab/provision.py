@@ -14,8 +14,8 @@ import asyncio
 import time
 
 from tplab.cloud.base import (GONE_STATES, INTERRUPTED, POD_NAME_PREFIX, AmbiguousCreateError, AuthError,
-                              BootStep, NoCapacityError, PodInfo, PodSpec, ProviderError,
-                              RentalMismatchError, SpotUnavailableError)
+                              BootStep, LeftBehindError, NoCapacityError, PodInfo, PodSpec,
+                              ProviderError, RentalMismatchError, SpotUnavailableError)
 from tplab.lab import instances
 from tplab.lab.lab_config import FAILED, STOPPED, STUB, LabStop
 from tplab.lab.lab_config import INTERRUPTED as LAB_INTERRUPTED
@@ -25,7 +25,7 @@ from tplab.lab.guard_payload import boot_step
 from tplab.records.self_end import encode
 
 
-async def authorize(ctx: LabContext, lab_cap: float) -> None:
+async def authorize(ctx: LabContext) -> None:
     """Hold the lab cap in the ledger (BudgetGuard.authorize), and note the balance before.
 
     The ledger write runs in a thread that a stop cannot interrupt; the call is kept as a future
@@ -34,9 +34,10 @@ async def authorize(ctx: LabContext, lab_cap: float) -> None:
     from tplab.money.budget import BudgetGuardExceeded
     cfg, money = ctx.config, ctx.facts.money
     guard = money.guard
-    if guard is None:  # the pre-flight opens the ledger first; never authorize without it
+    if guard is None or money.caps is None:  # the pre-flight opens the ledger first; never authorize without it
         raise LabStop(FAILED, "the budget ledger was not opened before authorizing; nothing was "
                               "created")
+    lab_cap = money.lab_cap_usd
     ctx.stream.phase("authorize", amount_usd=lab_cap, label=cfg.ledger_label())
     money.pending_amount = lab_cap
     money.pending_auth = asyncio.ensure_future(
@@ -113,10 +114,16 @@ async def create(ctx: LabContext, creation: Creation, public_key: str) -> PodInf
     creation.future = asyncio.ensure_future(asyncio.to_thread(ctx.cloud.create, spec))
     try:
         info = await asyncio.shield(creation.future)
+    except LeftBehindError as exc:  # no spot, yet an instance left: the teardown proves its end
+        adopt_pod(ctx, exc.info)
+        raise LabStop(STUB, one_line(
+            f"{str(exc).rstrip('. ')}; the lab is spot-first and never switches to on-demand "
+            "by itself")) from None
     except SpotUnavailableError as exc:
         from tplab.lab.preflight import spot_stub_reason
+        assert facts.money.caps is not None  # the pre-flight resolved them before authorize
         raise LabStop(STUB, one_line(spot_stub_reason(cfg, facts.money.quote, str(exc),
-                                                      facts.money.authorized_usd))) from None
+                                                      facts.money.caps))) from None
     except NoCapacityError as exc:
         raise LabStop(STUB, one_line(f"{exc} Nothing was created.")) from None
     except RentalMismatchError as exc:  # made, but not the rental asked for: already ended
@@ -230,11 +237,11 @@ async def boot(ctx: LabContext) -> PodInfo:
         if info.state.upper() == "ERROR":
             raise LabStop(FAILED, f"the pod {pod.id} went ERROR while booting "
                           f"({info.note or _label(ctx) + ' could not start its container'}); "
-                          "it is terminated now")
+                          "the lab terminates it")
         if info.state.upper() == INTERRUPTED:
             raise LabStop(LAB_INTERRUPTED, f"spot interruption while booting: the pod {pod.id} went "
-                          f"{info.state} ({info.note or 'its provider took it back'}); it is "
-                          "terminated now")
+                          f"{info.state} ({info.note or 'its provider took it back'}); the lab "
+                          "terminates it")
         if info.state.upper() in GONE_STATES or info.state.upper() == "EXITED":
             outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
             if outside:  # `tplab terminate` from another shell: the user's own stop
@@ -251,7 +258,7 @@ async def boot(ctx: LabContext) -> PodInfo:
             if info.state.upper() == "RUNNING" and info.ssh is None:
                 raise LabStop(FAILED, f"the pod {pod.id} was running but never got a public SSH "
                               f"port within {cfg.boot_timeout_s:.0f} s, so the lab cannot reach "
-                              "it; it is terminated now (try another GPU type or region)")
+                              "it; the lab terminates it (try another GPU type or region)")
             raise LabStop(FAILED, f"the pod {pod.id} was not ready within "
                           f"{cfg.boot_timeout_s:.0f} s")
         # quick at first (the mock boots in a second), then every 2 s: a real pod pulls its

@@ -18,7 +18,7 @@ from tplab.money.budget_config import fmt_usd
 from tplab.lab import instances
 from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED
 from tplab.lab.context import LabContext
-from tplab.lab.ending import iso, terminate_with_retries, verify_gone
+from tplab.lab.ending import cloud_words, end_pod_within, iso
 from tplab.cloud.registry import gone_routes
 from tplab.lab.provision import Creation, adopt_pod
 from tplab.lab.ssh_session import PodSession
@@ -93,27 +93,7 @@ async def teardown(ctx: LabContext, creation: Creation, session: PodSession | No
         session.close()
         stream.emit("ssh", state="closed")
     if pod.id is not None and prov is not None:
-        stream.phase("terminate", pod_id=pod.id)
-        await terminate_with_retries(
-            prov, pod.id, on_failure=lambda n, exc: stream.log(
-                f"terminate attempt {n} failed: {one_line(exc)}", "warning"))
-        stream.phase("verify", pod_id=pod.id)
-        pod.proof = await verify_gone(prov, pod.id, ctx.config.verify_timeout_s)
-        pod.gone_at = time.time()
-        pod.verified_gone = pod.proof.gone
-        _reported(ctx, "proof-terminated.json", lambda: write_proof(ctx))
-        if pod.verified_gone:
-            ctx.instance_event(None, state="GONE")
-            if pod.record is not None:
-                pod.record.state = instances.GONE
-                pod.record.ended_at = pod.gone_at
-                ctx.save_record()
-        else:
-            why = pod.proof.answer.get("error") if isinstance(pod.proof.answer, dict) else None
-            stream.warn(f"pod {pod.id} could not be verified gone"
-                        + (f" (the provider kept failing: {why})" if why else "")
-                        + f"; run `{ctx.config.terminate_command(pod.id)}` and check the "
-                        "provider console")
+        await _end_the_pod(ctx)
     elif pod.record is not None and pod.creation_unknown:
         # an ambiguous create whose pod list could not be read: the record stays INTENT (the
         # next start looks for the pod by name) and settle keeps the hold
@@ -126,6 +106,46 @@ async def teardown(ctx: LabContext, creation: Creation, session: PodSession | No
         ctx.save_record()
     await settle(ctx)
     await _mark_settled(ctx)
+
+
+async def _end_the_pod(ctx: LabContext) -> None:
+    """End the pod within the lab's bound (``tplab.lab.ending``: a line every few seconds while
+    it lasts), then the proof and the record. Not proven gone: the lab's last sentence says
+    so, with what is known and the command that tries again, and its record stays open (the
+    next start, `tplab status` and `tplab terminate` find it)."""
+    facts, stream, prov, cfg = ctx.facts, ctx.stream, ctx.cloud, ctx.config
+    pod = facts.pod
+    assert pod.id is not None
+    pod_id = pod.id
+    stream.phase("terminate", pod_id=pod_id)
+    report = await end_pod_within(
+        prov, pod_id, cfg.end_bound_s, say=lambda line: stream.log(line, headline=True),
+        on_accepted=lambda: stream.phase("verify", pod_id=pod_id))
+    if "verify" not in stream.timeline:  # no end call was accepted: still, the look is the proof
+        stream.phase("verify", pod_id=pod_id)
+    pod.proof = report.proof
+    pod.verified_gone = report.gone
+    if pod.verified_gone:
+        pod.gone_at = time.time()
+    _reported(ctx, "proof-terminated.json", lambda: write_proof(ctx))
+    if pod.verified_gone:
+        ctx.instance_event(None, state="GONE")
+        if pod.record is not None:
+            pod.record.state = instances.GONE
+            pod.record.ended_at = pod.gone_at
+            ctx.save_record()
+        return
+    noun, verb = cloud_words(prov)
+    sentence = report.sentence(cfg.terminate_command(pod_id), noun, verb)
+    stream.warn(sentence)
+    if facts.status == COMPLETE:
+        facts.status, facts.reason = FAILED, f"the lab completed, but {sentence}"
+    else:
+        facts.reason = f"{facts.reason.rstrip('. ')}; {sentence}"
+    if pod.record is not None:
+        pod.record.lab_ended = True
+        pod.record.note = one_line(sentence)
+        ctx.save_record()
 
 
 async def _mark_settled(ctx: LabContext) -> None:
@@ -188,9 +208,12 @@ def write_proof(ctx: LabContext) -> None:
 
 
 async def settle(ctx: LabContext) -> None:
-    """Release the hold (no pod), keep it (creation unknown), or record the actual spend against
-    it: RunPod's billing record for the pod when it has one, never less than the pod's cost x
-    its billed seconds, cross-checked against the balance change (the manifest says which)."""
+    """The hold follows the proof (``LabMoney``): released when no pod was made, kept when the
+    creation is unknown or the pod is not proven gone (its whole authorization stays held for
+    it, named), else the billed amount recorded against it: the provider's billing record for
+    the pod when it has one, never less than the pod's cost x its billed seconds,
+    cross-checked against the balance change (the manifest says which). The lab's cost figure
+    is then the billed one, and a ``cost`` event says so to every face."""
     money, pod = ctx.facts.money, ctx.facts.pod
     if money.guard is None or money.auth_id is None:
         return
@@ -202,25 +225,27 @@ async def settle(ctx: LabContext) -> None:
                             "whether the create made a pod is unknown (see `tplab status` and "
                             "`tplab budget`)")
         elif pod.id is None:
-            await asyncio.to_thread(money.guard.release, label, money.auth_id)
+            await asyncio.to_thread(money.release_unused, label)
             ctx.stream.log("authorization released: no pod was created")
+        elif not pod.verified_gone:
+            ctx.stream.warn(money.keep_held(pod.id) + f" (`{ctx.config.terminate_command(pod.id)}`"
+                            "; `tplab budget` shows the hold)")
         else:
             # billed from the create's answer until terminate was accepted (the verify phase
-            # starts right after): inside RunPod's own billing interval, so a floor for it
+            # starts right after): inside the provider's own billing interval, so a floor for it
             end = ctx.stream.timeline.get("verify") or pod.gone_at or time.time()
             start = min(pod.created_at or end, end)
             report = await asyncio.to_thread(
                 ctx.cloud.actual_cost, pod.id, money.balance_before, start, end,
                 pod.usd_per_hr or 0.0)
-            money.actual_cost_usd = report.actual_usd
-            money.actual_cost_note = report.note
-            money.actual_cost_source = report.source
-            await asyncio.to_thread(money.guard.record_actual, label,
-                                    max(0.0, report.actual_usd), money.auth_id)
+            await asyncio.to_thread(money.settle_billed, label, report, pod.gone_at or end,
+                                    pod.usd_per_hr)
             ctx.stream.log(f"actual spend ${report.actual_usd:.4f} recorded from "
                            f"{report.source} ({report.note})")
     except Exception as exc:
         ctx.stream.warn(f"the ledger could not be settled: {exc}; see `tplab budget`")
+    if pod.id is not None:  # the figure every face shows from now on
+        ctx.stream.emit("cost", **money.cost_event_fields())
     ctx.budget_event()
 
 

@@ -2,7 +2,8 @@
 background watch (balance/credit), and on stop end every pod, then remove the sandboxes.
 
 Why shared: the RunPod mock (server.py) and the Vast mock (vast/http_server.py) start, report and stop
-alike, so a parent (cli.py, handle.py) drives either, or both in one process, the same way.
+alike, so a parent (cli.py, handle.py) drives either, or both in one process, the same way. The
+page a proxy answers when the service behind it fails (``error_page``) is the same for both.
 A subclass gives ``provider``, ``build_app()`` and ``watch()``; its ``state`` has ``api_key``,
 ``api_url``, ``state_dir``, ``keep_sandboxes`` and ``async shutdown()``.
 """
@@ -72,3 +73,16 @@ class LoopbackServer:
     def ready_line(self) -> str:
         """The one JSON line printed when ready."""
         return json.dumps(self.ready_info())
+
+
+#: what a proxy in front of an API answers when the service behind it fails: an HTML page, not
+#: the API's JSON (the ``error_page`` switch of both mock clouds answers their 500s with it)
+ERROR_PAGE = ("<!DOCTYPE html>\n<html>\n<head><title>500 Internal Server Error</title>\n"
+              "<style>body{font-family:sans-serif}</style></head>\n<body>\n<center><h1>500 "
+              "Internal Server Error</h1></center>\n<hr><center>cloudflare</center>\n"
+              "<script>window.__cf = {ray: '8d2f0c1e7b3a9d11'};</script>\n</body>\n</html>\n")
+
+
+def error_page(status: int = 500) -> web.Response:
+    """The proxy's page (``ERROR_PAGE``) as an aiohttp answer."""
+    return web.Response(status=status, text=ERROR_PAGE, content_type="text/html")

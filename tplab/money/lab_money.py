@@ -1,12 +1,24 @@
-"""One lab's money, from authorize to the manifest, as one typed record under the manifest's names.
+"""One lab's money, owned in one place: its caps, its hold in the ledger, and its cost figure.
 
-Why one record: a dollar figure that changed names on its way from the quote to the manifest,
-or travelled as an untyped dict, could be read under the wrong name. Here each figure has the
-name the manifest gives it, from the moment it is known: the pre-flight fills the quote's
-figures (``price_kind``, ``estimated_cost_usd``, ``worst_case_usd``), provisioning the
-authorization (``auth_id``, ``authorized_usd``), the cost ticker the running figures, the
-teardown what it really cost (``actual_cost_usd`` and where that came from); the manifest reads
-``manifest_fields()``. Client side; standard library only at run time.
+Why an owner and not a record: a lab's money has rules, and each rule written where a phase
+happens to need it was a rule applied in some places only. Here:
+
+* the caps come from ``tplab.money.caps.resolve_caps`` once (``open``), and the 80 % alert and
+  the cap stop are asked of this object (``tick``), never worked out again by a phase;
+* the hold follows the proof: the authorization made before the create is settled only when
+  the provider has shown the pod gone (``settle_billed``, with the billed amount) or no pod was
+  made (``release_unused``); a pod that could not be proven gone keeps the whole authorization
+  held (``keep_held``: the pod's worst case to the lab cap stays counted, so the next lab's
+  pre-flight sees it), and whoever later proves it gone (`tplab terminate`, `tplab status`, the
+  dashboard's leftover sweep, the next lab's pre-flight) settles it with the billed amount
+  (``tplab.lab.leftovers``);
+* the lab's cost is one figure that says what it is (``cost``): an estimate (price x seconds)
+  while the pod may bill, the billed amount once the provider billed it and the ledger recorded
+  it. Every face (the strip, the Instance and Budget panels, the log, the manifest, the proof
+  pictures, the hand-in's spend table) shows this figure, never its own sum.
+
+Each figure has the name the manifest gives it (``manifest_fields``). Client side; standard
+library only at run time.
 """
 
 from __future__ import annotations
@@ -16,21 +28,47 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tplab.money.budget import BudgetGuard
+from tplab.money.budget_config import fmt_usd
+from tplab.money.caps import ALERT_SHARE
 
 if TYPE_CHECKING:
-    from tplab.cloud.base import Quote
+    from tplab.cloud.base import CostReport, Quote
+    from tplab.money.caps import Caps
 
 
 #: the manifest fields this record fills, in the manifest's order
 MANIFEST_FIELDS = ("estimated_cost_usd", "actual_cost_usd", "authorized_usd", "worst_case_usd",
-                   "price_kind", "actual_cost_source", "actual_cost_note")
+                   "price_kind", "actual_cost_source", "actual_cost_note", "cost_is",
+                   "held_for_pod")
+
+#: what a cost figure is
+ESTIMATE, BILLED = "estimate", "billed"
+
+
+@dataclass(frozen=True)
+class CostFigure:
+    """A lab's cost as every face shows it: the dollars, what they are, what they count."""
+
+    usd: float | None
+    what: str                     # ESTIMATE (price x seconds so far) | BILLED (the provider's)
+    usd_per_hr: float | None = None
+    seconds: float | None = None  # the pod's life the figure counts
+    ended_at: float | None = None  # epoch s the provider showed the pod gone (billed only)
+
+    def text(self, digits: int = 4) -> str:
+        """'$0.0109 billed' / '$0.0042 so far (estimate)'."""
+        if self.usd is None:
+            return "-"
+        amount = f"${self.usd:.{digits}f}"
+        return f"{amount} billed" if self.what == BILLED else f"{amount} so far (estimate)"
 
 
 @dataclass
 class LabMoney:
-    """The ledger side of one lab: what was quoted, authorized, spent so far and in the end."""
+    """The money of one lab (see the module docstring)."""
 
-    #: the ledger's guard, once the pre-flight opened it
+    #: the caps, once the pre-flight resolved them, and the ledger's guard under them
+    caps: Caps | None = None
     guard: BudgetGuard | None = None
     #: the provider's quote, from the pre-flight
     quote: Quote | None = None
@@ -48,8 +86,10 @@ class LabMoney:
     authorized_usd: float = 0.0
     #: the provider's balance before the pod was created (None: unknown)
     balance_before: float | None = None
-    #: the cost ticker: price x seconds so far, seconds left before the cap, 80 % warned
+    #: the estimate: price x seconds so far, seconds left before the cap, 80 % warned
     accrued_usd: float | None = None
+    usd_per_hr: float | None = None
+    seconds_so_far: float | None = None
     seconds_left: float | None = None
     warned_80: bool = False
     #: what the lab really cost, recorded when it was settled, where the figure came from
@@ -57,6 +97,100 @@ class LabMoney:
     actual_cost_usd: float | None = None
     actual_cost_source: str | None = None
     actual_cost_note: str | None = None
+    billed_seconds: float | None = None
+    ended_at: float | None = None
+    #: the pod whose end is not proven: its lab's authorization stays held for it
+    held_for_pod: str | None = None
+
+    # ---- the caps and the ledger ---------------------------------------------------------
+    def open(self, caps: Caps) -> BudgetGuard:
+        """Take the lab's caps and open the ledger under them."""
+        self.caps = caps
+        self.guard = caps.guard()
+        return self.guard
+
+    @property
+    def lab_cap_usd(self) -> float:
+        if self.caps is None:
+            raise RuntimeError("the lab's caps are resolved by its pre-flight first")
+        return self.caps.lab_cap_usd
+
+    # ---- the estimate while the pod runs -------------------------------------------------
+    def tick(self, usd_per_hr: float, seconds: float, wall_cap_s: float) -> tuple[bool, bool]:
+        """The estimate after ``seconds`` of the pod at ``usd_per_hr``, and the seconds left
+        before a cap. Returns (alert, cap): alert the first time the estimate reaches the alert
+        share of the authorization, cap once it reaches the authorization itself."""
+        self.usd_per_hr = usd_per_hr
+        self.seconds_so_far = max(0.0, seconds)
+        self.accrued_usd = usd_per_hr * self.seconds_so_far / 3600.0
+        cap = self.authorized_usd
+        left = max(0.0, (cap - self.accrued_usd) / usd_per_hr * 3600.0) \
+            if cap and usd_per_hr else 0.0
+        self.seconds_left = min(left, max(0.0, wall_cap_s - self.seconds_so_far))
+        share = self.caps.alert_share if self.caps is not None else ALERT_SHARE
+        alert = bool(cap) and self.accrued_usd >= share * cap and not self.warned_80
+        self.warned_80 = self.warned_80 or alert
+        return alert, bool(cap) and self.accrued_usd >= cap
+
+    def alert_text(self) -> str:
+        share = self.caps.alert_share if self.caps is not None else ALERT_SHARE
+        return (f"budget alert: {fmt_usd(self.accrued_usd or 0.0)} accrued, {share:.0%} of the "
+                f"lab's {fmt_usd(self.authorized_usd)} authorization")
+
+    # ---- the figure every face shows -----------------------------------------------------
+    def cost(self) -> CostFigure:
+        """The lab's cost: the billed amount once recorded, else the running estimate."""
+        if self.actual_cost_usd is not None:
+            return CostFigure(self.actual_cost_usd, BILLED, self.usd_per_hr,
+                              self.billed_seconds, self.ended_at)
+        return CostFigure(self.accrued_usd, ESTIMATE, self.usd_per_hr, self.seconds_so_far)
+
+    def cost_event_fields(self) -> dict[str, Any]:
+        """The ``cost`` event's fields for the figure as it stands."""
+        fig = self.cost()
+        fields: dict[str, Any] = {
+            "accrued_usd": round(fig.usd or 0.0, 6), "usd_per_hr": fig.usd_per_hr or 0.0,
+            "seconds_left": round(self.seconds_left or 0.0, 1) if fig.what == ESTIMATE else 0.0,
+            "authorized_usd": self.authorized_usd, "cost_is": fig.what}
+        if fig.seconds is not None:
+            fields["ran_s"] = round(fig.seconds, 1)
+        if fig.ended_at is not None:
+            fields["ended_at"] = fig.ended_at
+        if self.held_for_pod:
+            fields["held_for_pod"] = self.held_for_pod
+        return fields
+
+    # ---- settling: the hold follows the proof --------------------------------------------
+    def release_unused(self, label: str) -> None:
+        """No pod was made: the authorization is released (nothing spent)."""
+        assert self.guard is not None and self.auth_id is not None
+        self.guard.release(label, self.auth_id)
+
+    def settle_billed(self, label: str, report: CostReport, ended_at: float,
+                      usd_per_hr: float | None = None) -> None:
+        """The provider showed the pod gone: record what it billed against the authorization
+        (never below price x the pod's seconds, ``tplab.cloud.spend``), which ends the hold."""
+        assert self.guard is not None and self.auth_id is not None
+        self.guard.record_actual(label, max(0.0, report.actual_usd), self.auth_id)
+        self.actual_cost_usd = report.actual_usd
+        self.actual_cost_note = report.note
+        self.actual_cost_source = report.source
+        self.billed_seconds = report.billed_seconds
+        self.ended_at = ended_at
+        self.usd_per_hr = usd_per_hr if usd_per_hr is not None else self.usd_per_hr
+        self.held_for_pod = None
+
+    def keep_held(self, pod_id: str) -> str:
+        """The pod is not proven gone: its authorization stays held in full (the pod's worst
+        case to the lab cap), and nothing is recorded as spent yet. The sentence that says so."""
+        self.held_for_pod = pod_id
+        return (f"the {fmt_usd(self.authorized_usd)} authorization stays held for pod {pod_id}, "
+                "not yet proven gone: the next lab's pre-flight counts it, and the command that "
+                "proves the pod gone records what it cost")
+
+    @property
+    def cost_is(self) -> str:
+        return self.cost().what
 
     def manifest_fields(self) -> dict[str, Any]:
         """The manifest's money fields, by the manifest's names."""

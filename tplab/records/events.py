@@ -317,14 +317,22 @@ class HeartbeatEvent(Event):
 
 @dataclass(slots=True, kw_only=True)
 class CostEvent(Event):
-    """The lab's cost tick: dollars accrued at the quoted price, the price, the seconds left
-    before a cap, and the lab's authorization."""
+    """The lab's cost figure (``tplab.money.lab_money.LabMoney.cost``): the dollars, the price,
+    the seconds left before a cap, and the lab's authorization; ``cost_is`` says what the
+    figure is ("estimate": price x seconds while the pod may bill; "billed": the provider's
+    bill, recorded once the pod was shown gone, the one every face shows after GONE),
+    ``ran_s`` the pod's life it counts, ``ended_at`` when the provider showed the pod gone,
+    ``held_for_pod`` the pod whose unproven end keeps the lab's authorization held."""
 
     type: ClassVar[str] = "cost"
     accrued_usd: Amount
     usd_per_hr: Amount
     seconds_left: Amount
     authorized_usd: Amount | None = None
+    cost_is: Annotated[str, one_of("estimate", "billed")] | None = None
+    ran_s: Amount | None = None
+    ended_at: Amount | None = None
+    held_for_pod: Label | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -341,6 +349,8 @@ class BudgetEvent(Event):
     authorized_usd: Amount | None = None
     label: LongText | None = None
     damaged_lines: Count | None = None
+    #: money held for a pod whose end is not proven ("pod 4711 not yet proven gone")
+    held_for: LongText | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -604,9 +614,14 @@ class EventWriter:
         self._seq += 1
 
 
-def read_events(path: str) -> Iterator[Event]:
-    """Read every complete event of an ``events.jsonl`` file (a partial last line is skipped)."""
+#: the most of an events file ``read_events`` reads (the lab fetches at most as much)
+READ_LIMIT = 256 << 20
+
+
+def read_events(path: str, limit: int = READ_LIMIT) -> Iterator[Event]:
+    """Read every complete event of an ``events.jsonl`` file (a partial last line is skipped),
+    at most ``limit`` bytes of it; a path that is not a regular file is an OSError."""
+    from tplab.util.bounded_read import iter_chunks
     dec = EventDecoder()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 16):
-            yield from dec.feed(chunk)
+    for chunk in iter_chunks(path, limit):
+        yield from dec.feed(chunk)

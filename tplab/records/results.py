@@ -237,13 +237,21 @@ def combine_transports(per_transport: dict[str, dict[str, Any]], primary: str) -
     return out
 
 
+#: the most of a results.json ``load_results`` reads (the lab fetches at most 8 MB of it)
+RESULTS_LIMIT = 64 << 20
+
+
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a results.json; raise ValueError with one clear sentence if it is not one."""
+    from tplab.util.bounded_read import TooLargeError, read_bounded
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_bounded(path, RESULTS_LIMIT, "results file").decode("utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist.") from None
+    except TooLargeError as exc:
+        raise ValueError(f"{exc}; a results.json is a few hundred kB.") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text.") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}).") from None
     if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:

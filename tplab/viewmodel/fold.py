@@ -231,10 +231,15 @@ class LabState(LabSnapshot):
 
     def _on_cost(self, ev: CostEvent) -> None:
         c = self.cost
+        if c.billed and ev.cost_is != "billed":
+            return  # a billed figure is final: a late estimate does not replace it
         c.accrued_usd = ev.accrued_usd
         c.usd_per_hr = ev.usd_per_hr
         c.seconds_left = ev.seconds_left
         c.ts = ev.ts
+        c.what = "billed" if ev.cost_is == "billed" else "estimate"
+        c.ran_s = ev.ran_s
+        c.ended_at = ev.ended_at
 
     def _on_budget(self, ev: BudgetEvent) -> None:
         b = self.budget
@@ -247,6 +252,7 @@ class LabState(LabSnapshot):
             b.authorized_usd = ev.authorized_usd
         if ev.damaged_lines is not None:  # else what the ledger read before the lab said
             b.damaged_lines = ev.damaged_lines
+        b.held_for = ev.held_for or None
 
     def _on_instance(self, ev: InstanceEvent) -> None:
         inst = self.instance

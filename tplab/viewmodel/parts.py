@@ -53,6 +53,8 @@ class Budget:
     source: str | None = None              # "ledger" (read directly) | "lab" (the lab's events)
     problem: str | None = None             # the ledger could not be read: one sentence
     holds: str | None = None               # who holds what of it (open authorizations), in words
+    #: the pods not yet proven gone whose labs' money stays held ("pod 4711"), in words
+    held_for: str | None = None
     damaged_lines: int = 0                 # ledger lines that are not entries (left out)
 
     @property
@@ -92,7 +94,17 @@ class Instance:
 
 @dataclass
 class Cost:
+    """The lab's cost figure as its money owner said it last (``LabMoney.cost``): an
+    estimate while the pod may bill, the billed amount once the provider billed it."""
+
     accrued_usd: float | None = None
     usd_per_hr: float | None = None
     seconds_left: float | None = None
     ts: float | None = None
+    what: str = "estimate"                 # "estimate" | "billed"
+    ran_s: float | None = None             # the pod's life the figure counts
+    ended_at: float | None = None          # epoch s the provider showed the pod gone
+
+    @property
+    def billed(self) -> bool:
+        return self.what == "billed"

@@ -105,10 +105,11 @@ def _mtime(path: Path) -> float:
 
 
 def _read_json(path: Path, limit: int) -> tuple[dict[str, Any] | None, str | None]:
+    from tplab.util.bounded_read import TooLargeError, read_bounded
     try:
-        if path.stat().st_size > limit:
-            return None, f"{path.name} is over {limit >> 20} MB"
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path, limit, path.name).decode("utf-8"))
+    except TooLargeError:
+        return None, f"{path.name} is over {limit >> 20} MB, or not a regular file"
     except FileNotFoundError:
         return None, f"no {path.name}"
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -196,7 +197,7 @@ def remote_stderr(path: Path) -> list[str]:
             if size > JOB_LOG_TAIL:
                 fh.seek(size - JOB_LOG_TAIL)
                 fh.readline()  # a partial first line
-            raw = fh.read()
+            raw = fh.read(JOB_LOG_TAIL)  # never more: a path to a device reads forever
     except OSError:
         return []
     out = []

@@ -40,6 +40,14 @@ def budget_bar(cap: float | None, spent: float | None, held: float | None, width
     return bar
 
 
+def held_text(held: float | None, held_for: str | None) -> Text:
+    """The held figure, and for whom when a pod's end is not proven (money not free yet)."""
+    t = Text(usd(held, 4))
+    if held_for:
+        t.append(f" · {held_for}", style="bold yellow")
+    return t
+
+
 def this_lab(state: LabState) -> Text:
     """What this lab may spend: its authorization once made, else the lab cap and whether the
     pre-flight rule (remaining ≥ lab cap + buffer) would pass."""
@@ -65,7 +73,7 @@ class BudgetPanel(StatePanel):
         text = rows([
             ("cap", usd(b.cap_usd)),
             (Text("spent", style="bold red"), usd(b.spent_usd, 4)),
-            (Text("held", style="bold yellow"), usd(b.held_usd, 4)),
+            (Text("held", style="bold yellow"), held_text(b.held_usd, b.held_for)),
             (Text("remaining", style="bold green"), Text(usd(b.remaining_usd, 4), style="bold")),
             ("this lab", this_lab(state)),
         ])

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tplab.cloud.registry import label as cloud_label
 from tplab.viewmodel.fold import LabState
-from tui.format import DASH, duration, usd
+from tui.format import DASH, cost_text, duration, ended_text, usd
 from tui.widgets.panel import StatePanel, rows
 
 STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
@@ -73,6 +73,8 @@ class InstancePanel(StatePanel):
         price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
         if state.mock:
             price.append(" simulated", style="bold")
+        if state.done and i.pod_id:  # the lab ended, the provider has not shown the pod gone
+            st.append("  NOT proven gone: money held", style="bold red")
         return rows([
             ("provider", provider),
             ("GPU", gpus),
@@ -90,11 +92,16 @@ class InstancePanel(StatePanel):
                    rate: float | None) -> list[tuple[str, str | Text]]:
         """The rows of a lab that ended with its pod verified gone (the same rows, in the
         past tense: the panel keeps its height)."""
-        cost = Text(f"{usd(state.cost.accrued_usd, 4)} at {usd(rate, 3)}/h")
+        c = state.cost
+        cost = Text(f"{cost_text(c)} at {usd(rate, 3)}/h")
         if state.mock:
             cost.append(" simulated", style="bold")
+        st = Text(state.instance.state or DASH,
+                  style=STATE_STYLE.get((state.instance.state or "").upper(), ""))
+        st.append(f"  {ended_text(c.ended_at or state.instance.state_since)}")
+        ran = c.ran_s if c.ran_s is not None else state.uptime()
         return [("provider", provider), ("GPU", gpus), ("state", st),
-                ("ran for", duration(state.uptime())), ("cost", cost),
+                ("ran for", duration(ran)), ("cost", cost),
                 ("cap", Text("ended with the pod", style="dim")),
                 ("ssh", Text("closed: the pod is gone", style="dim")),
                 ("watchdog", Text("ended with the pod", style="dim"))]

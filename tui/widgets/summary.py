@@ -12,7 +12,7 @@ from rich.text import Text
 from tplab.viewmodel.fold import LabState
 from tplab.viewmodel.tokens import share_text
 from tui.widgets.budget_panel import budget_bar
-from tui.format import DASH, duration, ms, usd
+from tui.format import DASH, cost_text, duration, ended_text, ms, usd
 from tplab.cloud.registry import label as cloud_label
 from tui.widgets.instance import STATE_STYLE, mock_tag
 from tui.widgets.panel import StatePanel
@@ -32,13 +32,16 @@ def _pod_line(state: LabState, plan: str) -> Text:
     cloud = f"{cloud_label(i.provider)} " if i.provider else ""  # the cloud that ran the lab
     t.append(f"{cloud}pod {i.pod_id} ")
     t.append(i.state or DASH, style=STATE_STYLE.get((i.state or "").upper(), "bold"))
+    c = state.cost
+    rate = c.usd_per_hr if c.usd_per_hr is not None else i.usd_per_hr
+    if state.done and i.gone:  # when it ended and what it cost, not a clock still counting
+        t.append(f" {ended_text(c.ended_at or i.state_since, 'at')} · {cost_text(c)}")
+        return t
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
-    rate = state.cost.usd_per_hr if state.cost.usd_per_hr is not None else i.usd_per_hr
-    if state.done and i.gone:  # what it cost, not what it is costing
-        t.append(f" · cost {usd(state.cost.accrued_usd, 4)} at {usd(rate, 3)}/h")
-    else:
-        t.append(f" · {usd(rate, 3)}/h · so far {usd(state.cost.accrued_usd, 4)}")
+    t.append(f" · {usd(rate, 3)}/h · so far {usd(c.accrued_usd, 4)}")
+    if state.done:  # the lab ended and the provider has not shown the pod gone
+        t.append(" · NOT proven gone: money held", style="bold red")
     return t
 
 

@@ -35,6 +35,7 @@ from tplab.cloud.base import (
     RequestBugError,
     RequestRejectedError,
 )
+from tplab.util.clip import outside_words
 from tplab.cloud.rest_client import Answer, RestClient
 
 DEFAULT_API_BASE_URL = "https://api.runpod.io"
@@ -48,14 +49,16 @@ USER_AGENT = "tplab (REST v2)"
 
 
 def _detail(body: Any, text: str) -> str:
+    """RunPod's own words for an error (problem+json's detail, its errors); a page as its
+    words, never its HTML; bounded, never cut mid-word."""
     if isinstance(body, dict):
         detail = str(body.get("detail") or body.get("title") or body.get("error") or "")
         errors = body.get("errors")
         if isinstance(errors, list) and errors:
             detail += " (" + "; ".join(str(e) for e in errors[:5]) + ")"
         if detail:
-            return detail
-    return " ".join(text.split())[:300] or "no detail"
+            return outside_words(detail, 500)
+    return outside_words(text, 300) or "no detail"
 
 
 class RestV2(RestClient):
@@ -79,10 +82,11 @@ class RestV2(RestClient):
         self.max_retry_after_s = max_retry_after_s
 
     def call(self, what: str, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-             json: Any = None, create_name: str | None = None) -> Answer:
+             json: Any = None, create_name: str | None = None, once: bool = False) -> Answer:
         """``method path`` under ``/v2``; ``what`` names the call in errors ("reading the pod").
-        ``create_name``: this call creates a pod of that name (no retry on 5xx/timeouts)."""
-        return self._request(what, method, path, params, json, create_name)
+        ``create_name``: this call creates a pod of that name (no retry on 5xx/timeouts);
+        ``once``: one try (``RestClient._request``)."""
+        return self._request(what, method, path, params, json, create_name, once)
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}/v2{path}"
@@ -90,8 +94,13 @@ class RestV2(RestClient):
     def _detail(self, body: Any, text: str) -> str:
         return _detail(body, text)
 
-    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float) -> float:
+    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float,
+                      once: bool = False) -> float:
         wait = self._retry_after(resp)
+        if once:
+            _, detail = self._problem(resp)
+            raise RateLimitedError(f"RunPod answered HTTP 429 while {what} ({detail}); it asked "
+                                   f"for {wait:.0f} s before the next call.", retry_after_s=wait)
         if limited >= self.rate_limit_tries:
             raise RateLimitedError(
                 f"RunPod kept rate-limiting tplab (HTTP 429) while {what}, after "

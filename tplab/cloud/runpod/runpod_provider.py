@@ -216,8 +216,8 @@ class RunPodProvider(PodLifecycle):
     def _probe_timeout(self, info: PodInfo, remaining: float) -> float | None:
         return min(self.ssh_probe_timeout_s, max(remaining, 0.5)) if remaining > 0 else None
 
-    def _delete(self, pod_id: str) -> None:
-        self._rest.call("terminating the pod", "DELETE", f"/pods/{pod_id}")
+    def _delete(self, pod_id: str, once: bool = False) -> None:
+        self._rest.call("terminating the pod", "DELETE", f"/pods/{pod_id}", once=once)
         # 204, or 404: not found means gone
 
     def _record(self, pod_id: str) -> dict[str, Any] | None:

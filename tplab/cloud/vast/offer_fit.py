@@ -36,9 +36,16 @@ class JudgedOffer:
         return ("minimum bid + storage" if self.kind == "bid" else "on-demand price + storage")
 
 
+#: the order offers are taken in: a known fit, then a host that does not say (its CUDA or its
+#: GPU unknown: the pod checks itself at start, so it is taken only when no known fit is
+#: offered), then one that cannot run the image
+RANK = {True: 0, None: 1, False: 2}
+
+
 def judge(offers: Iterable[Any], kind: str, disk_gb: float, choice: ImageChoice,
           gpu_type: str) -> list[JudgedOffer]:
-    """The priced offers, cheapest first, each judged for ``choice``."""
+    """The priced offers, cheapest first, each judged for ``choice`` (shown in that order, so
+    the cheaper ones passed over say why; ``cheapest_runnable`` takes them by ``RANK``)."""
     out = []
     for offer in offers:
         if not isinstance(offer, dict) or offer.get("id") is None:
@@ -54,8 +61,10 @@ def judge(offers: Iterable[Any], kind: str, disk_gb: float, choice: ImageChoice,
 
 
 def cheapest_runnable(judged: list[JudgedOffer]) -> JudgedOffer | None:
-    """The cheapest offer not refused (a "cannot tell" one is taken: the pod checks at start)."""
-    return next((j for j in judged if j.fit.ok is not False), None)
+    """The offer the lab takes: the cheapest known fit; only when there is none, the cheapest
+    whose host does not say (the pod checks itself at start); never a refused one."""
+    return min((j for j in judged if j.fit.ok is not False),
+               key=lambda j: (RANK[j.fit.ok], j.price), default=None)
 
 
 def host_offers(judged: list[JudgedOffer], shown: int = SHOWN) -> tuple[HostOffer, ...]:

@@ -12,8 +12,9 @@ What it is told and what it measures: the intervals are ``service_rules.INTERVAL
 ``scale`` (1.0, Vast's own; a mock whose limits are scaled tells the client so through
 ``SCALE_VAR``). A 429 met anyway (another client on the same key, a limit Vast tightened) is
 learned from: Vast's detail names the endpoint's threshold ("... endpoint threshold=4.5"),
-which becomes the interval; without one the interval grows by half. After a 429 the next call
-of that endpoint waits the interval, or the endpoint's penalty when Vast gives one.
+which becomes the interval (obeyed up to a minute); without one the interval grows by half, to
+a ceiling of 12 s. After a 429 the next call of that endpoint waits the interval, or the
+endpoint's penalty when Vast gives one.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ SEARCH = "POST /api/v0/bundles"
 #: offer searches let through in any ``SEARCH_WINDOW_S`` (Vast: 10 a minute per IP)
 SEARCH_BURST, SEARCH_WINDOW_S = SEARCH_PER_MINUTE, 60.0
 #: an interval learned from a 429 that named none: the last one times this, at least MIN_LEARNED_S
-GROWTH, MIN_LEARNED_S = 1.5, 1.0
+#: and at most MAX_LEARNED_S (a burst of 429s must not stretch a destroy without bound: eight
+#: in a row then cost about a minute and a half, not minutes); a threshold Vast names is
+#: obeyed up to MAX_TOLD_S
+GROWTH, MIN_LEARNED_S, MAX_LEARNED_S, MAX_TOLD_S = 1.5, 1.0, 12.0, 60.0
 #: what each interval is held longer than the service's: Vast counts from when a call arrives,
 #: the pacer from when it leaves, and two calls' trips differ (a few ms here, more on a real
 #: network); a create that comes too soon costs a 12 s penalty
@@ -102,9 +106,16 @@ class Pacer:
         match = _THRESHOLD.search(detail or "")
         with self._lock:
             old = self.interval(name)
-            learned = float(match.group(1)) if match else max(MIN_LEARNED_S, old * GROWTH)
+            scale = self.scale or 1.0   # a scaled service's waits are all scaled (tests)
+            learned = (min(float(match.group(1)), MAX_TOLD_S * scale) if match
+                       else min(MAX_LEARNED_S * scale, max(MIN_LEARNED_S * scale, old * GROWTH)))
             self._learned[name] = max(self._learned.get(name, 0.0), learned)
             hold = max(self.interval(name), PENALTIES.get(name, 0.0) * (self.scale or 1.0))
             if name == SEARCH and not match:   # a window, not told: a window's share
                 hold = max(hold, SEARCH_WINDOW_S * (self.scale or 1.0) / SEARCH_BURST)
             self._next[name] = max(self._next.get(name, 0.0), self._clock() + hold)
+
+    def hold_left(self, name: str) -> float:
+        """Seconds until ``name`` may be called again (0 when it may now)."""
+        with self._lock:
+            return max(0.0, self._next.get(name, 0.0) - self._clock())

@@ -24,8 +24,10 @@ and what the service answers, ``tplab.mock.vast_mock.departures``), readable and
   ``stopped`` failed (ERROR, with Vast's reason), as does one ``created`` whose status_msg
   says "OCI runtime create failed" (its container never starts); ``restarting`` is waited
   for (STARTING); exited is EXITED; unknown and offline never reach running (ERROR); a record
-  that says ``destroyed`` or ``terminated`` (Vast's CLI reads both as gone) is TERMINATED, as is
-  no record at all (GONE).
+  whose ``actual_status`` says ``destroyed`` or ``terminated`` (Vast's CLI reads both as gone) is
+  TERMINATED, as is no record at all (GONE). What was asked is not what is: a record whose
+  ``intended_status`` is ``destroyed`` while ``actual_status`` is still ``running`` is a running
+  instance (a destroy accepted and not yet done), never gone.
 - SSH: direct, ``public_ipaddr`` (stripped: it may carry whitespace) + ``ports["22/tcp"][0]
   ["HostPort"]`` (needs the machine's direct ports: the search asks for ``direct_port_count >=
   1``), with the proxy (``ssh_host`` + ``ssh_port``) as its fallback when direct does not
@@ -220,8 +222,11 @@ def state_of(inst: dict[str, Any]) -> tuple[str, str]:
     stopping = "stopped" in (intended, str(inst.get("next_state") or "").lower())
     msg = str(inst.get("status_msg") or "").strip()
     why = f": {msg}" if msg else ""
-    if actual in _GONE or intended in _GONE:
-        return "TERMINATED", f"Vast.ai shows it {actual if actual in _GONE else intended}"
+    if actual in _GONE:
+        return "TERMINATED", f"Vast.ai shows it {actual}"
+    if intended in _GONE:  # asked to go; what it is decides: not gone until it says so
+        return _still(actual), (f"Vast.ai was asked to destroy it (intended_status {intended}) "
+                                f"but shows it {actual or 'without a state'}{why}")
     if actual == "running":
         if stopping:
             return INTERRUPTED, f"Vast.ai is stopping it (outbid, or out of credit){why}"
@@ -242,6 +247,17 @@ def state_of(inst: dict[str, Any]) -> tuple[str, str]:
                              f"stopped), so it will not start{why}")
         return ("PROVISIONING" if actual in (None, "") else "STARTING"), msg
     return str(actual).upper(), msg
+
+
+def _still(actual: Any) -> str:
+    """tplab's state for an instance on its way out, by what it is now (never gone)."""
+    if actual == "running":
+        return "RUNNING"
+    if actual in ("stopped", "frozen", "paused"):
+        return INTERRUPTED
+    if actual == "exited":
+        return "EXITED"
+    return "STARTING" if actual in _STARTING else str(actual).upper()
 
 
 def pod_info(inst: dict[str, Any]) -> PodInfo:

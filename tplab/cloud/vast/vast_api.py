@@ -26,9 +26,10 @@ from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlparse
 
 from tplab.cloud.base import (AuthError, BalanceError, ProviderError, RateLimitedError,
-                              RequestRejectedError)
+                              RequestBugError, RequestRejectedError)
 from tplab.cloud.rest_client import Answer, RestClient
 from tplab.cloud.vast.pacing import Pacer, endpoint, scale_from_env
+from tplab.util.clip import outside_words
 
 DEFAULT_API_BASE_URL = "https://console.vast.ai"
 AUTH_FAILED = ("Vast.ai refused the API key from {source} (HTTP {status}: {detail}); put a "
@@ -38,6 +39,8 @@ USER_AGENT = "tplab (Vast REST)"
 AUTH_404 = ("auth_error", "session expired", "log in again")
 #: the errors of an offer that moved between search and create
 OFFER_MOVED = ("no_such_ask", "invalid_price")
+#: the most of Vast's own words an error sentence quotes
+DETAIL_LIMIT = 300
 
 
 class OfferMovedError(RequestRejectedError):
@@ -50,12 +53,22 @@ class OfferMovedError(RequestRejectedError):
 
 
 def detail(body: Any, text: str = "") -> str:
-    """Vast's own words for an error: ``msg``, ``error``, ``detail``."""
+    """Vast's own words for an error: ``msg``, ``error``, ``detail``; a page (a proxy's 500)
+    as its words, never its HTML; bounded, never cut mid-word."""
     if isinstance(body, dict):
         parts = [str(body[k]) for k in ("error", "msg", "detail") if body.get(k)]
         if parts:
-            return ": ".join(parts)[:300]
-    return " ".join(text.split())[:300] or "no detail"
+            return outside_words(": ".join(parts), DETAIL_LIMIT)
+    return outside_words(text, DETAIL_LIMIT) or "no detail"
+
+
+def invalid_args(what: str, words: str) -> RequestBugError:
+    """Vast's ``invalid_args``: it would not take what tplab sent (an input limit, a field's
+    shape), said as that, never as "no capacity"."""
+    return RequestBugError(f"Vast.ai refused tplab's request as invalid while {what} "
+                           f"(invalid_args: {words}): tplab sent something Vast does not take, "
+                           "so no other offer or --on-demand would help; nothing was created "
+                           "(please report this sentence)")
 
 
 class VastApi(RestClient):
@@ -81,10 +94,11 @@ class VastApi(RestClient):
         self._base_path = urlparse(self.base_url).path.rstrip("/")
 
     def call(self, what: str, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-             json: Any = None, create_label: str | None = None) -> Answer:
+             json: Any = None, create_label: str | None = None, once: bool = False) -> Answer:
         """``method path`` (``/api/v0/...``); ``what`` names the call in errors. ``create_label``:
-        this call creates an instance of that label (never repeated on 5xx or a timeout)."""
-        return self._request(what, method, path, params, json, create_label)
+        this call creates an instance of that label (never repeated on 5xx or a timeout);
+        ``once``: one try (``RestClient._request``)."""
+        return self._request(what, method, path, params, json, create_label, once)
 
     def _url(self, path: str) -> str:
         return f"{self.base_url}{path.rstrip('/')}/"
@@ -95,9 +109,11 @@ class VastApi(RestClient):
     def _before_send(self, method: str, path: str) -> None:
         self.pacer.wait(endpoint(method, path))
 
-    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float) -> float:
+    def _rate_limited(self, resp: Any, what: str, limited: int, waited: float,
+                      once: bool = False) -> float:
         """Vast sends no Retry-After: the pacer learns the endpoint's interval from the answer
-        and holds its next call (``_before_send`` waits); a bounded number of tries."""
+        and holds its next call (``_before_send`` waits); a bounded number of tries (one with
+        ``once``: the error at once, its ``retry_after_s`` the pacer's hold)."""
         self.rate_limited += 1
         request = getattr(resp, "request", None)
         path = urlparse(getattr(request, "url", "") or "").path
@@ -109,6 +125,9 @@ class VastApi(RestClient):
                 f"Vast.ai kept answering \"API requests too frequent\" (HTTP 429) while "
                 f"{what}, {limited} times though tplab paced its calls; try again in a minute.")
         self.pacer.limited(name, text)
+        if once:
+            raise RateLimitedError(f"Vast.ai answered HTTP 429 while {what} ({text}).",
+                                   retry_after_s=self.pacer.hold_left(name))
         return 0.0
 
     def _answer(self, what: str, resp: Any) -> Answer:
@@ -127,6 +146,9 @@ class VastApi(RestClient):
             if body is None:
                 raise self._not_json(what, status)
             return Answer(status, body)
+        if error == "invalid_args":
+            raise invalid_args(what, outside_words(str(body.get("msg") or text), DETAIL_LIMIT)
+                               if isinstance(body, dict) else text)
         if status == 402 or "credit" in text.lower() or "balance" in text.lower():
             raise BalanceError(f"Vast.ai refused {what} for lack of credit (HTTP {status}: "
                                f"{text}); add credit in the Vast console, then try again.")

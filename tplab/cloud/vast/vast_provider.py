@@ -33,20 +33,22 @@ Methods are synchronous; the orchestrator calls them through ``asyncio.to_thread
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 from typing import Any, Callable, Sequence
 
 from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PREFIX,
-                              ImageMismatchError, NoCapacityError, PodInfo, PodSpec,
-                              ProviderError, Quote, RentalMismatchError, SpotUnavailableError,
-                              UnknownGpuError)
+                              ImageMismatchError, LeftBehindError, NoCapacityError, PodInfo,
+                              PodSpec, ProviderError, Quote, RentalMismatchError,
+                              SpotUnavailableError, UnknownGpuError)
 from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.vast import instance_self_end as pod_self_end
 from tplab.cloud.vast import offer_fit, shapes
-from tplab.cloud.vast.vast_api import DEFAULT_API_BASE_URL, OfferMovedError, VastApi
+from tplab.cloud.vast.vast_api import (DEFAULT_API_BASE_URL, OfferMovedError, VastApi,
+                                       invalid_args)
 from tplab.keys.redact import error_text
 
 #: the v1 list's page size (its maximum) and how many pages tplab reads before it gives up
@@ -55,6 +57,8 @@ PAGE, MAX_PAGES = 25, 200
 BID_MARGIN = 1.02
 #: reads of a new instance before its rental is called unconfirmable
 READBACK_TRIES = 3
+#: a destroy answered with one of these errors means the instance is already gone
+GONE_ERRORS = ("no_such_instance", "not_found")
 #: offers tried when the cheapest moves between search and create (taken, repriced)
 OFFER_TRIES = 3
 #: the offer search asks in price order and sees this many offers: Vast answers 64 without a
@@ -283,11 +287,20 @@ class VastProvider(PodLifecycle):
                                   f"({shapes_detail(body)}).", 404, "not_found")
         if not body.get("success") or not contract:
             why = shapes_detail(body)
-            if contract:
-                self._destroy_leftover(str(contract), why)
             at = f" at ${machine_bid:.3f}/h" if machine_bid is not None else ""
+            if str(body.get("error") or "") == "invalid_args" and not contract:
+                raise invalid_args(f"renting offer {offer['id']}", why)
+            if contract:  # a failed bid still made an instance: ended now, proven by the lab
+                with contextlib.suppress(ProviderError):
+                    self.end_once(str(contract))
+                raise LeftBehindError(
+                    f"Vast.ai did not rent offer {offer['id']}{at} ({why}) and left instance "
+                    f"{contract} behind, stopped and billing its storage; it is destroyed now",
+                    PodInfo(id=str(contract), name=spec.name, state="INTERRUPTED",
+                            gpu_type=spec.gpu_type, gpu_count=spec.gpu_count, spot=True,
+                            usd_per_hr=bid))
             raise SpotUnavailableError(f"Vast.ai did not rent offer {offer['id']}{at} ({why}); "
-                                       "nothing is left running.")
+                                       "nothing was created.")
         pod_id = str(contract)
         read: dict[str, Any] | None = None
         if machine_bid is not None:
@@ -375,9 +388,17 @@ class VastProvider(PodLifecycle):
             return None
         return max(0.5, min(self.ssh_probe_timeout_s, remaining))
 
-    def _delete(self, pod_id: str) -> None:
-        self._api.call("destroying the instance", "DELETE", f"/api/v0/instances/{pod_id}")
-        # {"success": true}, or 404: already gone
+    def _delete(self, pod_id: str, once: bool = False) -> None:
+        """``{"success": true}`` or a 404 (already gone) is accepted; an answer that says
+        ``success: false`` is a refusal (Vast's words), unless its error is that there is no
+        such instance (dstack reads Vast's destroy the same way)."""
+        ans = self._api.call("destroying the instance", "DELETE", f"/api/v0/instances/{pod_id}",
+                             once=once)
+        body = ans.body if isinstance(ans.body, dict) else {}
+        if ans.found and body.get("success") is False \
+                and str(body.get("error") or "") not in GONE_ERRORS:
+            raise ProviderError(f"Vast.ai refused to destroy instance {pod_id} "
+                                f"({shapes_detail(body)}).")
 
     def _record(self, pod_id: str) -> dict[str, Any] | None:
         inst = self._instance(pod_id)

@@ -32,6 +32,10 @@ Each switch, what the mock then does, and (in brackets) what tplab answers with:
     ``podRentInterruptable``, ``podTerminate``; a document refused at validation, which runs
     nothing, is no such call). [reads retried with bounded backoff; a create
     that got a 5xx is ambiguous: see ``create_500_after_create``]
+``error_page`` (bool)
+    The ``http_500`` answers are a proxy's HTML page (``loopback.ERROR_PAGE``: "500 Internal
+    Server Error", a script and all), not RunPod's problem JSON. [tplab's sentences quote the
+    page's words, never its HTML]
 ``create_500_after_create`` (int)
     The first N creates (``POST /v2/pods`` or ``podRentInterruptable``) make the pod (it boots
     and bills) and then answer HTTP 500. [the lab keeps its INTENT record and its authorization,
@@ -92,6 +96,7 @@ class Faults:
     ssh_refuse_s: float = 0.0
     boot_error: bool = False
     http_500: dict[str, int] = field(default_factory=dict)
+    error_page: bool = False
     create_500_after_create: int = 0
     http_429: dict[str, int] = field(default_factory=dict)
     retry_after_s: int = 1
@@ -191,6 +196,8 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
                    help="SSH refuses connections S seconds after the ports show")
     g.add_argument("--http-500", action="append", metavar="CALL=N", default=[],
                    help="the first N calls named CALL get HTTP 500 (repeatable)")
+    g.add_argument("--error-page", action="store_true",
+                   help="those 500s are a proxy's HTML page, not RunPod's JSON")
     g.add_argument("--spot-interrupt-after-s", type=float, metavar="S",
                    help="spot pods are interrupted S seconds after boot")
     g.add_argument("--terminate-fail-n", type=int, metavar="N",
@@ -210,7 +217,7 @@ def faults_from_args(args: argparse.Namespace) -> Faults:
     if args.no_spot_capacity:
         changes["no_spot_capacity"] = True
     for name in ("spot_removed", "no_on_demand_capacity", "boot_error",
-                 "pod_key_delete_refused"):
+                 "pod_key_delete_refused", "error_page"):
         if getattr(args, name):
             changes[name] = True
     for name in ("runtime_null_s", "ssh_refuse_s", "spot_interrupt_after_s", "terminate_fail_n",

@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from tplab.mock.loopback import error_page
 from tplab.mock.runpod_mock import openapi, views
 from tplab.mock.runpod_mock.state import CloudError, CloudState
 
@@ -100,7 +101,7 @@ def v2(route: str, method: str, handler: Handler, *,
             return problem(429, "rate limit exceeded for the minute window",
                            headers={"Retry-After": str(wait)})
         if state.faults.take_http_500(call):
-            return problem(500, "internal error")
+            return error_page(500) if state.faults.error_page else problem(500, "internal error")
         delay = state.faults.take_http_delay(call)
         if delay:
             await asyncio.sleep(delay)

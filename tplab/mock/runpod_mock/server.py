@@ -34,7 +34,7 @@ from aiohttp import web
 
 from tplab.mock.runpod_mock import graphql_api, rest_v2
 from tplab.mock.runpod_mock.faults import Faults
-from tplab.mock.loopback import LOOPBACK, LoopbackServer
+from tplab.mock.loopback import LOOPBACK, LoopbackServer, error_page
 from tplab.mock.runpod_mock.state import CloudState
 
 __all__ = ["LOOPBACK", "MockCloudServer", "build_app"]
@@ -132,7 +132,7 @@ async def handle_graphql(request: web.Request) -> web.Response:
             return web.Response(status=429, text="429 Too Many Requests",
                                  headers={"Retry-After": str(int(state.faults.retry_after_s))})
         if state.faults.take_http_500(call):
-            return _server_error()
+            return error_page(500) if state.faults.error_page else _server_error()
         delay = state.faults.take_http_delay(call)
         if delay:
             await asyncio.sleep(delay)

@@ -186,6 +186,16 @@ BEHAVIOURS: tuple[Departure, ...] = (
         "sky/provision/vast/instance.py; vast-cli vast.py; vast-ai/vast-claude-plugin "
         "skills/vastai/SKILL.md"),
     Departure(
+        "destroy answers 200 {\"success\": true} when it took it, 404 no_such_instance when "
+        "the instance is not there; a 200 with success false is a failure, not a destroy "
+        "(dstack reads it so); a destroy taken may leave the instance running a while, its "
+        "record's intended_status `destroyed` while actual_status is still `running` (what "
+        "was asked is not what is); 429s come in bursts on it as on any endpoint; mock: "
+        "handlers.destroy_instance, rentals.destroy, switches destroy_refused_n, "
+        "destroy_lingers, destroy_intent_shown, http_429",
+        "vast-ai/docs yaml/destroy_instance.yaml; dstack vastai/api_client.py "
+        "(terminate_instance); SkyPilot sky/provision/vast/instance.py (actual_status)"),
+    Departure(
         "an offer can move between search and create: 410 no_such_ask \"... is no longer "
         "available\", 404 no_such_ask \"... is not available\", 400 invalid_price \"... does "
         "not match a fresh search quote\", each with ask_id; mock: handlers.create_instance, "

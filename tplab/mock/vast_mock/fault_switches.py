@@ -68,6 +68,23 @@ Each switch and what the mock then does:
     ``POST /api/v0/bundles``, ``GET /api/v1/instances``... (the names ``calls`` counts under).
 ``http_500`` ({call: N})
     The first N requests for a call answer 500 (Vast's error JSON) before anything runs.
+``error_page`` (bool)
+    Those 500s are a proxy's HTML page (``loopback.ERROR_PAGE``), not Vast's JSON.
+``http_delay`` ({call: N}) with ``delay_s`` (seconds, default 5)
+    The first N requests for a call are answered only after ``delay_s`` (a hung call: a client
+    whose timeout is shorter sees none; a large ``delay_s`` is an API that never answers).
+``destroy_refused_n`` (int)
+    The next N destroys answer 200 ``{"success": false, "error": "destroy_failed", "msg": ...}``
+    and the instance stays (as dstack reads Vast's destroy: a failure).
+``destroy_intent_shown`` (bool)
+    While a destroy lingers (``destroy_lingers``), the record says ``intended_status``
+    ``destroyed`` while ``actual_status`` is still ``running`` (and it bills): asked, not done.
+``cuda_unknown`` (bool)
+    The hosts whose driver stops at CUDA 12.2 answer without ``cuda_max_good`` (a host that does
+    not say): cheaper than every host known to run a CUDA 12.4 image.
+``create_invalid_args`` (int)
+    The next N creates answer 400 ``invalid_args`` (Vast would not take what was sent); nothing
+    is created.
 ``destroy_lingers`` (int)
     A destroy is accepted (``success: true``) but the instance stays (running, billing, shown)
     for N more reads of it (show, list); -1: it never goes (until the mock exits).
@@ -119,6 +136,13 @@ class VastFaults:
     padded_ipaddr: bool = False
     http_429: dict[str, int] = field(default_factory=dict)
     http_500: dict[str, int] = field(default_factory=dict)
+    error_page: bool = False
+    http_delay: dict[str, int] = field(default_factory=dict)
+    delay_s: float = 5.0
+    destroy_refused_n: int = 0
+    destroy_intent_shown: bool = False
+    cuda_unknown: bool = False
+    create_invalid_args: int = 0
     destroy_lingers: int = 0
     boot_exited: bool = False
     no_bid_offers: bool = False
@@ -136,6 +160,7 @@ class VastFaults:
         faults = cls(**data)
         faults.http_429 = {str(k): int(v) for k, v in (faults.http_429 or {}).items()}
         faults.http_500 = {str(k): int(v) for k, v in (faults.http_500 or {}).items()}
+        faults.http_delay = {str(k): int(v) for k, v in (faults.http_delay or {}).items()}
         faults.offer_taken = [int(s) for s in faults.offer_taken or []]
         if set(faults.offer_taken) - {400, 404, 410}:
             raise ValueError("offer_taken takes the statuses 400, 404 and 410")
@@ -160,6 +185,14 @@ class VastFaults:
         left = counts.get(call, 0)
         if left > 0:
             counts[call] = left - 1
+            return True
+        return False
+
+    def take_n(self, name: str) -> bool:
+        """Whether the counted switch ``name`` is hit now (consumes one of its N)."""
+        left = getattr(self, name)
+        if left > 0:
+            setattr(self, name, left - 1)
             return True
         return False
 

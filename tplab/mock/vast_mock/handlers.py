@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from tplab.mock.vast_mock import answers, limits
-from tplab.mock.vast_mock.offers import find_machine, market, matches, search
+from tplab.mock.vast_mock.offers import OLD_DRIVER_CUDA, find_machine, market, matches, search
 from tplab.mock.vast_mock.rentals import SshKey, VastError, VastState, iso_now
 
 #: the runtypes of an SSH instance; the CLI sends several, space-separated ("ssh_direc ssh_proxy")
@@ -76,6 +76,9 @@ async def search_offers(state: VastState, p: dict[str, Any], body: Any, own: int
     offers = search(body, no_bid=state.faults.no_bid_offers,
                     no_ondemand=state.faults.no_ondemand_offers,
                     machines=market(state.taken, state.repriced))
+    if state.faults.cuda_unknown:  # old-driver hosts that do not say what CUDA they run
+        offers = [{k: v for k, v in o.items() if k != "cuda_max_good"}
+                  if o.get("cuda_max_good") == OLD_DRIVER_CUDA else o for o in offers]
     if state.faults.no_direct_ports:
         wanted = body.get("direct_port_count")
         offers = [o for o in ({**o, "direct_port_count": 0} for o in offers)
@@ -94,6 +97,9 @@ async def create_instance(state: VastState, p: dict[str, Any], body: Any,
     machine = find_machine(ask, market(state.taken, state.repriced))
     if machine is None:
         raise VastError(404, "no_such_ask", OFFER_MOVED[404][1].format(ask=ask), ask_id=ask)
+    if state.faults.take_n("create_invalid_args"):
+        raise VastError(400, "invalid_args", "onstart: the value does not pass validation "
+                        "(an invalid character).", ask_id=ask)
     runtype = body.get("runtype") or "ssh"
     if not set(runtype.split()) <= set(SSH_RUNTYPES):
         raise VastError(400, "invalid_args", f"runtype {runtype!r}: the mock runs SSH instances "
@@ -158,6 +164,10 @@ async def manage_instance(state: VastState, p: dict[str, Any], body: Any,
 
 async def destroy_instance(state: VastState, p: dict[str, Any], body: Any,
                            own: int | None) -> Result:
+    state.get(p["id"])  # 404 no_such_instance when it is not there
+    if state.faults.take_n("destroy_refused_n"):
+        return 200, {"success": False, "error": "destroy_failed",
+                     "msg": f"Instance {p['id']} could not be destroyed right now; try again."}
     await state.destroy(p["id"])
     return 200, {"success": True, "msg": f"Instance {p['id']} destroyed."}
 

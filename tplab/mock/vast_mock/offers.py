@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 ONDEMAND, BID = "ondemand", "bid"
+#: the CUDA of the old drivers in the market (hosts a CUDA 12.4 image cannot start on)
+OLD_DRIVER_CUDA = 12.2
 STORAGE_GB_MONTH = 0.15   # $/GB per month: the mock's storage price on every machine
 HOURS_PER_MONTH = 30 * 24
 

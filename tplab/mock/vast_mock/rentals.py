@@ -414,6 +414,8 @@ class VastState:
         if lingers:
             if inst.linger_reads is None:
                 inst.linger_reads = lingers
+            if self.faults.destroy_intent_shown:  # asked to go, still running and billing
+                inst.intended_status = "destroyed"
             return
         await self._destroy_now(inst, "destroyed")
 

@@ -7,7 +7,7 @@ answers the account key as a deleted key, an expired session or an account with 
 ``refusal``), the per-instance key's scope (start/stop/destroy its own instance only; 401), the
 rate limit and the fault switches (429 ``{"detail": "API requests too frequent ..."}`` without a
 Retry-After header, per endpoint and per key: limits.py with ``rate_scale``, ``http_429``;
-500), the document's path, query and
+500, as Vast's JSON or a proxy's HTML page; an answer held back), the document's path, query and
 body schemas (400 ``invalid_args``, or the code the route's 400 lists), the handler; and every
 answer is held to the document (contract.py) — one that breaks it is a mock bug, answered 500
 and recorded in ``/_mock/state`` (``schemaViolations``) so the test that caused it fails.
@@ -16,6 +16,7 @@ Errors are Vast's JSON: ``{"success": false, "error": "...", "msg": "..."}``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any, Awaitable, Callable
@@ -23,6 +24,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from tplab.mock.document import SchemaViolation
+from tplab.mock.loopback import error_page
 from tplab.mock.vast_mock import contract, handlers
 from tplab.mock.vast_mock.fault_switches import TOO_FREQUENT
 from tplab.mock.vast_mock.rentals import VastError, VastState
@@ -110,7 +112,10 @@ def route_handler(route: str, method: str, handler: Handler) -> Callable[[web.Re
             state.rate_limited[call] += 1
             return json_answer(429, {"detail": limited})  # no Retry-After: Vast sends none
         if state.faults.take(state.faults.http_500, call):
-            return json_answer(500, error_body("server_error", "Internal server error."))
+            return error_page(500) if state.faults.error_page else \
+                json_answer(500, error_body("server_error", "Internal server error."))
+        if state.faults.take(state.faults.http_delay, call):
+            await asyncio.sleep(state.faults.delay_s)
         try:
             params = contract.CONTRACT.check_values(route, method, "path",
                                                     dict(request.match_info))
