@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tplab.cloud.registry import label as cloud_label
 from tplab.viewmodel.fold import LabState
-from tui.format import DASH, cost_text, duration, ended_text, usd
+from tui.format import DASH, duration, ended_text, usd
 from tui.widgets.panel import StatePanel, rows
 
 STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
@@ -93,7 +93,8 @@ class InstancePanel(StatePanel):
         """The rows of a lab that ended with its pod verified gone (the same rows, in the
         past tense: the panel keeps its height)."""
         c = state.cost
-        cost = Text(f"{cost_text(c)} at {usd(rate, 3)}/h")
+        figure = state.figures.cost
+        cost = Text(f"{figure.text() if figure is not None else DASH} at {usd(rate, 3)}/h")
         if state.mock:
             cost.append(" simulated", style="bold")
         st = Text(state.instance.state or DASH,
