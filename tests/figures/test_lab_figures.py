@@ -38,7 +38,7 @@ def test_a_figure_is_shown_to_three_significant_digits_and_a_share_in_whole_perc
     assert [shown(v, MS) for v in (0.9076534, 22.33163, 15.04, 1400.4, 0.040644)] == [
         "0.908", "22.3", "15.0", "1400", "0.0406"]
     assert decimals(9.996) == 1 and shown(9.996, MS) == "10.0"  # a carry is one digit fewer
-    assert shown(0.8715, SHARE) == "87" and shown(None, MS) == "-"
+    assert shown(0.8715, SHARE) == "87" and shown(None, MS) == "—"
     assert Figure(22.33163, MS, TIMED).text() == "22.3 ms"
     assert Figure(0.0406443, TIMES, TIMED).text() == "0.0406×"
     assert Figure(0.8715, SHARE, INSTRUMENTED).text() == "87%"

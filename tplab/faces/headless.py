@@ -29,7 +29,7 @@ from tplab.records.events import (
     SweepPointEvent, TokenEvent, WarningEvent)
 from tplab.money.lab_money import BILLED, ESTIMATE, CostFigure
 from tplab.viewmodel.fold import LabState
-from tplab.figures.figure import INSTRUMENTED, MS, TIMED, TIMES, Figure, shown
+from tplab.figures.figure import INSTRUMENTED, MS, NONE, TIMED, TIMES, Figure, shown
 from tplab.figures.lab_figures import LabFigures
 from tplab.viewmodel.timeline_view import Timeline, timeline_from
 
@@ -197,7 +197,7 @@ class HeadlessView:
         rows += [
             ("pod", f"{summary.get('pod_id') or 'none created'}"
              + (" (verified gone)" if summary.get("verified_gone") else "")),
-            ("cost", cost.text() if cost is not None else "-"),
+            ("cost", cost.text() if cost is not None else NONE),
         ]
         if fig.measured:
             rows.append(("job events", f"{summary.get('job_events')} (ssh drops "

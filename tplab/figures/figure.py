@@ -39,6 +39,8 @@ TAGS: dict[str, str] = {TIMED: "timed", INSTRUMENTED: "instr.", PROFILED: "profi
 MS, TIMES, SHARE, US, RATIO = "ms", "×", "%", "µs", ""
 #: significant digits shown
 SIG = 3
+#: a figure not measured (yet)
+NONE = "—"
 
 
 def decimals(value: float, sig: int = SIG) -> int:
@@ -56,7 +58,7 @@ def decimals(value: float, sig: int = SIG) -> int:
 def shown(value: float | None, unit: str, sig: int = SIG) -> str:
     """``value`` as a figure of ``unit`` is shown, without the unit: "22.3", "0.0406", "87"."""
     if value is None:
-        return "-"
+        return NONE
     if unit == SHARE:
         return f"{value * 100:.0f}"
     return f"{value:.{decimals(value, sig)}f}"
@@ -75,13 +77,13 @@ class Figure:
     sig: int = SIG
 
     def number(self) -> str:
-        """The value at its rounding, without the unit ("-" when there is none)."""
+        """The value at its rounding, without the unit (``NONE`` when there is none)."""
         return shown(self.value, self.unit, self.sig)
 
     def text(self) -> str:
         """The value at its rounding with its unit: "22.3 ms", "0.0406×", "87%"."""
         if self.value is None:
-            return "-"
+            return NONE
         return self.number() + (f" {self.unit}" if self.unit in (MS, US) else self.unit)
 
     def at_rounding(self, value: Any) -> str:

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from tplab.figures.figure import INSTRUMENTED, MS, PROFILED, RATIO, SHARE, TIMED, TIMES, Figure
+from tplab.figures.figure import (INSTRUMENTED, MS, NONE, PROFILED, RATIO, SHARE, TIMED, TIMES,
+                                  Figure)
 from tplab.records.untrusted import finite
 from tplab.viewmodel.timeline_view import Split, allreduce_text, split_text, timeline_from
 
@@ -293,7 +294,7 @@ class LabFigures:
         token (it timed both), not the timed pass's."""
         ar, tok = self.allreduce_ms, self.instrumented_tp_ms
         if ar.value is None:
-            return "-"
+            return NONE
         if tok.value is None:
             return f"{ar.text()} per token"
         return f"{ar.text()} of a {tok.text()} token"
@@ -303,7 +304,7 @@ class LabFigures:
         compute 2968, wire 48398, wait 5255, rest 3062 µs (median of 4 profiled tokens)'."""
         split = self.profiled_tp if mode == "tp" else self.profiled_single
         if split is None:
-            return "-"
+            return NONE
         return f"{split_text(split)} (median of {split.tokens} profiled tokens)"
 
     def profiled_against_timed(self, mode: str = "tp") -> str:

@@ -68,7 +68,7 @@ class InstancePanel(StatePanel):
         provider = Text(f"{cloud}   pod {i.pod_id or DASH}")
         if state.mock:
             provider = Text.assemble(mock_tag(), f" {cloud} pod {i.pod_id or DASH}")
-        if state.done and i.gone:
+        if i.gone:  # from GONE on, never a clock still counting
             return rows(self._gone_rows(state, provider, gpus, st, rate), label_width=9)
         price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
         if state.mock:

@@ -35,7 +35,7 @@ def _pod_line(state: LabState, plan: str) -> Text:
     t.append(i.state or DASH, style=STATE_STYLE.get((i.state or "").upper(), "bold"))
     c = state.cost
     rate = c.usd_per_hr if c.usd_per_hr is not None else i.usd_per_hr
-    if state.done and i.gone:  # when it ended and what it cost, not a clock still counting
+    if i.gone:  # from GONE on: when it ended and what it cost, not a clock still counting
         cost = state.figures.cost
         t.append(f" {ended_text(c.ended_at or i.state_since, 'at')} · "
                  f"{cost.text() if cost is not None else DASH}")

@@ -60,8 +60,8 @@ class TimingsStats(StatePanel):
             out.append("no tokens yet", style="dim")
         f = state.figures  # the lab's record: the job's figures once it has them, else so far
         s, tp = state.timings["single"], state.timings["tp"]
-        lines = [Text(f"{'timed, so far' if f.so_far else 'timed (job)':<15}{'single':>9}"
-                      f"{'tp':>9}", style="bold")]
+        head = "timed (job)" if not f.so_far else "timed, so far" if f.measured else "timed"
+        lines = [Text(f"{head:<15}{'single':>9}{'tp':>9}", style="bold")]
         for label, a, b in (("p50 ms", f.single_p50_ms, f.tp_p50_ms),
                             ("p99 ms", f.single_p99_ms, f.tp_p99_ms),
                             ("mean ms", f.single_ms, f.tp_ms)):
@@ -78,7 +78,8 @@ class TimingsStats(StatePanel):
         out.append(f"\n{PASS_NOTE}", style="dim")
         out.append("\n")
         out.append_text(rows([
-            ("speedup", DASH if f.speedup.value is None else f"{f.speedup.text()} (single/tp)"),
+            ("speedup", f.speedup.text() + (" (single/tp)" if f.speedup.value is not None
+                                             else "")),
             ("TP == single", match_text(state)),
         ], label_width=12))
         if state.timeline is not None:  # the profiled pass arrived: where to see it
