@@ -404,10 +404,9 @@ class Lab:
         ``figures`` event) before the proof picture and the manifest render them."""
         try:
             self._figures = artifacts.lab_figures(self.config, self.facts, self._prediction)
+            self.stream.emit(FiguresEvent(figures=self._figures.to_dict()))
         except Exception as exc:
             self.stream.warn(f"the lab's figures could not be gathered: {exc}")
-            return
-        self.stream.emit(FiguresEvent(figures=self._figures.to_dict()))
 
     def _write_manifest(self) -> Path:
         path = artifacts.write_lab_manifest(self.config, self.facts, self._prediction,
