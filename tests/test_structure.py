@@ -358,6 +358,101 @@ def test_the_mirror_rule_sees_a_folder_without_a_room(tmp_path):
                                     "watchdog": None}
 
 
+# ------------------------------------------------------------------------ the lab's owners
+
+#: what a lab is made of: the owners the ``Lab`` builds (each holds its state and its rule) and
+#: the cloud; a step of the lab is handed these, never a record that bundles them
+LAB_OWNERS = frozenset({"LabConfig", "LabStream", "LabReport", "LabPod", "LabMoney",
+                        "PodSession", "Provider"})
+#: plain values a step may take beside the owners (one figure, one answer, one callable)
+STEP_VALUES = frozenset({"str", "float", "int", "bool", "None", "Caps", "Quote",
+                         "AmbiguousCreateError", "StopRequest", "Sequence", "Answer", "Callable"})
+#: the lab's steps: modules whose functions are handed owners
+STEP_MODULES = ("preflight", "provision", "cost", "teardown", "ssh_session", "auto_pick")
+
+
+def _annotation_names(node: ast.expr | None) -> set[str]:
+    """The type names an annotation uses (``LabPod | None`` -> {LabPod, None})."""
+    if node is None:
+        return {"<none>"}
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            names.add(sub.attr)
+        elif isinstance(sub, ast.Constant) and sub.value is None:
+            names.add("None")
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            names |= _annotation_names(ast.parse(sub.value, mode="eval").body)
+    return names
+
+
+def context_records(lab_dir: Path, steps: tuple[str, ...] = STEP_MODULES) -> list[str]:
+    """What makes a lab's parts reach each other through a shared record instead of their owners:
+    a class named as a context or a bag of facts, an import of one, a dataclass whose fields hold
+    two owners or more (a context under another name), and a step's parameter that is neither
+    an owner nor a plain value."""
+    found = []
+    for path in sorted(lab_dir.glob("*.py")):
+        tree = parse_file(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                if node.name.endswith(("Context", "Facts")):
+                    found.append(f"{path.name}: class {node.name}")
+                is_record = any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+                held = {n for item in node.body if isinstance(item, ast.AnnAssign)
+                        for n in _annotation_names(item.annotation) & LAB_OWNERS}
+                if is_record and len(held) >= 2:
+                    found.append(f"{path.name}: record {node.name} holds {sorted(held)}")
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name.endswith(("Context", "Facts")) or (node.module or "").endswith(
+                            (".context", ".facts")):
+                        found.append(f"{path.name}: imports {node.module}.{alias.name}")
+        if path.stem not in steps:
+            continue
+        functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        functions += [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                      if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and m.name == "__init__"]
+        for fn in functions:
+            for arg in fn.args.args + fn.args.kwonlyargs:
+                if arg.arg in ("self", "cls"):
+                    continue
+                names = _annotation_names(arg.annotation) - {"list", "dict", "tuple", "Any"}
+                if arg.arg in ("ctx", "context", "facts") or not names <= LAB_OWNERS | STEP_VALUES:
+                    found.append(f"{path.name}: {fn.name}({arg.arg}: "
+                                 f"{ast.unparse(arg.annotation) if arg.annotation else '?'})")
+    return found
+
+
+def test_the_lab_has_no_shared_context_record():
+    """Each part of a lab is an owner the ``Lab`` builds and passes down (the config, the
+    stream, the report, the pod, the money, the SSH session); no record that every step reads
+    and writes, under any name, and every step's parameters are owners or plain values."""
+    assert context_records(REPO / "tplab" / "lab") == []
+
+
+def test_the_context_rule_sees_a_context_under_any_name(tmp_path):
+    (tmp_path / "bag.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from tplab.lab.context import LabContext\n"
+        "@dataclass\nclass Everything:\n    config: LabConfig\n    stream: LabStream\n"
+        "class PodFacts:\n    pass\n")
+    (tmp_path / "cost.py").write_text(
+        "async def tick(ctx) -> None: ...\n"
+        "async def ticker(config: LabConfig, parts: 'Everything', n: int) -> None: ...\n"
+        "def fine(config: LabConfig, pod: LabPod | None, why: str) -> None: ...\n")
+    assert context_records(tmp_path) == [
+        "bag.py: imports tplab.lab.context.LabContext",
+        "bag.py: record Everything holds ['LabConfig', 'LabStream']",
+        "bag.py: class PodFacts",
+        "cost.py: tick(ctx: ?)",
+        "cost.py: ticker(parts: 'Everything')",
+    ]
+
+
 def test_the_orchestrators_module_list_names_every_module_it_holds():
     """``tplab/lab/__init__.py`` is the reading order of a lab's life: it names each module of
     the package, and none that is not there."""

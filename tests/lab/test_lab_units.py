@@ -54,11 +54,12 @@ def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     from tplab.lab.prediction import predict_lab
     from tplab.lab.manifest import SEED_FIELDS
     lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
-    cfg, facts = lab.config, lab.facts
+    cfg, report = lab.config, lab.report
+    owners = (cfg, report, lab.pod, lab.money)
     pred = predict_lab(None, gpu_type=cfg.gpu_type, gpus=cfg.gpus, mock=True,
                        checkpoint=cfg.checkpoint)
-    facts.status, facts.reason = "EDUCATIONAL_STUB", "no spot capacity; nothing was created"
-    m = json.loads(write_lab_manifest(cfg, facts, pred).read_text())
+    report.end("EDUCATIONAL_STUB", "no spot capacity; nothing was created")
+    m = json.loads(write_lab_manifest(*owners, pred).read_text())
     assert all(k in m for k in SEED_FIELDS)
     assert m["status"] == "EDUCATIONAL_STUB" and m["vendor"] == "mock RunPod (local)"
     assert m["nvlink_present"] is False and m["instance_id"] is None
@@ -69,8 +70,8 @@ def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     assert m["events"]["job_events"] == 0 and m["budget_label"] == lab.config.ledger_label()
     # a pod's proof, once written, is what terminated_screenshot names
     (tmp_path / "proof-terminated.json").write_text("{}")
-    facts.status, facts.reason = "FAILED", "the job exited with status 1"
-    m = json.loads(write_lab_manifest(cfg, facts, pred).read_text())
+    report.end("FAILED", "the job exited with status 1")
+    m = json.loads(write_lab_manifest(*owners, pred).read_text())
     assert m["terminated_screenshot"] == "proof-terminated.json"
     assert "the job exited with status 1" in m["lesson_notes"]
 
@@ -189,15 +190,11 @@ async def test_a_lab_says_the_ledger_has_damaged_lines_before_it_spends(tmp_path
     """`tplab run` and the dashboard show the lab's warnings: a damaged ledger line is said
     there too, not only by `tplab budget`."""
     from tplab.lab import preflight
-    from tplab.lab.context import LabContext
-    from tplab.lab.facts import LabFacts
-    from tplab.lab.stream import LabStream
     from tplab.money.budget_config import default_ledger_path
     default_ledger_path(mock=True).write_text("not json at all\n")
-    stream = LabStream()
-    seen = stream.subscribe()
-    ctx = LabContext(LabConfig(mock=True), None, stream, LabFacts(lab_id="L1", out_dir=tmp_path))
-    assert preflight.open_budget(ctx).lab_cap_usd == 3.0
-    stream.close_subs()
+    lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
+    seen = lab.subscribe()
+    assert preflight.open_budget(lab.config, lab.money, lab.stream).lab_cap_usd == 3.0
+    lab.stream.close_subs()
     warnings = [ev.msg async for ev in seen if isinstance(ev, WarningEvent)]
     assert len(warnings) == 1 and "has 1 damaged line(s) (line 1: not valid JSON" in warnings[0]

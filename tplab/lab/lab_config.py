@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+
+if TYPE_CHECKING:
+    from tplab.money.caps import Caps
 
 COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
 #: the d_model sweep a real GPU pod runs by default (tplab.job.dmodel_sweep), within
@@ -87,6 +90,35 @@ class LabConfig:
         from tplab.cloud.registry import resolve
         return resolve(self.provider, self.mock)
 
+    def caps(self) -> Caps:
+        """The caps this lab runs under: ``tplab.money.caps.resolve_caps`` (budget.toml, then
+        ``--lab-cap`` and ``--phase-cap``), with the lab's wall cap for an offer's worst case.
+        A ``BudgetError`` (one sentence) when they cannot stand together."""
+        from tplab.money.caps import resolve_caps
+        return resolve_caps(mock=self.mock, lab_cap_usd=self.lab_cap_usd,
+                            phase_cap_usd=self.phase_cap_usd, wall_cap_s=self.wall_cap_s)
+
+    def job_args(self) -> list[str]:
+        """The job's arguments on the pod (``python -m tplab.job``) for this lab, after
+        torchrun's: the uploaded files, the run's sizes and what it measures."""
+        args = ["--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt", "--out", ".",
+                "--num-prompts", str(self.num_prompts), "--new-tokens", str(self.new_tokens),
+                "--warmup", str(self.warmup),
+                "--instrumented-prompts", str(min(self.instrumented_prompts, self.num_prompts))]
+        if not self.sweep:
+            args.append("--no-sweep")
+        if self.compile:
+            args.append("--compile")
+        if self.comm != "gloo":
+            args += ["--comm", self.comm]
+        args += ["--profile-tokens", str(self.profile_tokens)]
+        if self.d_model_sweep():
+            args += ["--sweep-d-model", self.d_model_sweep(),
+                     "--sweep-budget-s", f"{self.sweep_budget_s:g}"]
+        if not self.mock:  # a GPU was rented: the pod's check refuses a pod that cannot use it
+            args += ["--device", "cuda"]
+        return args
+
     def guard_bound_s(self) -> float:
         """How long after its container starts a pod waits for this client's first heartbeat
         before its boot guard ends it. The count starts when the boot (the image pull) is
@@ -127,6 +159,12 @@ class LabConfig:
             if self.api_url:
                 cmd += f" --api-url {self.api_url}"
         return cmd
+
+
+#: ask the lab to stop now (terminate + verify gone) for ``reason``, ending with ``status``
+#: (STOPPED: its user's stop, INTERRUPTED: the provider took the pod back, FAILED: the lab's own
+#: stop, a cap or a lost pod): the ``Lab``'s, handed to what watches the pod and the money
+StopRequest = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
