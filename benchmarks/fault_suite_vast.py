@@ -112,7 +112,7 @@ def _cheapest(w: Worker, outcome) -> tuple[bool, str]:
 
 
 def _credit(w: Worker, outcome) -> tuple[bool, str]:
-    from tplab.cloud.vast.vast_provider import VastProvider
+    from tplab.cloud.vast.provider import VastProvider
     from tests.mock.vast_helpers import api
     user = api(w.cloud, "GET", "/api/v0/users/current/")[1]
     read = VastProvider(CANARY, w.cloud.api_url).balance()

@@ -334,7 +334,7 @@ def _make_pod(w: Worker) -> str:
 def _defaults(provider: str, names) -> dict:
     """The fault switches ``names`` as they are when off."""
     if provider == "vast":
-        from tplab.mock.vast_mock.fault_switches import VastFaults
+        from tplab.mock.vast_mock.faults import VastFaults
         off = VastFaults().to_dict()
     else:
         from tplab.mock.runpod_mock.faults import Faults

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tplab.cloud.runpod import pod_self_end
+from tplab.cloud.runpod import self_end as pod_self_end
 from tplab.lab import preflight
 from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
 from tplab.lab.options import add_lab_arguments, config_from_args

@@ -30,7 +30,7 @@ from tplab.lab.guard_payload import boot_step
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.report import LabReport
 from tplab.lab.stream import LabStream
-from tplab.records.self_end import encode
+from tplab.records.self_end_word import encode
 
 #: the provider's own answer for the pod after terminate
 PROOF = "proof-terminated.json"
