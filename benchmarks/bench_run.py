@@ -4,7 +4,7 @@ Why: the lab adds a cloud (mock API, pod boot), SSH, SFTP upload, detached launc
 streaming, fetch, terminate + verify, the ledger and the manifest around the job. This measures
 what that costs in wall time: the default lab (10 prompts x 100 tokens, single and TP=2 on this
 CPU, with the all-reduce sweep), bare first, then through tplab, and prints both and the ratio
-(goal <= 1.5x; bar: tplab run --mock <= 60 s on a 2-core machine). The lab's own phase timeline
+(goal <= 1.5x; bar: tplab run --mock <= 60 s on a 2-core machine). The lab's own stage times
 (from its stream.jsonl) shows where the difference goes.
 
     python benchmarks/bench_run.py [--prompts N] [--new-tokens N] [--no-sweep]

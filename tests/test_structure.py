@@ -425,14 +425,14 @@ def test_the_mirror_rule_sees_a_folder_without_a_room(tmp_path):
 # ------------------------------------------------------------------------ the lab's owners
 
 #: what a lab is made of: the owners the ``Lab`` builds (each holds its state and its rule) and
-#: the cloud; a step of the lab is handed these, never a record that bundles them
+#: the cloud; a stage of the lab is handed these, never a record that bundles them
 LAB_OWNERS = frozenset({"LabConfig", "LabStream", "LabReport", "LabPod", "LabMoney",
                         "PodSession", "Provider"})
-#: plain values a step may take beside the owners (one figure, one answer, one callable)
-STEP_VALUES = frozenset({"str", "float", "int", "bool", "None", "Caps", "Quote",
+#: plain values a stage may take beside the owners (one figure, one answer, one callable)
+STAGE_VALUES = frozenset({"str", "float", "int", "bool", "None", "Caps", "Quote",
                          "AmbiguousCreateError", "StopRequest", "Sequence", "Answer", "Callable"})
-#: the lab's steps: modules whose functions are handed owners
-STEP_MODULES = ("preflight", "provision", "cost", "teardown", "ssh_session", "auto_pick")
+#: the lab's stages: modules whose functions are handed owners
+STAGE_MODULES = ("preflight", "provision", "cost", "teardown", "ssh_session", "auto_pick")
 
 
 def _annotation_names(node: ast.expr | None) -> set[str]:
@@ -452,10 +452,10 @@ def _annotation_names(node: ast.expr | None) -> set[str]:
     return names
 
 
-def context_records(lab_dir: Path, steps: tuple[str, ...] = STEP_MODULES) -> list[str]:
+def context_records(lab_dir: Path, stages: tuple[str, ...] = STAGE_MODULES) -> list[str]:
     """What makes a lab's parts reach each other through a shared record instead of their owners:
     a class named as a context or a bag of facts, an import of one, a dataclass whose fields hold
-    two owners or more (a context under another name), and a step's parameter that is neither
+    two owners or more (a context under another name), and a stage's parameter that is neither
     an owner nor a plain value."""
     found = []
     for path in sorted(lab_dir.glob("*.py")):
@@ -474,7 +474,7 @@ def context_records(lab_dir: Path, steps: tuple[str, ...] = STEP_MODULES) -> lis
                     if alias.name.endswith(("Context", "Facts")) or (node.module or "").endswith(
                             (".context", ".facts")):
                         found.append(f"{path.name}: imports {node.module}.{alias.name}")
-        if path.stem not in steps:
+        if path.stem not in stages:
             continue
         functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         functions += [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
@@ -485,7 +485,7 @@ def context_records(lab_dir: Path, steps: tuple[str, ...] = STEP_MODULES) -> lis
                 if arg.arg in ("self", "cls"):
                     continue
                 names = _annotation_names(arg.annotation) - {"list", "dict", "tuple", "Any"}
-                if arg.arg in ("ctx", "context", "facts") or not names <= LAB_OWNERS | STEP_VALUES:
+                if arg.arg in ("ctx", "context", "facts") or not names <= LAB_OWNERS | STAGE_VALUES:
                     found.append(f"{path.name}: {fn.name}({arg.arg}: "
                                  f"{ast.unparse(arg.annotation) if arg.annotation else '?'})")
     return found
@@ -493,8 +493,8 @@ def context_records(lab_dir: Path, steps: tuple[str, ...] = STEP_MODULES) -> lis
 
 def test_the_lab_has_no_shared_context_record():
     """Each part of a lab is an owner the ``Lab`` builds and passes down (the config, the
-    stream, the report, the pod, the money, the SSH session); no record that every step reads
-    and writes, under any name, and every step's parameters are owners or plain values."""
+    stream, the report, the pod, the money, the SSH session); no record that every stage reads
+    and writes, under any name, and every stage's parameters are owners or plain values."""
     assert context_records(REPO / "tplab" / "lab") == []
 
 

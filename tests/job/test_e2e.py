@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_fixtures import assert_profiled_pass
-from tplab.records.events import (LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent,
+from tplab.records.events import (LogEvent, StageEvent, PromptDoneEvent, ResultEvent,
                                   SweepEvent, SweepPointEvent, TimelineEvent, TokenEvent,
                                   read_events)
 from tplab.tp.shm_segment import segment_dir
@@ -84,7 +84,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
 
     events = list(read_events(str(out / "events.jsonl")))
     assert [e.seq for e in events] == list(range(len(events)))  # every event once, in order
-    phases = [e.name for e in events if isinstance(e, PhaseEvent)]
+    phases = [e.name for e in events if isinstance(e, StageEvent)]
     assert phases == ["setup", "load", "warmup", "decode", "profile", "sweep", "d_model_sweep",
                       "results", "finished"]
     # the profiled pass (over shm, the transport carrying the figures): the trace, the split,

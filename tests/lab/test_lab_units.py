@@ -91,7 +91,7 @@ async def test_subscribers_get_every_event_and_never_block_the_lab(tmp_path):
     assert lab.dropped_events == 4  # the slow one lost its oldest, the lab did not wait
 
 
-def test_headless_view_prints_phases_progress_and_table():
+def test_headless_view_prints_stages_progress_and_table():
     out = io.StringIO()
     view = HeadlessView(out, tty=False)
     view.set_plan(1, 2, 2)

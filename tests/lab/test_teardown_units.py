@@ -15,7 +15,7 @@ import pytest
 from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.cloud.base import CostReport, GoneProof, PodInfo, ProviderError, Quote
 from tplab.wire.event_tail import MAX_LINE_BYTES, TailState, _accept
-from tplab.records.events import EventWriter, LogEvent, PhaseEvent, WarningEvent
+from tplab.records.events import EventWriter, LogEvent, StageEvent, WarningEvent
 from tplab.lab import instances, leftovers
 from tplab.lab.lab_config import LabConfig
 from tplab.lab.cost import cost_ticker
@@ -227,13 +227,13 @@ async def test_a_full_disk_stops_the_record_not_the_lab(tmp_path):
 
     stream._fh = FullDisk()
     seen, task = await _collect(stream)
-    stream.step("terminate", pod_id="p1")      # what the teardown does next: must not raise
+    stream.stage("terminate", pod_id="p1")      # what the teardown does next: must not raise
     stream.emit("log", level="info", msg="after")
     stream.close_record()
     stream.close_subs()
     await task
-    kinds = [(e.type, e.name if isinstance(e, PhaseEvent) else e.msg[:30])
-             for e in seen if isinstance(e, (PhaseEvent, LogEvent, WarningEvent))]
+    kinds = [(e.type, e.name if isinstance(e, StageEvent) else e.msg[:30])
+             for e in seen if isinstance(e, (StageEvent, LogEvent, WarningEvent))]
     assert kinds[0] == ("warning", "stream.jsonl could not be writ")
     assert ("phase", "terminate") in kinds and ("log", "after") in kinds
 

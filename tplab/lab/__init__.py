@@ -1,14 +1,14 @@
 """The orchestrator: one lab, from the budget check to the manifest, with its pod always ended.
 
 A lab is a few owners, each holding its own state and its rule, built by the ``Lab`` and handed
-to the steps that need them (no record that every step reads and writes). Read in this order:
+to the stages that need them (no record that every stage reads and writes). Read in this order:
 
 The owners
 
 - ``lab_config``   what a lab does (``LabConfig``: its caps, the job's arguments, the commands it
                    names) and how it ended (``LabOutcome``, the statuses, ``LabStop``)
 - ``stream``       the merged event stream and its subscribers (``stream.jsonl`` on disk), and
-                   when each of the lab's steps began
+                   when each of the lab's stages began
 - ``report``       what the lab will say at its end (``LabReport``): its outcome, the job's
                    results or the figures streamed before it stopped, its files, the transport
 - ``pod``          the lab's pod and its end (``LabPod``): intent record, create, the provider's
@@ -24,7 +24,7 @@ Before a lab, what builds it
 - ``providers``    where the lab gets its cloud: a real one, a running mock, or a mock started for it
 - ``auto_pick``    ``--provider auto``: the cheapest interruptible offer across the clouds
 
-The steps, in the order a lab takes them (each a function of the owners it needs)
+The stages, in the order a lab takes them (each a function of the owners it needs)
 
 - ``preflight``    inputs, image, budget, pods of earlier labs, the price: refuse before spending
 - ``job_check``    the job's own input checks, run here in a subprocess before anything is rented
@@ -45,7 +45,7 @@ The report's files (what the lab leaves in its folder)
 - ``lesson_notes`` the manifest's paragraph on why TP is slower here, from the run's numbers
 - ``proof_png``    proof-terminated.png, the provider's answer that the pod is gone, as a picture
 
-- ``orchestrator`` the ``Lab`` that builds the owners, runs the steps in order and tears down on
+- ``orchestrator`` the ``Lab`` that builds the owners, runs the stages in order and tears down on
                    every exit
 
 What the two faces consume is the view-model (``tplab.viewmodel``: ``LabState``); the headless

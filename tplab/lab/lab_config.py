@@ -1,6 +1,6 @@
 """What one lab does (``LabConfig``) and how it ended (``LabOutcome``, the statuses, ``LabStop``).
 
-Why a module of its own: the options parser, the provider session, the phases and the
+Why a module of its own: the options parser, the provider session, the stages and the
 artifacts all read the config, and none of them may import the orchestrator to get it (that was
 the import circle). Standard library only, so ``tplab run --help`` stays fast.
 """

@@ -2,7 +2,7 @@
 
 Why one state machine: every way out of a lab — success, an error, Ctrl-C, SIGTERM, the
 dashboard's terminate button, a lost connection, the dollar cap, a spot interruption — must
-go through the same *terminate* and *verify gone* steps, then settle the budget and write the
+go through the same *terminate* and *verify gone* stages, then settle the budget and write the
 manifest. ``run()`` runs the lab's body as a task and, whatever ends it, runs the teardown.
 The one exception is ``detach()``, the dashboard's explicitly confirmed "leave it running": the
 client side stops, the pod (guarded by its own watchdog) and its instance record stay, and the
@@ -10,7 +10,7 @@ outcome says so.
 
 The ``Lab`` builds the owners of a lab's parts — its config (``LabConfig``), its stream
 (``LabStream``), its money (``LabMoney``), its pod and the pod's end (``LabPod``), the SSH
-session with the pod (``PodSession``) and its report (``LabReport``) — and runs the lab's steps
+session with the pod (``PodSession``) and its report (``LabReport``) — and runs the lab's stages
 in order, each in a module of its own (``preflight``, ``provision``, ``ssh_session``, ``cost``,
 ``teardown``, ``artifacts``), handing each the owners it needs and no more. This class holds
 only the order, the control (stop, detach) and the public API that the two faces (``tplab
@@ -131,9 +131,9 @@ class Lab:
         return self.stream.dropped_events
 
     @property
-    def step_times(self) -> dict[str, float]:
-        """When each of the lab's steps began (epoch s)."""
-        return self.stream.step_times
+    def stage_times(self) -> dict[str, float]:
+        """When each of the lab's stages began (epoch s)."""
+        return self.stream.stage_times
 
     def summary(self) -> dict[str, Any]:
         """Figures for the final table (the manifest reads the owners themselves)."""
@@ -305,8 +305,8 @@ class Lab:
                 cancelled = True
                 if closing.done():
                     raise
-                self.stream.log("still tearing down (step "
-                                f"{self.stream.step_name}); the pod is ended first", "warning")
+                self.stream.log("still tearing down (stage "
+                                f"{self.stream.stage_name}); the pod is ended first", "warning")
         if cancelled:
             raise asyncio.CancelledError
         return outcome
@@ -360,7 +360,7 @@ class Lab:
     async def _body(self) -> None:
         cfg, stream, pod, money = self.config, self.stream, self.pod, self.money
         provider = pod.cloud
-        stream.step("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
+        stream.stage("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
                     world_size=cfg.gpus, lab_id=self.lab_id, mock=cfg.mock)
         preflight.check_inputs(cfg)
         preflight.choose_image(cfg, pod, stream)
@@ -388,15 +388,15 @@ class Lab:
                                             name="lab-prewarm")
         info = await provision.boot(cfg, pod, stream)
 
-        stream.step("connect")
+        stream.stage("connect")
         await self.session.connect(info)
-        stream.step("upload")
+        stream.stage("upload")
         await self.session.upload()
-        stream.step("run")
+        stream.stage("run")
         await self.session.launch()
         await self.session.run_job()
 
-        stream.step("fetch")
+        stream.stage("fetch")
         await self.session.fetch()
         self.session.check_exit()
 
@@ -423,7 +423,7 @@ class Lab:
 
     async def _finish(self) -> LabOutcome:
         report, stream = self.report, self.stream
-        stream.step("manifest")
+        stream.stage("manifest")
         try:
             if self._prediction_task is not None:
                 await self._prediction_task

@@ -6,9 +6,9 @@ is written before the create call and gets the pod id the moment the provider an
 create runs as a future that the teardown can still await, so a stop during create still learns
 the pod and ends it; every way out terminates and asks the provider until it shows the pod gone
 (``tplab.lab.ending``), and only that answer makes it gone; the record stays open, for the next
-start to find, until it is. Each rule was written where a phase happened to need it; here the
-phases ask the pod (``create``, ``adopt``, ``seen``, ``end``) and the pod keeps its record, its
-events and its proof. Which lab outcome a pod's fate means is the phases' (``provision``,
+start to find, until it is. Each rule was written where a stage happened to need it; here the
+stages ask the pod (``create``, ``adopt``, ``seen``, ``end``) and the pod keeps its record, its
+events and its proof. Which lab outcome a pod's fate means is the stages' (``provision``,
 ``teardown``); what the hold does meanwhile is the money's (``tplab.money.lab_money``).
 """
 
@@ -269,13 +269,13 @@ class LabPod:
         find it) with its lab marked ended."""
         pod_id, stream, cloud = self.id, self.stream, self.cloud
         assert pod_id is not None
-        stream.step("terminate", pod_id=pod_id)
+        stream.stage("terminate", pod_id=pod_id)
         report = await end_pod_within(
             cloud, pod_id, self.config.end_bound_s,
             say=lambda line: stream.log(line, headline=True),
-            on_accepted=lambda: stream.step("verify", pod_id=pod_id))
+            on_accepted=lambda: stream.stage("verify", pod_id=pod_id))
         if not stream.began("verify"):  # no end call was accepted: still, the look is the proof
-            stream.step("verify", pod_id=pod_id)
+            stream.stage("verify", pod_id=pod_id)
         self.proof = report.proof
         self.verified_gone = report.gone
         if self.verified_gone:

@@ -34,7 +34,7 @@ async def authorize(config: LabConfig, provider: Provider, money: LabMoney,
     if money.guard is None or money.caps is None:  # the pre-flight opens the ledger first; never authorize without it
         raise LabStop(FAILED, "the budget ledger was not opened before authorizing; nothing was "
                               "created")
-    stream.step("authorize", amount_usd=money.lab_cap_usd, label=label)
+    stream.stage("authorize", amount_usd=money.lab_cap_usd, label=label)
     try:
         await money.authorize(label)
     except BudgetGuardExceeded as exc:
@@ -57,7 +57,7 @@ async def create(config: LabConfig, pod: LabPod, money: LabMoney, stream: LabStr
     provider has already destroyed it) is adopted too, so teardown verifies it gone and
     settles what it cost."""
     cfg = config
-    stream.step("create")
+    stream.stage("create")
     name = pod.name
     if not pod.write_intent(money.auth_id):
         raise LabStop(FAILED, "the instance record could not be written (see the warning); "
@@ -141,7 +141,7 @@ async def boot(config: LabConfig, pod: LabPod, stream: LabStream) -> PodInfo:
     request is honoured at once because this is a plain loop of short awaits."""
     cfg, cloud = config, pod.cloud
     assert pod.id is not None
-    stream.step("boot")
+    stream.stage("boot")
     started = time.monotonic()
     deadline = started + cfg.boot_timeout_s
     last_state, last_ssh = None, None

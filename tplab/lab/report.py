@@ -4,7 +4,7 @@ it stopped), the files in its folder and how the stream travelled.
 Why an owner: the lab's outcome has rules of its own — a lab whose pod is not proven gone has
 failed at best, whatever its job did; a results.json that is not a JSON object is no result; a
 lab stopped before its results keeps the figures its stream carried — and each was a field that
-several phases wrote. Here the phases say what happened (``end``, ``not_proven_gone``,
+several stages wrote. Here the stages say what happened (``end``, ``not_proven_gone``,
 ``take_results``, ``took_events``) and the closing artifacts read what it comes to. What the
 report says about the figures themselves (the manifest, the proof picture, the lesson notes) is
 the report modules' (``artifacts``, ``manifest``, ``lesson_notes``, ``proof_png``); they read

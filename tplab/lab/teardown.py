@@ -4,7 +4,7 @@ Why one path: every way out of a lab (success, error, Ctrl-C, the TERMINATE butt
 connection, a cap, a spot interruption) ends here, so "no pod outlives its lab" is one piece of
 code to get right. ``detach`` is the one other way out: the dashboard's confirmed "leave it
 running", which stops the client side and leaves the pod, its record and its hold open. The
-order is this module's; each step is its owner's: the pod ends itself and keeps its proof
+order is this module's; each part is its owner's: the pod ends itself and keeps its proof
 (``LabPod.end``), the money follows that proof (``LabMoney``), the report says what it means.
 """
 
@@ -59,7 +59,7 @@ async def teardown(config: LabConfig, pod: LabPod, money: LabMoney, report: LabR
     """Terminate and verify gone (whatever happened), then settle the budget.
 
     Terminate comes before anything that can fail on a full disk; every write after it (the
-    proof, the instance record) is reported when it fails, never a reason to skip a step. A pod
+    proof, the instance record) is reported when it fails, never a reason to skip one. A pod
     not proven gone: the lab's last sentence says so, with what is known and the command that
     tries again."""
     await money.adopt_pending()
@@ -105,7 +105,7 @@ async def settle(config: LabConfig, pod: LabPod, money: LabMoney, stream: LabStr
     is then the billed one, and a ``cost`` event says so to every face."""
     if money.guard is None or money.auth_id is None:
         return
-    stream.step("record")
+    stream.stage("record")
     label = config.ledger_label()
     try:
         if pod.id is None and pod.creation_unknown:
@@ -119,7 +119,7 @@ async def settle(config: LabConfig, pod: LabPod, money: LabMoney, stream: LabStr
             stream.warn(money.keep_held(pod.id) + f" (`{config.terminate_command(pod.id)}`"
                         "; `tplab budget` shows the hold)")
         else:
-            # billed from the create's answer until terminate was accepted (the verify step
+            # billed from the create's answer until terminate was accepted (the verify stage
             # starts right after): inside the provider's own billing interval, so a floor for it
             end = stream.began("verify") or pod.gone_at or time.time()
             start = min(pod.created_at or end, end)

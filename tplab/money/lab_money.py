@@ -1,10 +1,10 @@
 """One lab's money, owned in one place: its caps, its hold in the ledger, and its cost figure.
 
-Why an owner and not a record: a lab's money has rules, and each rule written where a phase
+Why an owner and not a record: a lab's money has rules, and each rule written where a stage
 happens to need it was a rule applied in some places only. Here:
 
 * the caps come from ``tplab.money.caps.resolve_caps`` once (``open``), and what follows from
-  them is asked of this object, never worked out again by a phase: the pre-flight's rule
+  them is asked of this object, never worked out again by a stage: the pre-flight's rule
   (``preflight``), whether an offer's worst case fits (``take_offer``), the hold
   (``authorize``, which a stop cannot lose: ``adopt_pending``), the 80 % alert and the cap stop
   (``tick``);

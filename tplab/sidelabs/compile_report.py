@@ -231,7 +231,7 @@ def report(out: Path, r: dict[str, Any]) -> str:
     lines += ["", "## E. Timings (hot path only)", "",
               "Each side was warmed up (the first call compiles), then timed with fixed shapes in "
               "rounds that visit every side of every timing of this report in a rotating order "
-              "(so each ratio's rounds span the whole timing phase, with the machine's slower "
+              "(so each ratio's rounds span the whole timing, with the machine's slower "
               "moves in them), until every side's spread (IQR / "
               "median of its rounds) is within 15 % or the rounds run out; each figure is the "
               "median of its rounds ± that spread, with n rounds. A ratio is the median of the "
