@@ -51,7 +51,8 @@ def _timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, int]
     return time.perf_counter() - t0, rc
 
 
-def _timeline(stream: Path) -> list[tuple[float, str]]:
+def _stage_times(stream: Path) -> list[tuple[float, str]]:
+    """When each stage of the lab and of the job began, in s since the first."""
     out, t0 = [], None
     for line in stream.read_text().splitlines():
         ev = json.loads(line)
@@ -103,8 +104,8 @@ def main() -> int:
         print(f"{'bar: tplab run --mock <= 60 s':32}{'met' if lab_s <= 60 else 'NOT met':>8}")
         print(f"lab overhead outside the job: {lab_s - lab_res['wall_s']:.1f} s "
               f"(bare: {bare_s - bare_res['wall_s']:.1f} s of torchrun start/stop)")
-        print("tplab timeline (s since preflight):")
-        for t, name in _timeline(tmp / "lab" / "stream.jsonl"):
+        print("tplab's stages (s since preflight):")
+        for t, name in _stage_times(tmp / "lab" / "stream.jsonl"):
             print(f"  {t:7.2f}  {name}")
         try:
             print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on "

@@ -12,7 +12,7 @@ from tplab.lab.artifacts import lab_manifest
 from tplab.lab.lab_config import COMPLETE, LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.prediction import predict_lab
-from tplab.lab.manifest import SEED_FIELDS
+from tplab.lab.manifest import SHEET_FIELDS
 from tplab.home.paths import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "assets" / "examples"
@@ -75,6 +75,6 @@ def test_the_example_manifest_has_todays_fields_and_types(tmp_path) -> None:
     for key, value in today.items():
         if value is not None and example[key] is not None:
             assert _kind(example[key]) == _kind(value), key
-    # a complete lab fills every field the seed names
-    assert [k for k in SEED_FIELDS if example.get(k) is None] == []
+    # a complete lab fills every field the lab sheet names
+    assert [k for k in SHEET_FIELDS if example.get(k) is None] == []
     assert example["speedup"] == results["speedup"]

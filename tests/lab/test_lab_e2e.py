@@ -401,11 +401,11 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
 def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     """tests/handin/test_handin.py::test_handin_after_a_mock_lab's assertions, unchanged, on the
-    full lab's folder: the seed's tree, every file non-empty, the spend lines equal to the
+    full lab's folder: the lab sheet's tree, every file non-empty, the spend lines equal to the
     ledger's for that lab, the budget table's totals equal to `tplab budget`'s, the proof
     picture written with the lab; a student's different file refused without --force;
     one-sentence errors."""
-    from tests.handin.test_handin import PNG, SEED_TREE, _budget_json, _totals, _tree
+    from tests.handin.test_handin import PNG, SHEET_TREE, _budget_json, _totals, _tree
     from tplab.commands import main as cli
     from tplab.money.budget_config import fmt_usd
     capsys.readouterr()
@@ -423,15 +423,15 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     dest = tmp_path / "student"
     assert cli.main(["handin", str(dest)]) == 0
     said = capsys.readouterr().out
-    assert _tree(dest) == SEED_TREE
-    assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
-    assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
+    assert _tree(dest) == SHEET_TREE
+    assert all((dest / rel).stat().st_size > 0 for rel in SHEET_TREE)
+    assert all(f"wrote      {rel}" in said for rel in SHEET_TREE) and "MOCK" in said
     tp = dest / "experiments/35-tp-inference"
-    # the lab's manifest, its screenshot named by the seed's path in this tree (seed 000)
+    # the lab's manifest, its screenshot named by the lab sheet's path in this tree (lab 02's sheet)
     handed = json.loads((tp / "manifest.json").read_text())
     assert handed.pop("terminated_screenshot") == "experiments/35-tp-inference/proof-terminated.png"
     assert handed == {k: v for k, v in manifest.items() if k != "terminated_screenshot"}
-    # blocks A and B where the seed puts them, and the README says where each lives in tplab
+    # blocks A and B where the lab sheet puts them, and the README says where each lives in tplab
     assert (dest / "experiments/35-tp-inference/run.py").read_text().count("tplab.job.run") == 1
     assert "class ColumnParallelLinear" in (dest / "src/minitrain/tensor_parallel.py").read_text()
     assert "| A | the TP primitives | `tplab/tp/layers.py`" in (tp / "README.md").read_text()

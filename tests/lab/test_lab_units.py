@@ -44,7 +44,7 @@ def test_options_build_the_config(tmp_path):
     assert cfg.ledger_label() == "lab02-tp-spinup-rtx4090x2"
     with pytest.raises(SystemExit):
         p.parse_args(["--prompts", "0"])
-    # the watchdog's stale-heartbeat T defaults to the seed's 10 min
+    # the watchdog's stale-heartbeat T defaults to the lab sheet's 10 min
     assert config_from_args(p.parse_args([])).heartbeat_timeout_s == 600.0
     assert LabConfig().heartbeat_timeout_s == 600.0
 
@@ -52,7 +52,7 @@ def test_options_build_the_config(tmp_path):
 def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     from tplab.lab.artifacts import write_lab_manifest
     from tplab.lab.prediction import predict_lab
-    from tplab.lab.manifest import SEED_FIELDS
+    from tplab.lab.manifest import SHEET_FIELDS
     lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
     cfg, report = lab.config, lab.report
     owners = (cfg, report, lab.pod, lab.money)
@@ -60,7 +60,7 @@ def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
                        checkpoint=cfg.checkpoint)
     report.end("EDUCATIONAL_STUB", "no spot capacity; nothing was created")
     m = json.loads(write_lab_manifest(*owners, pred).read_text())
-    assert all(k in m for k in SEED_FIELDS)
+    assert all(k in m for k in SHEET_FIELDS)
     assert m["status"] == "EDUCATIONAL_STUB" and m["vendor"] == "mock RunPod (local)"
     assert m["nvlink_present"] is False and m["instance_id"] is None
     assert m["terminated_screenshot"] is None  # no pod, no proof file

@@ -111,7 +111,7 @@ def vendor_label(config: LabConfig) -> str:
 
 def lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
                  pred: LabPrediction | None) -> dict[str, Any]:
-    """The seed's manifest fields (and the lab's own) from what the lab's owners hold (the
+    """The lab sheet's manifest fields (and the lab's own) from what the lab's owners hold (the
     report: outcome, results, transport, files; the pod; the money), built by
     tplab.lab.manifest.build_manifest: lesson notes from this run's numbers, no secrets."""
     res = report.results or None

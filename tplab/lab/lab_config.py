@@ -41,7 +41,7 @@ class LabConfig:
     gpu_type: str = DEFAULT_GPU_TYPE
     gpus: int = 2
     spot: bool = True
-    lab_cap_usd: float | None = None      # None: the budget config's lab cap (seed: $3)
+    lab_cap_usd: float | None = None      # None: the budget config's lab cap (the lab sheet: $3)
     phase_cap_usd: float | None = None    # None: the budget config's phase cap
     num_prompts: int = 10
     new_tokens: int = 100
@@ -63,7 +63,7 @@ class LabConfig:
     prompts: Path = DEFAULT_PROMPTS
     heartbeat_timeout_s: float = 600.0    # the pod's watchdog terminates it after this silence
     heartbeat_interval_s: float = 2.0
-    wall_cap_s: float = 7200.0            # the seed's two-hour cap; the watchdog enforces it too
+    wall_cap_s: float = 7200.0            # the lab sheet's two-hour cap; the watchdog enforces it too
     boot_timeout_s: float = 600.0
     create_lookup_s: float = 60.0         # after an ambiguous create, look for the pod this long
     connect_timeout_s: float = 180.0      # per (re)connect

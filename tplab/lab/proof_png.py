@@ -1,6 +1,6 @@
 """proof-terminated.png: a picture a person reads as proof that the lab's pod is gone.
 
-Why a picture beside ``proof-terminated.json``: the seed (lab 02) asks for a screenshot of the
+Why a picture beside ``proof-terminated.json``: the lab sheet (lab 02) asks for a screenshot of the
 provider's console showing the instance terminated. tplab has no browser; what it has is better
 evidence: the provider's own answer after terminate (read by ``tplab.lab.teardown.write_proof``)
 and the lab's final frame. This module draws both, for every lab whose pod was terminated:

@@ -1,6 +1,6 @@
 """Spot pods and the balance, through the runpod SDK's GraphQL, for as long as RunPod serves them.
 
-Why honest about it: the seed's lab is spot-first, but REST v2 has no spot, spot left RunPod's
+Why honest about it: the lab sheet asks for a spot-first lab, but REST v2 has no spot, spot left RunPod's
 docs in 2026-05 and RunPod has said ``podRentInterruptable`` is being removed; the GraphQL API
 itself is to be retired in early 2027. So before any money is authorized tplab asks (``offer``):
 
