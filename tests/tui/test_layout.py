@@ -52,7 +52,7 @@ async def test_at_80x24_terminate_state_budget_timings_and_phase_stay_on_screen(
             summary = app.summary._shown.plain
             assert "RUNNING" in summary and "$1.83 left" in summary  # the pod, the budget
             assert "single 1.0" in summary or "single 0.9" in summary  # ms/token, both modes
-            assert "tp 1." in summary and "phase run" in summary
+            assert "tp 1." in summary and "stage run" in summary
         assert "MOCK" in app.title
 
 

@@ -67,7 +67,7 @@ def readme(manifest: dict) -> str:
         f"{float(manifest.get('speedup') or 0):.3f}, simulated cost "
         f"${float(manifest.get('actual_cost_usd') or 0):.4f}.", "",
         "| file | what it is |", "|---|---|",
-        "| `manifest.json` | the seed's manifest (lab 02, block G) and tplab's own fields |",
+        "| `manifest.json` | the lab sheet's manifest (lab 02, block G) and tplab's own fields |",
         "| `results.json` | the job's measurements the manifest was built from |",
         "| `scaling-curve.png` | predicted 1-device and TP latency vs d_model, the measured "
         "points, the crossover |",

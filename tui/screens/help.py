@@ -43,7 +43,7 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 **Layouts**: 160 columns and more show every panel; from 100 columns the figures stay on the
 left and the lower right switches between the scaling curve and the log (2, 3); below that (or
 under 35 rows) a summary strip keeps the pod's state, the budget left, the latest ms/token and
-the phase on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
+the stage on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
 
 **Budget**: the ledger's cap, recorded spending, money held by open authorizations, what
 remains (read from the ledger before any lab, and again after each), and this lab's cap and

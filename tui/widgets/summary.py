@@ -2,7 +2,7 @@
 
 Three lines, no border: the pod (MOCK when it is one) and its state; the budget left in dollars
 with a bar that reads without colour; the current ms/token single and TP, the speedup and the
-phase. The plots, the log and the full figures are one key away (the view switch).
+stage. The plots, the log and the full figures are one key away (the view switch).
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def _timing_line(state: LabState) -> Text:
     elif state.starting:
         t.append("starting", style="bold")
     else:
-        t.append(f"phase {state.phase or 'idle'}", style="bold")
-        if state.job_phase and not state.idle:
-            t.append(f" › {state.job_phase}")
+        t.append(f"stage {state.stage or 'idle'}", style="bold")
+        if state.job_stage and not state.idle:
+            t.append(f" › {state.job_stage}")
     return t
 
 
