@@ -4,7 +4,7 @@ Why: the lab adds a cloud (mock API, pod boot), SSH, SFTP upload, detached launc
 streaming, fetch, terminate + verify, the ledger and the manifest around the job. This measures
 what that costs in wall time: the default lab (10 prompts x 100 tokens, single and TP=2 on this
 CPU, with the all-reduce sweep), bare first, then through tplab, and prints both and the ratio
-(goal <= 1.5x; bar: tplab run --mock <= 60 s on a 2-core machine). The lab's own phase timeline
+(goal <= 1.5x; bar: tplab run --mock <= 60 s on a 2-core machine). The lab's own stage times
 (from its stream.jsonl) shows where the difference goes.
 
     python benchmarks/bench_run.py [--prompts N] [--new-tokens N] [--no-sweep]
@@ -51,7 +51,8 @@ def _timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, int]
     return time.perf_counter() - t0, rc
 
 
-def _timeline(stream: Path) -> list[tuple[float, str]]:
+def _stage_times(stream: Path) -> list[tuple[float, str]]:
+    """When each stage of the lab and of the job began, in s since the first."""
     out, t0 = [], None
     for line in stream.read_text().splitlines():
         ev = json.loads(line)
@@ -103,8 +104,8 @@ def main() -> int:
         print(f"{'bar: tplab run --mock <= 60 s':32}{'met' if lab_s <= 60 else 'NOT met':>8}")
         print(f"lab overhead outside the job: {lab_s - lab_res['wall_s']:.1f} s "
               f"(bare: {bare_s - bare_res['wall_s']:.1f} s of torchrun start/stop)")
-        print("tplab timeline (s since preflight):")
-        for t, name in _timeline(tmp / "lab" / "stream.jsonl"):
+        print("tplab's stages (s since preflight):")
+        for t, name in _stage_times(tmp / "lab" / "stream.jsonl"):
             print(f"  {t:7.2f}  {name}")
         try:
             print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on "

@@ -1,4 +1,4 @@
-"""Are TP decode steps right after a single-device phase slower than TP steps right after TP steps?
+"""Are TP decode steps right after a single-device stretch slower than TP steps right after TP steps?
 
 Why this exists (issue 24, docs/measurement.md): the old d_model sweep measured TP at its first
 size right after rank 0 had decoded alone while the other ranks slept in a barrier, and that size

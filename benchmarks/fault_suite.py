@@ -4,7 +4,7 @@ No pod left billing, no event lost, no dollar over the cap, no secret written. E
 fault, run against the real code on mock clouds started by this script (the account key is a
 canary), and says pass or fail against its bound:
 
-- the client SIGKILLed and SIGHUPed in each lab phase, --reps times each: seconds from the
+- the client SIGKILLed and SIGHUPed in each of the lab's stages, --reps times each: seconds from the
   signal until the cloud shows no live pod (SIGHUP: the client's own teardown; SIGKILL: the
   pod's boot guard or its watchdog, the client can do nothing);
 - SSH dropped 10 times during a run: job events lost and repeated;
@@ -48,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.fault_trials import (CANARY, PHASES, PRINTED, Row, Worker,  # noqa: E402
+from benchmarks.fault_trials import (CANARY, STAGES, PRINTED, Row, Worker,  # noqa: E402
                                      end_rows, fault_lab, held_then_retried, lab_config,
                                      no_html, print_table, run_lab, run_signal_trials,
                                      terminate_all)
@@ -197,7 +197,7 @@ def api_cases(quick: bool) -> list[tuple[str, str, dict, str, dict]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one trial per kind (the test suite's)")
-    p.add_argument("--reps", type=int, default=3, help="signal trials per phase (default 3)")
+    p.add_argument("--reps", type=int, default=3, help="signal trials per stage (default 3)")
     p.add_argument("--workers", type=int, default=3, help="signal trials at once (default 3; "
                    "--quick runs its four at once)")
     p.add_argument("--provider", choices=("runpod", "vast", "both"), default="both",
@@ -210,12 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.keep or tempfile.mkdtemp(prefix="tplab-faults-"))
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    phases = ("boot", "run") if args.quick else PHASES
+    stages = ("boot", "run") if args.quick else STAGES
     rows: list[Row] = []
     only = args.rows
     if args.provider in ("runpod", "both"):
         if only is None:
-            rows += run_signal_trials(root, 1 if args.quick else args.reps, phases,
+            rows += run_signal_trials(root, 1 if args.quick else args.reps, stages,
                                       4 if args.quick else args.workers)
             if not args.quick:
                 rows.append(ssh_drops(root))

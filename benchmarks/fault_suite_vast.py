@@ -2,7 +2,7 @@
 them with ``--provider vast`` or ``both``). The mock answers as Vast does today: its v0 list is
 deprecated, an SSH session has none of the container's variables, 429s carry no Retry-After.
 
-- the client SIGKILLed and SIGHUPed in each lab phase, with the same bounds as on RunPod (the
+- the client SIGKILLed and SIGHUPed in each of the lab's stages, with the same bounds as on RunPod (the
   boot guard and the watchdog end the instance with its own key, CONTAINER_API_KEY);
 - the instance key absent from SSH sessions: a client SIGKILLed mid-run, and the watchdog it
   started over SSH still ends the instance, with the key from the file onstart wrote;
@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.fault_trials import (CANARY, HEARTBEAT_S, PHASES, PRINTED, Row,  # noqa: E402
+from benchmarks.fault_trials import (CANARY, HEARTBEAT_S, STAGES, PRINTED, Row,  # noqa: E402
                                      Worker, both, end_rows, fault_lab, held_then_retried,
                                      no_html, quiet_for, run_signal_trials, said,
                                      terminate_all)
@@ -112,7 +112,7 @@ def _cheapest(w: Worker, outcome) -> tuple[bool, str]:
 
 
 def _credit(w: Worker, outcome) -> tuple[bool, str]:
-    from tplab.cloud.vast.vast_provider import VastProvider
+    from tplab.cloud.vast.provider import VastProvider
     from tests.mock.vast_helpers import api
     user = api(w.cloud, "GET", "/api/v0/users/current/")[1]
     read = VastProvider(CANARY, w.cloud.api_url).balance()
@@ -245,8 +245,8 @@ def vast_rows(root: Path, quick: bool, reps: int, workers: int,
     trials)."""
     rows: list[Row] = []
     if only is None:
-        phases = ("boot", "run") if quick else PHASES
-        rows += run_signal_trials(root, 1 if quick else reps, phases, 4 if quick else workers,
+        stages = ("boot", "run") if quick else STAGES
+        rows += run_signal_trials(root, 1 if quick else reps, stages, 4 if quick else workers,
                                   provider="vast")
         if not quick:
             rows.append(key_absent_from_ssh(root))

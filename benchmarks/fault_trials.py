@@ -1,6 +1,6 @@
 """What the fault suite's rows share (benchmarks/fault_suite.py's RunPod rows and
 benchmarks/fault_suite_vast.py's Vast rows): the row, a worker (one mock cloud and one
-TPLAB_HOME), the client signalled in a phase and how long its pod lived after, one lab under a
+TPLAB_HOME), the client signalled in a stage and how long its pod lived after, one lab under a
 fault, and what a user runs afterwards (`tplab terminate --all`). A module of its own, so that
 the two tables import it and never each other.
 
@@ -26,7 +26,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 CANARY = "rpa_CANARYfaultsuite" + "0123456789abcdef0123456789"
-PHASES = ("authorize", "create", "boot", "connect", "upload", "run", "fetch", "terminate")
+STAGES = ("authorize", "create", "boot", "connect", "upload", "run", "fetch", "terminate")
 HEARTBEAT_S = 5.0   # the watchdog's stale-heartbeat bound in these labs
 GUARD_S = 12.0      # the boot guard's first-heartbeat bound in these labs
 BOOT_S = 1.0        # the mock's boot delay
@@ -91,22 +91,22 @@ class Worker:
             start_new_session=True)
 
 
-def _bound(phase: str, sig: int) -> float:
+def _bound(stage: str, sig: int) -> float:
     """How long after the signal the pod may live, by who ends it."""
     if sig == signal.SIGHUP:
         return 15.0                                   # the client's own teardown
-    if phase == "authorize":
+    if stage == "authorize":
         return 1.0                                    # nothing was created
-    if phase in ("create", "boot", "connect", "upload"):
+    if stage in ("create", "boot", "connect", "upload"):
         return BOOT_S + GUARD_S + 2.0 + 5.0           # the boot guard (+ its poll + the API)
     return HEARTBEAT_S + 1.0 + 7.0                    # the watchdog (+ its poll + the API)
 
 
-def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
-    """One client, signalled once it reaches ``phase``: how long its pod lived after."""
+def signal_trial(w: Worker, stage: str, sig: int, n: int) -> Row:
+    """One client, signalled once it reaches ``stage``: how long its pod lived after."""
     from tplab.lab.leftovers import DEAD_CLIENT_INTENT_GRACE_S
     name = "SIGKILL" if sig == signal.SIGKILL else "SIGHUP"
-    out = w.root / f"out-{phase}-{name}-{n}"
+    out = w.root / f"out-{stage}-{name}-{n}"
     # a client killed mid-create leaves a create nobody knows the answer to: the next start on
     # this TPLAB_HOME is refused until the provider's list has had time to show its pod
     time.sleep(max(0.0, w.ready_at - time.monotonic()))
@@ -116,16 +116,16 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
         deadline = time.monotonic() + 180
         for line in proc.stdout:
             ev = json.loads(line)
-            if ev["type"] == "phase" and ev["src"] == "lab" and ev["name"] in (phase, "done"):
+            if ev["type"] == "phase" and ev["src"] == "lab" and ev["name"] in (stage, "done"):
                 seen = ev["name"]
                 break
             if time.monotonic() > deadline:
                 break
         t_sig = time.monotonic()
         os.kill(proc.pid, sig)
-        if sig == signal.SIGKILL and phase == "create":
+        if sig == signal.SIGKILL and stage == "create":
             w.ready_at = t_sig + DEAD_CLIENT_INTENT_GRACE_S + 1.0
-        bound = _bound(phase, sig)
+        bound = _bound(stage, sig)
         took = quiet_for(w, t_sig, bound + 20)
         left = w.live()
         rest, err = proc.communicate(timeout=120)
@@ -134,10 +134,10 @@ def signal_trial(w: Worker, phase: str, sig: int, n: int) -> Row:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    ok = seen == phase and not left and took <= bound
-    note = "" if seen == phase else f"the lab never reached {phase} ({seen})"
+    ok = seen == stage and not left and took <= bound
+    note = "" if seen == stage else f"the lab never reached {stage} ({seen})"
     where = "" if w.provider == "runpod" else f" [{w.provider}]"
-    return Row(f"client {name}", f"in {phase} #{n}{where}", f"{took:.1f} s", f"<= {bound:.0f} s", ok,
+    return Row(f"client {name}", f"in {stage} #{n}{where}", f"{took:.1f} s", f"<= {bound:.0f} s", ok,
                note or (f"{len(left)} pod(s) alive" if left else ""))
 
 
@@ -157,9 +157,9 @@ def quiet_for(w: Worker, t_sig: float, limit_s: float, settle_s: float = 1.0) ->
     return time.monotonic() - t_sig
 
 
-def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: int,
+def run_signal_trials(root: Path, reps: int, stages: tuple[str, ...], workers: int,
                       provider: str = "runpod") -> list[Row]:
-    cases = [(p, s, n) for n in range(1, reps + 1) for p in phases
+    cases = [(p, s, n) for n in range(1, reps + 1) for p in stages
              for s in (signal.SIGKILL, signal.SIGHUP)]
     pool = [Worker(root / f"w{i}-{provider}", provider=provider) for i in range(workers)]
     rows: list[Row] = []
@@ -173,8 +173,8 @@ def run_signal_trials(root: Path, reps: int, phases: tuple[str, ...], workers: i
             while queue or running:
                 while queue and free:
                     w = free.pop()
-                    phase, sig, n = queue.pop(0)
-                    running[ex.submit(signal_trial, w, phase, sig, n)] = w
+                    stage, sig, n = queue.pop(0)
+                    running[ex.submit(signal_trial, w, stage, sig, n)] = w
                 done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                 for fut in done:
                     rows.append(fut.result())
@@ -334,7 +334,7 @@ def _make_pod(w: Worker) -> str:
 def _defaults(provider: str, names) -> dict:
     """The fault switches ``names`` as they are when off."""
     if provider == "vast":
-        from tplab.mock.vast_mock.fault_switches import VastFaults
+        from tplab.mock.vast_mock.faults import VastFaults
         off = VastFaults().to_dict()
     else:
         from tplab.mock.runpod_mock.faults import Faults

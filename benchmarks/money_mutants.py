@@ -43,8 +43,8 @@ ENDING = "tests/lab/test_ending.py"
 E2E = "tests/lab/test_lab_e2e.py"
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("verified_gone forced to true", "tplab/lab/teardown.py",
-           "pod.verified_gone = report.gone", "pod.verified_gone = True",
+    Mutant("verified_gone forced to true", "tplab/lab/pod.py",
+           "self.verified_gone = report.gone", "self.verified_gone = True",
            (f"{UNITS}::test_a_pod_that_never_goes_is_not_called_gone",)),
     Mutant("the end gives up after its first look", "tplab/lab/ending.py",
            "                if proof.gone:\n                    break",
@@ -52,10 +52,10 @@ MUTANTS: tuple[Mutant, ...] = (
            (f"{UNITS}::test_verify_polls_through_errors_and_resends_terminate",
             f"{UNITS}::test_a_pod_that_never_goes_is_not_called_gone")),
     Mutant("every reconnect re-reads the event file from byte 0", "tplab/lab/ssh_session.py",
-           "                self.conn = None\n                ctx.stream.emit(\"ssh\", "
+           "                self.conn = None\n                stream.emit(\"ssh\", "
            "state=\"dropped\"",
            "                self.conn = None\n                self.tail.decoder = "
-           "event_tail.FastDecoder()\n                ctx.stream.emit(\"ssh\", state=\"dropped\"",
+           "event_tail.FastDecoder()\n                stream.emit(\"ssh\", state=\"dropped\"",
            (f"{E2E}::test_ssh_dropped_twice_every_event_exactly_once",)),
     Mutant("the tail restarts at byte 0 on every call", "tplab/wire/event_tail.py",
            "    fh = None\n", "    fh = None\n    state.decoder.offset = 0\n",
@@ -65,7 +65,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "        return alert, False",
            (f"{UNITS}::test_the_lab_cap_stops_the_lab_the_moment_it_is_reached",)),
     Mutant("manifest instance_type is the GPU name alone", "tplab/lab/artifacts.py",
-           "instance_type=config.instance_type(),", "instance_type=config.gpu_type,",
+           "\"instance_type\": config.instance_type(),", "\"instance_type\": config.gpu_type,",
            (f"{E2E}::test_full_lab_completes_with_every_artifact",)),
     Mutant("manifest end_ts is the start", "tplab/lab/artifacts.py",
            "end_ts=pod.gone_at", "end_ts=pod.created_at",
@@ -74,7 +74,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)", "pass",
            ("tests/money/test_concurrency.py",)),
     Mutant("a stop during authorize forgets the hold", "tplab/lab/teardown.py",
-           "    await _adopt_pending_authorization(ctx)\n", "",
+           "    await money.adopt_pending()\n", "",
            (f"{UNITS}::test_a_stop_during_authorize_leaks_no_hold",)),
     Mutant("a failed orphan look-up counts as gone", "tplab/lab/leftovers.py",
            "        except ProviderError as exc:  # unknown is not gone",

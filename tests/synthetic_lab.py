@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Iterator
 
 from tplab.records.dmodel import DModelPoint
-from tplab.records.events import Event, EventWriter, PhaseEvent, TokenEvent
+from tplab.records.events import Event, EventWriter, StageEvent, TokenEvent
 
 T0 = 1_764_450_000.0  # a fixed epoch for deterministic timestamps
 #: what timing the collectives adds to a TP step (the instrumented pass is this much slower)
@@ -407,7 +407,7 @@ class SyntheticLab:
                 # switch to the terminate path at the same point of the script (built only now:
                 # a long script costs a fifth of a second to build)
                 cut = lab_script(ScriptOptions(**{**self.opts.__dict__, "until": "terminated"}))
-                j = next((k for k, e in enumerate(cut) if isinstance(e, PhaseEvent)
+                j = next((k for k, e in enumerate(cut) if isinstance(e, StageEvent)
                           and e.name == "terminate"), len(cut))
                 shift = (prev_ts or cut[j].ts) - cut[j].ts
                 events = [replace(e, ts=e.ts + shift) for e in cut[j:]]
@@ -430,7 +430,7 @@ class SyntheticLab:
             self._emit(ev)
             i += 1
         done = events[-1]
-        assert isinstance(done, PhaseEvent)  # the script ends with the lab's `done`
+        assert isinstance(done, StageEvent)  # the script ends with the lab's `done`
         status = done.status or "FAILED"
         return SyntheticOutcome(status=status, reason=done.reason or "",
                                 out_dir=self.out_dir or done.out_dir, pod_id="synth7x2k9q",

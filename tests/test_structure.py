@@ -265,15 +265,36 @@ def _third_party(path: Path) -> set[str]:
 #: names that still mean two rooms, each with the work that renames it; an entry no longer
 #: shared fails the test (remove it then)
 SHARED_NAMES_PENDING: dict[str, str] = {}
+#: folders whose packages are siblings doing one job each for a different cloud (SkyPilot's
+#: ``provision/<cloud>/``): a file doing the same job in each has the same name in each, and the
+#: jobs every sibling holds are listed here (a file that is one cloud's own, RunPod's GraphQL spot,
+#: Vast's pacing, keeps a name of its own)
+CLOUD_FAMILIES: dict[str, tuple[str, ...]] = {
+    "tplab/cloud": ("provider", "api_key", "http_api", "shapes", "host_fit", "self_end"),
+    "tplab/mock": ("server", "routes", "contract", "answers", "state", "faults", "catalog"),
+}
+
+
+def _sibling_key(rel: Path, families: dict[str, tuple[str, ...]]) -> str | None:
+    """``tplab/cloud/<cloud>/<name>.py`` -> "tplab/cloud/*/<name>" (the same job in a sibling
+    cloud folder), else None."""
+    for family in families:
+        parts = Path(family).parts
+        if rel.parts[:len(parts)] == parts and len(rel.parts) == len(parts) + 2:
+            return f"{family}/*/{rel.name}"
+    return None
 
 
 def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES,
-                 commands: dict[str, str] | None = None) -> dict[str, list[str]]:
+                 commands: dict[str, str] | None = None,
+                 families: dict[str, tuple[str, ...]] | None = None) -> dict[str, list[str]]:
     """Basename -> the paths of the modules and packages (``__init__``/``__main__`` aside) that
-    use it, for every basename used more than once under the given top-level packages. A
+    use it, for every basename used by more than one room under the given top-level packages. A
     ``tplab/commands/<module>.py`` named in ``commands`` (``tplab <name>``'s module) is named
-    after its subcommand, which is the room it implements, and does not count."""
+    after its subcommand, which is the room it implements, and does not count; files at the
+    same place in sibling cloud folders (``families``) are one room, the same job per cloud."""
     command_modules = set((commands if commands is not None else COMMANDS).values())
+    families = CLOUD_FAMILIES if families is None else families
     uses: dict[str, list[str]] = {}
     for pkg in packages:
         for path in sorted((root / pkg).rglob("*")):
@@ -292,7 +313,8 @@ def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES,
             else:
                 continue
             uses.setdefault(name, []).append(rel.as_posix())
-    return {n: p for n, p in sorted(uses.items()) if len(p) > 1}
+    rooms = {n: {_sibling_key(Path(p), families) or p for p in ps} for n, ps in uses.items()}
+    return {n: p for n, p in sorted(uses.items()) if len(rooms[n]) > 1}
 
 
 def test_each_name_means_one_room():
@@ -317,6 +339,48 @@ def test_the_name_rule_counts_packages_and_modules_but_not_subcommands(tmp_path)
         "helpers": ["tplab/commands/helpers.py", "tplab/lab/helpers.py"],
         "timings": ["tplab/lab/timings.py", "tui/timings"],
     }
+
+
+def test_sibling_cloud_folders_share_names_and_nothing_else_does(tmp_path):
+    """The same job in two clouds' folders is one name; that name anywhere else, or a cloud
+    file one level deeper, is still a second room."""
+    for d in ("tplab/cloud/alpha", "tplab/cloud/beta", "tplab/cloud/beta/deep", "tplab/lab"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "__init__.py").write_text("")
+    for f in ("tplab/cloud/alpha/provider.py", "tplab/cloud/beta/provider.py",
+              "tplab/cloud/alpha/shapes.py", "tplab/cloud/beta/shapes.py", "tplab/lab/shapes.py",
+              "tplab/cloud/alpha/keys.py", "tplab/cloud/beta/deep/keys.py"):
+        (tmp_path / f).write_text("")
+    families = {"tplab/cloud": ("provider", "shapes")}
+    assert shared_names(tmp_path, ("tplab",), {}, families) == {
+        "keys": ["tplab/cloud/alpha/keys.py", "tplab/cloud/beta/deep/keys.py"],
+        "shapes": ["tplab/cloud/alpha/shapes.py", "tplab/cloud/beta/shapes.py",
+                   "tplab/lab/shapes.py"],
+    }
+    assert cloud_jobs_missing(tmp_path, families) == {}
+    (tmp_path / "tplab/cloud/beta/shapes.py").unlink()
+    assert cloud_jobs_missing(tmp_path, families) == {"tplab/cloud/beta": ["shapes"]}
+
+
+def cloud_jobs_missing(root: Path, families: dict[str, tuple[str, ...]] = CLOUD_FAMILIES
+                       ) -> dict[str, list[str]]:
+    """Each sibling cloud folder -> the jobs of its family it holds under no file of that name."""
+    missing = {}
+    for family, jobs in families.items():
+        for folder in sorted((root / family).iterdir()):
+            if not (folder / "__init__.py").is_file():
+                continue
+            lacks = [j for j in jobs if not (folder / f"{j}.py").is_file()]
+            if lacks:
+                missing[folder.relative_to(root).as_posix()] = lacks
+    return missing
+
+
+def test_each_cloud_folder_names_each_job_the_same():
+    """Every cloud's client folder and every mock cloud's folder holds each job of its family
+    under the family's name for it (the provider, its key, its HTTP client, ...): a new cloud
+    is a copy of the same shape."""
+    assert cloud_jobs_missing(REPO) == {}
 
 
 # ------------------------------------------------------------------------ tests mirror the source
@@ -356,6 +420,101 @@ def test_the_mirror_rule_sees_a_folder_without_a_room(tmp_path):
         (tmp_path / d / "__init__.py").write_text("")
     assert mirrored_rooms(tmp_path) == {"job": tmp_path / "tplab/job", "tui": tmp_path / "tui",
                                     "watchdog": None}
+
+
+# ------------------------------------------------------------------------ the lab's owners
+
+#: what a lab is made of: the owners the ``Lab`` builds (each holds its state and its rule) and
+#: the cloud; a stage of the lab is handed these, never a record that bundles them
+LAB_OWNERS = frozenset({"LabConfig", "LabStream", "LabReport", "LabPod", "LabMoney",
+                        "PodSession", "Provider"})
+#: plain values a stage may take beside the owners (one figure, one answer, one callable)
+STAGE_VALUES = frozenset({"str", "float", "int", "bool", "None", "Caps", "Quote",
+                         "AmbiguousCreateError", "StopRequest", "Sequence", "Answer", "Callable"})
+#: the lab's stages: modules whose functions are handed owners
+STAGE_MODULES = ("preflight", "provision", "cost", "teardown", "ssh_session", "auto_pick")
+
+
+def _annotation_names(node: ast.expr | None) -> set[str]:
+    """The type names an annotation uses (``LabPod | None`` -> {LabPod, None})."""
+    if node is None:
+        return {"<none>"}
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            names.add(sub.attr)
+        elif isinstance(sub, ast.Constant) and sub.value is None:
+            names.add("None")
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            names |= _annotation_names(ast.parse(sub.value, mode="eval").body)
+    return names
+
+
+def context_records(lab_dir: Path, stages: tuple[str, ...] = STAGE_MODULES) -> list[str]:
+    """What makes a lab's parts reach each other through a shared record instead of their owners:
+    a class named as a context or a bag of facts, an import of one, a dataclass whose fields hold
+    two owners or more (a context under another name), and a stage's parameter that is neither
+    an owner nor a plain value."""
+    found = []
+    for path in sorted(lab_dir.glob("*.py")):
+        tree = parse_file(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                if node.name.endswith(("Context", "Facts")):
+                    found.append(f"{path.name}: class {node.name}")
+                is_record = any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+                held = {n for item in node.body if isinstance(item, ast.AnnAssign)
+                        for n in _annotation_names(item.annotation) & LAB_OWNERS}
+                if is_record and len(held) >= 2:
+                    found.append(f"{path.name}: record {node.name} holds {sorted(held)}")
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name.endswith(("Context", "Facts")) or (node.module or "").endswith(
+                            (".context", ".facts")):
+                        found.append(f"{path.name}: imports {node.module}.{alias.name}")
+        if path.stem not in stages:
+            continue
+        functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        functions += [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                      if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and m.name == "__init__"]
+        for fn in functions:
+            for arg in fn.args.args + fn.args.kwonlyargs:
+                if arg.arg in ("self", "cls"):
+                    continue
+                names = _annotation_names(arg.annotation) - {"list", "dict", "tuple", "Any"}
+                if arg.arg in ("ctx", "context", "facts") or not names <= LAB_OWNERS | STAGE_VALUES:
+                    found.append(f"{path.name}: {fn.name}({arg.arg}: "
+                                 f"{ast.unparse(arg.annotation) if arg.annotation else '?'})")
+    return found
+
+
+def test_the_lab_has_no_shared_context_record():
+    """Each part of a lab is an owner the ``Lab`` builds and passes down (the config, the
+    stream, the report, the pod, the money, the SSH session); no record that every stage reads
+    and writes, under any name, and every stage's parameters are owners or plain values."""
+    assert context_records(REPO / "tplab" / "lab") == []
+
+
+def test_the_context_rule_sees_a_context_under_any_name(tmp_path):
+    (tmp_path / "bag.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from tplab.lab.context import LabContext\n"
+        "@dataclass\nclass Everything:\n    config: LabConfig\n    stream: LabStream\n"
+        "class PodFacts:\n    pass\n")
+    (tmp_path / "cost.py").write_text(
+        "async def tick(ctx) -> None: ...\n"
+        "async def ticker(config: LabConfig, parts: 'Everything', n: int) -> None: ...\n"
+        "def fine(config: LabConfig, pod: LabPod | None, why: str) -> None: ...\n")
+    assert context_records(tmp_path) == [
+        "bag.py: imports tplab.lab.context.LabContext",
+        "bag.py: record Everything holds ['LabConfig', 'LabStream']",
+        "bag.py: class PodFacts",
+        "cost.py: tick(ctx: ?)",
+        "cost.py: ticker(parts: 'Everything')",
+    ]
 
 
 def test_the_orchestrators_module_list_names_every_module_it_holds():

@@ -372,7 +372,7 @@ class TplabApp(TimelineKeys, App[int]):
             return f"{s.done_status or 'ended'}"
         if s.starting:
             return "starting"
-        return f"phase {s.phase or '…'}"
+        return f"stage {s.stage or '…'}"
 
     # ------------------------------------------------------------------ screens
     @work(thread=True, group="warm", exit_on_error=False)

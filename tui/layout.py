@@ -10,7 +10,7 @@ screen, and no panel may shrink to an unreadable sliver. Three layouts, chosen f
   right shows the scaling curve *or* the log (keys 2 and 3), or the timeline takes the whole
   right-hand side (key 5);
 * **narrow** (anything smaller): a summary strip that always shows the pod's state, the budget
-  left, the current ms/token single and TP and the phase; below it one view at a time — the
+  left, the current ms/token single and TP and the stage; below it one view at a time — the
   plot, the scaling curve, the log, the figures or the timeline (keys 1–5). TERMINATE stays in
   the action bar.
 """

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
-from tplab.records.events import Event, PhaseEvent
+from tplab.records.events import Event, StageEvent
 from tplab.viewmodel.past_labs import read_stream
 
 #: speeds offered by the keys (+ / -): ×1, ×10, ×100 and as fast as it draws (0)
@@ -67,7 +67,7 @@ class ReplayLab:
         self._last_ts: float | None = None
         self._last_wall = time.monotonic()
         self._finished = False
-        self._done: PhaseEvent | None = None  # the lab's `done` phase, once played
+        self._done: StageEvent | None = None  # the lab's `done` stage, once played
 
     # -- the Lab API the dashboard uses
     def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
@@ -135,7 +135,7 @@ class ReplayLab:
                     self.stopped = True
                     return
                 self._last_ts, self._last_wall = ev.ts, time.monotonic()
-                if isinstance(ev, PhaseEvent) and ev.src == "lab" and ev.name == "done":
+                if isinstance(ev, StageEvent) and ev.src == "lab" and ev.name == "done":
                     self._done = ev
                 for q in self._queues:
                     await q.put(ev)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tplab.cloud.base import AmbiguousCreateError, ProviderError
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.provider import RunPodProvider
 from tplab.faces.cloud_check import gather_check
-from tplab.records.self_end import encode
+from tplab.records.self_end_word import encode
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import GPU, new_key, spec, ssh_run
 

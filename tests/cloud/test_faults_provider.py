@@ -10,7 +10,7 @@ import pytest
 from tplab.cloud.base import (AmbiguousCreateError, NoCapacityError, NotReadyError,
                               ProviderError, RateLimitedError, SpotUnavailableError,
                               TransientError)
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.provider import RunPodProvider
 from tests.mock.helpers import GPU, new_key, spec, ssh_run
 
 

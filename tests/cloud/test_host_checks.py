@@ -11,9 +11,9 @@ import pytest
 
 from tests.mock.helpers import http, new_key, spec
 from tplab.cloud.base import ImageMismatchError
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
-from tplab.cloud.runpod.v2_pods import create_body
-from tplab.cloud.vast.vast_provider import VastProvider
+from tplab.cloud.runpod.provider import RunPodProvider
+from tplab.cloud.runpod.shapes import create_body
+from tplab.cloud.vast.provider import VastProvider
 
 TORCH_24_VAST = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 TORCH_24_RUNPOD = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"

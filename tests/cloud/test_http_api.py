@@ -145,7 +145,7 @@ def test_404_is_an_answer_not_an_error(serve):
 
 
 def test_list_pods_follows_pagination_when_present(serve):
-    from tplab.cloud.runpod.runpod_provider import RunPodProvider
+    from tplab.cloud.runpod.provider import RunPodProvider
 
     pod = {"id": "a", "name": "tplab-a", "status": "RUNNING", "cost": 1.0}
     s, api, _ = serve((200, {"pods": [pod], "nextCursor": "c2"}, None),
@@ -158,7 +158,7 @@ def test_list_pods_follows_pagination_when_present(serve):
 
 
 def test_spend_is_billing_never_below_cost_times_seconds():
-    from tplab.cloud.runpod.v2_pods import billing_total
+    from tplab.cloud.runpod.shapes import billing_total
     from tplab.cloud.spend import settle
     recs = [{"podId": "p", "totalAmount": 0.01}, {"podId": "q", "totalAmount": 5.0},
             {"podId": "p", "totalAmount": 0.004}]

@@ -9,8 +9,8 @@ import pytest
 
 from tplab.cloud.base import (AuthError, NoCapacityError, Provider, ProviderError,
                               SpotUnavailableError, UnknownGpuError)
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
-from tplab.cloud.runpod.v2_pods import create_body, cuda_of_image
+from tplab.cloud.runpod.provider import RunPodProvider
+from tplab.cloud.runpod.shapes import create_body, cuda_of_image
 from tests.mock.helpers import GPU, new_key, spec, ssh_run
 
 
@@ -165,7 +165,7 @@ def test_wrong_key_is_one_clear_sentence_without_the_key(cloud):
 
 
 def test_no_key_anywhere(monkeypatch, tmp_path):
-    monkeypatch.setattr("tplab.cloud.runpod.runpod_keys.CONFIG_PATH", tmp_path / "none.toml")
+    monkeypatch.setattr("tplab.cloud.runpod.api_key.CONFIG_PATH", tmp_path / "none.toml")
     with pytest.raises(AuthError, match="RUNPOD_API_KEY"):
         RunPodProvider(api_base_url="http://127.0.0.1:9")
 

@@ -3,7 +3,7 @@ masked in every text; the proof that a pod is gone."""
 
 from __future__ import annotations
 
-from tplab.cloud.runpod.runpod_keys import find_api_key, load_api_key
+from tplab.cloud.runpod.api_key import find_api_key, load_api_key
 from tplab.keys.redact import MASK, redact
 
 

@@ -14,7 +14,7 @@ from tests.mock.vast_helpers import api, create, destroy
 from tplab.cloud.base import (GONE_STATES, INTERRUPTED, AuthError, NotReadyError,
                               SpotUnavailableError)
 from tplab.cloud.vast import shapes
-from tplab.cloud.vast.vast_provider import OFFER_TRIES, VastProvider
+from tplab.cloud.vast.provider import OFFER_TRIES, VastProvider
 
 
 def _vast(mock, **kw) -> VastProvider:

@@ -16,8 +16,8 @@ from tplab.cloud.base import (INTERRUPTED, AmbiguousCreateError, AuthError, Boot
                               NotReadyError, PodSpec, ProviderError, RateLimitedError,
                               RentalMismatchError, SpotUnavailableError, UnknownGpuError)
 from tplab.cloud.vast import shapes
-from tplab.cloud.vast.vast_keys import find_api_key
-from tplab.cloud.vast.vast_provider import VastProvider
+from tplab.cloud.vast.api_key import find_api_key
+from tplab.cloud.vast.provider import VastProvider
 
 GPU = "NVIDIA GeForce RTX 4090"
 PUB = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests tplab"

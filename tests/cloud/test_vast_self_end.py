@@ -16,9 +16,9 @@ import pytest
 
 from tests.mock.helpers import new_key, spec, ssh_run
 from tplab.cloud.base import GONE_STATES, BootStep
-from tplab.cloud.vast.instance_self_end import ENV_FILE
-from tplab.cloud.vast.vast_provider import VastProvider
-from tplab.records.self_end import encode
+from tplab.cloud.vast.self_end import ENV_FILE
+from tplab.cloud.vast.provider import VastProvider
+from tplab.records.self_end_word import encode
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

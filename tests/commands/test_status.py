@@ -58,7 +58,10 @@ def test_status_and_terminate_reach_a_running_mock_cloud(mock_cloud, capsys):
 def test_a_mock_labs_curve_and_proof_say_mock(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from tplab.lab import artifacts, teardown
+    from tplab.lab import artifacts
+    from tplab.lab.lab_config import LabConfig
+    from tplab.lab.orchestrator import Lab
+    from tplab.lab.pod import PROOF
     from tplab.scaling import chart
     seen = {}
     monkeypatch.setattr(chart, "save_png", lambda path, *a, **kw: seen.update(kw) or path)
@@ -69,11 +72,7 @@ def test_a_mock_labs_curve_and_proof_say_mock(tmp_path, monkeypatch):
     assert "MOCK" in seen["banner"]
     artifacts.write_curve(pred, tmp_path, mock=False)
     assert seen["banner"] is None
-    added = []
-    ctx = SimpleNamespace(
-        config=SimpleNamespace(mock=True), provider_name="runpod",
-        facts=SimpleNamespace(pod=SimpleNamespace(id="p1", proof=None, verified_gone=True),
-                              out_dir=tmp_path, add_artifact=added.append),
-        stream=SimpleNamespace(timeline={}))
-    teardown.write_proof(ctx)
-    assert json.loads((tmp_path / teardown.PROOF).read_text())["mock"] is True
+    lab = Lab(LabConfig(mock=True, out_dir=tmp_path), SimpleNamespace(name="runpod"))
+    lab.pod.id, lab.pod.verified_gone = "p1", True
+    lab.pod.write_proof()
+    assert json.loads((tmp_path / PROOF).read_text())["mock"] is True

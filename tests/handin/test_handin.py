@@ -1,10 +1,10 @@
 """`tplab handin` on finished lab folders: the lab it picks (the newest that completed, a real one
 before a mock one; said, and why the newer ones were passed over), the one-sentence refusals,
 and the spend table on a ledger with every kind of ending. `tplab handin` after a real mock lab
-(the seed's tree, the spend lines equal to the ledger's, the budget table's totals equal to
+(the lab sheet's tree, the spend lines equal to the ledger's, the budget table's totals equal to
 `tplab budget`'s, a student's file refused without --force) is asserted on the suite's full
 lab, which it shares (tests/lab/test_lab_e2e.py::test_full_lab_completes_with_every_artifact,
-with the helpers below: ``SEED_TREE``, ``PNG``, ``_tree``, ``_totals``, ``_budget_json``)."""
+with the helpers below: ``SHEET_TREE``, ``PNG``, ``_tree``, ``_totals``, ``_budget_json``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tplab.money.budget_config import fmt_usd
 from tplab import __version__
 from tplab.handin import minitrain, spend_table
 
-SEED_TREE = {
+SHEET_TREE = {
     "experiments/35-tp-inference/manifest.json", "experiments/35-tp-inference/results.json",
     "experiments/35-tp-inference/instance.json", "experiments/35-tp-inference/scaling-curve.png",
     "experiments/35-tp-inference/proof-terminated.png", "experiments/35-tp-inference/trace.json",
@@ -30,7 +30,7 @@ SEED_TREE = {
     "experiments/35-reading-notes/fsdp-prefetch.md", "experiments/35-reading-notes/synthesis.md",
     "experiments/35-reading-notes/megatron-sha.txt"} | set(minitrain.files(__version__))
 #: each rank's own trace, as HTA reads the folder (a lab that ran its profiled pass)
-SEED_TREE |= {f"experiments/35-tp-inference/traces/{f}" for f in (
+SHEET_TREE |= {f"experiments/35-tp-inference/traces/{f}" for f in (
     "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz", "single/rank0.pt.trace.json.gz")}
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -93,7 +93,7 @@ def _lab(folder: Path, start: float, status: str, results: bool = True, mock: bo
     return folder
 
 
-def test_only_a_lab_the_seed_accepts_is_handed_in_and_the_choice_is_said(tmp_path,
+def test_only_a_lab_the_sheet_accepts_is_handed_in_and_the_choice_is_said(tmp_path,
                                                                           capsys) -> None:
     """A STOPPED lab after a COMPLETE one, and one stopped in pre-flight with no results: the
     COMPLETE one is handed in, saying which and why; a STOPPED or results-less lab named with
@@ -123,7 +123,7 @@ def test_only_a_lab_the_seed_accepts_is_handed_in_and_the_choice_is_said(tmp_pat
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1 and not again.exists()
         assert f"lab {lab.name} cannot be handed in: " in err
-        assert "the seed takes a lab that completed (COMPLETE), or one that could not run" in err
+        assert "the lab sheet takes a lab that completed (COMPLETE), or one that could not run" in err
     assert cli.main(["handin", "--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert listed[0].endswith("(not for handin: its results.json is missing)")
@@ -145,7 +145,7 @@ def test_a_real_lab_comes_before_a_mock_one_and_a_completed_one_before_a_stub(tm
                           "comes first)")
 
 
-def test_no_lab_the_seed_accepts_is_one_sentence(tmp_path, capsys) -> None:
+def test_no_lab_the_sheet_accepts_is_one_sentence(tmp_path, capsys) -> None:
     from tplab.home.paths import tplab_home
     _lab(tplab_home(True) / "labs" / "20261203-110000-bbbbbb", 1_800_000_100, "STOPPED",
          results=False, reason="stopped by the user (Ctrl-C)")
@@ -176,7 +176,7 @@ def test_the_spend_table_has_a_row_per_lab_and_tplab_budgets_totals(tmp_path) ->
     assert "MOCK" not in md and "within the $5.00 cap" in md
 
 
-def test_a_compile_run_is_handed_in_where_seed_003_names_its_files(tmp_path) -> None:
+def test_a_compile_run_is_handed_in_where_the_compile_lab_sheet_names_its_files(tmp_path) -> None:
     from tplab.handin.gather import COMPILE_DIR, HandinError, plan_compile
     run = tmp_path / "compile"
     (run / "kernels").mkdir(parents=True)

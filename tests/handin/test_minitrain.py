@@ -1,4 +1,4 @@
-"""Blocks A and B as the seed puts them (tplab/handin/minitrain.py): made from tplab's own code,
+"""Blocks A and B as the lab sheet puts them (tplab/handin/minitrain.py): made from tplab's own code,
 and the hand-in's own tests pass where the student would run them."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_tensor_parallel_is_tplabs_layers_with_one_import_made_absolute():
         assert f"class {name}(" in made
 
 
-def test_the_hand_in_carries_the_pod_code_byte_for_byte_and_the_seeds_four_tests():
+def test_the_hand_in_carries_the_pod_code_byte_for_byte_and_the_sheets_four_tests():
     files = minitrain.files(__version__)
     pod = {f"src/{i.remote}": i.local.read_bytes() for i in pod_code_items()}
     assert pod and all(files[k] == v for k, v in pod.items())

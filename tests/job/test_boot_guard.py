@@ -96,9 +96,9 @@ def test_a_failing_terminate_is_retried_and_never_kills_the_guard(tmp_path):
 
 def test_the_guard_travels_whole_in_the_create_args(tmp_path):
     from tplab.cloud.base import BootStep, PodSpec
-    from tplab.cloud.runpod.pod_self_end import self_end
-    from tplab.cloud.runpod.v2_pods import container_args
-    from tplab.records.self_end import encode
+    from tplab.cloud.runpod.self_end import self_end
+    from tplab.cloud.runpod.shapes import container_args
+    from tplab.records.self_end_word import encode
     path, payload, command = boot_step(900, 7200, 600, encode(self_end()))
     args = container_args(PodSpec(name="tplab-x", gpu_type="g", gpu_count=1, public_key="k",
                                   boot=BootStep(path, payload, command)))
@@ -108,7 +108,7 @@ def test_the_guard_travels_whole_in_the_create_args(tmp_path):
     assert base64.b64decode(b64) == pack() and len(args) < 16_000
     names = zipfile.ZipFile(io.BytesIO(pack())).namelist()
     assert {"__main__.py", "tplab/job/boot_guard.py", "tplab/job/self_terminate.py",
-            "tplab/records/self_end.py"} <= set(names)
+            "tplab/records/self_end_word.py"} <= set(names)
     # the zip runs on its own, with nothing of tplab installed
     z = tmp_path / "guard.zip"
     z.write_bytes(pack())
@@ -123,7 +123,7 @@ def test_a_404_to_its_own_destroy_is_not_gone_the_guard_says_why_and_tries_the_n
     end (a key that cannot see the pod, never "already gone") is logged and the next way
     tried in the same round."""
     from tests.job.fakeapi import FakeGraphQL
-    from tplab.cloud.runpod.pod_self_end import self_end
+    from tplab.cloud.runpod.self_end import self_end
     from tplab.job.self_terminate import SelfEnd
     clock = Clock()
     with FakeGraphQL(deletes=[(404, '{"title": "Not Found", "status": 404}')]) as api:

@@ -17,14 +17,14 @@ import pytest
 
 from tests.e2e_fixtures import assert_profiled_pass
 from tplab.figures.figure import MS, shown
-from tplab.records.events import (LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent,
+from tplab.records.events import (LogEvent, StageEvent, PromptDoneEvent, ResultEvent,
                                   SweepEvent, SweepPointEvent, TimelineEvent, TokenEvent,
                                   read_events)
 from tplab.tp.shm_segment import segment_dir
 
 pytestmark = pytest.mark.slow
 
-SEED_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id",
+SHEET_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id",
                 "start_ts", "end_ts", "duration_hours", "estimated_cost_usd", "actual_cost_usd",
                 "terminated_screenshot", "single_gpu_per_token_ms", "tp_per_token_ms", "speedup",
                 "lesson_notes", "crossover_d_model"]
@@ -85,7 +85,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
 
     events = list(read_events(str(out / "events.jsonl")))
     assert [e.seq for e in events] == list(range(len(events)))  # every event once, in order
-    phases = [e.name for e in events if isinstance(e, PhaseEvent)]
+    phases = [e.name for e in events if isinstance(e, StageEvent)]
     assert phases == ["setup", "load", "warmup", "decode", "profile", "sweep", "d_model_sweep",
                       "results", "finished"]
     # the profiled pass (over shm, the transport carrying the figures): the trace, the split,
@@ -133,7 +133,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
 
     assert (out / "scaling-curve.png").read_bytes()[:4] == b"\x89PNG"
     m = json.loads((out / "manifest.json").read_text())
-    assert all(k in m for k in SEED_BLOCK_G)
+    assert all(k in m for k in SHEET_BLOCK_G)
     assert (m["status"], m["reason"]) == ("EDUCATIONAL_STUB", "no cloud run")
     assert m["outputs_match"] is True and m["tp_per_token_ms"] == r["tp_per_token_ms"]
     assert f"{shown(r['single_per_token_ms'], MS)} ms/token" in m["lesson_notes"]

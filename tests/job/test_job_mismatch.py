@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 import tplab.model.checkpoint as checkpoint
-from tplab.records.events import ErrorEvent, EventWriter, PhaseEvent, decode_line
+from tplab.records.events import ErrorEvent, EventWriter, StageEvent, decode_line
 from tplab.job.run import Job, build_parser
 from tplab.job.runtime import Runtime
 
@@ -60,7 +60,7 @@ def test_mismatch_fails_the_run_with_error_events(tiny_assets, tmp_path, monkeyp
     assert "prompt 0: TP output differs" in errors[0].msg
     assert "differs from the single-device output (prompts [0, 1]" in errors[-1].msg
     assert results["outputs_match"] is False and results["ok"] is False
-    assert not any(isinstance(e, PhaseEvent) and e.name == "finished" for e in events)
+    assert not any(isinstance(e, StageEvent) and e.name == "finished" for e in events)
 
 
 def test_same_weights_match(tiny_assets, tmp_path, monkeypatch, one_rank_group):

@@ -17,7 +17,7 @@ from tests.e2e_fixtures import assert_profiled_pass
 from tests.pod_torch import run_pod
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
 from tplab.lab.bundle import bundle_items
-from tplab.records.events import ErrorEvent, PhaseEvent, PromptDoneEvent, read_events
+from tplab.records.events import ErrorEvent, StageEvent, PromptDoneEvent, read_events
 from tplab.records.torch_support import OLDEST_TORCH_PIN
 
 pytestmark = pytest.mark.slow  # torchrun under a second interpreter
@@ -76,7 +76,7 @@ def test_the_uploaded_bundle_runs_the_whole_job_on_the_oldest_torch_and_writes_u
     assert all(p["outputs_match"] and p["single_ms"] > 0 and p["tp_ms"] > 0
                for p in measured.values())
     phases = [e.name for e in read_events(str(pod / "out" / "events.jsonl"))
-              if isinstance(e, PhaseEvent)]
+              if isinstance(e, StageEvent)]
     assert phases[-1] == "finished" and "d_model_sweep" in phases and "profile" in phases
     # the profiled pass on the oldest torch's profiler, over shm
     tl = assert_profiled_pass(pod / "out", tokens=PROFILED)

@@ -12,10 +12,10 @@ import pytest
 
 from tests.job.fakeapi import DELETED, FakeClock, FakeGraphQL, touch
 from tests.fresh_imports import packages_loaded_by
-from tplab.cloud.runpod.pod_self_end import self_end as runpod_self_end
-from tplab.cloud.vast.instance_self_end import self_end as vast_self_end
+from tplab.cloud.runpod.self_end import self_end as runpod_self_end
+from tplab.cloud.vast.self_end import self_end as vast_self_end
 from tplab.job.self_terminate import PodCredentials, SelfEnd, SelfTerminator, load_credentials
-from tplab.records.self_end import encode
+from tplab.records.self_end_word import encode
 from tplab.job.watchdog import Watchdog, WatchdogConfig, WatchdogConfigError
 
 KEY = "rpa_SECRET_pod_scoped_key_0123456789"
@@ -321,7 +321,7 @@ def test_a_watchdog_started_before_the_env_file_is_written_waits_for_it(tmp_path
 def test_watchdog_on_a_mock_pod_falls_back_when_v2_delete_is_refused(tmp_path):
     """The bar: v2 DELETE refused (403) for the pod-scoped key; the watchdog terminates its pod
     through GraphQL podTerminate, and watchdog.log shows both attempts."""
-    from tplab.cloud.runpod.runpod_provider import RunPodProvider
+    from tplab.cloud.runpod.provider import RunPodProvider
     from tplab.mock.handle import start_mock_cloud
     from tests.mock.helpers import new_key, spec, ssh_run
 

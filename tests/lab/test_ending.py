@@ -16,7 +16,7 @@ import pytest
 from tests.mock.conftest import VAST_OFF
 from tests.mock.vast_helpers import create
 from tplab.cloud.base import GoneProof, ProviderError, RateLimitedError
-from tplab.cloud.vast.vast_provider import VastProvider
+from tplab.cloud.vast.provider import VastProvider
 from tplab.lab.ending import END_BOUND_S, PodEnd, end_pod_within
 
 pytestmark = pytest.mark.xdist_group("waits")

@@ -12,7 +12,7 @@ from tplab.lab.artifacts import lab_manifest
 from tplab.lab.lab_config import COMPLETE, LabConfig
 from tplab.lab.orchestrator import Lab
 from tplab.lab.prediction import predict_lab
-from tplab.lab.manifest import SEED_FIELDS
+from tplab.lab.manifest import SHEET_FIELDS
 from tplab.home.paths import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "assets" / "examples"
@@ -32,18 +32,18 @@ def _kind(v: object) -> str:
 def _rebuilt(tmp_path, results: dict, example: dict) -> dict:
     """The manifest today's code writes for a complete mock lab with these results."""
     lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
-    facts = lab.facts
-    facts.status, facts.reason = COMPLETE, "the lab completed"
-    facts.results = results
-    facts.pod.id, facts.pod.verified_gone = example["instance_id"], True
-    facts.pod.created_at, facts.pod.gone_at, facts.pod.usd_per_hr = 1.0e9, 1.0e9 + 60, 0.7
-    money = facts.money
+    lab.report.end(COMPLETE, "the lab completed")
+    lab.report.take_results(results)
+    pod = lab.pod
+    pod.id, pod.verified_gone = example["instance_id"], True
+    pod.created_at, pod.gone_at, pod.usd_per_hr = 1.0e9, 1.0e9 + 60, 0.7
+    money = lab.money
     money.authorized_usd, money.actual_usd, money.expected_usd = 3.0, 0.01, 0.02
     money.worst_case_usd, money.price_kind = 0.5, "spot"
     money.cost_source, money.cost_note = "billing", "note"
     (tmp_path / "proof-terminated.png").write_bytes(PNG)
     pred = predict_lab(results, gpu_type=lab.config.gpu_type, gpus=lab.config.gpus, mock=True)
-    return lab_manifest(lab.config, facts, pred)
+    return lab_manifest(lab.config, lab.report, pod, money, pred)
 
 
 def test_the_example_is_there_and_says_mock() -> None:
@@ -77,6 +77,6 @@ def test_the_example_manifest_has_todays_fields_and_types(tmp_path) -> None:
     for key, value in today.items():
         if value is not None and example[key] is not None:
             assert _kind(example[key]) == _kind(value), key
-    # a complete lab fills every field the seed names
-    assert [k for k in SEED_FIELDS if example.get(k) is None] == []
+    # a complete lab fills every field the lab sheet names
+    assert [k for k in SHEET_FIELDS if example.get(k) is None] == []
     assert example["speedup"] == results["speedup"]

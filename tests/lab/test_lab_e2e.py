@@ -35,7 +35,7 @@ asserts the ledger and canary rows).
   wall cap / lab cap                  e2e::test_wall_cap_and_budget_alert_terminate_the_pod
   spot interruption                   e2e::test_spot_interruption_ends_the_lab_through_terminate
   create fails (no pod)               e2e::test_failed_create_keeps_the_intent_and_releases_the_hold
-  wrong inputs (no pod), two          stops::test_wrong_inputs_are_refused_before_the_create_phase
+  wrong inputs (no pod), two          stops::test_wrong_inputs_are_refused_before_the_create_stage
   Ctrl-C just after the job finished  stops::test_ctrl_c_just_after_the_job_finished_keeps_its_...
   tplab terminate from another shell  stops::test_tplab_terminate_from_another_shell_is_the_...
   SIGHUP mid-run                      stops::test_sighup_while_the_job_runs_tears_down_at_once
@@ -116,7 +116,7 @@ from pathlib import Path
 import pytest
 
 from tplab.money.budget import BudgetGuard, default_ledger_path
-from tplab.records.events import (CostEvent, InstanceEvent, LogEvent, PhaseEvent, SshEvent,
+from tplab.records.events import (CostEvent, InstanceEvent, LogEvent, StageEvent, SshEvent,
                                   WarningEvent, read_events)
 from tplab.lab.lab_config import COMPLETE, FAILED, STOPPED, STUB
 from tplab.lab.orchestrator import Lab
@@ -209,7 +209,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     tests/lab/test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     asserted on a lab of its own (the instance events, live uptime, add_artifact): the second
     half of this test, on the lab `run_lab` made, with the status polled every 0.5 s as there
-    (the job's run phase, torchrun starting two ranks, lasts several polls); and what
+    (the lab's run stage, torchrun starting two ranks, lasts several polls); and what
     tests/lab/test_lab_images.py::test_image_flag_is_accepted_and_recorded_and_the_pod_lands_on_a_host_that_runs_it
     asserted on a lab of its own (the --image flag read, recorded in the manifest and instance
     record, the pod on a host whose CUDA runs it): the last part; and, before the second
@@ -328,7 +328,7 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert f"actual spend ${billed:.4f} recorded" in (d / "stream.jsonl").read_text()
     from tplab.lab.proof_png import final_frame, read_events as read_stream
     assert f"${billed:.4f}" in final_frame(read_stream(d / "stream.jsonl"), manifest)
-    # the headless view: phases, final table (with the profiled pass's split)
+    # the headless view: stages, final table (with the profiled pass's split)
     assert "speedup, single/TP (timed pass)" in text and "verified gone" in text
     assert "TP token (profiled pass)" in text and "is waiting for the other rank" in text
     # the profiled pass over gloo: fetched with the results, its bars, its event streamed, the
@@ -366,17 +366,17 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     for key in ("provider", "gpu_type", "gpu_count", "spot", "usd_per_hr"):
         assert getattr(first, key) is not None, key
     # it came once the pod was ready, before the SSH connect
-    phase_at = [(i, e.name) for i, e in enumerate(seen) if isinstance(e, PhaseEvent)]
-    connect_at = next(i for i, name in phase_at if name == "connect")
+    stage_at = [(i, e.name) for i, e in enumerate(seen) if isinstance(e, StageEvent)]
+    connect_at = next(i for i, name in stage_at if name == "connect")
     assert seen.index(first) < connect_at
     # the status the lab polls while the job runs keeps uptime (and the endpoint) live
-    run_at = next(i for i, name in phase_at if name == "run")
-    fetch_at = next(i for i, name in phase_at if name == "fetch")
+    run_at = next(i for i, name in stage_at if name == "run")
+    fetch_at = next(i for i, name in stage_at if name == "fetch")
     live = [e for e in seen[run_at:fetch_at] if isinstance(e, InstanceEvent)]
     assert live and all(e.ssh_host == first.ssh_host for e in live)
     assert (live[-1].uptime_s or 0.0) >= first.uptime_s
     last = seen[-1]
-    assert isinstance(last, PhaseEvent) and last.name == "done"
+    assert isinstance(last, StageEvent) and last.name == "done"
     inst_gone = [e for e in seen if isinstance(e, InstanceEvent) and e.state == "GONE"]
     assert inst_gone
     # the proof picture is drawn with every lab; add_artifact: the dashboard's svg, listed and
@@ -409,11 +409,11 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
 def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     """tests/handin/test_handin.py::test_handin_after_a_mock_lab's assertions, unchanged, on the
-    full lab's folder: the seed's tree, every file non-empty, the spend lines equal to the
+    full lab's folder: the lab sheet's tree, every file non-empty, the spend lines equal to the
     ledger's for that lab, the budget table's totals equal to `tplab budget`'s, the proof
     picture written with the lab; a student's different file refused without --force;
     one-sentence errors."""
-    from tests.handin.test_handin import PNG, SEED_TREE, _budget_json, _totals, _tree
+    from tests.handin.test_handin import PNG, SHEET_TREE, _budget_json, _totals, _tree
     from tplab.commands import main as cli
     from tplab.money.budget_config import fmt_usd
     capsys.readouterr()
@@ -431,15 +431,15 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     dest = tmp_path / "student"
     assert cli.main(["handin", str(dest)]) == 0
     said = capsys.readouterr().out
-    assert _tree(dest) == SEED_TREE
-    assert all((dest / rel).stat().st_size > 0 for rel in SEED_TREE)
-    assert all(f"wrote      {rel}" in said for rel in SEED_TREE) and "MOCK" in said
+    assert _tree(dest) == SHEET_TREE
+    assert all((dest / rel).stat().st_size > 0 for rel in SHEET_TREE)
+    assert all(f"wrote      {rel}" in said for rel in SHEET_TREE) and "MOCK" in said
     tp = dest / "experiments/35-tp-inference"
-    # the lab's manifest, its screenshot named by the seed's path in this tree (seed 000)
+    # the lab's manifest, its screenshot named by the lab sheet's path in this tree (lab 02's sheet)
     handed = json.loads((tp / "manifest.json").read_text())
     assert handed.pop("terminated_screenshot") == "experiments/35-tp-inference/proof-terminated.png"
     assert handed == {k: v for k, v in manifest.items() if k != "terminated_screenshot"}
-    # blocks A and B where the seed puts them, and the README says where each lives in tplab
+    # blocks A and B where the lab sheet puts them, and the README says where each lives in tplab
     assert (dest / "experiments/35-tp-inference/run.py").read_text().count("tplab.job.run") == 1
     assert "class ColumnParallelLinear" in (dest / "src/minitrain/tensor_parallel.py").read_text()
     assert "| A | the TP primitives | `tplab/tp/layers.py`" in (tp / "README.md").read_text()

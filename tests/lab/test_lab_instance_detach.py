@@ -17,7 +17,7 @@ from tplab.lab import instances as instance_store
 from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.lab.lab_config import FAILED
 from tplab.lab.orchestrator import Lab
-from tplab.records.events import PhaseEvent, WarningEvent
+from tplab.records.events import StageEvent, WarningEvent
 from tplab.lab.providers import provider_for as _provider
 from tests.e2e_fixtures import tiny_lab_config
 
@@ -43,7 +43,7 @@ async def test_detach_leaves_the_pod_running_with_its_record_and_hold_open(
     async def detach_when_running() -> None:
         async for ev in lab.subscribe():
             seen.append(ev)
-            if isinstance(ev, PhaseEvent) and ev.name == "run":
+            if isinstance(ev, StageEvent) and ev.name == "run":
                 lab.detach()
                 lab.detach()  # idempotent
 
@@ -56,7 +56,7 @@ async def test_detach_leaves_the_pod_running_with_its_record_and_hold_open(
     assert outcome.reason.startswith(f"detached: pod {pod_id} left running")
     cmd = f"tplab terminate {pod_id} --mock --api-url {mock_cloud.api_url}"
     assert cmd in outcome.reason
-    phases = [e.name for e in seen if isinstance(e, PhaseEvent)]
+    phases = [e.name for e in seen if isinstance(e, StageEvent)]
     assert "terminate" not in phases and "verify" not in phases and phases[-1] == "done"
     warn = [e for e in seen if isinstance(e, WarningEvent) and e.kind == "detached"]
     assert len(warn) == 1 and cmd in warn[0].msg and "left running" in warn[0].msg

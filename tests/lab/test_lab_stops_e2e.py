@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("bad", ["gpus", "checkpoint"])
-def test_wrong_inputs_are_refused_before_the_create_phase(lab_assets, tmp_path, mock_cloud,
+def test_wrong_inputs_are_refused_before_the_create_stage(lab_assets, tmp_path, mock_cloud,
                                                           bad):
     ckpt, prompts = lab_assets
     if bad == "checkpoint":

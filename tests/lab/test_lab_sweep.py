@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tplab.cloud.runpod import pod_self_end
+from tplab.cloud.runpod import self_end as pod_self_end
 from tplab.lab import preflight
 from tplab.lab.lab_config import DEFAULT_SWEEP_BUDGET_S, GPU_SWEEP_D_MODELS, LabConfig
 from tplab.lab.options import add_lab_arguments, config_from_args
+from tplab.lab.orchestrator import Lab
 from tplab.lab.ssh_session import PodSession
 
 
@@ -22,11 +23,12 @@ def _parse(*argv: str) -> LabConfig:
 
 
 def _job_args(cfg: LabConfig) -> list[str]:
-    # the pod's self-termination travels with the job: the RunPod cloud's description of it
-    provider = SimpleNamespace(self_end=pod_self_end.self_end)
-    fake = SimpleNamespace(ctx=SimpleNamespace(config=cfg, provider=provider),
-                           _wall_cap_left=lambda: 3600.0)
-    return PodSession.launch_spec(fake).job_args
+    """The job's arguments as the lab's SSH session launches them on the pod (whose
+    self-termination travels with the job: the RunPod cloud's description of it)."""
+    lab = Lab(cfg, SimpleNamespace(name="runpod", self_end=pod_self_end.self_end))
+    session = PodSession(lab.config, lab.pod, lab.report, lab.stream, lab._stop,
+                         on_result=lambda r: None)
+    return session.launch_spec().job_args
 
 
 def test_a_gpu_pod_sweeps_by_default_and_pays_for_it_in_the_estimate():

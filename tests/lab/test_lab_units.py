@@ -44,7 +44,7 @@ def test_options_build_the_config(tmp_path):
     assert cfg.ledger_label() == "lab02-tp-spinup-rtx4090x2"
     with pytest.raises(SystemExit):
         p.parse_args(["--prompts", "0"])
-    # the watchdog's stale-heartbeat T defaults to the seed's 10 min
+    # the watchdog's stale-heartbeat T defaults to the lab sheet's 10 min
     assert config_from_args(p.parse_args([])).heartbeat_timeout_s == 600.0
     assert LabConfig().heartbeat_timeout_s == 600.0
 
@@ -52,14 +52,15 @@ def test_options_build_the_config(tmp_path):
 def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     from tplab.lab.artifacts import write_lab_manifest
     from tplab.lab.prediction import predict_lab
-    from tplab.lab.manifest import SEED_FIELDS
+    from tplab.lab.manifest import SHEET_FIELDS
     lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
-    cfg, facts = lab.config, lab.facts
+    cfg, report = lab.config, lab.report
+    owners = (cfg, report, lab.pod, lab.money)
     pred = predict_lab(None, gpu_type=cfg.gpu_type, gpus=cfg.gpus, mock=True,
                        checkpoint=cfg.checkpoint)
-    facts.status, facts.reason = "EDUCATIONAL_STUB", "no spot capacity; nothing was created"
-    m = json.loads(write_lab_manifest(cfg, facts, pred).read_text())
-    assert all(k in m for k in SEED_FIELDS)
+    report.end("EDUCATIONAL_STUB", "no spot capacity; nothing was created")
+    m = json.loads(write_lab_manifest(*owners, pred).read_text())
+    assert all(k in m for k in SHEET_FIELDS)
     assert m["status"] == "EDUCATIONAL_STUB" and m["vendor"] == "mock RunPod (local)"
     assert m["nvlink_present"] is False and m["instance_id"] is None
     assert m["terminated_screenshot"] is None  # no pod, no proof file
@@ -69,8 +70,8 @@ def test_lab_manifest_without_results_is_built_by_tplab_manifest(tmp_path):
     assert m["events"]["job_events"] == 0 and m["budget_label"] == lab.config.ledger_label()
     # a pod's proof, once written, is what terminated_screenshot names
     (tmp_path / "proof-terminated.json").write_text("{}")
-    facts.status, facts.reason = "FAILED", "the job exited with status 1"
-    m = json.loads(write_lab_manifest(cfg, facts, pred).read_text())
+    report.end("FAILED", "the job exited with status 1")
+    m = json.loads(write_lab_manifest(*owners, pred).read_text())
     assert m["terminated_screenshot"] == "proof-terminated.json"
     assert "the job exited with status 1" in m["lesson_notes"]
 
@@ -90,7 +91,7 @@ async def test_subscribers_get_every_event_and_never_block_the_lab(tmp_path):
     assert lab.dropped_events == 4  # the slow one lost its oldest, the lab did not wait
 
 
-def test_headless_view_prints_phases_progress_and_table():
+def test_headless_view_prints_stages_progress_and_table():
     out = io.StringIO()
     view = HeadlessView(out, tty=False)
     view.set_plan(1, 2, 2)
@@ -196,15 +197,11 @@ async def test_a_lab_says_the_ledger_has_damaged_lines_before_it_spends(tmp_path
     """`tplab run` and the dashboard show the lab's warnings: a damaged ledger line is said
     there too, not only by `tplab budget`."""
     from tplab.lab import preflight
-    from tplab.lab.context import LabContext
-    from tplab.lab.facts import LabFacts
-    from tplab.lab.stream import LabStream
     from tplab.money.budget_config import default_ledger_path
     default_ledger_path(mock=True).write_text("not json at all\n")
-    stream = LabStream()
-    seen = stream.subscribe()
-    ctx = LabContext(LabConfig(mock=True), None, stream, LabFacts(lab_id="L1", out_dir=tmp_path))
-    assert preflight.open_budget(ctx).lab_cap_usd == 3.0
-    stream.close_subs()
+    lab = Lab(LabConfig(mock=True, out_dir=tmp_path))
+    seen = lab.subscribe()
+    assert preflight.open_budget(lab.config, lab.money, lab.stream).lab_cap_usd == 3.0
+    lab.stream.close_subs()
     warnings = [ev.msg async for ev in seen if isinstance(ev, WarningEvent)]
     assert len(warnings) == 1 and "has 1 damaged line(s) (line 1: not valid JSON" in warnings[0]

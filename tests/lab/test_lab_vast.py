@@ -325,8 +325,8 @@ def test_auto_picks_vast_when_runpod_offers_no_spot(lab_assets, tmp_path, monkey
     # -- fault suite: "vast offers: the cheap hosts do not say their CUDA": the lab bid on the
     # known fit first (9001002, the cheapest host known to run the image), not on a cheaper
     # host that does not say
-    from tplab.cloud.vast.vast_provider import BID_MARGIN
-    from tplab.mock.vast_mock.offers import find_machine, storage_per_hr
+    from tplab.cloud.vast.provider import BID_MARGIN
+    from tplab.mock.vast_mock.catalog import find_machine, storage_per_hr
     known = find_machine(9001002)
     assert known is not None
     bid = round((known.min_bid + storage_per_hr(20)) * BID_MARGIN, 6)

@@ -1,4 +1,4 @@
-"""manifest.json (tplab/lab/manifest.py): the seed's fields, statuses, measured lesson notes, no secrets."""
+"""manifest.json (tplab/lab/manifest.py): the lab sheet's fields, statuses, measured lesson notes, no secrets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tplab.lab import lesson_notes, manifest
 from tplab.scaling import latency
 from tplab.lab.manifest import ManifestError, build_manifest, write_manifest
 
-SEED_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id",
+SHEET_BLOCK_G = ["seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id",
                 "start_ts", "end_ts", "duration_hours", "estimated_cost_usd", "actual_cost_usd",
                 "terminated_screenshot", "single_gpu_per_token_ms", "tp_per_token_ms", "speedup",
                 "lesson_notes", "crossover_d_model"]
@@ -43,9 +43,9 @@ def _complete(results=None, **kw):
     return build_manifest(results if results is not None else _results(), **args)
 
 
-def test_manifest_has_every_seed_field_and_the_extras(tmp_path):
+def test_manifest_has_every_sheet_field_and_the_extras(tmp_path):
     m = _complete()
-    for key in SEED_BLOCK_G + ["allreduce_ms_per_token", "comm_compute_ratio", "outputs_match",
+    for key in SHEET_BLOCK_G + ["allreduce_ms_per_token", "comm_compute_ratio", "outputs_match",
                                "tplab_version", "status", "reason"]:
         assert key in m, key
     assert m["seed"] == 35200 and m["lab"] == "02-tp-inference-cloud"

@@ -9,19 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tplab.lab.context import LabContext
-from tplab.lab.facts import LabFacts
 from tplab.lab.lab_config import FAILED, LabConfig, LabStop
+from tplab.lab.orchestrator import Lab
 from tplab.lab.ssh_session import PodSession
-from tplab.lab.stream import LabStream
 from tplab.records.events import EventWriter
 from tplab.wire import remote
 from tests.wire.sshserver import SandboxServer
 
 
-def _ctx(out: Path, provider=None) -> LabContext:
-    return LabContext(LabConfig(mock=True, out_dir=out), provider, LabStream(),
-                      LabFacts(lab_id="L1", out_dir=out))
+def _lab(out: Path, provider=None) -> Lab:
+    """A lab's owners as its ``Lab`` builds them, not run."""
+    return Lab(LabConfig(mock=True, out_dir=out), provider)
 
 
 def _events(*made: tuple[str, dict]) -> bytes:
@@ -49,8 +47,9 @@ class Pod:
     async def __aexit__(self, *exc) -> None:
         await self.server.stop()
 
-    async def session(self, ctx: LabContext) -> PodSession:
-        session = PodSession(ctx, on_result=lambda r: None)
+    async def session(self, lab: Lab) -> PodSession:
+        session = PodSession(lab.config, lab.pod, lab.report, lab.stream, lab._stop,
+                             on_result=lambda r: None)
         session.conn = await remote.connect(remote.ConnectOptions(
             host="127.0.0.1", port=self.server.port, user="root", pod_id="p",
             known_hosts_dir=self.tmp_path / "kh"), self.key)
@@ -63,8 +62,8 @@ async def test_a_job_that_fails_on_the_pod_ends_the_lab_with_the_jobs_own_senten
                                      ("error", {"msg": why, "fatal": True})),
              "exit_code": b"1\n", "job.log": b"Traceback (most recent call last): ...\n"}
     async with Pod(tmp_path, files) as pod:
-        ctx = _ctx(tmp_path / "out")
-        session = await pod.session(ctx)
+        lab = _lab(tmp_path / "out")
+        session = await pod.session(lab)
         try:
             await session._stream_job()
             await session.fetch()
@@ -102,17 +101,17 @@ async def test_a_stopped_lab_fetches_what_the_pod_finished_before_the_teardown(t
     pod is terminated; a lab's own stop (FAILED: a cap) does not spend pod seconds on it."""
     from tplab.lab import teardown
     from tplab.lab.lab_config import STOPPED
-    from tplab.lab.provision import Creation
     events = _events(("phase", {"name": "setup"}), ("log", {"level": "info", "msg": "m"}))
     for status, fetched in ((STOPPED, True), (FAILED, False)):
         async with Pod(tmp_path / status, {"events.jsonl": events}) as pod:
-            ctx = _ctx(tmp_path / status / "out", GoneProvider())
-            ctx.facts.pod.id = "p1"
-            ctx.facts.status = status
-            session = await pod.session(ctx)
-            await teardown.teardown(ctx, Creation(), session)
+            lab = _lab(tmp_path / status / "out", GoneProvider())
+            lab.pod.id = "p1"
+            lab.report.end(status, "stopped")
+            session = await pod.session(lab)
+            await teardown.teardown(lab.config, lab.pod, lab.money, lab.report, lab.stream,
+                                    session)
         out = tmp_path / status / "out"
         assert ((out / "events.jsonl").is_file() and
                 (out / "events.jsonl").read_bytes() == events) is fetched, status
-        assert ("events.jsonl" in ctx.facts.artifacts) is fetched
-        assert ctx.facts.pod.verified_gone and ctx.provider.terminated == "p1"
+        assert ("events.jsonl" in lab.artifacts) is fetched
+        assert lab.verified_gone and lab.provider.terminated == "p1"

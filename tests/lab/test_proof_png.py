@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tplab.records.events import PhaseEvent
+from tplab.records.events import StageEvent
 from tplab.lab.proof_png import final_frame, fit_lines, provider_lines, write_proof_png
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -33,8 +33,8 @@ def test_the_provider_answer_reads_as_a_person_would_read_it() -> None:
     assert failed["state reported"] == "no answer (HTTP 500)"
 
 
-def test_the_final_frame_has_the_phases_with_their_times_and_the_table() -> None:
-    evs = [PhaseEvent(seq=i, ts=100.0 + 2 * i, src="lab", name=n)
+def test_the_final_frame_has_the_stages_with_their_times_and_the_table() -> None:
+    evs = [StageEvent(seq=i, ts=100.0 + 2 * i, src="lab", name=n)
            for i, n in enumerate(["preflight", "create", "run", "terminate", "verify"])]
     frame = final_frame(evs, {"status": "COMPLETE", "reason": "the lab completed",
                               "pod_id": "p1", "verified_gone": True, "actual_cost_usd": 0.0123})
@@ -53,7 +53,7 @@ def test_the_final_frame_shows_the_times_the_terminal_showed(monkeypatch) -> Non
     monkeypatch.setattr(headless.time, "time", lambda: now[0])
     out = io.StringIO()
     view = headless.HeadlessView(out, tty=False)
-    evs = [PhaseEvent(seq=i, ts=100.0 + 2.04 * i, src="lab", name=n)
+    evs = [StageEvent(seq=i, ts=100.0 + 2.04 * i, src="lab", name=n)
            for i, n in enumerate(["preflight", "create", "run", "terminate", "verify"])]
     for ev in evs:
         now[0] = ev.ts + 0.03  # each shown a moment after it was emitted

@@ -15,13 +15,12 @@ import pytest
 from tplab.money.budget import BudgetGuard, default_ledger_path
 from tplab.cloud.base import CostReport, GoneProof, PodInfo, ProviderError, Quote
 from tplab.wire.event_tail import MAX_LINE_BYTES, TailState, _accept
-from tplab.records.events import EventWriter, LogEvent, PhaseEvent, WarningEvent
+from tplab.records.events import EventWriter, LogEvent, StageEvent, WarningEvent
 from tplab.lab import instances, leftovers
 from tplab.lab.lab_config import LabConfig
-from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
 from tplab.lab.ending import end_pod_within
-from tplab.lab.facts import LabFacts
+from tplab.lab.orchestrator import Lab
 from tplab.lab.stream import LabStream
 from tests.e2e_fixtures import FullDisk
 
@@ -179,10 +178,14 @@ async def test_terminate_of_a_running_labs_pod_says_the_lab_ends_it_even_once_se
     assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 3.0  # the lab's to settle
 
 
-def _ctx(tmp_path, provider=None) -> LabContext:
-    stream = LabStream()
-    facts = LabFacts(lab_id="L1", out_dir=tmp_path)
-    return LabContext(LabConfig(mock=True, out_dir=tmp_path), provider, stream, facts)
+def _lab(tmp_path, provider=None) -> Lab:
+    """A lab's owners as its ``Lab`` builds them (config, stream, report, money, pod), not run."""
+    return Lab(LabConfig(mock=True, out_dir=tmp_path), provider)
+
+
+async def _teardown(lab: Lab, session=None) -> None:
+    from tplab.lab import teardown
+    await teardown.teardown(lab.config, lab.pod, lab.money, lab.report, lab.stream, session)
 
 
 async def _collect(stream: LabStream) -> tuple[list, asyncio.Task]:
@@ -196,21 +199,22 @@ async def _collect(stream: LabStream) -> tuple[list, asyncio.Task]:
 
 
 async def test_cost_ticker_failures_are_warnings_and_it_keeps_ticking(tmp_path):
-    ctx = _ctx(tmp_path)
-    ctx.config.cost_tick_s = 0.01
+    lab = _lab(tmp_path)
+    lab.config.cost_tick_s = 0.01
 
     class BrokenGuard:
         def summary(self):
             raise OSError("ledger unreadable")
 
-    ctx.facts.money.guard = BrokenGuard()
-    ctx.facts.money.authorized_usd = 3.0
-    ctx.facts.pod.created_at, ctx.facts.pod.usd_per_hr = time.time(), 0.7
-    seen, task = await _collect(ctx.stream)
-    ticker = asyncio.create_task(cost_ticker(ctx))
+    lab.money.guard = BrokenGuard()
+    lab.money.authorized_usd = 3.0
+    lab.pod.created_at, lab.pod.usd_per_hr = time.time(), 0.7
+    seen, task = await _collect(lab.stream)
+    ticker = asyncio.create_task(cost_ticker(lab.config, lab.pod, lab.money, lab.stream,
+                                             lambda reason, status: None))
     await asyncio.sleep(0.4)
     ticker.cancel()
-    ctx.stream.close_subs()
+    lab.stream.close_subs()
     await task
     warnings = [e for e in seen if isinstance(e, WarningEvent)]
     assert len(warnings) == 1 and "ledger unreadable" in warnings[0].msg
@@ -223,13 +227,13 @@ async def test_a_full_disk_stops_the_record_not_the_lab(tmp_path):
 
     stream._fh = FullDisk()
     seen, task = await _collect(stream)
-    stream.phase("terminate", pod_id="p1")     # what the teardown does next: must not raise
+    stream.stage("terminate", pod_id="p1")      # what the teardown does next: must not raise
     stream.emit("log", level="info", msg="after")
     stream.close_record()
     stream.close_subs()
     await task
-    kinds = [(e.type, e.name if isinstance(e, PhaseEvent) else e.msg[:30])
-             for e in seen if isinstance(e, (PhaseEvent, LogEvent, WarningEvent))]
+    kinds = [(e.type, e.name if isinstance(e, StageEvent) else e.msg[:30])
+             for e in seen if isinstance(e, (StageEvent, LogEvent, WarningEvent))]
     assert kinds[0] == ("warning", "stream.jsonl could not be writ")
     assert ("phase", "terminate") in kinds and ("log", "after") in kinds
 
@@ -237,10 +241,11 @@ async def test_a_full_disk_stops_the_record_not_the_lab(tmp_path):
 async def test_a_stop_during_authorize_leaks_no_hold(tmp_path):
     """BudgetGuard.authorize is slow (a locked ledger); the lab is stopped meanwhile: the
     hold it wrote is still released."""
-    from tplab.lab import provision, teardown
-    from tplab.lab.provision import Creation
-    ctx = _ctx(tmp_path, FakeProvider())
-    slow = BudgetGuard.from_config(mock=True)
+    from tplab.lab import provision
+    lab = _lab(tmp_path, FakeProvider())
+    from tplab.money.caps import resolve_caps
+    lab.money.open(resolve_caps(mock=True))
+    slow = lab.money.guard
     real = slow.authorize
 
     def authorize(label, amount):
@@ -248,15 +253,13 @@ async def test_a_stop_during_authorize_leaks_no_hold(tmp_path):
         return real(label, amount)
 
     slow.authorize = authorize
-    from tplab.money.caps import resolve_caps
-    ctx.facts.money.caps = resolve_caps(mock=True)
-    ctx.facts.money.guard = slow
-    body = asyncio.create_task(provision.authorize(ctx))
+    body = asyncio.create_task(provision.authorize(lab.config, lab.provider, lab.money,
+                                                   lab.stream))
     await asyncio.sleep(0.1)
     body.cancel()  # the lab is stopped while the ledger write runs
     with pytest.raises(asyncio.CancelledError):
         await body
-    await teardown.teardown(ctx, Creation(), None)
+    await _teardown(lab)
     assert BudgetGuard(default_ledger_path(mock=True), 5.0).held == 0.0
     kinds = [json.loads(ln)["kind"] for ln in default_ledger_path(mock=True).read_text()
              .splitlines()]
@@ -309,14 +312,15 @@ async def test_a_results_json_that_is_not_an_object_is_a_clear_error(tmp_path):
     srv = SandboxServer(root, key)
     await srv.start()
     try:
-        ctx = _ctx(tmp_path / "out")
-        session = PodSession(ctx, on_result=lambda r: None)
+        lab = _lab(tmp_path / "out")
+        session = PodSession(lab.config, lab.pod, lab.report, lab.stream, lab._stop,
+                             on_result=lambda r: None)
         session.conn = await remote.connect(remote.ConnectOptions(
             host="127.0.0.1", port=srv.port, user="root", pod_id="p",
             known_hosts_dir=tmp_path / "kh"), key)
         with pytest.raises(LabStop, match="results.json is a JSON array, not an object"):
             await session.fetch()
-        assert ctx.facts.results is None
+        assert lab.results is None
         session.close()
     finally:
         await srv.stop()
@@ -326,20 +330,20 @@ async def test_the_lab_cap_stops_the_lab_the_moment_it_is_reached(tmp_path):
     """The client-side stop at the lab's authorization: $0.72/h for 11 s is past a $0.002 hold
     (the pod's watchdog knows nothing of dollars; only this stop enforces them)."""
     from tplab.lab.cost import _tick
-    stops: list[str] = []
-    ctx = _ctx(tmp_path)
-    ctx.request_stop = stops.append
-    ctx.config.wall_cap_s = 7200.0
-    money, pod = ctx.facts.money, ctx.facts.pod
+    stops: list[tuple[str, str]] = []
+    lab = _lab(tmp_path)
+    lab.config.wall_cap_s = 7200.0
+    money, pod = lab.money, lab.pod
     money.authorized_usd, pod.usd_per_hr = 0.002, 0.72
     pod.created_at = time.time() - 9.0
-    seen, task = await _collect(ctx.stream)
-    await _tick(ctx, 0)  # $0.0018: the 80% alert, no stop yet
+    seen, task = await _collect(lab.stream)
+    owners = (lab.config, pod, money, lab.stream, lambda *why: stops.append(why))
+    await _tick(*owners, 0)  # $0.0018: the 80% alert, no stop yet
     assert stops == []
     pod.created_at = time.time() - 11.0
-    await _tick(ctx, 1)
-    assert stops == ["the lab cap $0.002 was reached"]
-    ctx.stream.close_subs()
+    await _tick(*owners, 1)
+    assert stops == [("the lab cap $0.002 was reached", "FAILED")]  # the lab's own stop
+    lab.stream.close_subs()
     await task
     assert [e.kind for e in seen if isinstance(e, WarningEvent)] == ["budget80"]
 
@@ -348,20 +352,18 @@ async def test_a_pod_that_never_goes_is_not_called_gone(tmp_path, short_waits):
     """The provider keeps listing the pod after terminate: teardown waits its bound, re-sends
     terminate, and says so; the proof says not gone, the record stays open for the next start.
     (Its polls 50 ms apart: the bound, 1 s, is what it waits.)"""
-    from tplab.lab import teardown
-    from tplab.lab.provision import Creation
     prov = FakeProvider(gone_after=10 ** 9)
-    ctx = _ctx(tmp_path, prov)
-    ctx.config.end_bound_s = 1.0
-    ctx.facts.pod.id = "stuck1"
-    ctx.facts.pod.record = _record("stuck1")
-    seen, task = await _collect(ctx.stream)
+    lab = _lab(tmp_path, prov)
+    lab.config.end_bound_s = 1.0
+    lab.pod.id = "stuck1"
+    lab.pod.record = _record("stuck1")
+    seen, task = await _collect(lab.stream)
     t0 = time.monotonic()
-    await teardown.teardown(ctx, Creation(), None)
+    await _teardown(lab)
     assert time.monotonic() - t0 >= 1.0  # it waited for the provider, to the bound
-    ctx.stream.close_subs()
+    lab.stream.close_subs()
     await task
-    assert ctx.facts.pod.verified_gone is False and prov.terminates >= 2
+    assert lab.pod.verified_gone is False and prov.terminates >= 2
     proof = json.loads((tmp_path / "proof-terminated.json").read_text())
     assert proof["verified_gone"] is False and proof["listed"] is True
     assert any(isinstance(e, WarningEvent) and "NOT proven gone" in e.msg for e in seen)
@@ -442,9 +444,10 @@ def test_terminate_all_goes_on_to_the_next_pod_when_one_fails(tmp_path, monkeypa
 
 async def test_a_provider_error_while_reconnecting_is_a_retry(tmp_path):
     from tplab.lab.ssh_session import PodSession
-    ctx = _ctx(tmp_path, FakeProvider(status_error=True))
-    ctx.facts.pod.id = "p1"
-    session = PodSession(ctx, on_result=lambda r: None)
+    lab = _lab(tmp_path, FakeProvider(status_error=True))
+    lab.pod.id = "p1"
+    session = PodSession(lab.config, lab.pod, lab.report, lab.stream, lab._stop,
+                         on_result=lambda r: None)
     assert await session._check_pod_alive() is False  # not a LabStop: the loop tries again
 
 
@@ -556,26 +559,24 @@ async def test_the_hold_follows_the_proof_that_the_pod_is_gone(tmp_path, short_w
 
     from tplab.commands import budget
     from tplab.faces.startcheck import refusal
-    from tplab.lab import teardown
-    from tplab.lab.provision import Creation
     from tplab.money.caps import resolve_caps
     prov = FakeProvider(gone_after=10 ** 9)
-    ctx = _ctx(tmp_path, prov)
-    ctx.config.end_bound_s = 1.0
-    money = ctx.facts.money
+    lab = _lab(tmp_path, prov)
+    lab.config.end_bound_s = 1.0
+    money = lab.money
     money.open(resolve_caps(mock=True))
-    money.auth_id = money.guard.authorize(ctx.config.ledger_label(), 3.0)
-    money.authorized_usd = 3.0
-    pod = ctx.facts.pod
+    await money.authorize(lab.config.ledger_label())
+    assert money.authorized_usd == 3.0
+    pod = lab.pod
     pod.id, pod.usd_per_hr, pod.created_at = "stuck2", 0.72, time.time() - 600
     pod.record = _record("stuck2", auth_id=money.auth_id, created_at=pod.created_at)
-    ctx.facts.status, ctx.facts.reason = "STOPPED", "stopped by the user (TERMINATE)"
-    await teardown.teardown(ctx, Creation(), None)
+    lab.report.end("STOPPED", "stopped by the user (TERMINATE)")
+    await _teardown(lab)
     guard = BudgetGuard(default_ledger_path(mock=True), 5.0)
     assert guard.held == 3.0 and guard.total_spent == 0.0
-    assert ctx.facts.reason.startswith("stopped by the user (TERMINATE); pod stuck2 is NOT "
-                                       "proven gone after 1 s")
-    assert "run `tplab terminate stuck2 --mock` to try again" in ctx.facts.reason
+    assert lab.report.reason.startswith("stopped by the user (TERMINATE); pod stuck2 is NOT "
+                                        "proven gone after 1 s")
+    assert "run `tplab terminate stuck2 --mock` to try again" in lab.report.reason
     assert money.cost().what == "estimate" and money.held_for_pod == "stuck2"
     [rec] = instances.load_all(True)
     assert rec.lab_ended and rec.open and not rec.settled
@@ -611,9 +612,8 @@ async def test_a_failed_bid_that_leaves_an_instance_ends_with_the_truth_about_it
     """Vast's failed bid still made an instance: the lab adopts it, and its last sentence says
     what is left (here, an end never done: NOT proven gone), never "nothing is left running"."""
     from tplab.cloud.base import LeftBehindError
-    from tplab.lab import provision, teardown
+    from tplab.lab import provision
     from tplab.lab.lab_config import STUB, LabStop
-    from tplab.lab.provision import Creation
     from tplab.money.caps import resolve_caps
 
     class FailedBid(FakeProvider):
@@ -627,16 +627,16 @@ async def test_a_failed_bid_that_leaves_an_instance_ends_with_the_truth_about_it
             return {}
 
     prov = FailedBid(gone_after=10 ** 9)
-    ctx = _ctx(tmp_path, prov)
-    ctx.config.end_bound_s, ctx.config.boot_guard = 1.0, False
-    ctx.facts.money.open(resolve_caps(mock=True))
-    creation = Creation()
+    lab = _lab(tmp_path, prov)
+    lab.config.end_bound_s, lab.config.boot_guard = 1.0, False
+    lab.money.open(resolve_caps(mock=True))
     with pytest.raises(LabStop) as stop:
-        await provision.create(ctx, creation, "ssh-ed25519 AAAA test")
+        await provision.create(lab.config, lab.pod, lab.money, lab.stream,
+                               "ssh-ed25519 AAAA test")
     assert stop.value.status == STUB and "left instance 77 behind" in stop.value.reason
-    assert ctx.facts.pod.id == "77"  # adopted: the teardown proves its end
-    ctx.facts.status, ctx.facts.reason = stop.value.status, stop.value.reason
-    await teardown.teardown(ctx, creation, None)
-    reason = ctx.facts.reason
+    assert lab.pod_id == "77"  # adopted: the teardown proves its end
+    lab.report.end(stop.value.status, stop.value.reason)
+    await _teardown(lab)
+    reason = lab.report.reason
     assert "nothing" not in reason and "pod 77 is NOT proven gone" in reason, reason
     assert [r.pod_id for r in instances.open_records(True)] == ["77"]

@@ -6,7 +6,7 @@ import pytest
 
 from tplab.mock.runpod_mock.faults import Faults
 from tplab.mock.handle import start_mock_cloud, start_mock_vast
-from tplab.mock.vast_mock.fault_switches import VastFaults
+from tplab.mock.vast_mock.faults import VastFaults
 
 
 @pytest.fixture(scope="module")

@@ -131,8 +131,8 @@ def _document(provider: str) -> dict[str, Any]:
     if provider == "vast":
         from tplab.mock.vast_mock.contract import CONTRACT
         return CONTRACT.document
-    from tplab.mock.runpod_mock import openapi
-    return openapi.document()
+    from tplab.mock.runpod_mock import contract
+    return contract.document()
 
 
 def start(provider: str, base_url: str, api_key: str,

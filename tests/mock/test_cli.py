@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tplab.cloud.base import BalanceError
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.provider import RunPodProvider
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import http, new_key, spec, ssh_run
 
@@ -77,7 +77,7 @@ def test_stop_sweeps_processes_of_a_mock_that_died_hard(tmp_path):
 
 CRASHING_PARENT = r"""
 import os, sys
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.provider import RunPodProvider
 from tplab.mock.handle import start_mock_cloud
 from tests.mock.helpers import new_key, spec, ssh_run
 key = new_key()

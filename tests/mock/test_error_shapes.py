@@ -15,9 +15,9 @@ from tests.mock.helpers import http
 from tplab.mock.runpod_mock import server as runpod_server
 from tplab.mock.runpod_mock.faults import Faults
 from tplab.mock.runpod_mock.state import CloudState
-from tplab.mock.vast_mock import http_server as vast_server
-from tplab.mock.vast_mock.fault_switches import VastFaults
-from tplab.mock.vast_mock.rentals import VastState
+from tplab.mock.vast_mock import server as vast_server
+from tplab.mock.vast_mock.faults import VastFaults
+from tplab.mock.vast_mock.state import VastState
 
 pytestmark = pytest.mark.slow
 

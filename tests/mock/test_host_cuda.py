@@ -5,7 +5,7 @@ its create allows (``allowedCudaVersions``, ``minCudaVersion``), as RunPod's doc
 from __future__ import annotations
 
 from tests.mock.helpers import http
-from tplab.mock.vast_mock.offers import MACHINES
+from tplab.mock.vast_mock.catalog import MACHINES
 
 IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 

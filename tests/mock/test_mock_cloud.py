@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from tplab.cloud.runpod.runpod_provider import RunPodProvider
+from tplab.cloud.runpod.provider import RunPodProvider
 from tests.mock.helpers import GPU, http, new_key, spec, ssh_run
 
 IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"

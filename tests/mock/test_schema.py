@@ -9,7 +9,7 @@ import graphql
 import pytest
 
 from tplab.cloud.runpod import graphql_ops as ops
-from tplab.mock.runpod_mock import openapi
+from tplab.mock.runpod_mock import contract
 from tplab.mock.runpod_mock.graphql_api import root_fields, schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,9 +25,9 @@ def _errors(query: str, spot_removed: bool = False) -> list[str]:
 # ---- OpenAPI ---------------------------------------------------------------------------------
 def test_shipped_document_is_runpods_own_cut_to_our_routes():
     full = json.loads(REFERENCE.read_text())
-    assert openapi.extract_subset(full) == openapi.document()
-    assert "runpod/docs" in openapi.document()["x-tplab-source"]
-    assert set(openapi.document()["paths"]) == set(openapi.ROUTES)
+    assert contract.extract_subset(full) == contract.document()
+    assert "runpod/docs" in contract.document()["x-tplab-source"]
+    assert set(contract.document()["paths"]) == set(contract.ROUTES)
 
 
 def test_create_body_is_held_to_the_document():
@@ -35,35 +35,35 @@ def test_create_body_is_held_to_the_document():
                                                        "minCudaVersion": "12.4"},
             "cloud": "SECURE", "disk": 20, "ports": ["22/tcp"], "env": {"PUBLIC_KEY": "k"},
             "args": "exec /start.sh"}
-    openapi.check_request_body("/v2/pods", "post", good)
+    contract.check_request_body("/v2/pods", "post", good)
     for bad, needle in (({**good, "interruptible": True}, "interruptible"),
                         ({**good, "gpu": {"id": "g", "bidPerGpu": 0.3}}, "bidPerGpu"),
                         ({**good, "cloud": "SPOT"}, "SPOT"),
                         ({**good, "gpu": {"id": "g", "minCudaVersion": "12"}}, "12"),
                         ({k: v for k, v in good.items() if k != "name"}, "name")):
-        with pytest.raises(openapi.SchemaViolation) as err:
-            openapi.check_request_body("/v2/pods", "post", bad)
+        with pytest.raises(contract.SchemaViolation) as err:
+            contract.check_request_body("/v2/pods", "post", bad)
         assert any(needle in e for e in err.value.errors), err.value.errors
 
 
 def test_answers_are_held_to_the_document():
-    with pytest.raises(openapi.SchemaViolation, match="required"):
-        openapi.check_response("/v2/pods/{id}", "get", 200, {"id": "x"})
-    assert openapi.check_response("/v2/pods/{id}", "delete", 204, None) == ""
-    with pytest.raises(openapi.SchemaViolation, match="no body"):
-        openapi.check_response("/v2/pods/{id}", "delete", 204, {"x": 1})
-    assert openapi.check_response("/v2/pods", "post", 400, {
+    with pytest.raises(contract.SchemaViolation, match="required"):
+        contract.check_response("/v2/pods/{id}", "get", 200, {"id": "x"})
+    assert contract.check_response("/v2/pods/{id}", "delete", 204, None) == ""
+    with pytest.raises(contract.SchemaViolation, match="no body"):
+        contract.check_response("/v2/pods/{id}", "delete", 204, {"x": 1})
+    assert contract.check_response("/v2/pods", "post", 400, {
         "title": "Bad Request", "status": 400, "detail": "x"}) == "application/problem+json"
 
 
 def test_query_parameters_are_typed_and_unknown_ones_refused():
-    q = openapi.check_query("/v2/catalog/gpus", "get", {"include": "AVAILABILITY",
+    q = contract.check_query("/v2/catalog/gpus", "get", {"include": "AVAILABILITY",
                                                         "product": "POD", "count": "2"})
     assert q == {"include": ["AVAILABILITY"], "product": ["POD"], "count": 2}
-    with pytest.raises(openapi.SchemaViolation, match="unknown query parameter 'gpuId'"):
-        openapi.check_query("/v2/catalog/gpus", "get", {"gpuId": "x"})
-    with pytest.raises(openapi.SchemaViolation, match="count"):
-        openapi.check_query("/v2/catalog/gpus", "get", {"count": "0"})
+    with pytest.raises(contract.SchemaViolation, match="unknown query parameter 'gpuId'"):
+        contract.check_query("/v2/catalog/gpus", "get", {"gpuId": "x"})
+    with pytest.raises(contract.SchemaViolation, match="count"):
+        contract.check_query("/v2/catalog/gpus", "get", {"count": "0"})
 
 
 # ---- GraphQL ---------------------------------------------------------------------------------

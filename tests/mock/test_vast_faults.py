@@ -232,9 +232,9 @@ def test_two_mocks_that_hand_out_the_same_id_never_reach_each_others_processes(t
     import sys
 
     from tplab.mock.procs import MARKER_VAR, pod_pids
-    from tplab.mock.vast_mock.fault_switches import VastFaults
-    from tplab.mock.vast_mock.offers import MACHINES
-    from tplab.mock.vast_mock.rentals import VastState
+    from tplab.mock.vast_mock.faults import VastFaults
+    from tplab.mock.vast_mock.catalog import MACHINES
+    from tplab.mock.vast_mock.state import VastState
 
     async def make(name: str):
         state = VastState(api_key="k", balance_usd=1.0, faults=VastFaults(), boot_delay_s=60,

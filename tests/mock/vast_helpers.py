@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.mock.helpers import http
-from tplab.mock.vast_mock.offers import MACHINES
+from tplab.mock.vast_mock.catalog import MACHINES
 
 #: Vast's own CLI, as scripts/setup installs it (pyproject's `vast-cli` pin, an environment of
 #: its own)

@@ -60,7 +60,7 @@ def test_all_error_classes_and_copies_are_present():
 
 
 @SLOW  # tens of thousands of generated examples
-def test_seed_cases_are_in_the_grammar():
+def test_the_lab_sheets_cases_are_in_the_grammar():
     rng_examples = _train(40000)
     pairs = {(e.bad, e.good) for e in rng_examples}
     kinds = {e.kind for e in rng_examples if e.bad.startswith("he goed ")}

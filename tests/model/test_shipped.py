@@ -1,4 +1,4 @@
-"""The shipped checkpoint: loads strictly, corrects the seed's prompts, carries unknown words through,
+"""The shipped checkpoint: loads strictly, corrects the lab sheet's prompts, carries unknown words through,
 stops at the end of the sentence, meets the accuracy bars. (That the lab's 100-token decode of
 every shipped prompt ends its sentence and then only emits <eos> is checked beside TP's decode of
 the same prompts, in test_tp.py.)"""
@@ -13,7 +13,7 @@ from tplab.model.decode import greedy_decode
 from tplab.model.evaluate import evaluate
 from tplab.home.paths import DEFAULT_CHECKPOINT
 
-SEED_CASES = {
+SHEET_CASES = {
     "he goed to school": "he went to school",
     "i has eat": "i have eaten",
     "she dont like apples": "she doesn't like apples",
@@ -33,12 +33,12 @@ def _correct(model, tok, text: str) -> str:
     return tok.decode(out, tok.slots(text))
 
 
-def test_shipped_checkpoint_corrects_the_seed_prompts_and_carries_unknown_words():
+def test_shipped_checkpoint_corrects_the_sheet_prompts_and_carries_unknown_words():
     torch.set_num_threads(1)
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     model, tok = build_single(ckpt), ckpt.tokenizer
     assert tok.n_slots == 8 and ckpt.config.vocab_size % 8 == 0
-    for bad, good in {**SEED_CASES, **UNKNOWN_WORD_CASES}.items():
+    for bad, good in {**SHEET_CASES, **UNKNOWN_WORD_CASES}.items():
         assert _correct(model, tok, bad) == good
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.distributed import run_distributed
-from tests.model.test_shipped import SEED_CASES
+from tests.model.test_shipped import SHEET_CASES
 from tplab.commands import generate
 from tplab.model.checkpoint import build_single, build_tp, load_checkpoint
 from tplab.model.decode import greedy_decode, greedy_decode_batch
@@ -66,7 +66,7 @@ def test_every_shipped_prompt_ends_keeps_emitting_eos_and_decodes_the_same_under
     assert greedy_decode(single, ids[0], NEW_TOKENS) == expected[0]
     # -- from test_every_shipped_prompt_ends_and_the_lab_decode_keeps_emitting_eos
     tok = ckpt.tokenizer
-    assert len(prompts) >= 10 and set(SEED_CASES) <= set(prompts)
+    assert len(prompts) >= 10 and set(SHEET_CASES) <= set(prompts)
     for text, out in zip(prompts, expected):
         end = out.index(tok.eos_id)
         assert end <= len(tok.encode(text)) + 3 and set(out[end:]) == {tok.eos_id}, text

@@ -87,27 +87,23 @@ def test_provider_auto_never_picks_an_offer_over_the_lab_cap():
     from tplab.lab import auto_pick
     from tplab.lab.auto_pick import Answer
     from tplab.lab.lab_config import LabStop
-    from tplab.lab.preflight import lab_caps
     config = LabConfig(mock=True, provider="auto", lab_cap_usd=0.05, wall_cap_s=3600)
     cheap = Answer("vast", Quote("RTX 4090", 2, 0.74, 1.0, True, True, spot_offered=True))
     with pytest.raises(LabStop) as stop:
-        auto_pick.decide(config, [cheap], lab_caps(config))
+        auto_pick.decide(config, [cheap], config.caps())
     assert stop.value.status == "EDUCATIONAL_STUB"
     assert "worst case $0.74 over the lab cap $0.05" in stop.value.reason
     fits = Answer("runpod", Quote("RTX 4090", 2, 0.04, 1.0, True, True, spot_offered=True))
-    assert auto_pick.decide(config, [cheap, fits], lab_caps(config))[0] == "runpod"
+    assert auto_pick.decide(config, [cheap, fits], config.caps())[0] == "runpod"
 
 
 def test_the_labs_preflight_holds_what_the_flags_say(tmp_path):
     from tplab.lab import preflight
-    from tplab.lab.context import LabContext
-    from tplab.lab.facts import LabFacts
-    from tplab.lab.stream import LabStream
-    ctx = LabContext(LabConfig(mock=True, lab_cap_usd=LAB, phase_cap_usd=PHASE), None,
-                     LabStream(), LabFacts(lab_id="L1", out_dir=tmp_path))
-    caps = preflight.open_budget(ctx)
+    from tplab.lab.orchestrator import Lab
+    lab = Lab(LabConfig(mock=True, lab_cap_usd=LAB, phase_cap_usd=PHASE, out_dir=tmp_path))
+    caps = preflight.open_budget(lab.config, lab.money, lab.stream)
     assert (caps.lab_cap_usd, caps.phase_cap_usd) == (6.0, 10.0)
-    assert ctx.facts.money.guard is not None and ctx.facts.money.guard.cap_usd == 10.0
+    assert lab.money.guard is not None and lab.money.guard.cap_usd == 10.0
 
 
 def test_the_dashboards_pre_start_check_and_budget_panel_say_the_same_caps(monkeypatch):

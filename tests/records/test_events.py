@@ -14,7 +14,7 @@ import pytest
 from tplab.records.dmodel import DModelPoint
 from tplab.records.events import (
     EVENT_TYPES, BudgetEvent, CostEvent, ErrorEvent, EventDecoder, EventError, EventWriter,
-    FiguresEvent, HeartbeatEvent, InstanceEvent, LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent, SshEvent,
+    FiguresEvent, HeartbeatEvent, InstanceEvent, LogEvent, StageEvent, PromptDoneEvent, ResultEvent, SshEvent,
     SweepEvent, SweepPointEvent, TimelineEvent, TokenEvent, WarningEvent, decode_line,
     from_dict, read_events)
 
@@ -34,11 +34,11 @@ def _point(d: int = 64) -> DModelPoint:
 
 #: one event of every type, each with its optional fields set where it has any
 EVERY_TYPE = [
-    PhaseEvent(name="preflight", num_prompts=2, new_tokens=8, world_size=2, lab_id="lab-1",
+    StageEvent(name="preflight", num_prompts=2, new_tokens=8, world_size=2, lab_id="lab-1",
                mock=True),
-    PhaseEvent(name="done", status="COMPLETE", reason="", out_dir="/tmp/x", pod_id="p1",
+    StageEvent(name="done", status="COMPLETE", reason="", out_dir="/tmp/x", pod_id="p1",
                verified_gone=True, exit_code=0, manifest="/tmp/x/manifest.json"),
-    PhaseEvent(name="decode", modes=["single", "tp"], order="interleaved prompt by prompt",
+    StageEvent(name="decode", modes=["single", "tp"], order="interleaved prompt by prompt",
                transports=["gloo"], d_models=[64, 128]),
     LogEvent(level="warning", msg="gloo on the CPU", headline=True),
     TokenEvent(mode="tp", prompt=3, pos=7, ms=1.25, ar_ms=0.5, token=42, ar_measured=True,

@@ -63,7 +63,7 @@ def test_crossover_edges():
     assert latency.crossover_d_model(free, 2, SHAPE) == latency.D_MIN  # always pays
 
 
-def test_shipped_profiles_mark_every_number_and_4090_meets_the_seed():
+def test_shipped_profiles_mark_every_number_and_4090_meets_the_sheet():
     names = latency.list_profiles()
     assert {"rtx4090x2-pcie", "a100x2-nvlink", "h100x2-nvlink", "cpu-gloo"} <= set(names)
     for name in names:
@@ -74,7 +74,7 @@ def test_shipped_profiles_mark_every_number_and_4090_meets_the_seed():
     assert not latency.load_profile("rtx4090x2-pcie").nvlink
     assert latency.load_profile("h100x2-nvlink").nvlink
     cross = latency.crossover_d_model(latency.load_profile("rtx4090x2-pcie"), 2)
-    assert 1024 <= cross <= 2048  # the seed's expectation on 2x RTX 4090
+    assert 1024 <= cross <= 2048  # the lab sheet's expectation on 2x RTX 4090
     # the lab's own model is launch-bound: TP is slower at d_model 64 on every profile
     for name in names:
         pr = latency.predict(latency.load_profile(name), 64, 2)

@@ -1,4 +1,4 @@
-"""The compile lab: the seed's substitute matches within 1e-6, the dump holds a fused softmax kernel,
+"""The compile lab: the lab sheet's substitute matches within 1e-6, the dump holds a fused softmax kernel,
 and the compiled static-cache decode step gives the same tokens as the model's eager loop."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_substitute_match_and_fused_softmax_dump(tmp_path: Path) -> None:
     assert manifest["status"] == "COMPLETE"
     assert manifest["files"]["kernels/fused_softmax.cpp"]
     report = (out / "REPORT.md").read_text()
-    assert "within the seed's bar" in report
+    assert "within the lab sheet's bar" in report
     # Inductor's CPU probes ran first, in the shared cache, and the report and manifest say where
     # they came from; the lab's own cache holds its kernels and no probe
     probes = manifest["inductor_probes"]

@@ -95,7 +95,7 @@ def test_every_byte_figure_matches_the_checkpoint_shapes(which: str, other_check
 
 
 def test_the_page_is_about_a_page_with_its_detail_beside_it() -> None:
-    """Seed 003 asks for ~1 page (~500 words, four sections of ~125): the page keeps each
+    """The compile lab's sheet asks for ~1 page (~500 words, four sections of ~125): the page keeps each
     pattern's prose and one line of this model's figures, the three closing sentences, and links
     the detail, whose figures it quotes."""
     data = survey.collect(DEFAULT_CHECKPOINT)

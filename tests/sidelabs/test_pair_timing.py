@@ -86,7 +86,7 @@ def test_a_timing_survives_its_json():
     assert back.calls_per_round == 7
 
 
-def test_deferred_timings_run_together_so_every_ratio_spans_the_whole_phase():
+def test_deferred_timings_run_together_so_every_ratio_spans_the_whole_timing():
     from tplab.sidelabs.pair_timing import Budget
     order: list[str] = []
 

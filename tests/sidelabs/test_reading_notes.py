@@ -18,7 +18,7 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def test_the_seed_files_exist() -> None:
+def test_the_reading_notes_files_exist() -> None:
     names = {p.name for p in NOTES.iterdir()}
     assert {"megatron-tp-layers.md", "fsdp-prefetch.md", "synthesis.md",
             "megatron-sha.txt"} <= names

@@ -1,8 +1,8 @@
 """Tensor-parallel layers match their single-device counterparts, forward and backward.
 
-The seed's four tests (column, row, sharded embedding, the Column → GELU → Row MLP) run on two gloo
+The lab sheet's four tests (column, row, sharded embedding, the Column → GELU → Row MLP) run on two gloo
 ranks on the CPU within 1e-4, and again with the collectives over the shared-memory transport
-(``tplab.tp.shm``); beyond the seed: gradients of the input and of each shard's weight,
+(``tplab.tp.shm``); beyond the lab sheet: gradients of the input and of each shard's weight,
 world size 4, embedding ids on shard boundaries, the collectives' conjugate pairs, comm timing, the
 collectives' names in a profiler's trace (only inside ``labels.labelled()``), and the error for a
 world size that does not divide a sharded dimension.
@@ -269,7 +269,7 @@ def _checks(rank: int, ws: int) -> dict[str, Any]:
     }
 
 
-# shm at world size 2 (the seed's); tests/tp/test_shm.py runs the transport itself at 3 ranks
+# shm at world size 2 (the lab sheet's); tests/tp/test_shm.py runs the transport itself at 3 ranks
 @pytest.fixture(scope="module", params=[(2, "gloo"), (4, "gloo"), (2, "shm")],
                 ids=["ws2-gloo", "ws4-gloo", "ws2-shm"])
 def ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:

@@ -53,8 +53,8 @@ async def test_at_80x24_terminate_state_budget_timings_and_phase_stay_on_screen(
             assert "RUNNING" in summary and "$1.83 left" in summary  # the pod, the budget
             assert "single 1.0" in summary or "single 0.9" in summary  # ms/token, both modes
             assert "tp 1." in summary and "speedup 0." in summary and "timed so far" in summary
-            # the phase: in the strip as far as it fits, in full in the action bar
-            assert summary.endswith(" · run") and "phase run" in bar._status_shown.plain
+            # the stage: in the strip as far as it fits, in full in the action bar
+            assert summary.endswith(" · run") and "stage run" in bar._status_shown.plain
         assert "MOCK" in app.title
 
 

@@ -146,7 +146,7 @@ def _booting_lab(cloud, lab_assets, out: Path) -> PtyProcess:
                        "--prompts-file", str(prompts), "--out", str(out)],
                       RUNPOD_API_KEY=cloud.api_key)
     try:
-        dash.wait_for_text("phase boot", 90)
+        dash.wait_for_text("stage boot", 90)
     except BaseException:
         dash.close()
         raise
@@ -200,7 +200,7 @@ def test_during_a_replay_the_dashboard_exits_at_once(tmp_path, how):
     dash = _dashboard(["--replay", str(folder), "--speed", "1"])
     try:
         dash.wait_for_text("REPLAY", 60)
-        dash.wait_for_text("phase preflight", 30)  # its first events played: mid-replay
+        dash.wait_for_text("stage preflight", 30)  # its first events played: mid-replay
         _stop(dash, how)
         took = dash.wait(AFTER_LAB_S)
     finally:

@@ -64,7 +64,7 @@ def test_accept_drops_duplicates_and_counts_gaps():
     assert [e.seq for e in _accept(st, evs[:3])] == [0, 1, 2]
     assert [e.seq for e in _accept(st, evs[1:])] == [3, 4, 5]
     assert st.duplicates == 2 and st.gaps == 0
-    assert st.finished_seen_at is not None  # the job's `finished` phase was seen
+    assert st.finished_seen_at is not None  # the job's `finished` stage was seen
     _accept(st, [HeartbeatEvent(seq=9, ts=0.0)])
     assert st.gaps == 1
 

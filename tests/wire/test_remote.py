@@ -390,8 +390,8 @@ async def test_detached_launch_survives_the_session_and_resumes_after_a_drop(
         UploadItem(shim / "distributed" / "run.py", "torch/distributed/run.py")])
     conn = await remote.connect(_opts(server, tmp_path), server.client_key)
     await remote.upload(conn, items)
-    from tplab.cloud.runpod.pod_self_end import self_end
-    from tplab.records.self_end import encode
+    from tplab.cloud.runpod.self_end import self_end
+    from tplab.records.self_end_word import encode
     await remote.launch(conn, remote.LaunchSpec(nproc=2, job_args=["--out", "."],
                                                 python=server.python, heartbeat_stale_s=60,
                                                 self_end=encode(self_end())))

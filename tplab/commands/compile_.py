@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-HELP = "torch.compile MiniGPT-grammar and the seed's Linear+softmax; dump and annotate Inductor's kernels."
-DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/DISTRIBUTED.md (the seed's "
+HELP = "torch.compile MiniGPT-grammar and the lab sheet's Linear+softmax; dump and annotate Inductor's kernels."
+DESCRIPTION = (HELP + " Writes DIR/REPORT.md, DIR/KERNEL_ANNOTATION.md, DIR/DISTRIBUTED.md (the lab sheet's "
                "survey of DDP, FSDP, TP and PP with this checkpoint's communication costs), "
                "DIR/manifest.json, DIR/compile-results.json and the generated code under DIR/kernels/.")
 
@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts-file", type=Path, default=DEFAULT_PROMPTS, metavar="PATH",
                    dest="prompts", help="prompt file, one prompt a line (default: the shipped one)")
     p.add_argument("--substitute-only", action="store_true",
-                   help="only the seed's Linear(64, 600)+softmax substitute, no MiniGPT")
+                   help="only the lab sheet's Linear(64, 600)+softmax substitute, no MiniGPT")
     p.add_argument("--new-tokens", type=int, default=64, metavar="N", help="tokens per timed decode (default 64)")
     p.add_argument("--rounds", type=int, default=8,
                    help="timing rounds at least (default 8), each visiting every side of every "

@@ -1,4 +1,4 @@
-"""`tplab handin DIR`: lay a finished lab and the phase's ledger out where the seeds name them.
+"""`tplab handin DIR`: lay a finished lab and the phase's ledger out where the lab sheets name them.
 
 Why: tplab keeps a lab's files under TPLAB_HOME/labs/<id>/ and the ledger in TPLAB_HOME, but a
 student hands in ``experiments/35-tp-inference/``, ``experiments/35-cloud-budget/spend.jsonl``,
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = "gather a finished lab, its spend and the reading notes into the seed's experiments/ layout"
+HELP = "gather a finished lab, its spend and the reading notes into the lab sheet's experiments/ layout"
 DESCRIPTION = (
-    "Copy the lab the seed accepts (one that completed, else an EDUCATIONAL_STUB; a real lab "
+    "Copy the lab the lab sheet accepts (one that completed, else an EDUCATIONAL_STUB; a real lab "
     "before a mock one; the newest of those), or --lab ID, into DIR/experiments/: "
     "35-tp-inference/ (manifest, results, scaling curve, trace.json, proof-terminated.png, a "
     "README), "
@@ -32,11 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the repository to write experiments/ into")
     parser.add_argument("--lab", metavar="ID",
                         help="the lab's id (its folder name under TPLAB_HOME/labs or "
-                             "TPLAB_HOME/mock/labs) or its folder; default: the newest lab the "
-                             "seed accepts (a STOPPED or FAILED lab is refused)")
+                             "TPLAB_HOME/mock/labs) or its folder; default: the newest lab the lab "
+                             "sheet accepts (a STOPPED or FAILED lab is refused)")
     parser.add_argument("--compile-run", metavar="DIR", type=Path, default=None, dest="compile_dir",
                         help="also hand in a `tplab compile --out DIR` run as "
-                             "experiments/25-compile/ (seed 003: REPORT.md, kernel, "
+                             "experiments/25-compile/ (the compile lab's sheet: REPORT.md, kernel, "
                              "KERNEL_ANNOTATION.md, DISTRIBUTED.md and its detail, manifest)")
     parser.add_argument("--force", action="store_true",
                         help="overwrite files in DIR whose content differs")

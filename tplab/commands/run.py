@@ -1,4 +1,4 @@
-"""`tplab run`: one lab, headless — phases, a progress bar, a final table; `--json` for scripts.
+"""`tplab run`: one lab, headless — its stages, a progress bar, a final table; `--json` for scripts.
 
 Exit 0 only when the lab completed and its pod is verified gone (3: EDUCATIONAL_STUB, 4: stopped
 by the user with the pod gone, 5: interrupted, 1: failed; 141, quietly, when the reader of its

@@ -2,7 +2,7 @@
 
 Why: the lab's measured slowdown is one point; the curve says where TP starts to pay on a given
 machine and why (weight reads divided by p against collectives and launches that are not). It
-draws the plot in the terminal and prints the prediction at the seed's d_model 64, 256, 1024 and
+draws the plot in the terminal and prints the prediction at the lab sheet's d_model 64, 256, 1024 and
 4096; with ``--out DIR`` it also writes ``scaling-curve.png`` and ``scaling.json``. With
 ``--calibrate results.json`` the profile is the one of the run's device and transport (another one
 asked for is refused), calibrated to the run's d_model sweep when it has one, and the run's
@@ -29,7 +29,7 @@ DESCRIPTION = (
     "all-reduce sweep and the launch overhead to its one point), and draws its measured points "
     "and measured crossover beside the predicted ones.")
 
-SEED_RANGE = (1024, 2048)  # the seed's expected crossover on 2x RTX 4090
+SHEET_RANGE = (1024, 2048)  # the lab sheet's expected crossover on 2x RTX 4090
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,13 +60,13 @@ def explain(band: Any, profile_name: str) -> str:
                 "launches cost more than the weight reads TP divides; where the data cannot tell "
                 "how much TP saves on those reads from nothing, no crossover can be promised.")
     cross = band.estimate
-    lo, hi = SEED_RANGE
+    lo, hi = SHEET_RANGE
     if profile_name.startswith("rtx4090"):
         inside = (band.lo or cross) <= hi and (band.hi or cross) >= lo
-        verdict = ("inside the seed's expected 1024-2048" if inside else
-                   f"outside the seed's expected {lo}-{hi}")
+        verdict = ("inside the lab sheet's expected 1024-2048" if inside else
+                   f"outside the lab sheet's expected {lo}-{hi}")
     else:
-        verdict = "the seed's 1024-2048 expectation is for 2x RTX 4090"
+        verdict = "the lab sheet's 1024-2048 expectation is for 2x RTX 4090"
     return (f"Crossover: {band.text()}; {verdict}. Below it a token's weights are read "
             "faster than the 2·n_layer+1 all-reduces (each at least 2(p-1)·alpha) and TP's extra "
             "kernel launches cost; above it the weight reads, which grow as d_model², dominate and "

@@ -1,6 +1,6 @@
 """The headless face of a lab and what both faces share before one starts.
 
-- ``headless``: `tplab run` and `tplab local` (phase lines, a progress bar over tokens, the final
+- ``headless``: `tplab run` and `tplab local` (stage lines, a progress bar over tokens, the final
   table; ``--json``: the event stream as JSON lines), drawn from the view-model's one fold;
 - ``timeline_text``: a lab's profiled pass as text lines (`tplab timeline`);
 - ``signals``: how `tplab run` ends a lab on a signal (teardown first, never cut short);

@@ -1,4 +1,4 @@
-"""The headless view of a lab: phase lines, a progress bar over tokens, a final table.
+"""The headless view of a lab: stage lines, a progress bar over tokens, a final table.
 
 Why separate from the Lab: the orchestrator holds all lab logic and emits events; this module is
 one consumer of that stream (the dashboard is the other). Every figure it prints, the token
@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from tplab.records.events import (
-    ErrorEvent, Event, InstanceEvent, LogEvent, PhaseEvent, PromptDoneEvent, SshEvent,
+    ErrorEvent, Event, InstanceEvent, LogEvent, StageEvent, PromptDoneEvent, SshEvent,
     SweepPointEvent, TokenEvent, WarningEvent)
 from tplab.money.lab_money import BILLED, ESTIMATE, CostFigure
 from tplab.viewmodel.fold import LabState
@@ -131,7 +131,7 @@ class HeadlessView:
         self.state.apply(ev)
         if isinstance(ev, TokenEvent):
             self._bar()
-        elif isinstance(ev, PhaseEvent):
+        elif isinstance(ev, StageEvent):
             if ev.src == "job":
                 self._line(f"job: {ev.name}")
             elif ev.name == "done":

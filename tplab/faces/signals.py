@@ -70,11 +70,11 @@ class StopOnSignals:
     def doing(self) -> str:
         """What the teardown is doing now, in words."""
         stream = getattr(self.lab, "stream", None)
-        phase = getattr(stream, "phase_name", None) or "starting"
+        stage = getattr(stream, "stage_name", None) or "starting"
         pod = getattr(self.lab, "pod_id", None)
         what = {"terminate": "asking the provider to terminate",
                 "verify": "waiting for the provider to show it gone",
                 "record": "recording the spend in the ledger",
-                "manifest": "writing the manifest"}.get(phase, f"phase {phase}")
-        return what + (f" pod {pod}" if pod and phase in ("terminate", "verify") else "") + \
-            (f" (pod {pod})" if pod and phase not in ("terminate", "verify") else "")
+                "manifest": "writing the manifest"}.get(stage, f"stage {stage}")
+        return what + (f" pod {pod}" if pod and stage in ("terminate", "verify") else "") + \
+            (f" (pod {pod})" if pod and stage not in ("terminate", "verify") else "")

@@ -73,7 +73,7 @@ def readme(manifest: dict) -> str:
         f"Lab status {manifest.get('status')}, speedup (single / TP, the timed pass) "
         f"{speedup}, simulated cost {cost}.", "",
         "| file | what it is |", "|---|---|",
-        "| `manifest.json` | the seed's manifest (lab 02, block G) and tplab's own fields |",
+        "| `manifest.json` | the lab sheet's manifest (lab 02, block G) and tplab's own fields |",
         "| `results.json` | the job's measurements the manifest was built from |",
         "| `scaling-curve.png` | predicted 1-device and TP latency vs d_model, the measured "
         "points, the crossover |",

@@ -1,13 +1,13 @@
-"""Plan and write a hand-in: a finished lab's files where the seeds name them.
+"""Plan and write a hand-in: a finished lab's files where the lab sheets name them.
 
 Why plan first, write after: the destination is the student's own repository. Every file is
 computed in memory, then compared with what is already there; a file that exists with different
 content is the student's and is never overwritten without ``force`` — and when one is refused,
 nothing at all is written, so a hand-in is never half old and half new.
 
-The layout (seeds 000, 002, 004):
+The layout (lab 02's sheet, the phase overview, the reading lab's sheet):
 
-* ``experiments/35-tp-inference/`` — manifest.json (its ``terminated_screenshot`` the seed's
+* ``experiments/35-tp-inference/`` — manifest.json (its ``terminated_screenshot`` the lab sheet's
   path in this tree, ``experiments/35-tp-inference/proof-terminated.png``), results.json,
   instance.json, scaling-curve.png, trace.json (the profiled pass, for Perfetto), traces/ (each
   rank's own profiler trace, as HTA and Perfetto read them), proof-terminated.png (+ the
@@ -18,7 +18,7 @@ The layout (seeds 000, 002, 004):
 * ``experiments/35-cloud-budget/spend.jsonl`` — this lab's ledger lines, byte for byte;
 * ``experiments/35-cloud-budget.md`` — the phase's spend table (``spend_table``);
 * ``experiments/35-reading-notes/`` — the reading notes tplab ships (``tplab/assets/reading-notes/``);
-* with ``compile_dir`` (seed 003), ``experiments/25-compile/`` — a `tplab compile` run's
+* with ``compile_dir`` (the compile lab's sheet), ``experiments/25-compile/`` — a `tplab compile` run's
   REPORT.md, the fused kernel as ``kernel.cpp`` (or ``kernel.py``), KERNEL_ANNOTATION.md,
   DISTRIBUTED.md (about a page) with DISTRIBUTED-detail.md beside it, manifest.json.
 """
@@ -45,13 +45,13 @@ BUDGET_MD = "experiments/35-cloud-budget.md"
 NOTES_DIR = "experiments/35-reading-notes"
 NOTES_SRC = READING_NOTES
 COMPILE_DIR = "experiments/25-compile"
-#: a `tplab compile` run's files that seed 003 lists, by their name there
+#: a `tplab compile` run's files that the compile lab's sheet lists, by their name there
 COMPILE_FILES = ("REPORT.md", "KERNEL_ANNOTATION.md", "DISTRIBUTED.md", "DISTRIBUTED-detail.md",
                  "manifest.json", "compile-results.json")
 
 #: the lab's files that go to experiments/35-tp-inference/, and what each one is
 LAB_FILES: dict[str, str] = {
-    "manifest.json": "the seed's manifest (block G): instance, times, cost, per-token latencies, "
+    "manifest.json": "the lab sheet's manifest (block G): instance, times, cost, per-token latencies, "
                      "speedup, the why-slower paragraph, the crossover",
     "results.json": "the job's measurements on the pod: per-token timings of single vs TP, the "
                     "all-reduce time per token, greedy outputs (TP equals single)",
@@ -124,7 +124,7 @@ def spend_lines(ledger_path: Path, auth_id: str | None) -> bytes:
 
 
 # ------------------------------------------------------------------ the plan
-#: where each block of seed 000 lives in tplab, and what of it is in the hand-in
+#: where each block of lab 02's sheet lives in tplab, and what of it is in the hand-in
 BLOCKS = (
     ("A", "the TP primitives", "`tplab/tp/layers.py` (ColumnParallelLinear, RowParallelLinear, "
      "ShardedEmbedding) on `tplab/tp/collectives.py`; tested in `tests/tp/test_tensor_parallel.py`",
@@ -185,7 +185,7 @@ def readme(lab: PastLab, present: list[str]) -> str:
              "| `../35-reading-notes/` | the Megatron and FSDP reading notes, the pinned "
              "Megatron SHA and the synthesis diagrams |",
              f"| `../../{minitrain.TENSOR_PARALLEL}`, `../../{minitrain.TESTS_FILE}` | block A: "
-             "the TP layers and the seed's four tests |",
+             "the TP layers and the lab sheet's four tests |",
              "| `../../src/tplab/` | tplab's pod-side code, as uploaded: what run.py and "
              "tensor_parallel.py import |"]
     blocks = ["", "## Where each block of the lab lives in tplab", "",
@@ -196,7 +196,7 @@ def readme(lab: PastLab, present: list[str]) -> str:
 
 
 def _manifest(data: bytes, proof: str | None) -> bytes:
-    """The lab's manifest with ``terminated_screenshot`` the seed's path in this tree."""
+    """The lab's manifest with ``terminated_screenshot`` the lab sheet's path in this tree."""
     try:
         m = json.loads(data)
     except ValueError:
@@ -251,7 +251,7 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
 
 
 def plan_compile(run: Path) -> list[Planned]:
-    """Seed 003's deliverables from a `tplab compile --out DIR` run (HandinError, one sentence,
+    """The compile lab's sheet's deliverables from a `tplab compile --out DIR` run (HandinError, one sentence,
     when DIR is not one)."""
     if not (run / "manifest.json").is_file() or not (run / "REPORT.md").is_file():
         raise HandinError(f"{run} is not a finished `tplab compile --out DIR` run (no REPORT.md "

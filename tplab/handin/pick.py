@@ -1,11 +1,11 @@
-"""Which lab `tplab handin` hands in: one the seed accepts, and why that one.
+"""Which lab `tplab handin` hands in: one the lab sheet accepts, and why that one.
 
-Why a rule: the seed's stop conditions are a lab that ran (its manifest with the actual cost,
+Why a rule: the lab sheet's stop conditions are a lab that ran (its manifest with the actual cost,
 the measured latencies, the proof that the instance is gone, the curve) or, when spot under the
 cap could not be had, the analysis marked EDUCATIONAL_STUB. A lab stopped by its user, one that
 failed, or one that ended before it measured anything is none of those: handing it in with exit
-0 would hand in the wrong lab. So the default is the best lab the seed accepts, never merely the
-newest, and a lab named with ``--lab`` that the seed would not accept is refused in one
+0 would hand in the wrong lab. So the default is the best lab the lab sheet accepts, never merely the
+newest, and a lab named with ``--lab`` that the lab sheet would not accept is refused in one
 sentence. Standard library only.
 """
 
@@ -33,7 +33,7 @@ class Pick:
 
 
 def why_not(lab: PastLab) -> str | None:
-    """Why the seed would not accept ``lab``, in a few words, or None when it would."""
+    """Why the lab sheet would not accept ``lab``, in a few words, or None when it would."""
     if lab.problem and not lab.manifest:
         return lab.problem
     if lab.status == COMPLETE:
@@ -66,7 +66,7 @@ def _passed_over(lab: PastLab, best: PastLab) -> str:
 
 
 def pick_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> Pick:
-    """The lab to hand in: ``lab_id`` (an id or a folder) when the seed accepts it, else the
+    """The lab to hand in: ``lab_id`` (an id or a folder) when the lab sheet accepts it, else the
     best one it accepts (a real lab before a mock one, COMPLETE before a stub, the newest of
     those). ``HandinError`` with one sentence when there is none."""
     roots = list(roots) if roots is not None else default_roots()
@@ -86,7 +86,7 @@ def pick_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> Pick:
         lab = match[0]
         refused = why_not(lab)
         if refused:
-            raise HandinError(f"lab {lab.lab_id} cannot be handed in: {refused}; the seed takes "
+            raise HandinError(f"lab {lab.lab_id} cannot be handed in: {refused}; the lab sheet takes "
                               f"{ACCEPTED}. Nothing was written; `tplab handin --list` shows "
                               "the labs that can be.")
         return Pick(lab, "the lab named with --lab")
@@ -98,7 +98,7 @@ def pick_lab(lab_id: str | None, roots: Iterable[Path] | None = None) -> Pick:
     if not accepted:
         newest = finished[0]
         raise HandinError(f"no lab that can be handed in yet: the newest, {newest.lab_id}, "
-                          f"cannot be because {why_not(newest)}; the seed takes {ACCEPTED}: "
+                          f"cannot be because {why_not(newest)}; the lab sheet takes {ACCEPTED}: "
                           "run the lab again (`tplab run --mock` on the local mock cloud). "
                           "Nothing was written.")
     best = min(accepted, key=_rank)  # stable: the newest of the best rank

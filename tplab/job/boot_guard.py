@@ -22,7 +22,7 @@ capped backoff whatever fails; every decision and answer goes to ``--log``; the 
 
 Before the pod has any of tplab's code, this module travels inside the create call: the client's
 ``tplab.lab.guard_payload`` zips it with ``self_terminate`` and the word's format
-(``tplab.records.self_end``) and says where to unpack it and how to start it.
+(``tplab.records.self_end_word``) and says where to unpack it and how to start it.
 What the guard cannot cover: the minutes before the container starts (the cloud pulling the
 image); from the container's start its bound is ``--first-heartbeat``.
 

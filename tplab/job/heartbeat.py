@@ -1,4 +1,4 @@
-"""The job's heartbeat: an event every few seconds naming the phase, so the client can tell a
+"""The job's heartbeat: an event every few seconds naming the job's stage, so the client can tell a
 live job that is busy (a long sweep, a slow compile) from a dead one.
 
 Pod-side: the standard library and the records' event writer only.
@@ -18,12 +18,12 @@ class Heartbeat:
         self._writer = writer
         self._period = period_s
         self._stop = threading.Event()
-        self.phase = "setup"
+        self.stage = "setup"
         self._thread = threading.Thread(target=self._loop, name="tplab-heartbeat", daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(self._period):
-            self._writer.emit(HeartbeatEvent(phase=self.phase))
+            self._writer.emit(HeartbeatEvent(phase=self.stage))
 
     def start(self) -> None:
         if self._period > 0:

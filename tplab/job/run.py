@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 from tplab.model.gpt import MiniGPT
 from tplab.records.events import (
-    ErrorEvent, Event, EventWriter, LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent,
+    ErrorEvent, Event, EventWriter, LogEvent, StageEvent, PromptDoneEvent, ResultEvent,
     SweepEvent, TimelineEvent, TokenEvent)
 from tplab.records.job_flags import add_job_flags, positive_int
 from tplab.records.untrusted import MAX_TEXT
@@ -110,10 +110,10 @@ class Job:
         if self.w is not None:
             self.w.emit(ev)
 
-    def phase(self, name: str, **fields: Any) -> None:
+    def stage(self, name: str, **fields: Any) -> None:
         if self.heartbeat is not None:
-            self.heartbeat.phase = name
-        self.emit(PhaseEvent(name=name, **fields))
+            self.heartbeat.stage = name
+        self.emit(StageEvent(name=name, **fields))
 
     def log(self, msg: str, level: str = "info") -> None:
         self.emit(LogEvent(level=level, msg=msg))
@@ -161,7 +161,7 @@ class Job:
         started = time.time()
         self._announce_backend()
         prompts = self._check_args()
-        self.phase("load", checkpoint=str(self.args.checkpoint))
+        self.stage("load", checkpoint=str(self.args.checkpoint))
         ckpt, prompt_ids = self._load(prompts)
         records, single = self._passes(ckpt, prompts, prompt_ids)
         timeline = self._profile(single, prompt_ids[0], ckpt.config.block_size)
@@ -233,7 +233,7 @@ class Job:
         up before any pass is timed. Returns rank 0's (single model as decoded, eager model);
         (None, None) elsewhere."""
         from tplab.model.checkpoint import build_single
-        self.phase("warmup", modes=["single", "tp"])
+        self.stage("warmup", modes=["single", "tp"])
         single = single_raw = None
         self.params_full = 0
         if self.rt.rank == 0:
@@ -268,11 +268,11 @@ class Job:
         transport, an uninstrumented TP pass (latency) and for the first prompts an instrumented
         one (all-reduce time). Which mode goes first alternates prompt by prompt (single first
         on even prompts), as does the first transport, so drift in the machine's speed hits
-        single and TP alike and every figure's samples span the whole phase (a slow stretch of
+        single and TP alike and every figure's samples span the whole stage (a slow stretch of
         a few seconds no longer owns one mode's figure). Rank 0 compares the outputs. Returns the
         records and rank 0's eager single-device model (for the profiled pass)."""
         single, single_raw = self._warm_up(ckpt, prompt_ids)
-        self.phase("decode", modes=["single", "tp"], order="interleaved prompt by prompt",
+        self.stage("decode", modes=["single", "tp"], order="interleaved prompt by prompt",
                    transports=[self.comms.label(n) for n in self.comms.names])
         tok = ckpt.tokenizer
         records: dict[str, list[PromptRecord]] = {n: [] for n in self.comms.names}
@@ -303,7 +303,7 @@ class Job:
         a, rt, label = self.args, self.rt, self.comms.label(self.comms.primary)
         if not a.profile_tokens:
             return None
-        self.phase("profile", tokens=a.profile_tokens, modes=["single", "tp"], comm=label)
+        self.stage("profile", tokens=a.profile_tokens, modes=["single", "tp"], comm=label)
         with self.comms.use(self.comms.primary):
             section = ProfiledPass(
                 tokens=a.profile_tokens, rank=rt.rank, world_size=rt.world_size,
@@ -342,7 +342,7 @@ class Job:
         a, rt = self.args, self.rt
         if a.no_sweep:
             return {n: ([], None, "sweep skipped (--no-sweep)") for n in self.comms.names}
-        self.phase("sweep", transports=[self.comms.label(n) for n in self.comms.names])
+        self.stage("sweep", transports=[self.comms.label(n) for n in self.comms.names])
         sizes = sweep_sizes(a.sweep_min_bytes, a.sweep_max_bytes)
         out: dict[str, tuple[list[dict[str, Any]], Any, str]] = {}
         for name in self.comms.names:
@@ -374,7 +374,7 @@ class Job:
                                  warmup_tokens=max(1, min(a.warmup_tokens, a.sweep_tokens)),
                                  budget_s=a.sweep_budget_s)
         label = self.comms.label(self.comms.primary)
-        self.phase("d_model_sweep", d_models=settings.d_models, tokens=settings.tokens,
+        self.stage("d_model_sweep", d_models=settings.d_models, tokens=settings.tokens,
                    budget_s=settings.budget_s, comm=label)
         sweep = DModelSweep(settings, ckpt.config, prompt_ids[0], rt.device, rt.rank,
                             rt.world_size, self.barrier, rt.sync if rt.is_cuda else None,
@@ -390,7 +390,7 @@ class Job:
                 dmodel: dict[str, Any] | None = None) -> int:
         """results.json and the result event (rank 0); a mismatch fails the run."""
         a, rt, comms = self.args, self.rt, self.comms
-        self.phase("results")
+        self.stage("results")
         warmup_tokens = min(a.warmup_tokens, a.new_tokens)
         config = {"checkpoint": str(a.checkpoint), "prompts_file": str(a.prompts),
                   "num_prompts": a.num_prompts, "new_tokens": a.new_tokens, "warmup": a.warmup,
@@ -434,7 +434,7 @@ class Job:
             self.emit(ErrorEvent(fatal=True, msg="TP greedy output differs from the single-device "
                                  "output (" + "; ".join(bad) + "); the run failed."))
             return 1
-        self.phase("finished", wall_s=results["wall_s"])
+        self.stage("finished", wall_s=results["wall_s"])
         return 0
 
 
@@ -468,7 +468,7 @@ def _run(args: argparse.Namespace, stdout: IO[str]) -> tuple[int, bool]:
             writer = EventWriter([stdout, events_fh], src="job")
         rt = runtime.init(args.device, args.threads, args.pg_timeout)
         job = Job(args, rt, writer)
-        job.phase("setup", rank_count=rt.world_size, backend=rt.backend, comm=args.comm)
+        job.stage("setup", rank_count=rt.world_size, backend=rt.backend, comm=args.comm)
         comms = job.comms = comm_.setup(args.comm, rt, args.pg_timeout)
         if writer is not None:
             job.heartbeat = Heartbeat(writer, args.heartbeat_s)

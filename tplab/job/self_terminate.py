@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from tplab.records.self_end import decode
+from tplab.records.self_end_word import decode
 
 POD_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: answers to a pod's own end that mean its key cannot see it (never "already gone")
@@ -109,7 +109,7 @@ class SelfEnd:
 
     @classmethod
     def from_arg(cls, text: str) -> SelfEnd:
-        """From ``tplab.records.self_end.encode``'s word, as the command line carries it."""
+        """From ``tplab.records.self_end_word.encode``'s word, as the command line carries it."""
         try:
             data = decode(text)
         except ValueError as exc:

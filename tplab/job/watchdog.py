@@ -10,7 +10,7 @@ provider puts in every pod (where, and how to use it: ``--self-end``, the provid
   the pod's own clock, so laptop clock skew does not matter) is the client's last sign of life.
   Older than ``--stale-after`` (default 10 min) means the client is gone. A missing heartbeat
   counts from the watchdog's start.
-* the hard wall-clock cap (default 2 h, the seed's limit), counted on the pod's own clock: from
+* the hard wall-clock cap (default 2 h, the lab sheet's limit), counted on the pod's own clock: from
   the boot guard's start (``--guard-file``, written when the container started) and, whatever
   that says, no later than ``--wall-cap-left`` seconds after the watchdog's own start (the
   client's count of what is left, an elapsed time: no laptop clock is compared with the pod's).

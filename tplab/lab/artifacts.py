@@ -1,7 +1,7 @@
 """The lab's closing artifacts: scaling-curve.png and manifest.json, from one ``LabPrediction``.
 
-Why apart from the orchestrator: these are pure functions of plain records (the config, the
-lab's facts, its prediction); the state machine only decides *when* they are written (always,
+Why apart from the orchestrator: these are pure functions of what the lab's owners hold (the
+config, the report, the pod, the money, its prediction); the state machine only decides *when* they are written (always,
 after terminate + verify + record, whatever the outcome). The manifest itself is built by
 ``tplab.lab.manifest`` (the same builder `tplab local` uses); this module only says what the lab knows.
 Money: ``estimated_cost_usd`` is the quote's expected cost of the planned run
@@ -23,11 +23,12 @@ from tplab.lab import manifest
 from tplab.scaling import calibration, chart
 from tplab.util.jsonfile import write_json
 from tplab.lab.lab_config import COMPLETE, FAILED, LabConfig
-from tplab.lab.facts import LabFacts
+from tplab.lab.pod import PROOF, LabPod
 from tplab.lab.preflight import ESTIMATE_FORMULA
 from tplab.lab.prediction import LabPrediction
 from tplab.lab.proof_png import PROOF_PNG, write_proof_png
-from tplab.lab.teardown import PROOF
+from tplab.lab.report import LabReport
+from tplab.money.lab_money import LabMoney
 
 CURVE = "scaling-curve.png"
 #: the dashboard's screen saved after the lab ended (listed via Lab.add_artifact)
@@ -74,13 +75,14 @@ def stand_in(config: LabConfig) -> dict[str, Any] | None:
     }
 
 
-def lab_figures(config: LabConfig, facts: LabFacts, pred: LabPrediction | None) -> LabFigures:
+def lab_figures(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
+                pred: LabPrediction | None) -> LabFigures:
     """The lab's figures, made once (``tplab.figures.lab_figures``): from its results (or, for
     a lab that ended before them, the live stream's figures so far), its cost figure (the
     ledger's billed amount once recorded) and its crossover (the prediction's band, the d_model
     sweep's, the machine measured and, for a mock lab, the hardware it stands for)."""
-    res = facts.results or None
-    cost = facts.money.cost() if facts.pod.id is not None else None
+    res = report.results or None
+    cost = money.cost() if pod.id is not None else None
     machine = manifest.measured_machine(res)
     stands = None
     if config.mock:
@@ -91,15 +93,17 @@ def lab_figures(config: LabConfig, facts: LabFacts, pred: LabPrediction | None) 
     cross = crossover_of(res, pred.band if pred else None, machine, stands)
     if res:
         return LabFigures.from_results(res, cost=cost, crossover=cross)
-    return replace(LabFigures.from_fold(facts.partial, cost=cost), crossover=cross)
+    return replace(LabFigures.from_fold(report.partial, cost=cost), crossover=cross)
 
 
-def write_proof_picture(facts: LabFacts, mock: bool = False) -> Path | None:
+def write_proof_picture(report: LabReport, summary: dict[str, Any],
+                        mock: bool = False) -> Path | None:
     """proof-terminated.png beside proof-terminated.json (tplab.lab.proof_png): the provider's
-    answer and the lab's final frame; None when no pod was terminated (no proof to draw)."""
-    path = write_proof_png(facts.out_dir, facts.summary(), mock=mock)
+    answer and the lab's final frame (``summary``: the final table's figures); None when no
+    pod was terminated (no proof to draw)."""
+    path = write_proof_png(report.out_dir, summary, mock=mock)
     if path is not None:
-        facts.add_artifact(PROOF_PNG)
+        report.add_artifact(PROOF_PNG)
     return path
 
 
@@ -128,24 +132,25 @@ def vendor_label(config: LabConfig) -> str:
     return f"mock {name} (local)" if config.mock else name
 
 
-def lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None,
-                 figures: LabFigures | None = None) -> dict[str, Any]:
-    """The seed's manifest fields (and the lab's own) from what the lab knows (its typed facts:
-    the pod, the money record, the transport, the results) and its figures (``lab_figures``),
-    built by tplab.lab.manifest.build_manifest: lesson notes from this run's numbers, no
-    secrets."""
-    res = facts.results or None
-    figures = figures if figures is not None else lab_figures(config, facts, pred)
-    pod, transport = facts.pod, facts.transport
-    status, reason = facts.status, facts.reason
+def lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
+                 pred: LabPrediction | None, figures: LabFigures | None = None) -> dict[str, Any]:
+    """The lab sheet's manifest fields (and the lab's own) from what the lab's owners hold (the
+    report: outcome, results, transport, files; the pod; the money) and its figures
+    (``lab_figures``), built by tplab.lab.manifest.build_manifest: lesson notes from this run's
+    numbers, no secrets."""
+    res = report.results or None
+    if figures is None:
+        figures = lab_figures(config, report, pod, money, pred)
+    transport = report.transport
+    status, reason = report.status, report.reason
     if status == COMPLETE and not res:
         status, reason = FAILED, "the lab finished without the job's results"
     elif status == COMPLETE and (res or {}).get("outputs_match") is not True:
         status, reason = FAILED, "the TP output differs from the single-device output"
     # the dashboard's screenshot when it saved one, else the proof picture, else the json
-    proof = next((n for n in (PROOF_SVG, PROOF_PNG, PROOF) if (facts.out_dir / n).is_file()), None)
-    partial = None if res or not facts.partial.measured else facts.partial.partial_figures()
-    money_fields = facts.money.manifest_fields()
+    proof = next((n for n in (PROOF_SVG, PROOF_PNG, PROOF) if report.path(n).is_file()), None)
+    partial = report.partial_figures()
+    money_fields = money.manifest_fields()
     # a mock lab's pods are processes on this CPU: its instance is what measured, and the GPU it
     # stands for is a labelled prediction beside it, never a field that says a GPU ran
     machine = manifest.measured_machine(res) or "this machine's CPU (no job ran)"
@@ -193,16 +198,16 @@ def lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None,
             "new_tokens": config.new_tokens,
             "events": {"job_events": transport.job_events, "ssh_drops": transport.ssh_drops,
                        "duplicates_dropped": transport.duplicates, "gaps": transport.gaps},
-            "artifacts": sorted(set(facts.artifacts) | {"manifest.json", "stream.jsonl",
-                                                        "instance.json"}),
+            "artifacts": sorted(set(report.artifacts) | {"manifest.json", "stream.jsonl",
+                                                         "instance.json"}),
         })
 
 
-def write_lab_manifest(config: LabConfig, facts: LabFacts, pred: LabPrediction | None,
-                       figures: LabFigures | None = None) -> Path:
+def write_lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
+                       pred: LabPrediction | None, figures: LabFigures | None = None) -> Path:
     """manifest.json in the lab's out dir (atomically, redacted: tplab.lab.manifest.write_manifest);
     the prediction's per-point check goes into results.json first."""
     if pred is not None:
-        _store_calibration(pred, facts.out_dir / "results.json")
-    return manifest.write_manifest(facts.out_dir / "manifest.json",
-                                   lab_manifest(config, facts, pred, figures))
+        _store_calibration(pred, report.path("results.json"))
+    return manifest.write_manifest(report.path("manifest.json"),
+                                   lab_manifest(config, report, pod, money, pred, figures))

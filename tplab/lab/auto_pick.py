@@ -91,7 +91,7 @@ def _ask(config: LabConfig, name: str) -> Answer:
 def decide(config: LabConfig, answers: list[Answer], caps: Caps) -> tuple[str, str]:
     """(the cloud picked, the sentence saying why); LabStop(STUB) with each cloud's answer and
     the on-demand quotes when none has spot under the cap. The caps are the lab's own
-    (``preflight.lab_caps``: the one resolution), so the cloud picked is one whose worst case
+    (``LabConfig.caps``: the one resolution), so the cloud picked is one whose worst case
     the lab's pre-flight then accepts."""
     cap = caps.lab_cap_usd
     fits = [a for a in answers
@@ -117,10 +117,9 @@ async def pick(config: LabConfig) -> tuple[str, str]:
     asked = names(config)
     if not asked:
         raise LabStop(FAILED, registry.no_key_at_all())
-    from tplab.lab.preflight import lab_caps
     from tplab.money.budget_config import BudgetError
     try:
-        caps = lab_caps(config)
+        caps = config.caps()
     except BudgetError as exc:  # the caps cannot stand together: no cloud is asked
         raise LabStop(FAILED, f"{str(exc).rstrip('.')}; nothing was created") from None
     answers = await asyncio.gather(*(asyncio.to_thread(_ask, config, n) for n in asked))

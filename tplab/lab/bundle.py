@@ -1,6 +1,6 @@
 """What travels to the pod: the pod-side packages, the checkpoint and the prompts — nothing else.
 
-Why a list of its own: the upload is the slowest step a user waits through on a real pod, and
+Why a list of its own: the upload is the slowest stage a user waits through on a real pod, and
 the pod must never receive client-side code or state (no cloud/, mock/, no TPLAB_HOME, no keys).
 Only ``tplab/__init__.py`` and the ``records`` (events, results), ``stats`` and ``util`` (all
 standard library only), ``tp``, ``model``

@@ -3,7 +3,7 @@ goes on the pod, and the POSIX sh line that starts it in the background.
 
 Why on the client side: packing what travels to the pod is the client's job (like
 ``tplab.lab.bundle``); the guard's code (``tplab.job.boot_guard`` with ``tplab.job.self_terminate``
-and the self-termination word's format, ``tplab.records.self_end``) is read here as files, by
+and the self-termination word's format, ``tplab.records.self_end_word``) is read here as files, by
 path, never imported: the client does not import the pod's job package. Each provider puts the
 three strings in its own create field (RunPod: the container command, before it hands over to the
 image's start script; Vast: ``onstart``).
@@ -21,7 +21,7 @@ from pathlib import Path
 GUARD_DIR = "$HOME/.tplab-guard"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # tplab/
 #: the pod-side files the guard runs from, with nothing else of tplab on the pod
-GUARD_FILES = ("job/boot_guard.py", "job/self_terminate.py", "records/self_end.py")
+GUARD_FILES = ("job/boot_guard.py", "job/self_terminate.py", "records/self_end_word.py")
 
 
 def pack() -> bytes:

@@ -1,6 +1,6 @@
 """What one lab does (``LabConfig``) and how it ended (``LabOutcome``, the statuses, ``LabStop``).
 
-Why a module of its own: the options parser, the provider session, the phases and the
+Why a module of its own: the options parser, the provider session, the stages and the
 artifacts all read the config, and none of them may import the orchestrator to get it (that was
 the import circle). Standard library only, so ``tplab run --help`` stays fast.
 """
@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tplab.cloud.base import DEFAULT_GPU_TYPE
 from tplab.home.paths import DEFAULT_CHECKPOINT, DEFAULT_PROMPTS
+
+if TYPE_CHECKING:
+    from tplab.money.caps import Caps
 
 COMPLETE, FAILED, STUB = "COMPLETE", "FAILED", "EDUCATIONAL_STUB"
 #: the d_model sweep a real GPU pod runs by default (tplab.job.dmodel_sweep), within
@@ -38,7 +41,7 @@ class LabConfig:
     gpu_type: str = DEFAULT_GPU_TYPE
     gpus: int = 2
     spot: bool = True
-    lab_cap_usd: float | None = None      # None: the budget config's lab cap (seed: $3)
+    lab_cap_usd: float | None = None      # None: the budget config's lab cap (the lab sheet: $3)
     phase_cap_usd: float | None = None    # None: the budget config's phase cap
     num_prompts: int = 10
     new_tokens: int = 100
@@ -60,7 +63,7 @@ class LabConfig:
     prompts: Path = DEFAULT_PROMPTS
     heartbeat_timeout_s: float = 600.0    # the pod's watchdog terminates it after this silence
     heartbeat_interval_s: float = 2.0
-    wall_cap_s: float = 7200.0            # the seed's two-hour cap; the watchdog enforces it too
+    wall_cap_s: float = 7200.0            # the lab sheet's two-hour cap; the watchdog enforces it too
     boot_timeout_s: float = 600.0
     create_lookup_s: float = 60.0         # after an ambiguous create, look for the pod this long
     connect_timeout_s: float = 180.0      # per (re)connect
@@ -86,6 +89,35 @@ class LabConfig:
         """The cloud this lab runs on ("auto": the cheapest spot offer across clouds)."""
         from tplab.cloud.registry import resolve
         return resolve(self.provider, self.mock)
+
+    def caps(self) -> Caps:
+        """The caps this lab runs under: ``tplab.money.caps.resolve_caps`` (budget.toml, then
+        ``--lab-cap`` and ``--phase-cap``), with the lab's wall cap for an offer's worst case.
+        A ``BudgetError`` (one sentence) when they cannot stand together."""
+        from tplab.money.caps import resolve_caps
+        return resolve_caps(mock=self.mock, lab_cap_usd=self.lab_cap_usd,
+                            phase_cap_usd=self.phase_cap_usd, wall_cap_s=self.wall_cap_s)
+
+    def job_args(self) -> list[str]:
+        """The job's arguments on the pod (``python -m tplab.job``) for this lab, after
+        torchrun's: the uploaded files, the run's sizes and what it measures."""
+        args = ["--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt", "--out", ".",
+                "--num-prompts", str(self.num_prompts), "--new-tokens", str(self.new_tokens),
+                "--warmup", str(self.warmup),
+                "--instrumented-prompts", str(min(self.instrumented_prompts, self.num_prompts))]
+        if not self.sweep:
+            args.append("--no-sweep")
+        if self.compile:
+            args.append("--compile")
+        if self.comm != "gloo":
+            args += ["--comm", self.comm]
+        args += ["--profile-tokens", str(self.profile_tokens)]
+        if self.d_model_sweep():
+            args += ["--sweep-d-model", self.d_model_sweep(),
+                     "--sweep-budget-s", f"{self.sweep_budget_s:g}"]
+        if not self.mock:  # a GPU was rented: the pod's check refuses a pod that cannot use it
+            args += ["--device", "cuda"]
+        return args
 
     def guard_bound_s(self) -> float:
         """How long after its container starts a pod waits for this client's first heartbeat
@@ -127,6 +159,12 @@ class LabConfig:
             if self.api_url:
                 cmd += f" --api-url {self.api_url}"
         return cmd
+
+
+#: ask the lab to stop now (terminate + verify gone) for ``reason``, ending with ``status``
+#: (STOPPED: its user's stop, INTERRUPTED: the provider took the pod back, FAILED: the lab's own
+#: stop, a cap or a lost pod): the ``Lab``'s, handed to what watches the pod and the money
+StopRequest = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""``manifest.json``: the lab's record of one run, every field of the seed's Block G and more.
+"""``manifest.json``: the lab's record of one run, every field of the lab sheet's Block G and more.
 
-The seed's fields (seed, lab, vendor, instance_type, nvlink_present, instance_id, start_ts, end_ts,
+The lab sheet's fields (seed, lab, vendor, instance_type, nvlink_present, instance_id, start_ts, end_ts,
 duration_hours, estimated_cost_usd, actual_cost_usd, terminated_screenshot,
 single_gpu_per_token_ms, tp_per_token_ms, speedup, lesson_notes, crossover_d_model) plus
 allreduce_ms_per_token, allreduce_share (its share of the instrumented pass's TP token),
@@ -48,8 +48,8 @@ SEED = 35200
 LAB = "02-tp-inference-cloud"
 STATUSES = ("COMPLETE", "EDUCATIONAL_STUB", "FAILED", "STOPPED", "INTERRUPTED")
 
-#: the seed's Block G fields, in its order
-SEED_FIELDS = (
+#: the lab sheet's Block G fields, in its order
+SHEET_FIELDS = (
     "seed", "lab", "vendor", "instance_type", "nvlink_present", "instance_id", "start_ts", "end_ts",
     "duration_hours", "estimated_cost_usd", "actual_cost_usd", "terminated_screenshot",
     "single_gpu_per_token_ms", "tp_per_token_ms", "speedup", "lesson_notes", "crossover_d_model",
@@ -179,13 +179,13 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
                    extra: dict[str, Any] | None = None, band: Any = None,
                    figures: LabFigures | None = None) -> dict[str, Any]:
     """The manifest dict. ``notes`` overrides the generated lesson_notes; ``extra`` adds fields
-    (it cannot overwrite the seed's). Without results the lesson notes say why (``reason``);
+    (it cannot overwrite the lab sheet's). Without results the lesson notes say why (``reason``);
     ``partial`` (figures from the live stream of a lab that ended early) then fills the timing
     fields, and the manifest's ``partial`` section says so and how many tokens they cover.
 
     ``band`` (a ``tplab.scaling.crossover.CrossoverBand``) is the predicted crossover with its
     uncertainty: stored whole as ``crossover`` (its ``text`` the sentence to quote), its central
-    fit as ``predicted_crossover_d_model``. The seed's ``crossover_d_model`` is the d_model
+    fit as ``predicted_crossover_d_model``. The lab sheet's ``crossover_d_model`` is the d_model
     sweep's measured crossover when its bootstrap resolved it, else the band's central fit when
     the band is a range (or a point of assumed figures), else null: "no crossover below d_model
     N" is not a number, and ``crossover.text`` says it.
@@ -268,7 +268,7 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
 
 def write_manifest(path: str | os.PathLike[str], manifest: dict[str, Any]) -> Path:
     """Write the manifest atomically (redacted once more on the way out)."""
-    missing = [k for k in SEED_FIELDS + EXTRA_FIELDS if k not in manifest]
+    missing = [k for k in SHEET_FIELDS + EXTRA_FIELDS if k not in manifest]
     if missing:
         raise ManifestError(f"manifest is missing {', '.join(missing)}.")
     write_json(path, redact_tree(_json_safe(manifest)))

@@ -90,9 +90,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                    help="prompts to upload, one a line (default: the shipped prompts)")
     g.add_argument("--heartbeat-timeout", type=positive_float, default=600.0, metavar="S",
                    help="the pod's watchdog terminates it after this long without a heartbeat "
-                        "from the client (default: 600, the seed's 10 min)")
+                        "from the client (default: 600, the lab sheet's 10 min)")
     g.add_argument("--wall-cap", type=positive_float, default=7200.0, metavar="S",
-                   help="hard wall-clock cap for the pod in seconds (default: 7200, the seed's 2 h)")
+                   help="hard wall-clock cap for the pod in seconds (default: 7200, the lab sheet's 2 h)")
     g.add_argument("--boot-timeout", type=positive_float, default=600.0, metavar="S",
                    help="give up on a pod not ready after this long (default: 600)")
     g.add_argument("--boot-guard", type=positive_float, default=None, metavar="S",

@@ -2,15 +2,19 @@
 
 Why one state machine: every way out of a lab — success, an error, Ctrl-C, SIGTERM, the
 dashboard's terminate button, a lost connection, the dollar cap, a spot interruption — must
-go through the same *terminate* and *verify gone* steps, then settle the budget and write the
+go through the same *terminate* and *verify gone* stages, then settle the budget and write the
 manifest. ``run()`` runs the lab's body as a task and, whatever ends it, runs the teardown.
 The one exception is ``detach()``, the dashboard's explicitly confirmed "leave it running": the
 client side stops, the pod (guarded by its own watchdog) and its instance record stay, and the
 outcome says so.
 
-The body is the phases in order, each in a module of its own (``preflight``, ``provision``,
-``ssh_session``, ``teardown``, ``artifacts``); this class holds only the order, the control
-(stop, detach) and the public API that the two faces (``tplab run``, ``tplab-tui``) use.
+The ``Lab`` builds the owners of a lab's parts — its config (``LabConfig``), its stream
+(``LabStream``), its money (``LabMoney``), its pod and the pod's end (``LabPod``), the SSH
+session with the pod (``PodSession``) and its report (``LabReport``) — and runs the lab's stages
+in order, each in a module of its own (``preflight``, ``provision``, ``ssh_session``, ``cost``,
+``teardown``, ``artifacts``), handing each the owners it needs and no more. This class holds
+only the order, the control (stop, detach) and the public API that the two faces (``tplab
+run``, ``tplab-tui``) use.
 
 Client side: no torch import. The Provider is synchronous (cloud SDKs are), so its calls run
 in worker threads.
@@ -32,13 +36,14 @@ from tplab.records.events import Event, FiguresEvent
 from tplab.lab import artifacts, leftovers, preflight, provision, teardown
 from tplab.lab.lab_config import (COMPLETE, FAILED, INTERRUPTED, STOPPED, LabConfig, LabOutcome, LabStop,
                               exit_code)
-from tplab.lab.context import LabContext
 from tplab.lab.cost import cost_ticker
-from tplab.lab.facts import LabFacts
 from tplab.lab.job_check import check_job_inputs
+from tplab.lab.pod import LabPod
 from tplab.lab.prediction import LabPrediction, predict_lab
+from tplab.lab.report import LabReport
 from tplab.lab.ssh_session import PodSession
 from tplab.lab.stream import LabStream
+from tplab.money.lab_money import LabMoney
 from tplab.home import lab_folders
 from tplab.home.paths import tplab_home
 from tplab.keys.redact import one_line
@@ -76,13 +81,13 @@ class Lab:
         out_dir = Path(config.out_dir) if config.out_dir else \
             tplab_home(config.mock) / "labs" / self.lab_id
         self.stream = LabStream()
-        self.facts = LabFacts(lab_id=self.lab_id, out_dir=out_dir)
-        self.ctx = LabContext(config, provider, self.stream, self.facts,
-                              lambda reason: self.request_terminate(reason, by_user=False),
-                              self._interrupted,
-                              lambda reason: self.request_terminate(reason, by_user=True))
+        self.report = LabReport(self.lab_id, out_dir)
+        self.money = LabMoney()
+        self.pod = LabPod(self.lab_id, config, self.stream, self.report)
+        self.provider = provider
+        if provider is not None:
+            self.pod.use(provider)
         self.session: PodSession | None = None
-        self._creation = provision.Creation()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_reason: str | None = None
         #: how a lab cancelled by a stop request ends: STOPPED (the user asked), FAILED (the lab's
@@ -100,44 +105,51 @@ class Lab:
 
     # ------------------------------------------------------------------ read-only views
     @property
-    def provider(self) -> Provider | None:
-        return self.ctx.provider
-
-    @property
     def out_dir(self) -> Path:
-        return self.facts.out_dir
+        return self.report.out_dir
 
     @property
     def pod_id(self) -> str | None:
-        return self.facts.pod.id
+        return self.pod.id
 
     @property
     def verified_gone(self) -> bool:
-        return self.facts.pod.verified_gone
+        return self.pod.verified_gone
 
     @property
     def results(self) -> dict[str, Any] | None:
-        return self.facts.results
+        return self.report.results
 
     @property
     def artifacts(self) -> dict[str, str]:
-        return self.facts.artifacts
+        return self.report.artifacts
 
     @property
     def ssh_drops(self) -> int:
-        return self.facts.transport.ssh_drops
+        return self.report.transport.ssh_drops
 
     @property
     def dropped_events(self) -> int:
         return self.stream.dropped_events
 
     @property
-    def timeline(self) -> dict[str, float]:
-        return self.stream.timeline
+    def stage_times(self) -> dict[str, float]:
+        """When each of the lab's stages began (epoch s)."""
+        return self.stream.stage_times
 
     def summary(self) -> dict[str, Any]:
-        """Figures for the final table and the manifest (from the job's results when present)."""
-        return self.facts.summary()
+        """Figures for the final table (the manifest reads the owners themselves)."""
+        report, pod, transport = self.report, self.pod, self.report.transport
+        return {
+            "lab_id": self.lab_id, "status": report.status, "reason": report.reason,
+            "pod_id": pod.id, "verified_gone": pod.verified_gone,
+            "usd_per_hr": pod.usd_per_hr, **self.money.manifest_fields(),
+            "start_ts": pod.created_at, "end_ts": pod.gone_at,
+            "job_events": transport.job_events, "ssh_drops": transport.ssh_drops,
+            "duplicates": transport.duplicates, "gaps": transport.gaps,
+            "results": report.results, "artifacts": dict(report.artifacts),
+            "partial": report.partial_figures(),
+        }
 
     def subscribe(self, maxsize: int = 10_000) -> AsyncIterator[Event]:
         """Every event from now on, until ``done`` (see ``tplab.lab.stream``)."""
@@ -148,14 +160,14 @@ class Lab:
         """Ask the lab to stop now (terminate + verify gone). Idempotent, safe from any thread.
         ``by_user``: the user asked (TERMINATE, Ctrl-C, a signal), so a lab without results ends
         STOPPED; the lab's own stops (a cap, a lost pod) pass False and end FAILED."""
-        status = STOPPED if by_user else FAILED
+        self._stop(reason, STOPPED if by_user else FAILED)
+
+    def _stop(self, reason: str, status: str) -> None:
+        """A stop asked by a part of the lab (``StopRequest``: the cost ticker, the watch on the
+        pod), or by the user: ends the lab ``status`` (a provider taking the spot instance back
+        ends it INTERRUPTED). Idempotent, safe from any thread."""
         if not self._in_loop(self._request, reason, status) and self._stop_reason is None:
             self._stop_reason, self._stop_status = reason, status
-
-    def _interrupted(self, reason: str) -> None:
-        """The provider took the spot instance back while the job ran: stop now, end INTERRUPTED."""
-        if not self._in_loop(self._request, reason, INTERRUPTED) and self._stop_reason is None:
-            self._stop_reason, self._stop_status = reason, INTERRUPTED
 
     def _request(self, reason: str, status: str = STOPPED) -> None:
         if self._stop_reason is None:
@@ -237,28 +249,29 @@ class Lab:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if self.config.out_dir:  # outside TPLAB_HOME/labs: remembered, so handin finds it
             lab_folders.remember(self.out_dir, self.config.mock)
-        self.stream.open_record(self.facts.add_artifact("stream.jsonl"))
+        self.stream.open_record(self.report.add_artifact("stream.jsonl"))
         restore_handler = quiet_lost_connections(self._loop)
         mock_cm = None
         try:
-            if self.ctx.provider is None:
+            if self.provider is None:
                 from tplab.lab import auto_pick, providers
                 if self.config.provider_name() == "auto":  # the cheapest spot across clouds
                     self.config.provider, why = await auto_pick.pick(self.config)
                     self.stream.log(why, headline=True)
                 if self.config.mock:
                     mock_cm = providers.mock_session(self.config)
-                    self.ctx.provider = await mock_cm.__aenter__()
+                    self.provider = await mock_cm.__aenter__()
                     self._own_mock = not self.config.api_url
                 else:
-                    self.ctx.provider = await asyncio.to_thread(
+                    self.provider = await asyncio.to_thread(
                         providers.real_provider, self.config.api_url, self.config.provider_name())
+                self.pod.use(self.provider)
             return await self._run_with_provider()
         except LabStop as stop:  # --provider auto: no cloud has spot under the cap
-            self.facts.status, self.facts.reason = stop.status, one_line(stop.reason)
+            self.report.end(stop.status, one_line(stop.reason))
             return await self._finish()
         except Exception as exc:  # provider could not even be built (no key, mock failed)
-            self.facts.status, self.facts.reason = FAILED, one_line(exc) or type(exc).__name__
+            self.report.end(FAILED, one_line(exc) or type(exc).__name__)
             return await self._finish()
         finally:
             if mock_cm is not None:
@@ -270,7 +283,9 @@ class Lab:
         body = asyncio.create_task(self._body(), name="lab-body")
         assert self._stop_event is not None  # run() made it before the provider
         stopper = asyncio.create_task(self._stop_event.wait(), name="lab-stop")
-        ticker = asyncio.create_task(cost_ticker(self.ctx), name="lab-cost")
+        ticker = asyncio.create_task(
+            cost_ticker(self.config, self.pod, self.money, self.stream, self._stop),
+            name="lab-cost")
         cancelled = False
         try:
             await asyncio.wait({body, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -292,39 +307,40 @@ class Lab:
                 cancelled = True
                 if closing.done():
                     raise
-                self.stream.log("still tearing down (phase "
-                                f"{self.stream.phase_name}); the pod is ended first", "warning")
+                self.stream.log("still tearing down (stage "
+                                f"{self.stream.stage_name}); the pod is ended first", "warning")
         if cancelled:
             raise asyncio.CancelledError
         return outcome
 
     async def _close(self, body: asyncio.Task, ticker: asyncio.Task) -> LabOutcome:
         """End the body, tear down (or detach), then the closing artifacts."""
-        facts = self.facts
+        report = self.report
         detach = self._detach_requested and self._stop_reason is None
         if not body.done():
             body.cancel()
         try:
             await body
-            facts.status, facts.reason = COMPLETE, "the lab completed"
+            report.end(COMPLETE, "the lab completed")
         except LabStop as stop:
-            facts.status, facts.reason = stop.status, stop.reason
+            report.end(stop.status, stop.reason)
         except asyncio.CancelledError:
             why = self._stop_reason or ("detach requested before a pod existed"
                                         if self._detach_requested else "cancelled")
-            facts.status = STOPPED if self._detach_requested else self._stop_status
-            facts.reason = {STOPPED: f"stopped by the user ({why})",
-                            INTERRUPTED: f"{why}; what was measured before it is kept"}.get(
-                                facts.status, f"terminated on request ({why})")
+            status = STOPPED if self._detach_requested else self._stop_status
+            report.end(status, {STOPPED: f"stopped by the user ({why})",
+                                INTERRUPTED: f"{why}; what was measured before it is kept"}.get(
+                                    status, f"terminated on request ({why})"))
         except Exception as exc:
-            facts.status, facts.reason = FAILED, failure_sentence(exc, self.out_dir)
+            report.end(FAILED, failure_sentence(exc, self.out_dir))
         self._tearing_down = True
+        owners = (self.config, self.pod, self.money, self.report, self.stream, self.session)
         try:
             if detach and self.pod_id is not None:
                 self.detached = True
-                await teardown.detach(self.ctx, self.session, self._own_mock)
+                await teardown.detach(*owners, self._own_mock)
             else:
-                await teardown.teardown(self.ctx, self._creation, self.session)
+                await teardown.teardown(*owners)
                 self._completed_before_the_stop()
         finally:
             ticker.cancel()
@@ -335,52 +351,54 @@ class Lab:
     def _completed_before_the_stop(self) -> None:
         """A stop that came after the job's `finished` (results written, outputs matched) whose
         results the teardown fetched: the measurement is whole, so the lab completed."""
-        facts, session = self.facts, self.session
-        if (facts.status == STOPPED and facts.results is not None and session is not None
-                and session.tail.finished_seen_at is not None and facts.pod.verified_gone):
-            facts.status = COMPLETE
-            facts.reason = (f"the lab completed: the stop ({self._stop_reason or 'cancelled'}) "
-                            "came after the job had finished, and its results were fetched "
-                            "before the teardown")
+        report, session = self.report, self.session
+        if (report.status == STOPPED and report.results is not None and session is not None
+                and session.tail.finished_seen_at is not None and self.pod.verified_gone):
+            report.end(COMPLETE, f"the lab completed: the stop ({self._stop_reason or 'cancelled'}) "
+                                 "came after the job had finished, and its results were fetched "
+                                 "before the teardown")
 
     # ------------------------------------------------------------------ the body
     async def _body(self) -> None:
-        cfg, ctx, facts = self.config, self.ctx, self.facts
-        ctx.stream.phase("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
-                         world_size=cfg.gpus, lab_id=self.lab_id, mock=cfg.mock)
-        preflight.check_inputs(ctx)
-        preflight.choose_image(ctx)
+        cfg, stream, pod, money = self.config, self.stream, self.pod, self.money
+        provider = pod.cloud
+        stream.stage("preflight", num_prompts=cfg.num_prompts, new_tokens=cfg.new_tokens,
+                    world_size=cfg.gpus, lab_id=self.lab_id, mock=cfg.mock)
+        preflight.check_inputs(cfg)
+        preflight.choose_image(cfg, pod, stream)
         # the job's own input checks need torch: a subprocess, beside the rest of preflight
         job_inputs = asyncio.create_task(check_job_inputs(cfg), name="lab-job-inputs")
         try:
-            await preflight.check_leftovers(ctx)  # closes the records of pods found gone
-            await preflight.settle_dead_holds(ctx)
-            caps = preflight.open_budget(ctx)
-            facts.pod.usd_per_hr = await preflight.choose_price(ctx, caps)
+            # closes the records of pods found gone
+            await preflight.check_leftovers(cfg, provider, self.lab_id, stream)
+            await preflight.settle_dead_holds(cfg, provider, stream)
+            preflight.open_budget(cfg, money, stream)
+            await preflight.choose_price(cfg, pod, money, stream)
             warning = await job_inputs
         finally:
             job_inputs.cancel()
         if warning:
-            ctx.stream.warn(warning)
-        await provision.authorize(ctx)
+            stream.warn(warning)
+        await provision.authorize(cfg, provider, money, stream)
 
-        self.session = PodSession(ctx, on_result=self._start_prediction)
-        await provision.create(ctx, self._creation, self.session.public_key)
+        self.session = PodSession(cfg, pod, self.report, stream, self._stop,
+                                  on_result=self._start_prediction)
+        await provision.create(cfg, pod, money, stream, self.session.public_key)
         # a pod exists, so its proof picture will be drawn: matplotlib, imported while it boots
         # (nothing waits for it: it ends on its own, the loop's executor joined at its close)
         self._prewarm = asyncio.create_task(asyncio.to_thread(_prewarm_plotting),
                                             name="lab-prewarm")
-        info = await provision.boot(ctx)
+        info = await provision.boot(cfg, pod, stream)
 
-        ctx.stream.phase("connect")
+        stream.stage("connect")
         await self.session.connect(info)
-        ctx.stream.phase("upload")
+        stream.stage("upload")
         await self.session.upload()
-        ctx.stream.phase("run")
+        stream.stage("run")
         await self.session.launch()
         await self.session.run_job()
 
-        ctx.stream.phase("fetch")
+        stream.stage("fetch")
         await self.session.fetch()
         self.session.check_exit()
 
@@ -397,31 +415,32 @@ class Lab:
                                        mock=cfg.mock, checkpoint=cfg.checkpoint)
         if results and self._prediction is not None:
             artifacts.write_curve(self._prediction, self.out_dir, mock=cfg.mock)
-            self.facts.add_artifact(artifacts.CURVE)
+            self.report.add_artifact(artifacts.CURVE)
 
     def _say_figures(self) -> None:
         """The lab's figures, made once (``artifacts.lab_figures``) and said to every face (the
         ``figures`` event) before the proof picture and the manifest render them."""
         try:
-            self._figures = artifacts.lab_figures(self.config, self.facts, self._prediction)
+            self._figures = artifacts.lab_figures(self.config, self.report, self.pod, self.money,
+                                                  self._prediction)
             self.stream.emit(FiguresEvent(figures=self._figures.to_dict()))
         except Exception as exc:
             self.stream.warn(f"the lab's figures could not be gathered: {exc}")
 
     def _write_manifest(self) -> Path:
-        path = artifacts.write_lab_manifest(self.config, self.facts, self._prediction,
-                                            self._figures)
-        self.facts.add_artifact("manifest.json")
+        path = artifacts.write_lab_manifest(self.config, self.report, self.pod, self.money,
+                                            self._prediction, self._figures)
+        self.report.add_artifact("manifest.json")
         return path
 
     async def _finish(self) -> LabOutcome:
-        facts, stream = self.facts, self.stream
-        stream.phase("manifest")
+        report, stream = self.report, self.stream
+        stream.stage("manifest")
         try:
             if self._prediction_task is not None:
                 await self._prediction_task
             else:
-                await asyncio.to_thread(self._predict_and_draw, facts.results)
+                await asyncio.to_thread(self._predict_and_draw, report.results)
         except Exception as exc:
             stream.warn(f"the scaling curve could not be drawn: {exc}")
         self._say_figures()
@@ -429,22 +448,23 @@ class Lab:
         pod_left = self.pod_id is not None and not self.verified_gone and not self.detached
         try:
             stream.flush()  # the final frame is drawn from stream.jsonl
-            await asyncio.to_thread(artifacts.write_proof_picture, facts, self.config.mock)
+            await asyncio.to_thread(artifacts.write_proof_picture, self.report, self.summary(),
+                                    self.config.mock)
         except Exception as exc:
             stream.warn(f"proof-terminated.png could not be drawn: {exc}")
         try:
             self._write_manifest()
         except Exception as exc:
             stream.warn(f"the manifest could not be written: {exc}")
-        code = exit_code(facts.status, pod_left or self.detached)
-        stream.emit("phase", name="done", status=facts.status, reason=facts.reason,
+        code = exit_code(report.status, pod_left or self.detached)
+        stream.emit("phase", name="done", status=report.status, reason=report.reason,
                     out_dir=str(self.out_dir), pod_id=self.pod_id,
                     verified_gone=self.verified_gone if self.pod_id is not None else None,
                     exit_code=code,
                     manifest=str(self.out_dir / "manifest.json"))
         stream.flush()
         stream.close_subs()
-        return LabOutcome(facts.status, facts.reason, self.out_dir, self.pod_id,
+        return LabOutcome(report.status, report.reason, self.out_dir, self.pod_id,
                           self.verified_gone, code)
 
     def add_artifact(self, name: str) -> Path | None:
@@ -455,5 +475,5 @@ class Lab:
         path = self.out_dir / name
         if Path(name).name != name or not path.is_file():
             return None
-        self.facts.add_artifact(name)
+        self.report.add_artifact(name)
         return self._write_manifest()

@@ -6,7 +6,8 @@ pre-flight rule (remaining ≥ lab cap + buffer), pods of earlier labs still ali
 provider's quote against the lab cap — including whether RunPod still offers spot at all, so a
 spot lab that cannot be had is refused before any money is authorized — and whether the pod's
 image can run the job on the lab's GPU and on the hosts the provider offers. Each refusal is a
-``LabStop`` with one sentence.
+``LabStop`` with one sentence. Each check is a function of the owners it needs (the config,
+the provider, the lab's pod and money, the stream), never of the ``Lab``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import shlex
 from pathlib import Path
 
 from tplab.cloud import image_fit
-from tplab.cloud.base import Quote
+from tplab.cloud.base import Provider, Quote
 from tplab.cloud.image_fit import ImageChoice
 from tplab.keys.redact import one_line
 from tplab.lab import leftovers
 from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
-from tplab.lab.context import LabContext
+from tplab.lab.pod import LabPod
 from tplab.lab.pod_python import pod_python_problem
-from tplab.money.caps import Caps, resolve_caps
+from tplab.lab.stream import LabStream
+from tplab.money.caps import Caps
+from tplab.money.lab_money import LabMoney
 from tplab.records.job_flags import COMM_CHOICES
 from tplab.records.prompts_file import PromptsFileError, read_prompts
 
@@ -55,82 +58,72 @@ def input_problem(cfg: LabConfig) -> str | None:
     return f"{bad_python} Nothing was created." if bad_python else None
 
 
-def check_inputs(ctx: LabContext) -> None:
+def check_inputs(config: LabConfig) -> None:
     """``input_problem``, as the lab's refusal (FAILED, nothing authorized)."""
-    problem = input_problem(ctx.config)
+    problem = input_problem(config)
     if problem:
         raise LabStop(FAILED, problem)
 
 
-def choose_image(ctx: LabContext) -> ImageChoice:
+def choose_image(config: LabConfig, pod: LabPod, stream: LabStream) -> ImageChoice:
     """The pod's image (``--image``, else the default for the cloud and the GPU's generation)
     and whether it can drive the lab's GPU at all, whatever the host: the torch range, the GPU's
     kernels, sshd on RunPod, a compiler for ``--compile``. Refused: FAILED, nothing authorized.
     "Cannot tell" (an image or a GPU tplab does not know) is a warning: the pod checks its
     torch and its GPU when it starts. Whether a host's driver runs the image's CUDA is the
     quote's part (``choose_price``)."""
-    cfg = ctx.config
-    name = ctx.provider_name
-    choice = image_fit.choose_image(name, cfg.gpu_type, cfg.image, compile=cfg.compile)
-    ctx.facts.pod.image = choice
-    fit = image_fit.gpu_fit(choice, cfg.gpu_type, name, compile=cfg.compile)
+    name = pod.provider_name
+    choice = image_fit.choose_image(name, config.gpu_type, config.image, compile=config.compile)
+    pod.take_image(choice)
+    fit = image_fit.gpu_fit(choice, config.gpu_type, name, compile=config.compile)
     if fit.ok is False:
         raise LabStop(FAILED, one_line(f"{fit.reason}; nothing was created"))
-    ctx.stream.log(f"image {choice.describe()}")
+    stream.log(f"image {choice.describe()}")
     if fit.ok is None:
-        ctx.stream.warn(fit.reason)
+        stream.warn(fit.reason)
     return choice
 
 
-async def settle_dead_holds(ctx: LabContext) -> None:
+async def settle_dead_holds(config: LabConfig, provider: Provider, stream: LabStream) -> None:
     """Holds that dead clients left with nothing billing against them are settled before the
     budget is checked (``leftovers.reconcile_holds``): not money this lab should be refused for."""
-    notes = await asyncio.to_thread(leftovers.reconcile_holds, ctx.provider, ctx.config.mock)
+    notes = await asyncio.to_thread(leftovers.reconcile_holds, provider, config.mock)
     for note in notes:
-        ctx.stream.log(note)
+        stream.log(note)
 
 
-def lab_caps(cfg: LabConfig) -> Caps:
-    """The caps this lab runs under (``tplab.money.caps.resolve_caps``: budget.toml, then
-    ``--lab-cap`` and ``--phase-cap``, with the lab's wall cap for an offer's worst case)."""
-    return resolve_caps(mock=cfg.mock, lab_cap_usd=cfg.lab_cap_usd,
-                        phase_cap_usd=cfg.phase_cap_usd, wall_cap_s=cfg.wall_cap_s)
-
-
-def open_budget(ctx: LabContext) -> Caps:
-    """Open the ledger under the lab's caps (``facts.money.open``) and apply its pre-flight
-    rule; returns the caps."""
-    caps = lab_caps(ctx.config)
-    guard = ctx.facts.money.open(caps)
+def open_budget(config: LabConfig, money: LabMoney, stream: LabStream) -> Caps:
+    """Open the ledger under the lab's caps (``LabConfig.caps``, taken by ``money.open``) and
+    apply its pre-flight rule; returns the caps."""
+    caps = config.caps()
+    guard = money.open(caps)
     summary = guard.summary()
     damaged = summary.damaged_note()
     if damaged:
-        ctx.stream.warn(damaged)
-    ctx.budget_event(summary)
-    pre = guard.check_preflight(caps.lab_cap_usd, caps.preflight_buffer_usd)
+        stream.warn(damaged)
+    stream.emit(money.budget_event(summary, config.ledger_label()))
+    pre = money.preflight()
     if not pre.ok:
         raise LabStop(FAILED, pre.message)
-    ctx.stream.log(pre.message)
+    stream.log(pre.message)
     return caps
 
 
-async def check_leftovers(ctx: LabContext) -> None:
+async def check_leftovers(config: LabConfig, provider: Provider, lab_id: str,
+                          stream: LabStream) -> None:
     """Warn about pods of earlier labs still alive; refuse to start beside them (headless). A
     pod an earlier lab could not prove gone that the provider now shows gone has that lab's
     hold settled here, at what it billed (said in the log)."""
-    cfg = ctx.config
-    assert ctx.provider is not None
+    cfg = config
     settled: list[str] = []  # holds of ended labs whose pods the listing now shows gone
     found = await asyncio.to_thread(functools.partial(
-        leftovers.live_pods, ctx.provider, cfg.mock, exclude_pod=ctx.facts.pod.id,
-        exclude_lab=ctx.facts.lab_id, settled=settled))
+        leftovers.live_pods, provider, cfg.mock, exclude_lab=lab_id, settled=settled))
     for note in settled:
-        ctx.stream.log(note)
+        stream.log(note)
     if not found:
         return
     desc = leftovers.describe(found)
-    ctx.stream.warn(f"pods of earlier labs are still alive: {desc}",
-                    pods=[p.info.id for p in found])
+    stream.warn(f"pods of earlier labs are still alive: {desc}", pods=[p.info.id for p in found])
     if cfg.refuse_leftovers:
         ids = " ".join(p.info.id for p in found)
         raise LabStop(FAILED, f"pods of earlier labs are still alive ({desc}); "
@@ -212,22 +205,24 @@ def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, caps: Caps) 
             f"h wall cap, {fits}: to use it, run `{on_demand_command(cfg)}`; nothing was created")
 
 
-async def choose_price(ctx: LabContext, caps: Caps) -> float:
+async def choose_price(config: LabConfig, pod: LabPod, money: LabMoney,
+                       stream: LabStream) -> float:
     """The provider's quote for the lab's GPUs (spot unless told otherwise) — REST v2's catalog
     price and stock, spot from GraphQL while RunPod offers it: the hourly price, or a refusal
     (EDUCATIONAL_STUB, nothing authorized, nothing created) when there is no offer or the wall
     cap's worst case exceeds the lab cap. Records the quote, the expected cost of the planned
-    run (ESTIMATE_FORMULA) and the worst case in ``facts.money``."""
-    cfg, money = ctx.config, ctx.facts.money
-    assert ctx.provider is not None
-    image = ctx.facts.pod.image.image if ctx.facts.pod.image else ""
-    quote = await asyncio.to_thread(ctx.provider.quote, cfg.gpu_type, cfg.gpus, image)
-    money.quote = quote
+    run (ESTIMATE_FORMULA) and the worst case with the lab's money (``LabMoney.take_offer``)
+    and the price with its pod."""
+    cfg = config
+    caps = money.caps
+    assert caps is not None  # the pre-flight opened the budget first
+    quote = await asyncio.to_thread(pod.cloud.quote, cfg.gpu_type, cfg.gpus, pod.image_name)
+    money.take_quote(quote)
     if quote.image_refusal:  # offers there are, but no host whose driver runs the image
         raise LabStop(FAILED, one_line(f"{quote.image_refusal}; nothing was created"))
     for host in quote.hosts:
         mark = {True: "runs", False: "cannot run", None: "may run"}[host.ok]
-        ctx.stream.log(f"{host.offer} {mark} the image: {host.why}")
+        stream.log(f"{host.offer} {mark} the image: {host.why}")
     if cfg.spot:
         if not quote.spot_available or quote.spot_usd_per_hr is None:
             raise LabStop(STUB, spot_stub_reason(cfg, quote, quote.spot_note or "no spot offer",
@@ -239,17 +234,15 @@ async def choose_price(ctx: LabContext, caps: Caps) -> float:
                           f"now (the provider's stock: {quote.availability or 'unknown'}); "
                           "nothing was created")
         price, kind = float(quote.on_demand_usd_per_hr), "on-demand"
-    worst = caps.worst_case(price)
+    worst = money.take_offer(price, kind, planned_seconds(cfg))
     lab_cap = caps.lab_cap_usd
     if not worst.fits:
         raise LabStop(STUB, f"the {kind} price ${price:.3f}/h for "
                       f"{worst.hours:.2f} h (the wall cap) could cost "
                       f"${worst.usd:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
-    money.price_kind = kind
-    money.worst_case_usd = round(worst.usd, 6)
-    money.estimated_cost_usd = round(price * planned_seconds(cfg) / 3600.0, 6)
+    pod.take_price(price)
     stock = f", stock {quote.availability}" if quote.availability else ""
-    ctx.stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.estimated_cost_usd:.4f} for "
-                   f"the planned run, worst case ${worst.usd:.2f} at the wall cap, within the lab "
-                   f"cap ${lab_cap:.2f}")
+    stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.estimated_cost_usd:.4f} for "
+               f"the planned run, worst case ${worst.usd:.2f} at the wall cap, within the lab "
+               f"cap ${lab_cap:.2f}")
     return price

@@ -1,6 +1,6 @@
 """proof-terminated.png: a picture a person reads as proof that the lab's pod is gone.
 
-Why a picture beside ``proof-terminated.json``: the seed (lab 02) asks for a screenshot of the
+Why a picture beside ``proof-terminated.json``: the lab sheet (lab 02) asks for a screenshot of the
 provider's console showing the instance terminated. tplab has no browser; what it has is better
 evidence: the provider's own answer after terminate (read by ``tplab.lab.teardown.write_proof``)
 and the lab's final frame. This module draws both, for every lab whose pod was terminated:
@@ -8,7 +8,7 @@ and the lab's final frame. This module draws both, for every lab whose pod was t
 * top: the provider's answer — pod id, its state as the provider reported it, when terminate was
   asked and when the provider was checked, whether the pod still appeared in the provider's list,
   and the API routes that gave those answers;
-* bottom: the lab's final frame — its phase timeline with times, and the final table that
+* bottom: the lab's final frame — its stages with their times, and the final table that
   ``tplab run`` prints (``HeadlessView.table``, folded from the same events the dashboard folds).
 
 It reads only files the lab already wrote (proof-terminated.json, stream.jsonl), so it can be
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab.cloud.registry import gone_routes
-from tplab.records.events import Event, EventDecoder, PhaseEvent
+from tplab.records.events import Event, EventDecoder, StageEvent
 from tplab.util.bounded_read import iter_chunks, read_bounded
 
 PROOF_PNG = "proof-terminated.png"
@@ -82,24 +82,24 @@ def read_events(path: Path, limit: int = STREAM_LIMIT) -> Iterator[Event]:
     yield from dec.feed(b"\n")  # a last line without its newline
 
 
-def final_frame(events: Iterable[Event], summary: dict[str, Any], max_phases: int = 14) -> str:
-    """The lab's last screen as text: its phase timeline (seconds since the lab's first event,
+def final_frame(events: Iterable[Event], summary: dict[str, Any], max_stages: int = 14) -> str:
+    """The lab's last screen as text: its stages (seconds since the lab's first event,
     stamped as ``tplab run`` stamped them) and the final table ``tplab run`` prints, folded
-    from ``events`` by the headless view (taken one at a time: none is kept but the phases)."""
+    from ``events`` by the headless view (taken one at a time: none is kept but the stages)."""
     from tplab.faces.headless import HeadlessView, stamp
     view = HeadlessView(io.StringIO(), tty=False)
     t0: float | None = None  # as the terminal's: from the lab's first event
-    phases = []
+    stages = []
     for ev in events:
         view.handle(ev)
         t0 = ev.ts if t0 is None else t0
-        if isinstance(ev, PhaseEvent) and ev.src != "job":
-            phases.append(f"{stamp(ev.ts - t0)} {ev.name}"
+        if isinstance(ev, StageEvent) and ev.src != "job":
+            stages.append(f"{stamp(ev.ts - t0)} {ev.name}"
                           + (f" (pod {ev.pod_id})" if ev.pod_id else ""))
-    if len(phases) > max_phases:
-        phases = phases[:2] + ["  ..."] + phases[-(max_phases - 3):]
+    if len(stages) > max_stages:
+        stages = stages[:2] + ["  ..."] + stages[-(max_stages - 3):]
     table = view.table({**summary, "artifacts": {}})
-    return "\n".join(phases + [""] + table.splitlines())
+    return "\n".join(stages + [""] + table.splitlines())
 
 
 def fit_lines(frame: str, width: int = 118) -> list[str]:

@@ -4,7 +4,10 @@ Why one object: the connection, the SFTP channel, the lab's private key and the 
 survive reconnects together. The job runs detached on the pod and writes its events to a file;
 this session only reads that file from the byte offset it keeps (``tail``), so a dropped
 connection loses and repeats nothing. While the job runs, a heartbeat file is rewritten for the
-pod's watchdog and the provider is polled for the pod's state (a spot interruption).
+pod's watchdog and the provider is polled for the pod's state (a spot interruption). The session
+works with the lab's owners: its config, its pod (the endpoint, the state the provider reports),
+its report (what the job sent, the files fetched) and its stream; a pod that goes while the job
+runs is a stop it asks the lab for.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from typing import Any, Callable, Sequence
 from tplab.wire import event_tail, remote
 from tplab.cloud.base import INTERRUPTED as POD_INTERRUPTED
 from tplab.cloud.base import PodInfo, ProviderError, SshEndpoint
-from tplab.lab.lab_config import FAILED, INTERRUPTED, STOPPED, LabStop
-from tplab.lab.context import LabContext
-from tplab.lab.provision import self_end_arg
+from tplab.lab.lab_config import FAILED, INTERRUPTED, STOPPED, LabConfig, LabStop, StopRequest
+from tplab.lab.pod import LabPod
+from tplab.lab.report import LabReport
+from tplab.lab.stream import LabStream
 from tplab.home.paths import tplab_home
 from tplab.keys.redact import one_line
 from tplab.records.events import ErrorEvent, Event, ResultEvent
@@ -46,11 +50,14 @@ def _json_kind(value: Any) -> str:
 
 
 class PodSession:
-    """See the module docstring. ``on_result`` is called with the job's results dict the moment
-    its ``result`` event arrives (the lab starts drawing the curve while the pod winds down)."""
+    """See the module docstring. ``stop`` asks the lab to stop (the pod went while the job ran);
+    ``on_result`` is called with the job's results dict the moment its ``result`` event arrives
+    (the lab starts drawing the curve while the pod winds down)."""
 
-    def __init__(self, ctx: LabContext, on_result: Callable[[dict[str, Any]], None]) -> None:
-        self.ctx = ctx
+    def __init__(self, config: LabConfig, pod: LabPod, report: LabReport, stream: LabStream,
+                 stop: StopRequest, on_result: Callable[[dict[str, Any]], None]) -> None:
+        self.config, self.pod, self.report, self.stream = config, pod, report, stream
+        self.stop = stop
         self.on_result = on_result
         self.client_key = remote.generate_client_key()  # only its public half leaves
         self.conn: Any = None
@@ -73,7 +80,7 @@ class PodSession:
         does not answer in that time (some hosts' direct ports never do), the lab says so and
         connects through the second for the rest of the bound. The endpoint that answered is
         kept for every reconnect."""
-        cfg, stream = self.ctx.config, self.ctx.stream
+        cfg, stream = self.config, self.stream
         first = self.endpoint or info.ssh
         assert first is not None
         second = info.ssh_fallback if self.endpoint is None else None
@@ -87,7 +94,7 @@ class PodSession:
                     took = time.monotonic() - started
                     stream.log(one_line(
                         f"direct SSH to {first.host}:{first.port} did not answer within "
-                        f"{took:.0f} s ({exc}); connecting through {self.ctx.provider_label()}'s "
+                        f"{took:.0f} s ({exc}); connecting through {self.pod.provider_label()}'s "
                         f"SSH proxy at {second.host}:{second.port}"), "warning")
                     self.conn = await self._connect_to(
                         second, info.id, max(1.0, cfg.connect_timeout_s - took), via="proxy")
@@ -102,7 +109,7 @@ class PodSession:
 
     async def _connect_to(self, ssh: SshEndpoint, pod_id: str, timeout_s: float,
                           via: str = "") -> Any:
-        cfg, stream = self.ctx.config, self.ctx.stream
+        cfg, stream = self.config, self.stream
         extra = {"via": via} if via else {}
         stream.emit("ssh", state="connecting", host=ssh.host, port=ssh.port, **extra)
         opts = remote.ConnectOptions(
@@ -120,40 +127,18 @@ class PodSession:
 
     async def upload(self) -> None:
         from tplab.lab.bundle import bundle_items
-        cfg = self.ctx.config
+        cfg = self.config
         sent = await remote.upload(self.conn, bundle_items(cfg.checkpoint, cfg.prompts))
-        self.ctx.stream.log(f"uploaded {sent / 1e6:.2f} MB by SFTP")
+        self.stream.log(f"uploaded {sent / 1e6:.2f} MB by SFTP")
 
     def launch_spec(self) -> remote.LaunchSpec:
-        cfg = self.ctx.config
-        args = ["--checkpoint", "checkpoint.pt", "--prompts", "prompts.txt", "--out", ".",
-                "--num-prompts", str(cfg.num_prompts), "--new-tokens", str(cfg.new_tokens),
-                "--warmup", str(cfg.warmup),
-                "--instrumented-prompts", str(min(cfg.instrumented_prompts, cfg.num_prompts))]
-        if not cfg.sweep:
-            args.append("--no-sweep")
-        if cfg.compile:
-            args.append("--compile")
-        if cfg.comm != "gloo":
-            args += ["--comm", cfg.comm]
-        args += ["--profile-tokens", str(cfg.profile_tokens)]
-        if cfg.d_model_sweep():
-            args += ["--sweep-d-model", cfg.d_model_sweep(),
-                     "--sweep-budget-s", f"{cfg.sweep_budget_s:g}"]
-        if not cfg.mock:  # a GPU was rented: the pod's check refuses a pod that cannot use it
-            args += ["--device", "cuda"]
+        cfg = self.config
         python = cfg.pod_python or (sys.executable if cfg.mock else "python3")
-        return remote.LaunchSpec(nproc=cfg.gpus, job_args=args, python=python,
+        return remote.LaunchSpec(nproc=cfg.gpus, job_args=cfg.job_args(), python=python,
                                  heartbeat_stale_s=cfg.heartbeat_timeout_s,
                                  wall_cap_s=cfg.wall_cap_s,
-                                 wall_cap_left_s=self._wall_cap_left(),
-                                 self_end=self_end_arg(self.ctx))
-
-    def _wall_cap_left(self) -> float:
-        """The wall cap less the seconds since the pod was created (this client's clock only)."""
-        created = self.ctx.facts.pod.created_at
-        spent = (time.time() - created) if created else 0.0
-        return max(1.0, self.ctx.config.wall_cap_s - spent)
+                                 wall_cap_left_s=self.pod.wall_cap_left(),
+                                 self_end=self.pod.self_end_arg())
 
     async def launch(self, watchdog_timeout_s: float = 20.0) -> None:
         """Start the job and its watchdog; the lab goes on only once the watchdog has said
@@ -172,8 +157,8 @@ class PodSession:
                     raise LabStop(FAILED, "the pod's watchdog did not start: "
                                   + one_line(bad.split("not started:", 1)[1]))
                 if "started:" in text:
-                    self.ctx.stream.log("the pod's watchdog started (heartbeat timeout "
-                                        f"{self.ctx.config.heartbeat_timeout_s:.0f} s)")
+                    self.stream.log("the pod's watchdog started (heartbeat timeout "
+                                    f"{self.config.heartbeat_timeout_s:.0f} s)")
                     return
                 if time.monotonic() > deadline:
                     raise LabStop(FAILED, f"the pod's watchdog did not say it started within "
@@ -199,21 +184,20 @@ class PodSession:
     async def _stream_job(self) -> None:
         """Tail the job's events to the end, reconnecting (and resuming) after drops."""
         import asyncssh
-        ctx = self.ctx
-        transport = ctx.facts.transport
+        stream, report = self.stream, self.report
         idle_drops = 0
         while not self.tail.finished:
             if self.conn is None:
                 if idle_drops >= 10:
                     raise LabStop(FAILED, "the SSH connection kept dropping without progress "
                                   f"({idle_drops} times); the pod is being terminated")
-                ctx.stream.emit("ssh", state="connecting")
+                stream.emit("ssh", state="connecting")
                 if not await self._check_pod_alive():
                     idle_drops += 1
                     await asyncio.sleep(min(2.0 * idle_drops, 10.0))
                     continue
                 try:
-                    info = ctx.facts.pod.info
+                    info = self.pod.info
                     assert info is not None  # the pod was created before the session
                     await self.connect(info)
                 except LabStop:
@@ -225,28 +209,27 @@ class PodSession:
                     self.sftp = sftp
                     await self._touch()
                     async for batch in event_tail.tail_events(
-                            sftp, self.tail, finish_grace_s=ctx.config.finish_grace_s):
-                        ctx.stream.publish_job(batch, self.tail.last_raw)
-                        transport.job_events += len(batch)
-                        ctx.facts.partial.add(batch)
+                            sftp, self.tail, finish_grace_s=self.config.finish_grace_s):
+                        stream.publish_job(batch, self.tail.last_raw)
+                        report.took_events(batch)
                         if not self._result_seen:
                             self._note_result(batch)
                         if self.job_error is None:
                             self._note_error(batch)
             except (asyncssh.Error, OSError) as exc:
                 idle_drops = idle_drops + 1 if self.tail.read_pos == pos_before else 1
-                transport.ssh_drops += 1
+                drops = report.ssh_dropped()
                 self.sftp = None
                 with contextlib.suppress(Exception):
                     self.conn.close()
                 self.conn = None
-                ctx.stream.emit("ssh", state="dropped", reason=one_line(type(exc).__name__),
-                                drops=transport.ssh_drops, resume_offset=self.tail.read_pos)
+                stream.emit("ssh", state="dropped", reason=one_line(type(exc).__name__),
+                            drops=drops, resume_offset=self.tail.read_pos)
             finally:
-                transport.duplicates, transport.gaps = self.tail.duplicates, self.tail.gaps
+                report.tail_counts(self.tail.duplicates, self.tail.gaps)
         self.sftp = None
         if self.tail.duplicates or self.tail.gaps:
-            ctx.stream.log(f"event stream: {self.tail.duplicates} duplicates dropped, "
+            stream.log(f"event stream: {self.tail.duplicates} duplicates dropped, "
                            f"{self.tail.gaps} gaps", "warning")
 
     def _note_result(self, batch: list[Event]) -> None:
@@ -266,18 +249,17 @@ class PodSession:
     async def _check_pod_alive(self) -> bool:
         """Before a reconnect: is the pod still RUNNING? A LabStop when it is not; False when
         the provider could not say (an API error is a reason to retry, not to end the lab)."""
-        ctx = self.ctx
-        pod = ctx.facts.pod
-        assert ctx.provider is not None and pod.id is not None
+        pod = self.pod
+        assert pod.id is not None
         try:
-            info = await asyncio.to_thread(ctx.provider.status, pod.id)
+            info = await asyncio.to_thread(pod.cloud.status, pod.id)
         except ProviderError as exc:
-            ctx.stream.log(f"the pod's state could not be read ({one_line(exc)}); retrying",
-                           "warning")
+            self.stream.log(f"the pod's state could not be read ({one_line(exc)}); retrying",
+                            "warning")
             return False
         if info.state.upper() != "RUNNING":
-            ctx.instance_event(info)
-            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            pod.instance_event(info)
+            outside = await asyncio.to_thread(pod.ended_from_outside, info.state)
             if outside:  # `tplab terminate` from another shell: the user's own stop
                 raise LabStop(STOPPED, f"stopped by the user ({outside})")
             if info.state.upper() == POD_INTERRUPTED:  # the provider took it back (outbid)
@@ -301,7 +283,7 @@ class PodSession:
         """Rewrite the pod's heartbeat file; say when it could not be (the pod's watchdog ends
         the pod after ``heartbeat_timeout_s`` without one), and when the pod sent lines that
         were dropped."""
-        cfg, stream = self.ctx.config, self.ctx.stream
+        cfg, stream = self.config, self.stream
         failing_since: float | None = None
         seen_bad = 0
         while True:
@@ -333,68 +315,67 @@ class PodSession:
     async def _watch_pod(self) -> None:
         """Notice a spot interruption (or a watchdog kill) while the job runs; each poll also
         refreshes the dashboard's instance fields (uptime_s, ssh endpoint)."""
-        ctx = self.ctx
-        pod = ctx.facts.pod
-        assert ctx.provider is not None and pod.id is not None
+        pod = self.pod
+        assert pod.id is not None
         while True:
-            await asyncio.sleep(ctx.config.status_poll_s)
+            await asyncio.sleep(self.config.status_poll_s)
             try:
-                info = await asyncio.to_thread(ctx.provider.status, pod.id)
+                info = await asyncio.to_thread(pod.cloud.status, pod.id)
             except ProviderError:
                 continue
             if info.state.upper() == "RUNNING":
                 if info.ssh is None and pod.info is not None:
                     info = replace(info, ssh=pod.info.ssh)  # keep the endpoint in use
-                pod.info = info
-                ctx.instance_event(info)
+                pod.seen(info)
                 continue
-            pod.info = info
-            ctx.instance_event(info)
-            outside = await asyncio.to_thread(ctx.ended_from_outside, info.state)
+            pod.seen(info)
+            outside = await asyncio.to_thread(pod.ended_from_outside, info.state)
             if outside:  # `tplab terminate` from another shell: the user's own stop
-                ctx.stopped_by_user(outside)
+                self.stop(outside, STOPPED)
             elif info.state.upper() == POD_INTERRUPTED:  # the provider says it took it back
-                ctx.interrupted(f"spot interruption: the pod went {info.state} ({info.note})")
+                self.stop(f"spot interruption: the pod went {info.state} ({info.note})",
+                          INTERRUPTED)
             else:
-                ctx.request_stop(f"the pod went {info.state} ({info.note})" if info.note else
-                                 f"the pod went {info.state} (a spot interruption, or its watchdog)")
+                self.stop(f"the pod went {info.state} ({info.note})" if info.note else
+                          f"the pod went {info.state} (a spot interruption, or its watchdog)",
+                          FAILED)
             return
 
     # ---- after the job -----------------------------------------------------------------
     async def fetch(self, names: Sequence[str] = remote.FETCH_FILES) -> None:
         """Copy the run's files into the out dir (each within its size limit: the pod is
         untrusted); read results.json when it came, and refuse one that is not a JSON object."""
-        facts, stream = self.ctx.facts, self.ctx.stream
+        report, stream = self.report, self.stream
         # each rank's own trace comes with the run's whole fetch, not with the teardown's few
         # files (bounded in time)
         folders = remote.FETCH_FOLDERS if tuple(names) == remote.FETCH_FILES else ()
-        fetched = await remote.fetch(self.conn, facts.out_dir, names, folders=folders)
+        fetched = await remote.fetch(self.conn, report.out_dir, names, folders=folders)
         for name in fetched.got + fetched.trimmed:
             if name != EXIT_CODE:
-                facts.add_artifact(name)
+                report.add_artifact(name)
         for name in fetched.trimmed:
             stream.warn(f"the pod's {name} was over its size limit: only its last part was "
                         "fetched")
         for name in fetched.refused:
             stream.warn(f"the pod's {name} was over its size limit and was not fetched")
         with contextlib.suppress(OSError):
-            (facts.out_dir / EXIT_CODE).unlink()
+            report.path(EXIT_CODE).unlink()
         if "results.json" not in fetched.got:
             return
         try:
-            data = json.loads((facts.out_dir / "results.json").read_text(encoding="utf-8"),
+            data = json.loads(report.path("results.json").read_text(encoding="utf-8"),
                               parse_constant=_refuse_constant)
         except (OSError, ValueError, RecursionError) as exc:
             raise LabStop(FAILED, f"the pod's results.json is not valid JSON ({one_line(exc)}); "
-                          f"see {facts.out_dir / 'job.log'}") from None
+                          f"see {report.path('job.log')}") from None
         if not isinstance(data, dict):
             raise LabStop(FAILED, f"the pod's results.json is a JSON {_json_kind(data)}, not an "
-                          f"object; see {facts.out_dir / 'job.log'}")
-        facts.results = data
+                          f"object; see {report.path('job.log')}")
+        report.take_results(data)
 
     def check_exit(self) -> None:
         """After fetch: what the job's end means for the lab (a LabStop when it failed)."""
-        tail, stream, out = self.tail, self.ctx.stream, self.ctx.facts.out_dir
+        tail, stream, out = self.tail, self.stream, self.report.out_dir
         if tail.exit_code is None and tail.finished_seen_at is not None:
             stream.log("the job reported `finished` (results written, outputs matched); not "
                        "waiting for torchrun's teardown — the pod is terminated next")

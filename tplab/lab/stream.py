@@ -22,7 +22,7 @@ from tplab.keys.redact import one_line
 
 
 class LabStream:
-    """Publish lab events (``emit``, ``phase``, ``log``, ``warn``) and job batches to subscribers."""
+    """Publish lab events (``emit``, ``stage``, ``log``, ``warn``) and job batches to subscribers."""
 
     def __init__(self) -> None:
         self._writer = EventWriter(src="lab")
@@ -31,9 +31,9 @@ class LabStream:
         self.dropped_events = 0
         #: why stream.jsonl stopped being written (a full disk), or None
         self.record_error: str | None = None
-        #: when each lab phase began (epoch s), and the current one
-        self.timeline: dict[str, float] = {}
-        self.phase_name: str | None = None
+        #: when each of the lab's stages began (epoch s), and the current one
+        self.stage_times: dict[str, float] = {}
+        self.stage_name: str | None = None
 
     # ---- the record on disk ------------------------------------------------------------
     def open_record(self, path: Path) -> None:
@@ -136,10 +136,15 @@ class LabStream:
         self.publish(ev)
         return ev
 
-    def phase(self, name: str, **extra: Any) -> None:
-        self.phase_name = name
-        self.timeline.setdefault(name, time.time())
+    def stage(self, name: str, **extra: Any) -> None:
+        """The lab's next stage begins (a ``phase`` event on the wire, ``src`` lab)."""
+        self.stage_name = name
+        self.stage_times.setdefault(name, time.time())
         self.emit("phase", name=name, **extra)  # by name: an undeclared field names its type
+
+    def began(self, name: str) -> float | None:
+        """When the lab's stage ``name`` began (epoch s), None when it has not."""
+        return self.stage_times.get(name)
 
     def log(self, msg: str, level: str = "info", headline: bool = False) -> None:
         """A log line; ``headline``: one every face shows, also the terse headless one (a

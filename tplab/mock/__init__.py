@@ -3,8 +3,8 @@
 Mock mode swaps the cloud, not the code: the RunPod provider, the runpod SDK, SSH and SFTP all
 run for real against it. Start one from Python with ``tplab.mock.handle.start_mock_cloud()``
 (a subprocess; context manager), or from a shell with ``tplab mock-cloud``. Modules:
-``server`` (HTTP, per-route call counts), ``rest_v2`` (the v2 routes, /v1 gone) with ``openapi``
-+ ``runpod_v2_openapi.json`` (RunPod's document, the part the mock serves) and ``views`` (the
+``server`` (HTTP, per-route call counts), ``routes`` (the v2 routes, /v1 gone) with ``contract``
++ ``openapi.json`` (RunPod's document, the part the mock serves) and ``answers`` (the
 answers), ``graphql_api`` + ``schema.graphql`` (balance, spot, podTerminate), ``state``
 (account, pods, billing), ``container`` (a pod's start script and main process), ``sshpod``
 (a pod's SSH server), ``procs`` (killing a pod's processes), ``faults``, ``catalog`` (GPU

@@ -10,7 +10,7 @@ way out terminates every pod and destroys every instance (killing all their proc
 The account keys are ``$TPLAB_MOCK_API_KEY`` (RunPod) and ``$TPLAB_MOCK_VAST_API_KEY`` (Vast) if
 set (never a command-line flag: argv is visible to every local user), else fresh random ones.
 ``--faults FILE`` and the fault flags are the RunPod mock's (faults.py); ``--vast-faults FILE``
-the Vast mock's (vast/fault_switches.py). Pods' sandboxes live under ``--state-dir`` (default
+the Vast mock's (vast_mock/faults.py). Pods' sandboxes live under ``--state-dir`` (default
 ``$TPLAB_HOME/mock/cloud``) in a new directory per run, removed at exit unless ``--keep-sandboxes``.
 """
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the Vast mock's port with --cloud both (0: any free port)")
     parser.add_argument("--vast-faults", metavar="FILE",
                         help="JSON file of the Vast mock's fault switches "
-                             "(tplab/mock/vast_mock/fault_switches.py)")
+                             "(tplab/mock/vast_mock/faults.py)")
     parser.add_argument("--balance", type=float, default=10.0, metavar="USD",
                         help="starting clientBalance in dollars (default 10)")
     parser.add_argument("--boot-delay", type=float, default=1.0, metavar="S",

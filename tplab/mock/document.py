@@ -1,6 +1,6 @@
 """A provider's published OpenAPI document as a mock cloud's contract: cut, resolve, validate.
 
-Why one module for both mock clouds: RunPod's mock (openapi.py) and Vast's (vast/contract.py)
+Why one module for both mock clouds: RunPod's mock (runpod_mock/contract.py) and Vast's (vast_mock/contract.py)
 hold what they receive and what they answer to the provider's own document in the same way, so
 the machinery lives here once: cutting the document down to the routes a mock serves (with every
 component they reference), resolving ``$ref``s against the document itself (``referencing``),

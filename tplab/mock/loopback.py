@@ -1,7 +1,7 @@
 """What every mock cloud's HTTP server does the same way: serve an aiohttp app on 127.0.0.1, run a
 background watch (balance/credit), and on stop end every pod, then remove the sandboxes.
 
-Why shared: the RunPod mock (server.py) and the Vast mock (vast/http_server.py) start, report and stop
+Why shared: the RunPod mock (runpod_mock/server.py) and the Vast mock (vast_mock/server.py) start, report and stop
 alike, so a parent (cli.py, handle.py) drives either, or both in one process, the same way. The
 page a proxy answers when the service behind it fails (``error_page``) is the same for both.
 A subclass gives ``provider``, ``build_app()`` and ``watch()``; its ``state`` has ``api_key``,

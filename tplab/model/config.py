@@ -12,7 +12,7 @@ class GPTConfig:
 
     ``block_size`` bounds prompt + generated tokens (the lab decodes 100 new tokens after a prompt
     of at most ~20). ``n_head`` and ``d_ff`` are divisible by 1, 2 and 4 so the model shards over
-    those world sizes; ``vocab_size`` (the seed's ``Linear(64, 600)``, grown to 640 for the
+    those world sizes; ``vocab_size`` (the lab sheet's ``Linear(64, 600)``, grown to 640 for the
     placeholder tokens of unknown words) divides by 2, 4 and 8.
     """
 

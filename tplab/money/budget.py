@@ -2,7 +2,7 @@
 
 Why it exists: tplab rents GPUs with real money. Every lab must ``authorize`` its worst-case cost
 before anything is created, and ``record_actual`` what the provider really charged afterwards
-(the seed's API: ``BudgetGuard.authorize("lab02-tp-spinup-rtx4090x2", 3.00)`` then
+(the lab sheet's API: ``BudgetGuard.authorize("lab02-tp-spinup-rtx4090x2", 3.00)`` then
 ``BudgetGuard.record_actual(label, actual)``). ``BudgetGuardExceeded`` is raised when an
 authorization would take spent + held past the cap; tplab never catches it.
 
@@ -329,7 +329,7 @@ class BudgetGuard:
     # -- pre-flight --------------------------------------------------------------------------
     def check_preflight(self, lab_cap_usd: float | None = None,
                         buffer_usd: float | None = None) -> Preflight:
-        """Whether remaining >= lab cap + buffer (the seed's "remaining reads >= $3.50").
+        """Whether remaining >= lab cap + buffer (the lab sheet's "remaining reads >= $3.50").
 
         Without arguments it uses the guard's lab cap (3.00 if it has none) and buffer.
         """

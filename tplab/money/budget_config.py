@@ -64,7 +64,7 @@ class BudgetConfig:
     """The caps. Loaded from ``budget.toml`` in the config folder (``tplab.home.paths.budget_file``;
     top-level keys of the same names)."""
 
-    lab_cap_usd: float = 3.0            # most one lab may authorize (the seed's hard $3)
+    lab_cap_usd: float = 3.0            # most one lab may authorize (the lab sheet's hard $3)
     phase_cap_usd: float = 5.0          # the ledger's cap: spent + held never exceeds it
     preflight_buffer_usd: float = 0.5   # pre-flight wants remaining >= lab cap + this
     stale_after_s: float = 3 * 3600.0   # an open authorization older than this is flagged stale

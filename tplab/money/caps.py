@@ -22,7 +22,7 @@ from tplab.money.budget import BudgetGuard
 from tplab.money.budget_config import BudgetConfig, default_ledger_path
 from tplab.money.worst_case import WorstCase, worst_case
 
-#: the share of a lab's authorization at which the lab warns (the seed's 80 % alert)
+#: the share of a lab's authorization at which the lab warns (the lab sheet's 80 % alert)
 ALERT_SHARE = 0.8
 
 

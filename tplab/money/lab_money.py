@@ -1,10 +1,13 @@
 """One lab's money, owned in one place: its caps, its hold in the ledger, and its cost figure.
 
-Why an owner and not a record: a lab's money has rules, and each rule written where a phase
+Why an owner and not a record: a lab's money has rules, and each rule written where a stage
 happens to need it was a rule applied in some places only. Here:
 
-* the caps come from ``tplab.money.caps.resolve_caps`` once (``open``), and the 80 % alert and
-  the cap stop are asked of this object (``tick``), never worked out again by a phase;
+* the caps come from ``tplab.money.caps.resolve_caps`` once (``open``), and what follows from
+  them is asked of this object, never worked out again by a stage: the pre-flight's rule
+  (``preflight``), whether an offer's worst case fits (``take_offer``), the hold
+  (``authorize``, which a stop cannot lose: ``adopt_pending``), the 80 % alert and the cap stop
+  (``tick``);
 * the hold follows the proof: the authorization made before the create is settled only when
   the provider has shown the pod gone (``settle_billed``, with the billed amount) or no pod was
   made (``release_unused``); a pod that could not be proven gone keeps the whole authorization
@@ -27,13 +30,15 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tplab.money.budget import BudgetGuard
+from tplab.money.budget import BudgetGuard, BudgetSummary, Preflight
 from tplab.money.budget_config import fmt_usd
 from tplab.money.caps import ALERT_SHARE
+from tplab.records.events import BudgetEvent
 
 if TYPE_CHECKING:
     from tplab.cloud.base import CostReport, Quote
     from tplab.money.caps import Caps
+    from tplab.money.worst_case import WorstCase
 
 
 #: the manifest fields this record fills, in the manifest's order
@@ -111,9 +116,79 @@ class LabMoney:
 
     @property
     def lab_cap_usd(self) -> float:
+        return self._caps().lab_cap_usd
+
+    def _caps(self) -> Caps:
         if self.caps is None:
             raise RuntimeError("the lab's caps are resolved by its pre-flight first")
-        return self.caps.lab_cap_usd
+        return self.caps
+
+    def preflight(self) -> Preflight:
+        """The pre-flight rule under the lab's caps: remaining >= lab cap + buffer."""
+        caps = self._caps()
+        assert self.guard is not None
+        return self.guard.check_preflight(caps.lab_cap_usd, caps.preflight_buffer_usd)
+
+    def take_quote(self, quote: Quote) -> None:
+        """The provider's quote for the lab's GPUs (the spot stub's sentence reads it)."""
+        self.quote = quote
+
+    def take_offer(self, usd_per_hr: float, kind: str, planned_s: float) -> WorstCase:
+        """The offer the lab would rent (``kind``: "spot" | "on-demand") held against the lab
+        cap (``Caps.worst_case``). When it fits, its figures are the lab's: the price kind, the
+        worst case and the expected cost of the planned ``planned_s``. The caller refuses an
+        offer that does not fit."""
+        worst = self._caps().worst_case(usd_per_hr)
+        if worst.fits:
+            self.price_kind = kind
+            self.worst_case_usd = round(worst.usd, 6)
+            self.estimated_cost_usd = round(usd_per_hr * planned_s / 3600.0, 6)
+        return worst
+
+    # ---- the hold ------------------------------------------------------------------------
+    async def authorize(self, label: str) -> str:
+        """Hold the lab cap in the ledger (``BudgetGuard.authorize``). The ledger write runs in
+        a thread that a stop cannot interrupt; the call is kept as a future, so that a stop
+        meanwhile still learns the hold it wrote (``adopt_pending``) and settles it, instead of
+        leaving it open. ``BudgetGuardExceeded`` when the ledger refuses."""
+        if self.guard is None or self.caps is None:
+            raise RuntimeError("the ledger is opened under the lab's caps before authorizing")
+        amount = self.caps.lab_cap_usd
+        self.pending_amount = amount
+        self.pending_auth = asyncio.ensure_future(
+            asyncio.to_thread(self.guard.authorize, label, amount))
+        self.auth_id = await asyncio.shield(self.pending_auth)
+        self.authorized_usd = amount
+        return self.auth_id
+
+    async def adopt_pending(self) -> None:
+        """A stop while ``authorize`` ran in its thread: wait for its answer, so the hold it
+        wrote is settled instead of left open in the ledger."""
+        pending = self.pending_auth
+        if self.auth_id is None and pending is not None:
+            try:
+                self.auth_id = await pending
+                self.authorized_usd = self.pending_amount
+            except Exception:  # noqa: BLE001 - refused (BudgetGuardExceeded): nothing is held
+                pass
+
+    def note_balance(self, usd: float | None) -> None:
+        """The provider's balance before the pod was created (None: unknown)."""
+        self.balance_before = usd
+
+    def hold_open(self, summary: BudgetSummary) -> bool:
+        """Whether this lab's authorization is still open in the ledger ``summary``."""
+        return any(a.auth_id == self.auth_id for a in summary.open_authorizations)
+
+    def budget_event(self, summary: BudgetSummary, label: str) -> BudgetEvent:
+        """The ledger's figures (cap, spent, held, remaining), how many of its lines are
+        damaged (left out of them), and this lab's authorization, as every face shows them."""
+        return BudgetEvent(cap_usd=summary.cap_usd, spent_usd=summary.spent_usd,
+                           held_usd=summary.held_usd, remaining_usd=summary.remaining_usd,
+                           damaged_lines=len(summary.damaged),
+                           authorized_usd=self.authorized_usd, label=label,
+                           held_for=(f"pod {self.held_for_pod} not yet proven gone"
+                                     if self.held_for_pod else None))
 
     # ---- the estimate while the pod runs -------------------------------------------------
     def tick(self, usd_per_hr: float, seconds: float, wall_cap_s: float) -> tuple[bool, bool]:

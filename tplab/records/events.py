@@ -2,7 +2,7 @@
 
 Every event is one JSON object on one line (JSON lines). The job writes them to ``events.jsonl``
 (flushed per line) and to stdout; the client tails that file over SSH and resumes from its last
-byte offset; the orchestrator adds its own events (phases, cost ticks, budget, SSH state); the
+byte offset; the orchestrator adds its own events (stages, cost ticks, budget, SSH state); the
 dashboard and the headless runner both read the merged stream.
 
 Each event type is a dataclass below (``TokenEvent``, ``BudgetEvent``, ...) that declares every
@@ -24,7 +24,9 @@ Older streams (``stream.jsonl`` of past labs, the shipped example, replays): the
 the same version 1 it has been; a field an older tplab did not write takes its default, a field
 it wrote that is no longer declared is ignored, a line that fails a check is dropped as a bad
 line (and counted) like any other. A line of another version is refused whole
-(``EventVersionError``): client and pod run the same tplab.
+(``EventVersionError``): client and pod run the same tplab. A type or field is renamed in
+Python only: its name on the wire stays (``StageEvent`` is ``"phase"`` there, and a heartbeat's
+stage its ``phase`` field), so every stream ever written reads the same.
 
 Standard library only: this module travels to the pod.
 """
@@ -114,8 +116,9 @@ class Event:
 
 
 @dataclass(slots=True, kw_only=True)
-class PhaseEvent(Event):
-    """A lab's or the job's phase begins; each phase adds the fields that say what it does."""
+class StageEvent(Event):
+    """A stage of the lab or of the job begins (``src`` says whose); each stage adds the fields
+    that say what it does. ``phase`` is its type on the wire, the name it has always had there."""
 
     type: ClassVar[str] = "phase"
     #: lab: preflight, authorize, create, boot, connect, upload, run, fetch, terminate, verify,
@@ -317,10 +320,11 @@ class ErrorEvent(Event):
 
 @dataclass(slots=True, kw_only=True)
 class HeartbeatEvent(Event):
-    """Liveness: the job's (with its current ``phase``) or the lab's (``age_s``: the age of the
+    """Liveness: the job's (with its current stage) or the lab's (``age_s``: the age of the
     client's last heartbeat write on the pod)."""
 
     type: ClassVar[str] = "heartbeat"
+    #: the job's current stage (``phase`` is the field's name on the wire, kept as it was written)
     phase: Label | None = None
     age_s: Amount | None = None
 
@@ -412,7 +416,7 @@ class WarningEvent(Event):
 
 #: every event type by its name on the wire
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (
-    PhaseEvent, LogEvent, TokenEvent, PromptDoneEvent, SweepEvent, SweepPointEvent,
+    StageEvent, LogEvent, TokenEvent, PromptDoneEvent, SweepEvent, SweepPointEvent,
     TimelineEvent, ResultEvent, FiguresEvent, ErrorEvent, HeartbeatEvent, CostEvent, BudgetEvent,
     InstanceEvent, SshEvent, WarningEvent)}
 for _cls in EVENT_TYPES.values():

@@ -48,7 +48,7 @@ KEEP_CATS = ("cpu_op", "user_annotation", "kernel", "gpu_user_annotation", "cuda
 #: categories that run on a GPU stream (their ``tid`` is the stream)
 GPU_CATS = frozenset({"kernel", "gpu_user_annotation", "gpu_memcpy", "gpu_memset"})
 #: the flow events kept (Perfetto's arrows: a launch to its kernel, a forward op to its backward)
-FLOW_PHASES = ("s", "t", "f")
+FLOW_KINDS = ("s", "t", "f")
 #: the span each rank wraps around a read of its real-time clock
 ANCHOR = "clock anchor"
 #: the most bytes trace.json may take (the client fetches it within its own limit above this)
@@ -196,7 +196,7 @@ def capture_from_chrome(chrome: dict[str, Any], *, rank: int, anchors: Sequence[
         ts = us_to_ns(e.get("ts"))
         if ts is None:
             continue
-        if ph in FLOW_PHASES and isinstance(e.get("id"), (int, str)) \
+        if ph in FLOW_KINDS and isinstance(e.get("id"), (int, str)) \
                 and not isinstance(e.get("id"), bool):
             flows.append((base + ts - offset, e))
             continue
@@ -432,7 +432,7 @@ def check_trace(doc: Any) -> list[str]:
     by_thread: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
     flow_ends: dict[str, set[tuple[Any, Any]]] = {"s": set(), "f": set()}
     for i, e in enumerate(doc["traceEvents"]):
-        if not isinstance(e, dict) or e.get("ph") not in ("X", "M", *FLOW_PHASES):
+        if not isinstance(e, dict) or e.get("ph") not in ("X", "M", *FLOW_KINDS):
             problems.append(f"event {i} is not a complete (X), metadata (M) or flow event")
             continue
         if not isinstance(e.get("pid"), int) or not isinstance(e.get("tid"), int):
@@ -446,7 +446,7 @@ def check_trace(doc: Any) -> list[str]:
                 named.add(e["pid"])
             continue
         ts = _num(e.get("ts"))
-        if e["ph"] in FLOW_PHASES:
+        if e["ph"] in FLOW_KINDS:
             if ts is None or "id" not in e:
                 problems.append(f"flow event {i} has no ts or id")
             elif e["ph"] in flow_ends:

@@ -30,7 +30,7 @@ from tplab.scaling.latency import (
     load_shape,
     log_space,
     predict,
-    SEED_D_MODELS,
+    SHEET_D_MODELS,
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -92,7 +92,7 @@ def save_png(path: str | Path, profile: HardwareProfile, world_size: int = 2,
     ax.plot(ds, [p.tp_ms for p in preds], label=f"TP={world_size}, predicted", color="tab:orange")
     ax.plot(ds, [p.comm_ms for p in preds], label="TP comm part, predicted", color="tab:orange",
             linestyle=":", linewidth=1)
-    for d in SEED_D_MODELS:
+    for d in SHEET_D_MODELS:
         if lo <= d <= hi:
             ax.axvline(d, color="0.88", linewidth=0.8, zorder=0)
     if sweep:

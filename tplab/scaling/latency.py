@@ -39,7 +39,7 @@ from tplab.home.paths import ASSETS, DEFAULT_CHECKPOINT
 from tplab.model.config import GPTConfig  # a plain dataclass: no torch
 
 PROFILES_PATH = ASSETS / "hardware_profiles.json"
-SEED_D_MODELS = (64, 256, 1024, 4096)
+SHEET_D_MODELS = (64, 256, 1024, 4096)
 D_MIN, D_MAX = 16.0, 65536.0
 
 
@@ -459,8 +459,8 @@ def crossover_d_model(profile: HardwareProfile, world_size: int = 2,
 # ------------------------------------------------------------------------------ reporting
 
 def summary(profile: HardwareProfile, world_size: int = 2, shape: ModelShape | None = None,
-            d_models: Sequence[float] = SEED_D_MODELS) -> dict[str, Any]:
-    """What a report needs: the prediction at the seed's sizes and the inputs (the crossover is
+            d_models: Sequence[float] = SHEET_D_MODELS) -> dict[str, Any]:
+    """What a report needs: the prediction at the lab sheet's sizes and the inputs (the crossover is
     ``tplab.scaling.crossover``'s band, with its uncertainty)."""
     shape = shape or load_shape()
     return {

@@ -1,4 +1,4 @@
-"""Lab 03 (torch.compile on MiniGPT-grammar), run for real: torch.compile the seed's ``TinyHead`` and MiniGPT-grammar, dump and read
+"""Lab 03 (torch.compile on MiniGPT-grammar), run for real: torch.compile the lab sheet's ``TinyHead`` and MiniGPT-grammar, dump and read
 Inductor's kernels, and time eager against compiled on the hot path.
 
 Run it through ``tplab compile --out DIR`` (which starts ``python -m tplab.sidelabs.compile_lab`` with
@@ -34,7 +34,7 @@ SEED = 42
 
 
 class TinyHead(nn.Module):
-    """The seed's minimal substitute: ``Linear(64, 600) -> softmax``."""
+    """The lab sheet's minimal substitute: ``Linear(64, 600) -> softmax``."""
 
     def __init__(self, d: int = 64, vocab: int = 600) -> None:
         super().__init__()
@@ -109,10 +109,10 @@ def _synced(fn: Callable[[], object], sync: Callable[[], None]) -> Callable[[], 
 
 
 def substitute_part(out: Path, watch: GraphWatch, budget: Budget, device: str) -> dict[str, Any]:
-    """Part A-E on the seed's TinyHead: match, kernels, fused softmax, hot-path timing."""
+    """Part A-E on the lab sheet's TinyHead: match, kernels, fused softmax, hot-path timing."""
     torch.manual_seed(SEED)
     model = TinyHead().eval()
-    x = torch.randn(2, 64)  # drawn on the CPU so the input is the seed's on every device
+    x = torch.randn(2, 64)  # drawn on the CPU so the input is the lab sheet's on every device
     model, x = model.to(device), x.to(device)
     compiled = torch.compile(model, mode="default")
     sync = _sync(device)

@@ -202,7 +202,7 @@ def report(out: Path, r: dict[str, Any]) -> str:
              "## A. Compile match", "",
              f"- TinyHead (`Linear(64, 600) -> softmax`, input [2, 64], seed {42}): "
              f"max |eager - compiled| = {s['max_abs_diff']:.3e} — "
-             f"{'within' if ok else 'OUTSIDE'} the seed's bar of 1e-6."]
+             f"{'within' if ok else 'OUTSIDE'} the lab sheet's bar of 1e-6."]
     m = r.get("model")
     if m:
         lines.append(f"- MiniGPT-grammar forward ({m['params']:,} parameters, logits of one prompt): "
@@ -231,7 +231,7 @@ def report(out: Path, r: dict[str, Any]) -> str:
     lines += ["", "## E. Timings (hot path only)", "",
               "Each side was warmed up (the first call compiles), then timed with fixed shapes in "
               "rounds that visit every side of every timing of this report in a rotating order "
-              "(so each ratio's rounds span the whole timing phase, with the machine's slower "
+              "(so each ratio's rounds span the whole timing, with the machine's slower "
               "moves in them), until every side's spread (IQR / "
               "median of its rounds) is within 15 % or the rounds run out; each figure is the "
               "median of its rounds ± that spread, with n rounds. A ratio is the median of the "
@@ -337,7 +337,7 @@ def manifest(out: Path, r: dict[str, Any]) -> dict[str, Any]:
     if m:
         passed = passed and m["decode_tokens_equal"]
     return {
-        "lab": "compile", "seed": "003", "status": "COMPLETE" if passed else "FAILED",
+        "lab": "compile", "lab_sheet": "003", "status": "COMPLETE" if passed else "FAILED",
         "started_at": r["started_at"], "finished_at": r["finished_at"],
         "torch": r["torch"], "python": r["python"], "device": r["device"], "threads": r["threads"],
         "inductor_env": ["TORCH_LOGS=output_code", "TORCH_COMPILE_DEBUG=1", "TORCH_COMPILE_DEBUG_DIR",

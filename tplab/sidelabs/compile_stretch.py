@@ -8,7 +8,7 @@ not run) with their own costs; the lab calls them on the model it has already lo
   ``mode="max-autotune"`` from a reset Dynamo (so each pays its whole compile), the compile time of
   each, then both timed side by side on the hot path (``pair_timing``: until stable, or said not).
 * ``export_part``: ``torch.export.export`` of the static-cache decode step (the successor of the
-  seed's ``torch._dynamo.export``): the program saved as ``export/decode_step.pt2`` with its
+  lab sheet's ``torch._dynamo.export``): the program saved as ``export/decode_step.pt2`` with its
   readable graph, its op count, and a check that the saved program, loaded back, gives the eager
   step's logits.
 * ``attention_part``: causal attention at the model's own shapes written out by hand (matmul, mask,

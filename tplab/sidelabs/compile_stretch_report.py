@@ -53,7 +53,7 @@ def export_lines(e: dict[str, Any] | None) -> list[str]:
     return lines + [
         f"The static-cache decode step (`tplab/model/compiled.py`, one token at a tensor position) "
         f"exported with `torch.export.export` in {e['export_s']:.1f} s (`torch._dynamo.export`, the "
-        f"seed's name, is its deprecated predecessor). Saved as `{e['file']}` ({e['bytes']:,} bytes), "
+        f"lab sheet's name, is its deprecated predecessor). Saved as `{e['file']}` ({e['bytes']:,} bytes), "
         f"readable graph in `{e['graph_file']}`.", "",
         f"- **{e['op_count']} ops** (call_function nodes), {e['distinct_ops']} distinct; most used: "
         f"{top}.",

@@ -6,7 +6,7 @@ is the one place that sees each bucket leave and come back: ``timed_allreduce_ho
 same averaging all-reduce DDP would (divide by world size, then sum) and records the interval from
 launch to the completion of its future (on gloo, the moment the collective has finished, including
 any wait for the slower rank). Per step the union of those intervals is the all-reduce time, and its
-share of the step (forward + backward + optimizer) is the figure the seed asks for.
+share of the step (forward + backward + optimizer) is the figure the lab sheet asks for.
 
 Each rank draws its own examples (``corpus.train_stream(seed + rank)``): that is data parallelism.
 Rank 0 gathers every rank's records and writes them; ``ddp_report`` renders the report.
@@ -244,7 +244,7 @@ def _summary(s: DDPSettings, ranks: list[dict[str, Any]], wall_s: float, started
         })
     checksums = [r["param_checksum"] for r in ranks]
     return {
-        "lab": "ddp", "seed_doc": "002", "backend": "gloo", "device": "cpu", "torch": torch.__version__,
+        "lab": "ddp", "lab_sheet": "002", "backend": "gloo", "device": "cpu", "torch": torch.__version__,
         "settings": asdict(s), "params": ranks[0]["params"], "wall_s": wall_s,
         "started_at": started_at, "finished_at": started_at + wall_s,
         "steps_skipped_in_timing": skip,

@@ -9,7 +9,7 @@ measured figure of a run the user pointed at (``measured_runs``), or "not measur
 closing three sentences pick a pattern with ``distributed_costs.choose`` and argue it from those
 numbers, then say from which model size the answer changes (``distributed_costs.thresholds``).
 
-The seed asks for about a page (~500 words, four sections of ~125 words): ``render`` is that page,
+The lab sheet asks for about a page (~500 words, four sections of ~125 words): ``render`` is that page,
 each section the pattern in our own words and one line of this model's figures, then the three
 closing sentences; ``render_detail`` is the same survey with every figure worked out (per-layer
 payloads, measured runs, where TP would pay with its uncertainty, the strategy chooser's tables),
@@ -60,7 +60,7 @@ PROSE = (
     ("The model is cut by depth into stages, one per device, and each batch into micro-batches that "
     "flow through them: activations go forward across each cut, their gradients come back. API: "
     "`torch.distributed.pipelining` (`PipelineStage` with `ScheduleGPipe` or `Schedule1F1B`; the "
-    "seed's `pipeline.sync.Pipe` is gone from torch). Use it for deep models on slowly linked "
+    "lab sheet's `pipeline.sync.Pipe` is gone from torch). Use it for deep models on slowly linked "
     "devices, as it sends only activations at the cuts; not with few layers or fast links, where "
     "the bubble (stages idle while the pipe fills and drains) costs more than DDP or TP."),
 )

@@ -190,7 +190,7 @@ class Budget:
 
     ``deferred``: each timing asked for is only registered (its result dict is filled later) and
     ``run_pending`` times all of them together, every round visiting every side of every timing
-    in a rotating order. Each ratio's rounds then span the whole timing phase, not one second of
+    in a rotating order. Each ratio's rounds then span the whole timing, not one second of
     it, so its interval holds the machine's slower moves too (two runs minutes apart differ by
     those, and a one-second interval would call them a disagreement)."""
 

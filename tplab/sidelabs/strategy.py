@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: intra-node links and what one GPU can push over them, GB/s (the seed's NVLink figure; PCIe 4.0
+#: intra-node links and what one GPU can push over them, GB/s (the lab sheet's NVLink figure; PCIe 4.0
 #: x16; a 100 Gb/s network, which is also what connects nodes)
 LINKS: dict[str, float] = {"nvlink": 600.0, "pcie": 25.0, "network": 12.5}
 GB = 10**9

@@ -1,6 +1,6 @@
 """Megatron-style tensor-parallel layers: column- and row-parallel linears and a sharded embedding.
 
-Why this module exists: it is the seed's ``tensor_parallel.py`` — the three layers the lab's TP model
+Why this module exists: it is the lab sheet's ``tensor_parallel.py`` — the three layers the lab's TP model
 is built from. Each rank holds only its shard as Parameters:
 
     ColumnParallelLinear  weight [out/ws, in], bias [out/ws]   output sharded on the last dim

@@ -19,7 +19,7 @@ from typing import Any
 from tplab.records.dmodel import SkippedSize
 from tplab.records.events import (
     BudgetEvent, CostEvent, ErrorEvent, Event, FiguresEvent, HeartbeatEvent, InstanceEvent,
-    LogEvent, PhaseEvent, PromptDoneEvent, ResultEvent, SshEvent, SweepEvent, SweepPointEvent,
+    LogEvent, StageEvent, PromptDoneEvent, ResultEvent, SshEvent, SweepEvent, SweepPointEvent,
     TimelineEvent, TokenEvent, WarningEvent)
 from tplab.figures.lab_figures import LabFigures
 from tplab.records.untrusted import count
@@ -121,18 +121,18 @@ class LabState(LabSnapshot):
         handler(self, ev)
 
     # ------------------------------------------------------------------ one handler per type
-    def _on_phase(self, ev: PhaseEvent) -> None:
+    def _on_stage(self, ev: StageEvent) -> None:
         name = ev.name
         if self.started_at is None:
             self.started_at = ev.ts
         self.starting = None
         _carry(self, ev, ("num_prompts", "new_tokens", "world_size"))
         if ev.src != "lab":
-            self.job_phase = name
-            self.add_line(ev.ts, ev.src, "info", f"phase {name}")
+            self.job_stage = name
+            self.add_line(ev.ts, ev.src, "info", f"stage {name}")
             return
-        self.phase = name
-        self.phase_since = ev.ts
+        self.stage = name
+        self.stage_since = ev.ts
         if ev.mock is not None:
             self.mock = ev.mock
         if ev.lab_id is not None:
@@ -157,7 +157,7 @@ class LabState(LabSnapshot):
         level = "info"
         if name == "done" and self.done_status not in ("COMPLETE", None):
             level = "warning" if self.done_status in ("STOPPED", "INTERRUPTED", "EDUCATIONAL_STUB") else "error"
-        self.add_line(ev.ts, ev.src, level, f"phase {name}{extra}")
+        self.add_line(ev.ts, ev.src, level, f"stage {name}{extra}")
 
     def _on_log(self, ev: LogEvent) -> None:
         self.add_line(ev.ts, ev.src, ev.level, ev.msg)
@@ -298,7 +298,7 @@ def _carry(target: object, ev: Event, names: tuple[str, ...]) -> None:
 
 #: ``apply`` looks a handler up here by the event's class; other types are counted, not fatal
 _HANDLERS: dict[type[Event], Callable[[LabState, Any], None]] = {
-    PhaseEvent: LabState._on_phase,
+    StageEvent: LabState._on_stage,
     LogEvent: LabState._on_log,
     TokenEvent: LabState._on_token,
     PromptDoneEvent: LabState._on_prompt_done,

@@ -26,13 +26,13 @@ from tplab.viewmodel.parts import Budget, Cost, Instance, LogLine
 from tplab.viewmodel.timeline_view import Timeline
 from tplab.viewmodel.tokens import MODES, ModeTimings, TokenFold
 
-#: the orchestrator's phases, in order (``done`` ends a lab)
-LAB_PHASES: tuple[str, ...] = (
+#: the lab's stages, in order (``done`` ends a lab)
+LAB_STAGES: tuple[str, ...] = (
     "preflight", "authorize", "create", "boot", "connect", "upload", "run", "fetch",
     "terminate", "verify", "record", "manifest", "done",
 )
-#: lab phases during which a pod may exist even before an ``instance`` event named it
-_POD_PHASES = frozenset({"create", "boot", "connect", "upload", "run", "fetch", "terminate",
+#: the lab's stages during which a pod may exist even before an ``instance`` event named it
+_POD_STAGES = frozenset({"create", "boot", "connect", "upload", "run", "fetch", "terminate",
                          "verify"})
 
 
@@ -50,9 +50,9 @@ class LabSnapshot:
         self.starting: str | None = None   # set from Start until the lab's first event
         self.mock: bool | None = None      # the lab runs on the local mock cloud
         self.lab_id: str | None = None
-        self.phase: str | None = None
-        self.phase_since: float | None = None
-        self.job_phase: str | None = None
+        self.stage: str | None = None
+        self.stage_since: float | None = None
+        self.job_stage: str | None = None
         self.started_at: float | None = None
         self.done = False
         self.done_status: str | None = None
@@ -91,7 +91,7 @@ class LabSnapshot:
         self._figures: tuple[int, LabFigures] | None = None
         # termination as the user sees it
         self.terminate_requested_at: float | None = None
-        self.terminate_seen = False    # the lab entered its terminate phase
+        self.terminate_seen = False    # the lab entered its terminate stage
         self.verify_seen = False
         # the log
         self.log: deque[LogLine] = deque(maxlen=log_lines)
@@ -113,7 +113,7 @@ class LabSnapshot:
             return False
         if self.instance.pod_id is not None:
             return True
-        return self.running and self.phase in _POD_PHASES
+        return self.running and self.stage in _POD_STAGES
 
     @property
     def terminate_status(self) -> str:

@@ -6,7 +6,7 @@ that file over SFTP from the byte offset it keeps in ``TailState`` (which surviv
 connection), decodes every complete line (``FastDecoder``: one ``json.loads`` per chunk, each
 object through the one decoder, ``tplab.records.events.from_dict``), and drops any event at or
 below the last ``seq`` already delivered. The tail ends when the job's exit code appears on the pod (or shortly after
-its ``finished`` phase).
+its ``finished`` stage).
 
 Client side only; no torch import.
 """
@@ -21,7 +21,7 @@ from typing import AsyncIterator, cast
 
 import asyncssh
 
-from tplab.records.events import (Event, EventDecoder, EventError, PhaseEvent, decode_line,
+from tplab.records.events import (Event, EventDecoder, EventError, StageEvent, decode_line,
                                   from_dict, loads_strict)
 from tplab.wire.remote import REMOTE_DIR
 
@@ -116,13 +116,13 @@ class TailState:
     duplicates: int = 0
     gaps: int = 0
     #: events from the pod claiming another source than the job (``src`` "lab"): dropped, since
-    #: the pod must not be able to speak for the client ("verified gone", a phase, a cost)
+    #: the pod must not be able to speak for the client ("verified gone", a stage, a cost)
     foreign: int = 0
     finished: bool = False
     exit_code: int | None = None
     #: raw bytes of the lines behind the last batch yielded ("" if some were dropped as duplicates)
     last_raw: bytes = b""
-    #: when the job's own ``finished`` phase arrived (its last event: results written, outputs
+    #: when the job's own ``finished`` stage arrived (its last event: results written, outputs
     #: matched); after ``finish_grace_s`` without an exit code the tail ends without waiting for
     #: torchrun's teardown, and ``exit_code`` stays None
     finished_seen_at: float | None = None
@@ -149,7 +149,7 @@ def _accept(state: TailState, events: list[Event]) -> list[Event]:
             state.gaps += 1
         state.last_seq = ev.seq
         out.append(ev)
-    if any(isinstance(ev, PhaseEvent) and ev.name == "finished" for ev in out):
+    if any(isinstance(ev, StageEvent) and ev.name == "finished" for ev in out):
         state.finished_seen_at = time.monotonic()
     return out
 

@@ -267,7 +267,7 @@ class LaunchSpec:
     #: and the laptop's are never compared); the pod's boot guard record counts it too
     wall_cap_left_s: float | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
-    #: how the pod ends itself (the provider's description, ``tplab.records.self_end.encode``'d): the
+    #: how the pod ends itself (the provider's description, ``tplab.records.self_end_word.encode``'d): the
     #: watchdog reads the pod's id and key where it says; "" starts no watchdog that can end it
     self_end: str = ""
 

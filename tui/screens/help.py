@@ -43,7 +43,7 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 **Layouts**: 160 columns and more show every panel; from 100 columns the figures stay on the
 left and the lower right switches between the scaling curve and the log (2, 3); below that (or
 under 35 rows) a summary strip keeps the pod's state, the budget left, the lab's figures and the
-phase on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
+stage on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
 
 **Figures**: each figure is made once, in one record every view (and `tplab run`, the manifest,
 the proof picture, `tplab timeline`, the hand-in) shows at the same rounding, named by the pass

@@ -97,11 +97,11 @@ def status_text(state: LabState, sweep: str | None = None, mode: str = "live") -
         if state.done_reason:
             t.append(f" · {state.done_reason}")
         return t
-    t.append("phase ", style="dim")
-    t.append(state.phase or "…", style="bold")
-    if state.job_phase:
+    t.append("stage ", style="dim")
+    t.append(state.stage or "…", style="bold")
+    if state.job_stage:
         t.append(" · job ", style="dim")
-        t.append(state.job_phase, style="bold")
+        t.append(state.job_stage, style="bold")
     if state.fatal_error:
         t.append(f" · {state.fatal_error}", style="bold red")
     return t

@@ -55,7 +55,7 @@ def this_lab(state: LabState) -> Text:
     if b.authorized_usd is not None and not state.idle:
         return Text(f"{usd(b.authorized_usd)} authorized")
     if b.lab_cap_usd is None:
-        return Text("not authorized yet" if state.phase in (None, "preflight") else DASH)
+        return Text("not authorized yet" if state.stage in (None, "preflight") else DASH)
     t = Text(f"cap {usd(b.lab_cap_usd)} · needs {usd(b.needed_usd)} left ")
     ok = b.preflight_ok
     if ok is True:

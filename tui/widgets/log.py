@@ -1,4 +1,4 @@
-"""The Log panel: lab phases, warnings, the job's lines and the pod's stderr, filtered.
+"""The Log panel: the lab's stages, warnings, the job's lines and the pod's stderr, filtered.
 
 A one-line filter bar (click a name, or press ``f`` to step through them) chooses what the
 scrolling view below shows: everything, the lab's own lines (orchestrator and dashboard), the

@@ -3,7 +3,7 @@
 Three lines, no border: the pod (MOCK when it is one) and its state; the budget left in dollars
 with a bar that reads without colour; the lab's figures (its record, ``state.figures``: the
 timed pass's ms/token single and TP and speedup, the instrumented pass's all-reduce share, each
-pass named, "so far" while the lab runs) and the phase. The plots, the log and the full figures
+pass named, "so far" while the lab runs) and the stage. The plots, the log and the full figures
 are one key away (the view switch).
 """
 
@@ -68,7 +68,7 @@ def _budget_line(state: LabState, width: int) -> Text:
 def _timing_line(state: LabState, width: int = 78) -> Text:
     """The lab's figures (its record, ``state.figures``): the timed pass's latencies and
     speedup, the instrumented pass's all-reduce share, each pass named; then where the lab is.
-    Where the width is short, the status is said shorter (the action bar below says the phase
+    Where the width is short, the status is said shorter (the action bar below says the stage
     in full), then the speedup (the ratio of the two latencies shown) is left to the Timings
     view."""
     words = _status_words(state)
@@ -106,10 +106,10 @@ def _status_words(state: LabState) -> list[str]:
         return [state.done_status or "ENDED"]
     if state.starting:
         return ["starting"]
-    phase = state.phase or "idle"
-    if state.job_phase and not state.idle:
-        return [f"phase {phase} › {state.job_phase}", f"{phase} › {state.job_phase}", phase]
-    return [f"phase {phase}", phase]
+    stage = state.stage or "idle"
+    if state.job_stage and not state.idle:
+        return [f"stage {stage} › {state.job_stage}", f"{stage} › {state.job_stage}", stage]
+    return [f"stage {stage}", stage]
 
 
 class SummaryStrip(StatePanel):

@@ -1,7 +1,7 @@
 """RunPod, everything tplab needs of it on the client side: REST v2 for pods (``http_api``,
-``v2_pods``), GraphQL for spot and the balance while RunPod serves them (``sdk``, ``spot``,
-``graphql_ops``), the key (``runpod_keys``), how its pods end themselves (``pod_self_end``) and the
-provider (``runpod_provider``). This module only describes the cloud to ``tplab.cloud.registry``;
+``shapes``), GraphQL for spot and the balance while RunPod serves them (``sdk``, ``spot``,
+``graphql_ops``), the key (``api_key``), how its pods end themselves (``self_end``) and the
+provider (``provider``). This module only describes the cloud to ``tplab.cloud.registry``;
 nothing heavy is imported until a provider is made.
 """
 
@@ -20,16 +20,16 @@ MOCK = "tplab.mock.runpod_mock"
 API_URL_VAR = "RUNPOD_API_BASE_URL"
 #: the variable that holds the key for an already running mock (``--api-url``)
 KEY_VAR = "RUNPOD_API_KEY"
-from tplab.cloud.runpod.runpod_keys import KEY_HINT, NO_KEY  # noqa: E402,F401 - said once
+from tplab.cloud.runpod.api_key import KEY_HINT, NO_KEY  # noqa: E402,F401 - said once
 
 
 def find_key(environ: Mapping[str, str] | None = None) -> Any:
-    from tplab.cloud.runpod.runpod_keys import find_api_key
+    from tplab.cloud.runpod.api_key import find_api_key
     return find_api_key(environ)
 
 
 def make(api_key: str, api_url: str | None = None, **options: Any) -> Any:
-    from tplab.cloud.runpod.runpod_provider import RunPodProvider
+    from tplab.cloud.runpod.provider import RunPodProvider
     return RunPodProvider(api_key=api_key, api_base_url=api_url, **options)
 
 

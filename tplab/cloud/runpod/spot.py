@@ -1,6 +1,6 @@
 """Spot pods and the balance, through the runpod SDK's GraphQL, for as long as RunPod serves them.
 
-Why honest about it: the seed's lab is spot-first, but REST v2 has no spot, spot left RunPod's
+Why honest about it: the lab sheet asks for a spot-first lab, but REST v2 has no spot, spot left RunPod's
 docs in 2026-05 and RunPod has said ``podRentInterruptable`` is being removed; the GraphQL API
 itself is to be retired in early 2027. So before any money is authorized tplab asks (``offer``):
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tplab.cloud.runpod import graphql_ops as ops
-from tplab.cloud.runpod import v2_pods
+from tplab.cloud.runpod import shapes
 from tplab.cloud.base import (AmbiguousCreateError, AuthError, PodSpec, ProviderError,
                               SpotUnavailableError, TransientError, UnknownGpuError)
 from tplab.cloud.runpod.sdk import ApiError, GraphqlGoneError, RunPodApi, with_retries
@@ -130,9 +130,9 @@ class Spot:
         bid = ops.bid_literal(spec.bid_usd_per_gpu_hr or min_bid_per_gpu, min_bid_per_gpu)
         env = {"PUBLIC_KEY": spec.public_key.strip(), **spec.env}
         mutation = ops.spot_create_mutation(
-            name=spec.name, image=v2_pods.image_of(spec), gpu_type=spec.gpu_type,
+            name=spec.name, image=shapes.image_of(spec), gpu_type=spec.gpu_type,
             gpu_count=spec.gpu_count, bid=bid, env=env, container_disk_gb=spec.container_disk_gb,
-            args=v2_pods.container_args(spec), allowed_cuda=allowed_cuda)
+            args=shapes.container_args(spec), allowed_cuda=allowed_cuda)
         try:
             data = self.api.graphql("creating the spot pod", mutation)
         except ApiError as exc:

@@ -1,7 +1,7 @@
 """Vast.ai, everything tplab needs of it on the client side: its REST API called directly
-(``vast_api``), its shapes (``shapes``: offers, the create body, an instance as tplab's record),
-the key (``vast_keys``), how its instances end themselves (``instance_self_end``) and the provider
-(``vast_provider``): interruptible instances by bid. This module only describes the cloud to
+(``http_api``), its shapes (``shapes``: offers, the create body, an instance as tplab's record),
+the key (``api_key``), how its instances end themselves (``self_end``) and the provider
+(``provider``): interruptible instances by bid. This module only describes the cloud to
 ``tplab.cloud.registry``; nothing heavy is imported until a provider is made.
 """
 
@@ -20,16 +20,16 @@ MOCK = "tplab.mock.vast_mock"
 API_URL_VAR = "VAST_API_BASE_URL"
 #: the variable that holds the key (for the real cloud, and for an already running mock)
 KEY_VAR = "VAST_API_KEY"
-from tplab.cloud.vast.vast_keys import KEY_HINT, NO_KEY  # noqa: E402,F401 - said once, in keys
+from tplab.cloud.vast.api_key import KEY_HINT, NO_KEY  # noqa: E402,F401 - said once, in keys
 
 
 def find_key(environ: Mapping[str, str] | None = None) -> Any:
-    from tplab.cloud.vast.vast_keys import find_api_key
+    from tplab.cloud.vast.api_key import find_api_key
     return find_api_key(environ)
 
 
 def make(api_key: str, api_url: str | None = None, **options: Any) -> Any:
-    from tplab.cloud.vast.vast_provider import VastProvider
+    from tplab.cloud.vast.provider import VastProvider
     return VastProvider(api_key=api_key, api_base_url=api_url, **options)
 
 

@@ -43,7 +43,7 @@ from typing import Any, Iterable
 
 from tplab.cloud import images
 from tplab.cloud.base import INTERRUPTED, PodInfo, PodSpec, SshEndpoint
-from tplab.cloud.vast.instance_self_end import ENV_FILE, ID_VAR, KEY_VAR
+from tplab.cloud.vast.self_end import ENV_FILE, ID_VAR, KEY_VAR
 from tplab.cloud.vast.service_rules import ARGS_MAX, ENV_TOTAL_MAX, ENV_VALUE_MAX
 
 #: an image with python3 and torch; Vast adds its own sshd for runtype ssh_direct (the

@@ -1,9 +1,9 @@
 """The mock RunPod cloud: RunPod's REST v2 on 127.0.0.1, held to RunPod's OpenAPI; pods are SSH
 servers.
 
-Modules: ``server`` (HTTP, per-route call counts, admin routes), ``rest_v2`` (the v2 routes, /v1
-gone) with ``openapi`` + ``runpod_v2_openapi.json`` (RunPod's document, the part the mock
-serves) and ``views`` (the answers), ``graphql_api`` + ``schema.graphql`` (balance, spot,
+Modules: ``server`` (HTTP, per-route call counts, admin routes), ``routes`` (the v2 routes, /v1
+gone) with ``contract`` + ``openapi.json`` (RunPod's document, the part the mock
+serves) and ``answers`` (the answers), ``graphql_api`` + ``schema.graphql`` (balance, spot,
 podTerminate), ``state`` (account, pods, billing), ``faults`` (its fault switches), ``catalog``
 (GPU prices and hosts' CUDA). The SSH side, the container process and killing a pod's processes
 are shared with the other mock clouds (``tplab.mock``).

@@ -3,7 +3,7 @@
 Routes:
 
 - ``/v2/pods``, ``/v2/pods/{id}``, ``/v2/catalog/gpus``, ``/v2/billing/pods`` — RunPod's REST v2,
-  held to RunPod's OpenAPI document (rest_v2.py, openapi.py).
+  held to RunPod's OpenAPI document (routes.py, contract.py).
 - ``POST /graphql`` — what tplab still uses of RunPod's GraphQL: balance, spot quote and create,
   ``podTerminate`` (graphql_api.py). The runpod SDK reaches it through
   ``RUNPOD_API_BASE_URL=<api_url>``.
@@ -19,7 +19,7 @@ method a route does not take (405, with ``Allow``), and a crash of the mock's ow
 recorded in ``schemaViolations`` so the test that caused it fails).
 
 Auth: ``Authorization: Bearer <key>``. A wrong or missing key gets HTTP 401, as on RunPod. The
-account key may do everything; a pod-scoped key only what rest_v2.py and graphql_api.py allow.
+account key may do everything; a pod-scoped key only what routes.py and graphql_api.py allow.
 The key is never logged (no access log).
 """
 
@@ -32,13 +32,13 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from tplab.mock.runpod_mock import graphql_api, rest_v2
+from tplab.mock.runpod_mock import graphql_api, routes
 from tplab.mock.runpod_mock.faults import Faults
 from tplab.mock.loopback import LOOPBACK, LoopbackServer, error_page
 from tplab.mock.runpod_mock.state import CloudState
 
 __all__ = ["LOOPBACK", "MockCloudServer", "build_app"]
-_STATE = rest_v2.STATE
+_STATE = routes.STATE
 
 
 def _unauthorized() -> web.Response:
@@ -60,21 +60,21 @@ async def problem_errors(request: web.Request,
         return await handler(request)
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
-        return rest_v2.problem(405, f"{request.method} is not allowed on {request.path}; "
+        return routes.problem(405, f"{request.method} is not allowed on {request.path}; "
                                f"allowed: {allowed}", headers={"Allow": allowed})
     except web.HTTPNotFound:
-        return rest_v2.problem(404, f"no route {request.path}")
+        return routes.problem(404, f"no route {request.path}")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return rest_v2.problem(exc.status, exc.reason)
+        return routes.problem(exc.status, exc.reason)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         msg = f"mock cloud bug: {request.method} {request.path} crashed: {exc!r}"
         request.app[_STATE].schema_violations.append(msg)
         print(msg, file=sys.stderr)
-        return rest_v2.problem(500, msg[:2000])
+        return routes.problem(500, msg[:2000])
 
 
 @web.middleware
@@ -106,7 +106,7 @@ async def handle_graphql(request: web.Request) -> web.Response:
                                       "retired: use REST v2."}, status=410)
         return web.Response(status=404 if retired == "404" else 200, text=_RETIRED_PAGE,
                             content_type="text/html")
-    scope = rest_v2.scope_of(request)
+    scope = routes.scope_of(request)
     if scope is False:
         return _unauthorized()
     try:
@@ -145,7 +145,7 @@ async def handle_graphql(request: web.Request) -> web.Response:
 
 
 def _admin_only(request: web.Request) -> bool:
-    return rest_v2.scope_of(request) is None
+    return routes.scope_of(request) is None
 
 
 async def admin_state(request: web.Request) -> web.Response:
@@ -195,7 +195,7 @@ def build_app(state: CloudState) -> web.Application:
                           middlewares=[problem_errors, count_calls])
     app[_STATE] = state
     app.router.add_post("/graphql", handle_graphql)
-    rest_v2.add_routes(app)
+    routes.add_routes(app)
     app.router.add_get("/_mock/state", admin_state)
     app.router.add_get("/_mock/pods", admin_pods)
     app.router.add_post("/_mock/faults", admin_faults)

@@ -1,4 +1,4 @@
-"""The mock cloud's account and pods: creation, the boot timeline, billing, stop, interruption, terminate.
+"""The mock cloud's account and pods: creation, the boot's course, billing, stop, interruption, terminate.
 
 One ``CloudState`` per mock process, driven from its asyncio loop (no locks: only the loop touches
 it). Behaviour modelled on RunPod's (REST v2 status names):

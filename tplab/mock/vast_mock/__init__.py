@@ -4,12 +4,12 @@ Beside the RunPod mock (tplab/mock/runpod_mock), in the same process family: ``p
 vast`` (or ``both``), or from Python ``tplab.mock.handle.start_mock_vast()`` /
 ``start_mock_cloud(provider="vast")``, which return a ``MockCloud`` whose ``api_url`` and
 ``api_key`` (``env()``: ``VAST_API_BASE_URL``, ``VAST_API_KEY``) point a Vast client at it.
-Modules: ``http_server`` (HTTP, admin routes, errors in Vast's shape), ``routes`` (auth,
+Modules: ``server`` (HTTP, admin routes, errors in Vast's shape), ``routes`` (auth,
 faults, validation, answer check) and ``handlers`` (what each route does), ``contract`` +
-``vast_openapi.json`` (Vast's document, the part the mock serves, and THE list of where the mock
-departs from it: ``EXCEPTIONS``; what it refuses beyond it is in ../rejections.py), ``rentals``
-(account, keys, instances, billing), ``answers`` (what the routes answer), ``offers`` (machines
-and search), ``fault_switches``, ``start.sh`` (an instance's container start: sshd, then
+``openapi.json`` (Vast's document, the part the mock serves, and THE list of where the mock
+departs from it: ``EXCEPTIONS``; what it refuses beyond it is in ../rejections.py), ``state``
+(account, keys, instances, billing), ``answers`` (what the routes answer), ``catalog`` (machines
+and search), ``faults``, ``start.sh`` (an instance's container start: sshd, then
 ``onstart``). The SSH side, the container process and killing an instance's processes are the
 shared with the other mock clouds (``tplab.mock``: sshpod, container, procs).
 
@@ -39,7 +39,7 @@ def new_key() -> str:
 
 
 def faults_type() -> type[Any]:
-    from tplab.mock.vast_mock.fault_switches import VastFaults
+    from tplab.mock.vast_mock.faults import VastFaults
     return VastFaults
 
 
@@ -49,5 +49,5 @@ def faults_from_args(args: argparse.Namespace) -> Any:
 
 
 def server_type() -> type[Any]:
-    from tplab.mock.vast_mock.http_server import VastMockServer
+    from tplab.mock.vast_mock.server import VastMockServer
     return VastMockServer

@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tplab.mock.vast_mock.offers import STORAGE_GB_MONTH
-from tplab.mock.vast_mock.rentals import Instance, VastState
+from tplab.mock.vast_mock.catalog import STORAGE_GB_MONTH
+from tplab.mock.vast_mock.state import Instance, VastState
 
 
 def instance_view(state: VastState, inst: Instance) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Vast.ai's own OpenAPI document as the Vast mock's contract, with its known disagreements in ONE place.
 
-The part of the document the mock serves ships beside this file as ``vast_openapi.json``: the
+The part of the document the mock serves ships beside this file as ``openapi.json``: the
 routes in ``ROUTES`` with every component they reference, cut unchanged from Vast's
 ``api-reference/openapi.yaml`` (public repository ``vast-ai/docs``, commit c624622, 2026-08-07;
 kept in this repository as ``tests/mock/documents/vast-openapi.json``) by ``extract_subset``.
@@ -27,7 +27,7 @@ from tplab.mock import document
 from tplab.mock.document import SchemaViolation
 from tplab.mock.vast_mock.departures import BEHAVIOURS, EXCEPTIONS  # noqa: F401 - the contract's
 
-SUBSET_PATH = Path(__file__).with_name("vast_openapi.json")
+SUBSET_PATH = Path(__file__).with_name("openapi.json")
 DOC_URI = "urn:vast:api:openapi"
 SOURCE = ("Vast.ai's OpenAPI document, api-reference/openapi.yaml in the public repository "
           "vast-ai/docs (commit c624622, 2026-08-07), as JSON; only the routes tplab's Vast mock "

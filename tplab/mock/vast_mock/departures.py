@@ -180,7 +180,7 @@ BEHAVIOURS: tuple[Departure, ...] = (
         "a show (and the list) may answer a record whose actual_status / intended_status is "
         "`destroyed` (Vast's CLI also takes `terminated` as gone); intended_status or next_state "
         "`stopped` while an instance comes up means it failed; an outbid may read cur_state = "
-        "intended_status = next_state = stopped; mock: rentals._boot, switches oci_error, "
+        "intended_status = next_state = stopped; mock: state._boot, switches oci_error, "
         "restarting_s, destroyed_records, stopped_while_loading, outbid_as_stopped",
         "dstack vastai/compute.py (update_provisioning_data: OCI); dstack PR #4037; SkyPilot "
         "sky/provision/vast/instance.py; vast-cli vast.py; vast-ai/vast-claude-plugin "
@@ -191,7 +191,7 @@ BEHAVIOURS: tuple[Departure, ...] = (
         "(dstack reads it so); a destroy taken may leave the instance running a while, its "
         "record's intended_status `destroyed` while actual_status is still `running` (what "
         "was asked is not what is); 429s come in bursts on it as on any endpoint; mock: "
-        "handlers.destroy_instance, rentals.destroy, switches destroy_refused_n, "
+        "handlers.destroy_instance, state.destroy, switches destroy_refused_n, "
         "destroy_lingers, destroy_intent_shown, http_429",
         "vast-ai/docs yaml/destroy_instance.yaml; dstack vastai/api_client.py "
         "(terminate_instance); SkyPilot sky/provision/vast/instance.py (actual_status)"),
@@ -222,7 +222,7 @@ BEHAVIOURS: tuple[Departure, ...] = (
         "CONTAINER_API_KEY, CONTAINER_ID (and the create's env) are in the container's "
         "environment (its start, onstart) but not in an SSH session's, unless exported to "
         "/etc/environment; PUBLIC_IPADDR is set once and not refreshed; mock: "
-        "rentals.VastState.ssh_env, <sandbox>/etc/environment read at each login",
+        "state.VastState.ssh_env, <sandbox>/etc/environment read at each login",
         "docs guides/instances/docker-environment.mdx"),
     Departure(
         "SSH: the proxy (ssh_host, ssh_port) works on every instance; direct is public_ipaddr "

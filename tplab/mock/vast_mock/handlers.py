@@ -12,8 +12,8 @@ import shlex
 from typing import Any
 
 from tplab.mock.vast_mock import answers, limits
-from tplab.mock.vast_mock.offers import OLD_DRIVER_CUDA, find_machine, market, matches, search
-from tplab.mock.vast_mock.rentals import SshKey, VastError, VastState, iso_now
+from tplab.mock.vast_mock.catalog import OLD_DRIVER_CUDA, find_machine, market, matches, search
+from tplab.mock.vast_mock.state import SshKey, VastError, VastState, iso_now
 
 #: the runtypes of an SSH instance; the CLI sends several, space-separated ("ssh_direc ssh_proxy")
 SSH_RUNTYPES = ("ssh", "ssh_direct", "ssh_direc", "ssh_proxy")

@@ -1,6 +1,6 @@
 """Vast.ai's own rules beside its document: every endpoint's input limits and minimum interval.
 
-Why a data file: Vast's combined OpenAPI document (``vast_openapi.json``) drops the ``x-`` extensions
+Why a data file: Vast's combined OpenAPI document (``openapi.json``) drops the ``x-`` extensions
 of its per-endpoint files, where the input limits (``x-input-validation``) and the rate limits
 (``x-rate-limit``) live. ``vast_endpoint_limits.json`` beside this file is those extensions for
 every endpoint, as data (a copy of the project's reference file, held equal to it by

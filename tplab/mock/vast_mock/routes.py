@@ -26,8 +26,8 @@ from aiohttp import web
 from tplab.mock.document import SchemaViolation
 from tplab.mock.loopback import error_page
 from tplab.mock.vast_mock import contract, handlers
-from tplab.mock.vast_mock.fault_switches import TOO_FREQUENT
-from tplab.mock.vast_mock.rentals import VastError, VastState
+from tplab.mock.vast_mock.faults import TOO_FREQUENT
+from tplab.mock.vast_mock.state import VastError, VastState
 
 STATE = web.AppKey("vast_state", VastState)
 JSON_TYPE = "application/json"

@@ -3,7 +3,7 @@
 One implementation for real and mock: in mock mode it is pointed at the local mock Vast cloud.
 
 - Quote: the cheapest interruptible offer (``type: "bid"``) for the GPU type and count whose
-  host can run the image (``offer_fit``: the driver's ``cuda_max_good``, the GPU's kernels), its
+  host can run the image (``host_fit``: the driver's ``cuda_max_good``, the GPU's kernels), its
   minimum bid per machine plus the disk's storage; the cheapest on-demand offer beside it (for
   the EDUCATIONAL_STUB's analysis). No offer of either kind for that GPU name: an unknown GPU.
 - Create: search again (offers move), keep the offers whose host can run the image (none:
@@ -45,9 +45,9 @@ from tplab.cloud.base import (DEAD_STATES, GONE_STATES, INTERRUPTED, POD_NAME_PR
                               SpotUnavailableError, UnknownGpuError)
 from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
-from tplab.cloud.vast import instance_self_end as pod_self_end
-from tplab.cloud.vast import offer_fit, shapes
-from tplab.cloud.vast.vast_api import (DEFAULT_API_BASE_URL, OfferMovedError, VastApi,
+from tplab.cloud.vast import self_end as pod_self_end
+from tplab.cloud.vast import host_fit, shapes
+from tplab.cloud.vast.http_api import (DEFAULT_API_BASE_URL, OfferMovedError, VastApi,
                                        invalid_args)
 from tplab.keys.redact import error_text
 
@@ -108,7 +108,7 @@ class VastProvider(PodLifecycle):
         return self._api.base_url
 
     def self_end(self) -> dict[str, Any]:
-        """How this provider's instances end themselves (``instance_self_end.py``), on this API's URL."""
+        """How this provider's instances end themselves (``self_end.py``), on this API's URL."""
         return pod_self_end.self_end(self.api_base_url)
 
     # ---- reads ---------------------------------------------------------------------------
@@ -132,24 +132,24 @@ class VastProvider(PodLifecycle):
 
     def quote(self, gpu_type: str, gpu_count: int, image: str = "") -> Quote:
         """The cheapest offers that can run ``image`` (default: the catalog's for the GPU):
-        ``offer_fit`` judges each offer's host (the cheapest in ``hosts``); interruptible offers
+        ``host_fit`` judges each offer's host (the cheapest in ``hosts``); interruptible offers
         that all cannot run it leave no spot price and say why in ``spot_note``; when no offer
         of either kind can, ``image_refusal`` says why."""
         choice = choose_image(self.name, gpu_type, image or None)
-        bid_offers = offer_fit.judge(self.offers(gpu_type, gpu_count, "bid"), "bid",
+        bid_offers = host_fit.judge(self.offers(gpu_type, gpu_count, "bid"), "bid",
                                      self.disk_gb, choice, gpu_type)
-        ond_offers = offer_fit.judge(self.offers(gpu_type, gpu_count, "ondemand"), "ondemand",
+        ond_offers = host_fit.judge(self.offers(gpu_type, gpu_count, "ondemand"), "ondemand",
                                      self.disk_gb, choice, gpu_type)
         if not bid_offers and not ond_offers:
             anyone = self._api.call("searching offers", "POST", "/api/v0/bundles", json={
                 "gpu_name": {"in": [shapes.vast_gpu_name(gpu_type)]}, "limit": 1})
             if not (anyone.body or {}).get("offers"):
                 raise self._unknown_gpu(gpu_type)
-        bid = offer_fit.cheapest_runnable(bid_offers)
-        ond = offer_fit.cheapest_runnable(ond_offers)
-        bid_refusal = offer_fit.refusal(bid_offers, choice, gpu_count, gpu_type, "interruptible")
+        bid = host_fit.cheapest_runnable(bid_offers)
+        ond = host_fit.cheapest_runnable(ond_offers)
+        bid_refusal = host_fit.refusal(bid_offers, choice, gpu_count, gpu_type, "interruptible")
         # no offer of either kind can run the image: the lab is refused, not a stub
-        refusal = "" if bid or ond else (bid_refusal or offer_fit.refusal(
+        refusal = "" if bid or ond else (bid_refusal or host_fit.refusal(
             ond_offers, choice, gpu_count, gpu_type, "on-demand"))
         note = (f"no interruptible offer whose host can run {choice.image}" if refusal else
                 bid_refusal or ("" if bid else (f"no interruptible offer for {gpu_count}x "
@@ -161,10 +161,10 @@ class VastProvider(PodLifecycle):
                      on_demand_usd_per_hr=ond.price if ond else None,
                      spot_available=bid is not None, on_demand_available=ond is not None,
                      availability=None, spot_offered=True, spot_note=note, provider=self.name,
-                     image=choice.image, hosts=offer_fit.host_offers(bid_offers or ond_offers),
+                     image=choice.image, hosts=host_fit.host_offers(bid_offers or ond_offers),
                      image_refusal=refusal)
 
-    def _bid_note(self, bid: offer_fit.JudgedOffer) -> str:
+    def _bid_note(self, bid: host_fit.JudgedOffer) -> str:
         """What tplab's bid on ``bid`` is made of: the offer's minimum bid (what Vast's CLI shows
         as its price), its disk's storage, and the margin above them."""
         minimum = shapes._float(bid.offer.get("min_bid")) or 0.0
@@ -236,14 +236,14 @@ class VastProvider(PodLifecycle):
         passed: set[str] = set()     # offers that moved under this lab: not tried again
         tries: list[str] = []
         for attempt in range(OFFER_TRIES):
-            judged = [j for j in offer_fit.judge(
+            judged = [j for j in host_fit.judge(
                 self.offers(spec.gpu_type, spec.gpu_count, kind), kind, spec.container_disk_gb,
                 choice, spec.gpu_type) if str(j.offer["id"]) not in passed]
-            refusal = offer_fit.refusal(judged, choice, spec.gpu_count, spec.gpu_type, what)
+            refusal = host_fit.refusal(judged, choice, spec.gpu_count, spec.gpu_type, what)
             if refusal:  # offers there are, but none whose host can run the image
                 raise ImageMismatchError(f"{refusal[0].upper()}{refusal[1:]}; nothing was "
                                          "created.")
-            best = offer_fit.cheapest_runnable(judged)
+            best = host_fit.cheapest_runnable(judged)
             if best is None:
                 error = SpotUnavailableError if spec.spot else NoCapacityError
                 raise error(f"Vast.ai has no {what} offer for {spec.gpu_count}x "
@@ -421,5 +421,5 @@ class VastProvider(PodLifecycle):
 
 
 def shapes_detail(body: dict[str, Any]) -> str:
-    from tplab.cloud.vast.vast_api import detail
+    from tplab.cloud.vast.http_api import detail
     return detail(body) if body else "no answer"

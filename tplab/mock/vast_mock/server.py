@@ -6,7 +6,7 @@
 - Admin, as on the RunPod mock (so ``MockCloud`` in handle.py drives both alike):
   ``GET /_mock/state`` (credit, faults, ``calls`` per route as ``METHOD /route``,
   ``rateLimited``: the 429s answered per route, ``schemaViolations``), ``GET /_mock/pods``
-  (every instance ever created, with its live pids), ``POST /_mock/faults`` (merge fault switches: fault_switches.py), ``POST /_mock/outbid``
+  (every instance ever created, with its live pids), ``POST /_mock/faults`` (merge fault switches: faults.py), ``POST /_mock/outbid``
   (``{"id": N}``: a higher bid takes that running bid instance now). Account key only.
 - Anything else — an unknown route, a method a route does not take, a crash of the mock's own —
   answers in Vast's JSON error shape (404 ``not_found``, 405 ``method_not_allowed``, 500
@@ -24,9 +24,9 @@ from aiohttp import web
 
 from tplab.mock.loopback import LoopbackServer
 from tplab.mock.vast_mock import routes
-from tplab.mock.vast_mock.fault_switches import VastFaults
+from tplab.mock.vast_mock.faults import VastFaults
 from tplab.mock.vast_mock.routes import STATE, bug, error_body, json_answer
-from tplab.mock.vast_mock.rentals import VastError, VastState
+from tplab.mock.vast_mock.state import VastError, VastState
 
 
 @web.middleware

@@ -5,7 +5,7 @@ Why apart from the provider: these are pure functions of RunPod's documented sha
 document), so they can be read and tested against it without a network.
 
 - Create: ``name``, ``image``, ``gpu {id, count, allowedCudaVersions}`` (the hosts' CUDA
-  versions that run the image's CUDA, ``cuda_hosts``; without a list from the catalog,
+  versions that run the image's CUDA, ``host_fit``; without a list from the catalog,
   ``minCudaVersion`` = the CUDA of the image's tag: either way the pod lands on a host whose
   driver runs it), ``cloud`` (SECURE), ``disk``,
   ``ports: ["22/tcp"]``, ``env`` (``PUBLIC_KEY`` + the spec's), and ``args`` only when the spec

@@ -5,7 +5,7 @@ v2 routes are held to the document RunPod publishes instead, so a request tplab 
 RunPod would refuse (an unknown field: 422) is refused here too, and an answer of the mock's
 that RunPod's document does not allow is a mock bug that fails the test that caused it.
 
-The part of the document the mock serves ships beside this file as ``runpod_v2_openapi.json``:
+The part of the document the mock serves ships beside this file as ``openapi.json``:
 the four routes (``/v2/pods``, ``/v2/pods/{id}``, ``/v2/catalog/gpus``, ``/v2/billing/pods``)
 with every component they reference, cut from RunPod's ``api-reference-v2/openapi.json``
 (public repository ``runpod/docs``, commit a900806e, 2026-08-20, "Frontdoor v2.9.0"; kept in
@@ -30,7 +30,7 @@ __all__ = ["Parameter", "SchemaViolation", "ROUTES", "extract_subset", "document
            "check_request_body", "response_pointer", "check_response", "query_parameters",
            "check_query"]
 
-SUBSET_PATH = Path(__file__).with_name("runpod_v2_openapi.json")
+SUBSET_PATH = Path(__file__).with_name("openapi.json")
 DOC_URI = "urn:runpod:rest-v2:openapi"
 #: the routes the mock serves, with their methods
 ROUTES: dict[str, tuple[str, ...]] = {

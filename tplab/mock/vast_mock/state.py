@@ -47,9 +47,9 @@ from typing import Any
 from tplab.mock import container
 from tplab.mock.procs import CLOUD_MARKER_VAR, MARKER_VAR, kill_pod_processes, pod_pids
 from tplab.mock.sshpod import PodSshServer
-from tplab.mock.vast_mock.fault_switches import VastFaults
+from tplab.mock.vast_mock.faults import VastFaults
 from tplab.mock.vast_mock.limits import RateLimiter
-from tplab.mock.vast_mock.offers import Machine, storage_per_hr
+from tplab.mock.vast_mock.catalog import Machine, storage_per_hr
 
 START_SH = Path(__file__).with_name("start.sh")
 #: what Vast shows when its host cannot start the container (the ``oci_error`` switch)

@@ -3,13 +3,13 @@
 One implementation for real and mock: in mock mode it is pointed at the local mock cloud
 (``api_base_url`` = the mock's URL), and everything below runs unchanged.
 
-- Pods through REST v2 (``<api_base_url>/v2``, Bearer key; http_api.py, v2_pods.py): create
+- Pods through REST v2 (``<api_base_url>/v2``, Bearer key; http_api.py, shapes.py): create
   ``POST /v2/pods``, get ``GET /v2/pods/{id}`` (404 and TERMINATED mean gone), list
   ``GET /v2/pods`` (tplab's name prefix, filtered here; pagination followed when present),
   terminate ``DELETE /v2/pods/{id}`` (204; 404 means gone), retried with backoff.
 - Quote: ``GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=SECURE``: the
   per-GPU secure price x count and the stock (NONE/LOW/MEDIUM/HIGH), and the hosts' CUDA
-  versions judged for the image (cuda_hosts.py); plus what spot RunPod offers right now
+  versions judged for the image (host_fit.py); plus what spot RunPod offers right now
   (spot.py: GraphQL, while it lasts).
 - Every create first reads the catalog's CUDA versions for the GPU and sends those that run the
   image's CUDA as ``allowedCudaVersions`` (REST v2 and the spot mutation alike); none of them:
@@ -37,15 +37,15 @@ import datetime as dt
 import time
 from typing import Any, Callable, Sequence
 
-from tplab.cloud.runpod import cuda_hosts, pod_self_end
-from tplab.cloud.runpod import v2_pods
+from tplab.cloud.runpod import host_fit, shapes
+from tplab.cloud.runpod import self_end as pod_self_end
 from tplab.cloud.base import (DEAD_STATES, GONE_STATES, POD_NAME_PREFIX, AuthError,
                               ImageMismatchError, PodInfo, PodSpec, ProviderError, Quote,
                               SpotUnavailableError, UnknownGpuError)
 from tplab.cloud.image_fit import choose_image
 from tplab.cloud.pod_lifecycle import PodLifecycle, Words
 from tplab.cloud.runpod.http_api import DEFAULT_API_BASE_URL, RestV2
-from tplab.cloud.runpod.runpod_keys import NO_KEY, load_api_key
+from tplab.cloud.runpod.api_key import NO_KEY, load_api_key
 from tplab.cloud.runpod.sdk import RunPodApi
 from tplab.cloud.runpod.spot import Spot
 
@@ -93,7 +93,7 @@ class RunPodProvider(PodLifecycle):
         return self._rest.base_url
 
     def self_end(self) -> dict[str, Any]:
-        """How this provider's pods end themselves (``pod_self_end.py``), on this API's URL."""
+        """How this provider's pods end themselves (``self_end.py``), on this API's URL."""
         return pod_self_end.self_end(self.api_base_url)
 
     # ---- reads ---------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class RunPodProvider(PodLifecycle):
         fits = max_count is None or gpu_count <= int(max_count)
         choice = choose_image(self.name, gpu_type, image or None)
         pod_price = round(float(per_gpu) * gpu_count, 6) if per_gpu else None
-        hosts = cuda_hosts.judge(gpu, choice, gpu_type, gpu_count, None)
+        hosts = host_fit.judge(gpu, choice, gpu_type, gpu_count, None)
         ond_ok = (bool(per_gpu) and fits and stock not in (None, "NONE") and hosts.capacity
                   and not hosts.refusal)
         offer = self._spot.offer(gpu_type, gpu_count)
@@ -146,7 +146,7 @@ class RunPodProvider(PodLifecycle):
         raw = self._pod(pod_id)
         if raw is None:
             return PodInfo(id=pod_id, name="", state="GONE")
-        return v2_pods.pod_info(raw)
+        return shapes.pod_info(raw)
 
     def list_pods(self) -> list[PodInfo]:
         pods: list[dict[str, Any]] = []
@@ -158,7 +158,7 @@ class RunPodProvider(PodLifecycle):
             if not cursor:
                 break
             params = {"cursor": cursor}
-        return [v2_pods.pod_info(p) for p in pods
+        return [shapes.pod_info(p) for p in pods
                 if str(p.get("name") or "").startswith(POD_NAME_PREFIX)]
 
     # ---- create --------------------------------------------------------------------------
@@ -170,16 +170,16 @@ class RunPodProvider(PodLifecycle):
                                 "without it nobody could log in.")
         choice = choose_image(self.name, spec.gpu_type, spec.image or None)
         spec = dataclasses.replace(spec, image=choice.image)
-        hosts = cuda_hosts.judge(self.catalog_gpu(spec.gpu_type, spec.gpu_count), choice,
+        hosts = host_fit.judge(self.catalog_gpu(spec.gpu_type, spec.gpu_count), choice,
                                  spec.gpu_type, spec.gpu_count, None)
         if hosts.refusal:
             raise ImageMismatchError(f"{hosts.refusal[0].upper()}{hosts.refusal[1:]}; nothing "
                                      "was created.")
         if not spec.spot:
             ans = self._rest.call(f"creating the pod {spec.name}", "POST", "/pods",
-                                  json=v2_pods.create_body(spec, self.cloud_type, hosts.allowed),
+                                  json=shapes.create_body(spec, self.cloud_type, hosts.allowed),
                                   create_name=spec.name)
-            return v2_pods.pod_info(ans.body, spot=False)
+            return shapes.pod_info(ans.body, spot=False)
         offer = self._spot.offer(spec.gpu_type, spec.gpu_count)
         if not offer.available or offer.min_bid_per_gpu is None:
             if offer.offered is not False:
@@ -201,7 +201,7 @@ class RunPodProvider(PodLifecycle):
             except ProviderError:
                 raw = None
             if raw is not None:
-                return v2_pods.pod_info(raw, spot=True)
+                return shapes.pod_info(raw, spot=True)
         return PodInfo(id=pod_id, name=str(rented.get("name") or spec.name), state="PROVISIONING",
                        gpu_type=spec.gpu_type, gpu_count=spec.gpu_count,
                        usd_per_hr=rented.get("costPerHr"), spot=True)
@@ -222,7 +222,7 @@ class RunPodProvider(PodLifecycle):
 
     def _record(self, pod_id: str) -> dict[str, Any] | None:
         raw = self._pod(pod_id)
-        return None if raw is None else v2_pods.pod_info(raw).raw
+        return None if raw is None else shapes.pod_info(raw).raw
 
     # ---- cost ----------------------------------------------------------------------------
     def billing_usd(self, pod_id: str, since: float) -> float | None:
@@ -232,7 +232,7 @@ class RunPodProvider(PodLifecycle):
         ans = self._rest.call("reading the pod's billing", "GET", "/billing/pods", params={
             "podId": pod_id, "bucketSize": "day",
             "startTime": day.strftime("%Y-%m-%dT%H:%M:%SZ")})
-        return v2_pods.billing_total((ans.body or {}).get("records") or [], pod_id)
+        return shapes.billing_total((ans.body or {}).get("records") or [], pod_id)
 
     def _billed_usd(self, pod_id: str, started_at: float, ended_at: float) -> float | None:
         return self.billing_usd(pod_id, started_at)

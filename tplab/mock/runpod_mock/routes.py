@@ -9,7 +9,7 @@
 - Every other ``/v1/...`` request answers 410 Gone: REST v1 was retired (2026-11-15).
 
 Every request (body and query) and every answer of these routes is checked against RunPod's
-OpenAPI document (openapi.py): a body with a field the document does not allow gets 422 with
+OpenAPI document (contract.py): a body with a field the document does not allow gets 422 with
 ``errors`` listing each violation, as on RunPod; an answer of the mock's that breaks the document
 is a mock bug, answered as HTTP 500 and recorded in ``/_mock/state`` (``schemaViolations``) so
 the test that caused it fails. Errors are ``application/problem+json``
@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from tplab.mock.loopback import error_page
-from tplab.mock.runpod_mock import openapi, views
+from tplab.mock.runpod_mock import answers, contract
 from tplab.mock.runpod_mock.state import CloudError, CloudState
 
 STATE = web.AppKey("state", CloudState)
@@ -65,8 +65,8 @@ def scope_of(request: web.Request) -> str | None | bool:
 def _answer(state: CloudState, route: str, method: str, status: int, body: Any) -> web.Response:
     """The answer, after RunPod's document has confirmed it (else a 500 and a recorded bug)."""
     try:
-        media = openapi.check_response(route, method, status, body)
-    except openapi.SchemaViolation as exc:
+        media = contract.check_response(route, method, status, body)
+    except contract.SchemaViolation as exc:
         msg = f"mock cloud bug: {exc}"
         state.schema_violations.append(msg)
         print(msg, file=sys.stderr)
@@ -106,8 +106,8 @@ def v2(route: str, method: str, handler: Handler, *,
         if delay:
             await asyncio.sleep(delay)
         try:
-            query = openapi.check_query(route, method, dict(request.query))
-        except openapi.SchemaViolation as exc:
+            query = contract.check_query(route, method, dict(request.query))
+        except contract.SchemaViolation as exc:
             return _answer(state, route, method, 400, {
                 "title": "Bad Request", "status": 400, "detail": str(exc),
                 "errors": exc.errors})
@@ -120,8 +120,8 @@ def v2(route: str, method: str, handler: Handler, *,
                     "title": "Bad Request", "status": 400,
                     "detail": "the request body is not JSON"})
             try:
-                openapi.check_request_body(route, method, body)
-            except openapi.SchemaViolation as exc:
+                contract.check_request_body(route, method, body)
+            except contract.SchemaViolation as exc:
                 return _answer(state, route, method, 422, {
                     "title": "Unprocessable Entity", "status": 422,
                     "detail": "Request validation failed.", "errors": exc.errors})
@@ -153,12 +153,12 @@ async def create_pod(request: web.Request, state: CloudState, query: dict[str, A
     if state.faults.take_create_500():  # the pod exists and bills; the caller hears an error
         return 500, {"title": "Internal Server Error", "status": 500,
                      "detail": "upstream error while creating the pod"}
-    return 201, views.pod_view(state, pod)
+    return 201, answers.pod_view(state, pod)
 
 
 async def list_pods(request: web.Request, state: CloudState, query: dict[str, Any],
                     body: Any) -> tuple[int, Any]:
-    return 200, {"pods": [views.pod_view(state, p) for p in await state.read_pods()]}
+    return 200, {"pods": [answers.pod_view(state, p) for p in await state.read_pods()]}
 
 
 async def get_pod(request: web.Request, state: CloudState, query: dict[str, Any],
@@ -166,7 +166,7 @@ async def get_pod(request: web.Request, state: CloudState, query: dict[str, Any]
     pods = await state.read_pods(request.match_info["id"])
     if not pods:
         raise CloudError("pod not found", 404)
-    return 200, views.pod_view(state, pods[0])
+    return 200, answers.pod_view(state, pods[0])
 
 
 async def delete_pod(request: web.Request, state: CloudState, query: dict[str, Any],
@@ -195,7 +195,7 @@ async def list_gpus(request: web.Request, state: CloudState, query: dict[str, An
                          "include=AVAILABILITY")
     if cuda_versions and min_cuda:
         raise CloudError("cudaVersions and minCudaVersion are mutually exclusive")
-    view = views.catalog_view(state, count, cuda_versions, min_cuda)
+    view = answers.catalog_view(state, count, cuda_versions, min_cuda)
     if include and query.get("cloud") == "COMMUNITY":  # the mock's machines are all SECURE
         for gpu in view["gpus"]:
             gpu["availability"], gpu["dataCenters"] = "NONE", []
@@ -206,7 +206,7 @@ async def pod_billing(request: web.Request, state: CloudState, query: dict[str, 
                       body: Any) -> tuple[int, Any]:
     if "lastN" in query and ({"startTime", "endTime"} & set(query)):
         raise CloudError("lastN is mutually exclusive with startTime/endTime")
-    return 200, views.billing_view(state, query)
+    return 200, answers.billing_view(state, query)
 
 
 async def v1_gone(request: web.Request) -> web.Response:

@@ -1,7 +1,7 @@
 """What the mock's REST v2 routes answer: a pod, the GPU catalog, pod billing — in RunPod's shapes.
 
 Why apart from the routes: these are the mock's claims about RunPod's answers, so they are the
-part the OpenAPI document checks (openapi.py); keeping them as plain functions of the state lets
+part the OpenAPI document checks (contract.py); keeping them as plain functions of the state lets
 a test validate them directly. Field names and required fields follow ``Pod``,
 ``ListGpuTypesResponse`` and ``ListPodBillingResponse`` of RunPod's document.
 """
