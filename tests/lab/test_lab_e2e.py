@@ -490,8 +490,8 @@ async def _every_face_renders_the_labs_one_record(lab_dir: Path, table: str, see
     figures line, manifest.json, results.json, the dashboard replaying the lab's stream after
     GONE at 80×24 and 200×60, `tplab timeline` (text and --json) and the hand-in; each figure
     the same characters at the same rounding (the lab's record, ``lab_figures``), and the cost
-    after GONE the manifest's actual_cost_usd, billed. It pays for two replays of the stream in
-    the Textual pilot (no lab)."""
+    after GONE the manifest's actual_cost_usd, billed. It pays for one replay of the stream in
+    the Textual pilot, drawn at both sizes (no lab)."""
     import html
 
     from tplab.commands import main as cli
@@ -551,24 +551,36 @@ async def _every_face_renders_the_labs_one_record(lab_dir: Path, table: str, see
     assert f"${m['actual_cost_usd']:.4f}".rstrip("0") in spend
     # the dashboard after GONE, replaying the lab's stream, at 80×24 and 200×60: each view's
     # screen as it is drawn (the strip, the panels, the plot's legend, the timeline's header)
-    for size, figures_key in (((80, 24), "4"), ((200, 60), "1")):
-        app = app_from_args(["--replay", str(lab_dir), "--speed", "max"])
-        screens = []
-        async with app.run_test(size=size) as pilot:
-            await wait_for(pilot, lambda a=app: a.runner.outcome is not None, what="the replay")
-            assert app.state.instance.gone and app.state.figures == f
+    app = app_from_args(["--replay", str(lab_dir), "--speed", "max"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the replay")
+        assert app.state.instance.gone and app.state.figures == f
+        for size, figures_key in (((80, 24), "4"), ((200, 60), "1")):
+            await pilot.resize_terminal(*size)
+            screens = []
             for key in ("1", figures_key, "2", "5"):
                 await pilot.press(key)
                 await settle(pilot, app)
                 screens.append(html.unescape(app.export_screenshot()).replace("\xa0", " "))
-        seen_text = "\n".join(screens)
-        want = [f.single_ms.number(), f.tp_ms.number(), f.speedup.text(),
-                f"AR {f.allreduce_share.text()}", f.profiled_against_timed("tp"),
-                f"crossover {f.crossover.short()}", cost]
-        if size == (200, 60):
-            want += [f.allreduce_text(), f.comm_compute.text()]
-        for text in want:
-            assert text in seen_text, (size, text)
+            plot, figures, scaling, timeline = screens
+            # each screen holds its figures: the plot's legend the strip's share, the
+            # scaling panel's title the lab's crossover, the timeline the profiled median
+            # beside the timed figure, and at 80×24 the strip on every screen
+            assert f"tp (instr. AR {f.allreduce_share.text()})" in plot, size
+            assert f"crossover {f.crossover.short()}" in scaling, size
+            assert f.profiled_against_timed("tp") in timeline, size
+            if size == (80, 24):  # the strip, as drawn (its styled runs joined)
+                strip = (f"timed single {f.single_ms.number()} tp {f.tp_ms.number()} ms · "
+                         f"speedup {f.speedup.text()} · instr. AR {f.allreduce_share.text()}")
+                shown = app.summary._shown.plain
+                assert strip in shown and f"· {cost}" in shown, shown
+                assert all(f.single_ms.number() in screen for screen in screens)
+            else:  # the Timings and Instance panels, beside the plot
+                panels = app.timings_panel._shown.plain + app.instance_panel._shown.plain
+                mean = f"mean ms{f.single_ms.number():>17}{f.tp_ms.number():>9}"
+                for text in (mean, f"{f.allreduce_text()}*", f"{f.comm_compute.text()}*",
+                             f"{f.speedup.text()} (single/tp)", f"{cost} at $"):
+                    assert text in panels and text.split()[-1] in figures, text
 
 
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):
