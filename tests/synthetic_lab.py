@@ -156,6 +156,23 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
         L("cost", accrued_usd=round(accrued, 4), usd_per_hr=rate,
           seconds_left=round((cap - spent - accrued) / rate * 3600, 1))
 
+    def figures(billed: float, billed_s: float, gone_at: float) -> None:
+        """The lab's figures, as the lab says them before done (one record every face renders)."""
+        from tplab.figures.lab_figures import LabFigures
+        from tplab.money.lab_money import BILLED, CostFigure
+        from tplab.records.events import ResultEvent
+        from tplab.viewmodel.tokens import TokenFold
+        bill = CostFigure(round(billed, 6), BILLED, rate, round(billed_s, 1), gone_at) \
+            if started[0] else None
+        result = next((e.results for e in out if isinstance(e, ResultEvent)), None)
+        if result is not None:
+            made = LabFigures.from_results(result, cost=bill)
+        else:
+            fold = TokenFold()
+            fold.add(out)
+            made = LabFigures.from_fold(fold, cost=bill)
+        L("figures", figures=made.to_dict())
+
     def finish(status: str, reason: str) -> list[Event]:
         at(0.4)
         L("phase", name="terminate")
@@ -176,6 +193,7 @@ def lab_script(opts: ScriptOptions | None = None, t0: float = T0) -> list[Event]
               cost_is="billed", ran_s=round(billed_s, 1), ended_at=gone_at)
         at(0.1)
         L("phase", name="manifest")
+        figures(billed, billed_s, gone_at)
         at(0.1)
         L("phase", name="done", status=status, reason=reason,
           out_dir="/tmp/tplab-synthetic/run-0001")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 DASH = "—"
 
@@ -45,11 +44,3 @@ def short_path(path: str) -> str:
 def ended_text(ts: float | None, word: str = "ended") -> str:
     """'ended 12:03:04 UTC': when the provider showed a pod gone (a time, not a clock)."""
     return DASH if ts is None else f"{word} {time.strftime('%H:%M:%S', time.gmtime(ts))} UTC"
-
-
-def cost_text(cost: Any, digits: int = 4) -> str:
-    """A lab's cost figure and what it is: '$0.0109 billed', '$0.0106 (estimate)'
-    (``cost``: the view-model's ``Cost``)."""
-    if cost.accrued_usd is None:
-        return DASH
-    return f"{usd(cost.accrued_usd, digits)} {'billed' if cost.billed else '(estimate)'}"

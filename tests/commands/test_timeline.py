@@ -38,13 +38,33 @@ def test_it_prints_every_profiled_token_as_lanes_per_rank_with_the_split(tmp_pat
     assert len(lanes) == 4 * 2 + 4 and all(len(ln) <= 60 for ln in lanes)
     assert any("▒" in ln for ln in lanes) and any("░" in ln for ln in lanes)
     assert any(ln.strip().startswith("E ") and ln.rstrip().endswith("G") for ln in lines)
-    assert "is waiting for the other rank" in out and "TP, median of 4" in out
+    assert "is waiting for the other rank" in out and "TP, median of 4 profiled tokens" in out
     assert "trace: trace.json in the lab folder" in out
 
     assert main(["timeline", str(folder / "results.json"), "--mode", "tp", "--token", "2"]) == 0
     one = capsys.readouterr().out
     assert "TP token 2/4 (step 4)" in one and "TP token 1/4" not in one
     assert "single token" not in one
+
+
+def test_the_profiled_median_is_said_beside_the_timed_figure_and_why_they_differ(tmp_path,
+                                                                                 capsys):
+    """A profiled TP token's median (the profiler on) is not the timed pass's per-token figure
+    the strip shows: the text says which is which and why, at the record's rounding; --json
+    carries the lab's record (each figure with its pass)."""
+    from tplab.figures.lab_figures import LabFigures
+    folder = _lab(tmp_path)
+    results = json.loads((folder / "results.json").read_text())
+    f = LabFigures.from_results(results)
+    assert main(["timeline", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f.profiled_against_timed("tp") in out and f.profiled_against_timed("single") in out
+    assert f"vs timed {f.tp_ms.text()} (mean)" in out
+    assert f"vs timed {f.single_ms.text()} (mean)" in out
+    assert main(["timeline", str(folder), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert LabFigures.from_dict(doc["figures"]) == f
+    assert doc["figures"]["tp_ms"]["taken"] == "timed pass"
 
 
 def test_a_lab_stopped_after_its_profiled_pass_is_read_from_its_stream(tmp_path, capsys):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_fixtures import assert_profiled_pass
+from tplab.figures.figure import MS, shown
 from tplab.records.events import (LogEvent, StageEvent, PromptDoneEvent, ResultEvent,
                                   SweepEvent, SweepPointEvent, TimelineEvent, TokenEvent,
                                   read_events)
@@ -41,7 +42,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
          "--sweep-tokens", "4"],
         capture_output=True, text=True, timeout=180, env=dict(os.environ, MPLBACKEND="Agg"))
     assert done.returncode == 0, done.stdout + done.stderr + (out / "torchrun.log").read_text()
-    assert "speedup (single/TP)" in done.stdout and "match" in done.stdout
+    assert "speedup, single/TP (timed pass)" in done.stdout and "match" in done.stdout
     assert "d_model sweep (measured" in done.stdout and "crossover, measured:" in done.stdout
     assert "TP=2 per token, shm" in done.stdout and "TP=2 per token, gloo" in done.stdout
     assert "single (same run)" in done.stdout and "[cpu-shm calibrated from this run" in done.stdout
@@ -93,7 +94,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert tl["comm"] == "shm"
     (tl_event,) = [e for e in events if isinstance(e, TimelineEvent)]
     assert tl_event.section["modes"] == tl["modes"]
-    assert "profiled TP token" in done.stdout and "per all-reduce" in done.stdout
+    assert "TP token (profiled pass)" in done.stdout and "per all-reduce" in done.stdout
     assert all(p["profiled"]["tokens"] == 4 for p in r["d_model_sweep"])
     # the d_model sweep (over shm, the transport carrying the figures): each point streamed, TP
     # output equal to single at each, and the calibrated prediction stored beside each point
@@ -135,7 +136,7 @@ def test_tplab_local_end_to_end_over_shm_with_gloo_alongside(tiny_assets, tmp_pa
     assert all(k in m for k in SHEET_BLOCK_G)
     assert (m["status"], m["reason"]) == ("EDUCATIONAL_STUB", "no cloud run")
     assert m["outputs_match"] is True and m["tp_per_token_ms"] == r["tp_per_token_ms"]
-    assert f"{r['single_per_token_ms']:.3f} ms/token" in m["lesson_notes"]
+    assert f"{shown(r['single_per_token_ms'], MS)} ms/token" in m["lesson_notes"]
     assert "The profiled pass (torch's profiler on every rank, 4 TP tokens" in m["lesson_notes"]
     assert "is waiting for the other rank to arrive" in m["lesson_notes"]
     # the calibration fitted TP's terms to the profiled split, its error both ways side by side

@@ -59,7 +59,9 @@ def test_the_example_is_there_and_says_mock() -> None:
     assert "d_model" in plot and "\x1b[" not in plot  # plain text, no colour codes
     # the profiled pass: the trace a user opens in Perfetto and the lanes `tplab timeline` prints
     trace = json.loads((EXAMPLES / "trace.json").read_text())
-    assert {e.get("pid") for e in trace["traceEvents"] if e.get("ph") == "X"} >= {0, 1}
+    from tplab.records.trace_merge import pid_of
+    assert {e.get("pid") for e in trace["traceEvents"] if e.get("ph") == "X"} >= {pid_of(0),
+                                                                                pid_of(1)}
     lanes = (EXAMPLES / "timeline.txt").read_text()
     assert "\nr0 " in lanes and "\nr1 " in lanes and "waiting" in lanes and "\x1b[" not in lanes
     readme = (REPO_ROOT / "README.md").read_text()

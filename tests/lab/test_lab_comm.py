@@ -31,9 +31,14 @@ async def test_a_mock_lab_over_shm_completes_and_calibrates_the_shm_profile(lab_
     assert [p["d_model"] for p in results["d_model_sweep"]] == [32, 64]
     assert all(p["outputs_match"] and "predicted_tp_ms" in p for p in results["d_model_sweep"])
     assert results["calibration"]["points_from"] == "d_model_sweep"
-    source = manifest["crossover_source"]
+    # the seed's number: the sweep's when it measured one, else the model's central fit when
+    # its band says where (a range or a point), else none: "no crossover below d_model N" is
+    # no number (its text says it), whatever the central fit
+    source, band = manifest["crossover_source"], manifest["crossover"]
+    says = band["kind"] in ("range", "point")
     assert source == ("measured" if results["measured_crossover_d_model"] else
-                      "predicted" if manifest["predicted_crossover_d_model"] else None)
+                      "predicted" if says and manifest["predicted_crossover_d_model"] else None)
+    assert (manifest["crossover_d_model"] is None) is (source is None)
     assert manifest["measured_crossover_reason"] == results["measured_crossover_reason"]
     stream = (cfg.out_dir / "stream.jsonl").read_text()
     assert stream.count('"type": "sweep_point"') + stream.count('"type":"sweep_point"') == 2

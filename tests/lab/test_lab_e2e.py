@@ -288,6 +288,10 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert stands["instance_type"] == "2x NVIDIA GeForce RTX 4090 spot"
     assert stands["profile"] == "rtx4090x2-pcie" and "nothing ran on it" in stands["what"]
     assert stands["crossover"]["kind"] == "point" and round(stands["crossover"]["estimate"]) == 1953
+    # the lab's record of its figures names it apart too, as what its crossover stands for
+    stand_in = manifest["lab_figures"]["crossover"].pop("stands_for")
+    assert stand_in.startswith("2x NVIDIA GeForce RTX 4090 spot: crossover d_model ≈ 1,953")
+    assert stand_in.endswith("a prediction, nothing ran on it")
     assert "NVIDIA" not in json.dumps({k: v for k, v in manifest.items()
                                        if k not in ("stands_for", "image", "lesson_notes")})
     # the crossover with its uncertainty, calibrated from this run, the one the notes quote
@@ -320,13 +324,13 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
     assert manifest["cost_is"] == "billed" and manifest["held_for_pod"] is None
     last_cost = [e for e in streamed if e["type"] == "cost"][-1]
     assert last_cost["cost_is"] == "billed" and last_cost["accrued_usd"] == round(billed, 6)
-    assert re.search(r"actual \$\s+" + re.escape(f"${billed:.4f}"), text), text[-600:]
+    assert re.search(r"cost\s+" + re.escape(f"${billed:.4f} billed"), text), text[-600:]
     assert f"actual spend ${billed:.4f} recorded" in (d / "stream.jsonl").read_text()
     from tplab.lab.proof_png import final_frame, read_events as read_stream
     assert f"${billed:.4f}" in final_frame(read_stream(d / "stream.jsonl"), manifest)
     # the headless view: stages, final table (with the profiled pass's split)
-    assert "speedup (single/TP)" in text and "verified gone" in text
-    assert "profiled TP token" in text and "is waiting for the other rank" in text
+    assert "speedup, single/TP (timed pass)" in text and "verified gone" in text
+    assert "TP token (profiled pass)" in text and "is waiting for the other rank" in text
     # the profiled pass over gloo: fetched with the results, its bars, its event streamed, the
     # lesson notes quoting its split, listed among the artifacts
     tl = assert_profiled_pass(d)
@@ -345,7 +349,11 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
 
     # -- from tests/handin/test_handin.py::test_handin_after_a_mock_lab (it ran run_lab(cfg)
     # on a tiny profiled lab with --out runs/lab02; exit 0: above)
-    _handin_after_a_mock_lab(d, tmp_path, capsys)
+    dest = _handin_after_a_mock_lab(d, tmp_path, capsys)
+
+    # the bar "one truth per figure": this finished lab rendered by every face, each figure
+    # the same at the same rounding, the cost after GONE the manifest's actual_cost_usd
+    await _every_face_renders_the_labs_one_record(d, text, seen, dest, capsys)
 
     # -- from test_lab_instance_detach.py::test_full_lab_instance_events_carry_ssh_and_live_uptime_and_list_the_svg
     outcome_pod = manifest["instance_id"]
@@ -473,6 +481,106 @@ def _handin_after_a_mock_lab(lab_dir: Path, tmp_path: Path, capsys) -> None:
     assert cli.main(["handin", str(dest), "--lab", "20990101-000000-nope"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no finished lab with id '20990101-000000-nope'" in err
+    return dest
+
+
+async def _every_face_renders_the_labs_one_record(lab_dir: Path, table: str, seen: list,
+                                                  dest: Path, capsys) -> None:
+    """One finished mock lab rendered by every face: the headless table, `tplab run --json`'s
+    figures line, manifest.json, results.json, the dashboard replaying the lab's stream after
+    GONE at 80×24 and 200×60, `tplab timeline` (text and --json) and the hand-in; each figure
+    the same characters at the same rounding (the lab's record, ``lab_figures``), and the cost
+    after GONE the manifest's actual_cost_usd, billed. It pays for one replay of the stream in
+    the Textual pilot, drawn at both sizes (no lab)."""
+    import html
+
+    from tplab.commands import main as cli
+    from tplab.figures.lab_figures import LabFigures, from_manifest
+    from tplab.records.events import FiguresEvent
+    from tests.tui.helpers import wait_for
+    from tests.tui.test_snapshots import settle
+    from tui.app import app_from_args
+    manifest = json.loads((lab_dir / "manifest.json").read_text())
+    results = json.loads((lab_dir / "results.json").read_text())
+    f = from_manifest(manifest)
+    assert f is not None and f == LabFigures.from_dict(manifest["lab_figures"]) and not f.so_far
+    # `tplab run --json`: the lab's figures line, the same record
+    (said,) = [e for e in seen if isinstance(e, FiguresEvent)]
+    line = json.loads(said.to_json())
+    assert line["type"] == "figures" and LabFigures.from_dict(line["figures"]) == f
+    # manifest.json and results.json, at each figure's rounding
+    m, r = manifest, results
+    for fig, value in ((f.single_ms, m["single_gpu_per_token_ms"]), (f.tp_ms, m["tp_per_token_ms"]),
+                       (f.speedup, m["speedup"]), (f.allreduce_ms, m["allreduce_ms_per_token"]),
+                       (f.allreduce_share, m["allreduce_share"]),
+                       (f.comm_compute, m["comm_compute_ratio"]),
+                       (f.single_ms, r["single_per_token_ms"]), (f.tp_ms, r["tp_per_token_ms"]),
+                       (f.speedup, r["speedup"]), (f.allreduce_ms, r["allreduce_ms_per_token"]),
+                       (f.comm_compute, r["comm_compute_ratio"]),
+                       (f.instrumented_tp_ms, r["tp"]["instrumented_per_token_ms"]["mean"]),
+                       (f.tp_p50_ms, r["tp"]["per_token_ms"]["p50"])):
+        assert fig.at_rounding(value) == fig.text(), (fig, value)
+    assert f.crossover.d_model == m["crossover_d_model"]
+    assert f.crossover.band.text() == m["crossover"]["text"] and m["crossover"]["text"] in \
+        m["lesson_notes"]
+    assert f.crossover.measured_on == m["measured_on"]
+    assert f.profiled_tp.token_us == r["timeline"]["modes"]["tp"]["median"]["token_us"]
+    # the cost after GONE is the manifest's actual_cost_usd, billed
+    assert f.cost.what == "billed" and f.cost.usd == m["actual_cost_usd"]
+    cost = f"${m['actual_cost_usd']:.4f} billed"
+    assert f.cost.text() == cost
+    shown = [f.single_ms.text(), f.tp_ms.text(), f.speedup.text(), f.allreduce_text(),
+             f.allreduce_share.text(), f.comm_compute.text(), f.profiled_text("tp"),
+             f.crossover.text(), cost]
+    # the headless table, and the lesson notes where they quote a figure
+    for text in shown:
+        assert text in table, text
+    assert f"TP {f.tp_ms.text()}/token" in m["lesson_notes"]
+    # `tplab timeline`: the profiled pass beside the timed figure, the record in --json
+    capsys.readouterr()
+    assert cli.main(["timeline", str(lab_dir)]) == 0
+    timeline = capsys.readouterr().out
+    assert f.profiled_against_timed("tp") in timeline and f.tp_ms.text() in timeline
+    assert cli.main(["timeline", str(lab_dir), "--json"]) == 0
+    assert LabFigures.from_dict(json.loads(capsys.readouterr().out)["figures"]) == f
+    # the hand-in: its manifest (above, equal to the lab's) and its README's figures
+    readme = (dest / "experiments/35-tp-inference/README.md").read_text()
+    for label, text in f.rows():
+        assert f"| {label} | {text} |" in readme, label
+    spend = (dest / "experiments/35-cloud-budget.md").read_text()
+    assert f"${m['actual_cost_usd']:.4f}".rstrip("0") in spend
+    # the dashboard after GONE, replaying the lab's stream, at 80×24 and 200×60: each view's
+    # screen as it is drawn (the strip, the panels, the plot's legend, the timeline's header)
+    app = app_from_args(["--replay", str(lab_dir), "--speed", "max"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.runner.outcome is not None, what="the replay")
+        assert app.state.instance.gone and app.state.figures == f
+        for size, figures_key in (((80, 24), "4"), ((200, 60), "1")):
+            await pilot.resize_terminal(*size)
+            screens = []
+            for key in ("1", figures_key, "2", "5"):
+                await pilot.press(key)
+                await settle(pilot, app)
+                screens.append(html.unescape(app.export_screenshot()).replace("\xa0", " "))
+            plot, figures, scaling, timeline = screens
+            # each screen holds its figures: the plot's legend the strip's share, the
+            # scaling panel's title the lab's crossover, the timeline the profiled median
+            # beside the timed figure, and at 80×24 the strip on every screen
+            assert f"tp (instr. AR {f.allreduce_share.text()})" in plot, size
+            assert f"crossover {f.crossover.short()}" in scaling, size
+            assert f.profiled_against_timed("tp") in timeline, size
+            if size == (80, 24):  # the strip, as drawn (its styled runs joined)
+                strip = (f"timed single {f.single_ms.number()} tp {f.tp_ms.number()} ms · "
+                         f"speedup {f.speedup.text()} · instr. AR {f.allreduce_share.text()}")
+                shown = app.summary._shown.plain
+                assert strip in shown and f"· {cost}" in shown, shown
+                assert all(f.single_ms.number() in screen for screen in screens)
+            else:  # the Timings and Instance panels, beside the plot
+                panels = app.timings_panel._shown.plain + app.instance_panel._shown.plain
+                mean = f"mean ms{f.single_ms.number():>17}{f.tp_ms.number():>9}"
+                for text in (mean, f"{f.allreduce_text()}*", f"{f.comm_compute.text()}*",
+                             f"{f.speedup.text()} (single/tp)", f"{cost} at $"):
+                    assert text in panels and text.split()[-1] in figures, text
 
 
 async def test_ssh_dropped_twice_every_event_exactly_once(lab_assets, tmp_path):

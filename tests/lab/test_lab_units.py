@@ -105,14 +105,21 @@ def test_headless_view_prints_stages_progress_and_table():
                lab_w.make("phase", name="done", status="COMPLETE", reason="ok")]:
         view.handle(ev)
     text = out.getvalue()
-    assert "run" in text and "tokens 4/4 (100%)" in text and "tp 3.500 ms" in text
+    assert "run" in text and "tokens 4/4 (100%)" in text and "tp 3.50 ms" in text
     assert "WARNING: budget alert" in text and "done: COMPLETE" in text
     table = view.table({"status": "COMPLETE", "reason": "ok", "results": {
         "single_per_token_ms": 1.1, "tp_per_token_ms": 3.25, "speedup": 0.338,
         "allreduce_ms_per_token": 2.0, "comm_compute_ratio": 1.6, "outputs_match": True},
         "pod_id": "p", "verified_gone": True, "actual_cost_usd": 0.01, "job_events": 4,
         "ssh_drops": 0, "duplicates": 0, "gaps": 0, "artifacts": {"manifest.json": "/x"}})
-    assert "0.338x" in table and "p (verified gone)" in table and "$0.0100" in table
+    assert "0.338×" in table and "p (verified gone)" in table and "$0.0100" in table
+    # each figure named with the pass that took it: TP's latency and the all-reduce are two
+    # passes' figures, the table says which (it once printed "all-reduce per token 2.000 ms"
+    # under "TP per-token" without a word)
+    rows = dict(line.strip().split("  ", 1) for line in table.splitlines())
+    assert rows["TP per token (timed pass)"].strip() == "3.25 ms"
+    assert rows["all-reduce (instrumented pass)"].strip() == "2.00 ms per token"
+    assert rows["speedup, single/TP (timed pass)"].strip() == "0.338×"
 
 
 def test_headless_view_says_a_choice_the_lab_made_and_keeps_other_info_quiet():

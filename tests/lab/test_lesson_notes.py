@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tplab.figures.figure import MS, shown
 from tplab.lab import lesson_notes as ln
 from tplab.viewmodel.timeline_view import timeline_from
 
@@ -90,7 +91,8 @@ def test_every_claim_holds_to_its_numbers_over_generated_runs(chunk):
         slower = r["single_per_token_ms"] / r["tp_per_token_ms"] < 1
         assert speed.facts["slower"] is slower
         assert ("(TP is slower)" in speed.text) is slower
-        assert f"one device {r['single_per_token_ms']:.3f} ms/token" in speed.text
+        assert f"one device {shown(r['single_per_token_ms'], MS)} ms/token" in speed.text
+        assert "in the timed pass" in speed.text
         assert ("unphysical" in found) is (not slower and r["model"]["params"] < 5_000_000)
         t = timeline_from(r.get("timeline"))
         split = t.splits["tp"] if t is not None else None

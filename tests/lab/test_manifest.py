@@ -76,7 +76,7 @@ def test_statuses_need_reasons_and_honest_outputs():
 
 def test_lesson_notes_are_written_from_the_runs_numbers():
     a = lesson_notes.lesson_notes(_results(), crossover_d_model=1953.0, profile_name="rtx4090x2-pcie")
-    for piece in ("1.900 ms/token", "3.400 ms/token", "256 B", "13 all-reduces", "α = 11.5 µs",
+    for piece in ("1.90 ms/token", "3.40 ms/token", "256 B", "13 all-reduces", "α = 11.5 µs",
                   "0.600 ms per token", "launches", "1953"):
         assert piece in a, piece
     other = _results(single_per_token_ms=0.8, tp_per_token_ms=2.5, speedup=0.32,
@@ -206,7 +206,7 @@ def test_lesson_notes_compare_the_two_cpu_transports_alphas_from_one_run():
             "is 70× shm's") in notes
     # in the loop: 2.8 ms / (14 collectives × 2(p-1)) = 100 µs; 19.6 ms: 700 µs
     assert "in the loop α ≈ 100.0 µs over shm and 700.0 µs over gloo, gloo's is 7.0× shm's" in notes
-    assert "TP measured 3.100 ms/token over shm against 21.000 over gloo" in notes
+    assert "TP measured 3.10 ms/token over shm against 21.0 ms over gloo" in notes
     assert notes.count("back to back (the all-reduce sweep") == 1  # each named once
     assert "tens of times" not in notes
 

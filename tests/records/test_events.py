@@ -14,7 +14,7 @@ import pytest
 from tplab.records.dmodel import DModelPoint
 from tplab.records.events import (
     EVENT_TYPES, BudgetEvent, CostEvent, ErrorEvent, EventDecoder, EventError, EventWriter,
-    HeartbeatEvent, InstanceEvent, LogEvent, StageEvent, PromptDoneEvent, ResultEvent, SshEvent,
+    FiguresEvent, HeartbeatEvent, InstanceEvent, LogEvent, StageEvent, PromptDoneEvent, ResultEvent, SshEvent,
     SweepEvent, SweepPointEvent, TimelineEvent, TokenEvent, WarningEvent, decode_line,
     from_dict, read_events)
 
@@ -51,6 +51,8 @@ EVERY_TYPE = [
     SweepPointEvent(d_model=8192, skipped=True, reason="needs ~40 GiB"),
     TimelineEvent(section={"modes": {"tp": {"tokens": [], "median": None}}, "comm": "gloo"}),
     ResultEvent(results={"speedup": 0.1, "nested": {"a": [1, 2]}}),
+    FiguresEvent(figures={"tp_ms": {"value": 22.3, "unit": "ms", "shown": "22.3 ms",
+                                    "taken": "timed pass"}, "so_far": False}),
     ErrorEvent(msg="TP output differs", fatal=True),
     HeartbeatEvent(phase="decode"),
     HeartbeatEvent(age_s=0.4),

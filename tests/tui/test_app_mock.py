@@ -72,7 +72,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
         await wait_for(pilot, lambda: app.runner.proof_path is not None, what="proof screenshot")
     assert app.runner.lab_error is None, app.runner.lab_error
     assert token_seen_while_running, "timings never appeared while the lab ran"
-    assert timeline_while_running.startswith("Timeline · TP token 1/4"), timeline_while_running
+    assert timeline_while_running.startswith("Timeline · profiled TP token 1/4"), timeline_while_running
     out = app.runner.outcome
     assert out.status == "COMPLETE", out.reason
     assert out.verified_gone and out.exit_code == 0 and app.runner.quitting.exit_code() == 0
@@ -100,6 +100,17 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
     assert manifest["cost_is"] == "billed" and s.cost.billed
     assert billed in app.summary._shown.plain and billed in app.instance_panel._shown.plain
     assert billed in text
+    # the proof SVG (the dashboard's screen) and the proof PNG (the final frame it draws) of
+    # this lab show each figure in the same characters: both render the lab's one record
+    from tplab.figures.lab_figures import from_manifest
+    from tplab.lab.proof_png import final_frame, fit_lines, read_events as read_stream
+    f = from_manifest(manifest)
+    drawn = "\n".join(fit_lines(final_frame(read_stream(cfg.out_dir / "stream.jsonl"),
+                                             manifest)))
+    for shown in (f.single_ms.number(), f.tp_ms.number(), f.speedup.text(),
+                  f.allreduce_text(), f.comm_compute.text(), f.cost.text()):
+        assert shown in text and shown in drawn, shown
+    assert f.cost.usd == manifest["actual_cost_usd"] and s.figures == f
 
     # -- from test_replaying_a_finished_mock_lab_reaches_its_end_and_creates_no_pod
     from tui.app import app_from_args
@@ -118,7 +129,7 @@ async def test_start_shows_timings_then_results_and_manifest(lab_assets, tmp_pat
         assert s.timeline is not None and s.timeline.splits == lived.timeline.splits
         await pilot.press("5", "right_square_bracket")
         replay.redraw(force=True)
-        assert str(replay.timeline_panel.border_title).startswith("Timeline · TP token 2/4")
+        assert str(replay.timeline_panel.border_title).startswith("Timeline · profiled TP token 2/4")
     assert [(p["id"], p["desiredStatus"]) for p in mock_cloud.pods()] == [
         (p["id"], p["desiredStatus"]) for p in pods_before]  # the replay created nothing
 

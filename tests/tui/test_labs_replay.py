@@ -90,7 +90,7 @@ async def test_the_labs_screen_opens_a_lab_in_the_same_panels(tmp_path):
         # its profiled pass: key 5 draws it, m switches to the single device's tokens
         await pilot.press("5", "m")
         app.redraw(force=True)
-        assert str(app.timeline_panel.border_title).startswith("Timeline · single token 1/4")
+        assert str(app.timeline_panel.border_title).startswith("Timeline · profiled single token 1/4")
         assert app.scaling_panel.source.mock  # the curve of that lab's hardware
         await wait_for(pilot, lambda: app.scaling_panel.curve is not None, what="the curve")
         assert app.action_bar.terminate_button.label.plain == "NO POD (recording)"
@@ -144,7 +144,7 @@ def test_the_labs_screen_names_each_money_figure_for_what_it_is(tmp_path):
     (folder / "manifest.json").write_text(json.dumps(manifest))
     text = detail(read_lab(folder)).plain
     assert "$0.0370 estimated" in text and "$3.00 held by the ledger" in text
-    assert "worst case $1.40" in text and "$0.0123 actual" in text
+    assert "worst case $1.40" in text and "$0.0123 billed" in text
     assert "$0.04 authorized" not in text
 
 

@@ -52,7 +52,9 @@ async def test_at_80x24_terminate_state_budget_timings_and_phase_stay_on_screen(
             summary = app.summary._shown.plain
             assert "RUNNING" in summary and "$1.83 left" in summary  # the pod, the budget
             assert "single 1.0" in summary or "single 0.9" in summary  # ms/token, both modes
-            assert "tp 1." in summary and "stage run" in summary
+            assert "tp 1." in summary and "speedup 0." in summary and "timed so far" in summary
+            # the stage: in the strip as far as it fits, in full in the action bar
+            assert summary.endswith(" · run") and "stage run" in bar._status_shown.plain
         assert "MOCK" in app.title
 
 
@@ -111,6 +113,30 @@ async def test_key_5_shows_the_timeline_in_every_layout_and_key_1_brings_the_plo
             await pilot.press("1")
             await pilot.pause()
             assert visible(app, app.token_plot) and not visible(app, app.timeline_panel)
+
+
+async def test_the_timeline_says_its_token_is_the_profiled_passs_and_the_strips_the_timed():
+    """At 80×24 the timeline's profiled token (the profiler on: far slower) sits under the
+    strip's TP figure (the timed pass): its title names the profiled pass, and its first lines
+    put the two side by side with why they differ, the timed one as the strip shows it (it
+    once said "median of 4: 50.8 ms a token" under "tp 30.79" without a word)."""
+    app = _app()
+    events = lab_script(ScriptOptions(num_prompts=2, new_tokens=6, profiled=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.runner.feed(events)
+        await pilot.press("5")
+        app.redraw(force=True)
+        await pilot.pause()
+        f = app.state.figures
+        strip = app.summary._shown.plain
+        panel = app.timeline_panel._shown.plain.splitlines()
+        assert str(app.timeline_panel.border_title).startswith("Timeline · profiled TP token")
+        timing = strip.splitlines()[2]
+        assert timing.startswith("timed single") and f"tp {f.tp_ms.number()} ms" in timing
+        assert panel[1] == f.profiled_against_timed("tp")
+        assert panel[1].startswith("profiled TP ") and "profiler on" in panel[1]
+        assert panel[1].endswith(f"vs timed {f.tp_ms.text()} (mean)") and len(panel[1]) <= 78
+        assert visible(app, app.timeline_panel)
 
 
 async def test_a_plot_below_its_useful_size_shows_its_numbers():
@@ -334,10 +360,12 @@ async def test_the_all_reduce_says_it_comes_from_the_instrumented_pass():
         final = app.timings_panel._shown.plain
         width = app.timings_panel.content_size.width
         for text in (live, final):
-            assert "* instrumented pass; tp column: uninstrumented" in text
+            assert "* instrumented pass; the rest: timed pass" in text
+            assert text.split("\n")[1].startswith("timed")  # the columns' header names it
             ar = next(line for line in text.split("\n") if line.startswith("all-reduce"))
             assert ar.endswith(" ms token*") and " ms of a " in ar
             assert all(len(line) <= width for line in text.split("\n"))
+        assert "timed, so far" in live and "timed (job)" in final
 
 
 async def test_no_color_draws_every_view_in_monochrome(monkeypatch):

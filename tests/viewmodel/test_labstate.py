@@ -173,8 +173,9 @@ def test_the_partial_figures_of_a_stopped_lab_come_from_the_same_fold_as_the_vie
 
 
 def test_the_all_reduce_share_of_each_tp_token_reaches_the_strip_the_legend_and_the_progress_line():
-    """ar_ms / ms of the measured TP steps: the strip shows the lab's share so far, the live
-    plot's legend and the headless progress line the latest step's."""
+    """ar_ms / ms of the measured TP steps: the strip, the live plot's legend and the headless
+    progress line all show the lab's share so far, one figure (the legend and the progress line
+    once showed the latest step's under the same name: "AR 91%" beside "AR 90%")."""
     import io
 
     from tplab.faces.headless import HeadlessView
@@ -189,9 +190,14 @@ def test_the_all_reduce_share_of_each_tp_token_reaches_the_strip_the_legend_and_
         view.handle(w.make("token", mode=mode, prompt=0, pos=pos, ms=ms, ar_ms=ar,
                            ms_instrumented=own, ar_measured=measured))
     tp = view.state.timings["tp"]
-    assert tp.ar_share == pytest.approx(0.4) and tp.last_ar_share == pytest.approx(0.5)
-    assert "AR 40%" in _timing_line(view.state).plain
-    assert "tp 5.000 ms (AR 50%)" in view.out.getvalue()
+    assert tp.ar_share == pytest.approx(0.4)
+    # one figure under one name: the strip, the progress line and the plot's legend show the
+    # share over the measured steps (40%), never the latest step's own (50%)
+    assert "instr. AR 40%" in _timing_line(view.state).plain
+    line = view.out.getvalue()
+    assert "tp 5.00 ms · AR 40% so far (instrumented pass)" in line and "AR 50%" not in line
+    from tui.widgets.token_plot import tp_legend
+    assert tp_legend(view.state) == "tp (instr. AR 40%)"
     assert view.state.tokens.partial_figures()["allreduce_share"] == pytest.approx(0.4)
 
 

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from tplab.faces.headless import HeadlessView, timeline_rows
+from tplab.faces.headless import HeadlessView
 from tplab.records.events import EventWriter
 from tplab.viewmodel.fold import LabState
 from tplab.viewmodel.timeline_view import (
@@ -100,7 +100,7 @@ def test_single_and_tp_share_one_scale_and_the_ratio_is_said():
     for lane in lanes:  # each drawn as long as its own time on the shared scale
         assert len(lane.cells) == max(1, round(lane.span_us / per_cell))
     ratio = by_mode["tp"].span_us / by_mode["single"].span_us
-    assert f"is {ratio:.1f}× single" in scale_text(lanes, per_cell)
+    assert f"= {ratio:.1f}× single" in scale_text(lanes, per_cell)
 
 
 def test_labels_left_out_for_want_of_room_are_named():
@@ -143,9 +143,11 @@ def test_the_fold_takes_the_timeline_event_and_both_faces_read_it():
     for ev in events:
         view.handle(ev)
     table = view.table({"status": "COMPLETE", "results": s.results})
-    assert "profiled TP token" in table and "per all-reduce" in table and "trace.json" in table
-    assert [r[0] for r in timeline_rows(s.timeline)] == [
-        "profiled TP token", "per all-reduce", "profiled single token", "trace"]
+    assert "TP token (profiled pass)" in table and "per all-reduce" in table
+    assert "trace.json" in table
+    assert [r[0] for r in s.figures.profiled_rows()] == [
+        "TP token (profiled pass)", "per all-reduce (profiled pass)",
+        "profiled pass vs timed pass", "single token (profiled pass)"]
 
 
 def test_a_result_with_the_section_gives_the_timeline_when_its_event_was_missed():

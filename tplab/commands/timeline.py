@@ -61,6 +61,26 @@ def _section(path: Path) -> tuple[Any, str]:
     return None, str(results)
 
 
+def _figures(path: Path) -> Any:
+    """The lab's record of its figures (``tplab.figures.lab_figures``): manifest.json's
+    ``lab_figures`` where the lab wrote one, else made from its results.json; None without
+    either."""
+    from tplab.figures.lab_figures import LabFigures, from_manifest
+    lab = path if path.is_dir() else path.parent
+    for name in ("manifest.json", "results.json"):
+        try:
+            data = json.loads((lab / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if name == "manifest.json" and data.get("lab_figures") is not None:
+            return from_manifest(data)
+        elif data.get("tp_per_token_ms") is not None:
+            return LabFigures.from_results(data)
+    return None
+
+
 def _print_lines(lines: Any) -> int:
     try:
         for line in lines:
@@ -75,9 +95,10 @@ def _print_lines(lines: Any) -> int:
 
 
 def _json_doc(section: dict[str, Any], where: str, path: Path, modes: tuple[str, ...],
-              token: int | None) -> dict[str, Any]:
+              token: int | None, figures: Any) -> dict[str, Any]:
     """`--json`: the timeline section as the job wrote it, its modes' tokens narrowed to those
-    asked for (``--mode``, ``--token``), and where the traces are."""
+    asked for (``--mode``, ``--token``), where the traces are, and the lab's figures (its
+    record: the profiled split beside the timed pass's figures, each with its pass)."""
     from tplab.records import rank_traces
 
     picked = {}
@@ -91,7 +112,8 @@ def _json_doc(section: dict[str, Any], where: str, path: Path, modes: tuple[str,
     lab = path if path.is_dir() else path.parent
     return {"source": where, "timeline": {**section, "modes": picked},
             "trace": str(lab / "trace.json") if (lab / "trace.json").is_file() else None,
-            "rank_traces": [str(lab / rel) for rel in rank_traces.present(lab)]}
+            "rank_traces": [str(lab / rel) for rel in rank_traces.present(lab)],
+            "figures": figures.to_dict() if figures is not None else None}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -113,11 +135,12 @@ def main(args: argparse.Namespace) -> int:
         print("tplab timeline: --token counts from 1.", file=sys.stderr)
         return 2
     modes = ("tp", "single") if args.mode == "both" else (args.mode,)
+    figures = _figures(path)
     if args.json:
         from tplab.commands.json_out import emit
-        emit(_json_doc(section, where, path, modes, args.token))
+        emit(_json_doc(section, where, path, modes, args.token, figures))
         return 0
     width = args.width or (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty()
                            else 100)
     return _print_lines(timeline_lines(timeline, width=max(20, width), modes=modes,
-                                       token=args.token))
+                                       token=args.token, figures=figures))

@@ -2,14 +2,19 @@
 
 Why separate from the Lab: the orchestrator holds all lab logic and emits events; this module is
 one consumer of that stream (the dashboard is the other). Every figure it prints, the token
-counts and last per-token times of the progress line included, comes from the one fold
-(``tplab.viewmodel.fold.LabState``), so both views agree. ``--json`` mode prints the
+counts and latest per-token times of the progress line included, comes from the one fold
+(``tplab.viewmodel.fold.LabState``) and its record of the figures, so both views agree. ``--json`` mode prints the
 stream itself, one event per line, for scripts.
 
 `tplab run` shows a lab; `tplab local` shows the job alone, through the same view with
 ``job_detail`` (each prompt, each d_model sweep point, the job's own log lines), and prints the
 job's figures with ``results_rows``, the table of a results.json (per transport, with the
 intervals and the α-β fit), in the same layout as the lab's table.
+
+Both tables render the lab's one record of its figures (``tplab.figures.lab_figures``): each
+figure printed as ``figure.text()``, named with the pass that took it (the timed pass's
+latencies, the instrumented pass's all-reduce, the profiled pass's split), so the table, the
+dashboard, the manifest and the proof picture print the same characters for the same figure.
 """
 
 from __future__ import annotations
@@ -22,13 +27,11 @@ from typing import Any, Protocol
 from tplab.records.events import (
     ErrorEvent, Event, InstanceEvent, LogEvent, StageEvent, PromptDoneEvent, SshEvent,
     SweepPointEvent, TokenEvent, WarningEvent)
+from tplab.money.lab_money import BILLED, ESTIMATE, CostFigure
 from tplab.viewmodel.fold import LabState
-from tplab.viewmodel.timeline_view import Timeline, allreduce_text, split_text, timeline_from
-from tplab.viewmodel.tokens import share_text
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f} ms"
-
+from tplab.figures.figure import INSTRUMENTED, MS, NONE, TIMED, TIMES, Figure, shown
+from tplab.figures.lab_figures import LabFigures
+from tplab.viewmodel.timeline_view import Timeline, timeline_from
 
 def stamp(seconds: float) -> str:
     """A line's time, seconds since the lab's first event: "[  12.3s]" (the terminal's and
@@ -76,10 +79,16 @@ class HeadlessView:
         """Token events seen so far, both modes (the progress bar's count)."""
         return self.state.tokens.tokens
 
-    def _last(self, mode: str) -> str:
-        t = self.state.timings[mode]
-        share = share_text(t.last_ar_share) if mode == "tp" else ""
-        return _ms(t.last_ms) + (f" ({share})" if share else "")
+    def _latest(self) -> str:
+        """'latest single 0.80 ms tp 19.9 ms · AR 83% so far (instrumented pass)': each mode's
+        latest token, and the all-reduce share as the record has it (never one token's)."""
+        text = "latest " + " ".join(
+            f"{mode} {Figure(self.state.timings[mode].last_ms, MS, TIMED).text()}"
+            for mode in ("single", "tp"))
+        share = self.state.figures.allreduce_share
+        if share.value is not None:
+            text += f" · AR {share.text()} so far ({share.taken})"
+        return text
 
     # ------------------------------------------------------------------ output
     def _line(self, text: str) -> None:
@@ -100,10 +109,9 @@ class HeadlessView:
             width = 30
             frac = min(1.0, self.tokens / total) if total else 0.0
             bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-            cost = self.state.cost.accrued_usd
-            text = (f"[{bar}] {self.tokens}/{total or '?'} tokens  "
-                    f"single {self._last('single')}  tp {self._last('tp')}"
-                    + (f"  ${cost:.4f}" if cost is not None else ""))
+            cost = self.state.cost.figure()
+            text = (f"[{bar}] {self.tokens}/{total or '?'} tokens  {self._latest()}"
+                    + (f"  {cost.text()}" if cost is not None else ""))
             self.out.write("\r\x1b[2K" + text)
             self.out.flush()
             self._bar_shown = True
@@ -111,8 +119,7 @@ class HeadlessView:
             pct = int(100 * self.tokens / total) // 10 * 10
             if pct > self._last_pct_line:
                 self._last_pct_line = pct
-                self._line(f"tokens {self.tokens}/{total} ({pct}%)  single "
-                           f"{self._last('single')}  tp {self._last('tp')}")
+                self._line(f"tokens {self.tokens}/{total} ({pct}%)  {self._latest()}")
 
     # ------------------------------------------------------------------ events
     def handle(self, ev: Event) -> None:
@@ -168,56 +175,49 @@ class HeadlessView:
 
     # ------------------------------------------------------------------ final table
     def table(self, summary: dict[str, Any]) -> str:
-        res = summary.get("results") or {}
-        s = self.state
-        single = res.get("single_per_token_ms", s.timings["single"].mean_ms)
-        tp = res.get("tp_per_token_ms", s.timings["tp"].mean_ms)
-        speedup = res.get("speedup") or ((single / tp) if single and tp else None)
-        rows = [
-            ("status", f"{summary.get('status')}" + ("" if self._done_said
-                                                      else f" — {summary.get('reason')}")),
-            ("single per-token", _ms(single)),
-            ("TP per-token", _ms(tp)),
-            ("speedup (single/TP)", f"{speedup:.3f}x" if speedup else "-"),
-            ("all-reduce per token", _ms(res.get("allreduce_ms_per_token"))),
-            ("comm/compute", f"{res['comm_compute_ratio']:.3f}"
-             if isinstance(res.get("comm_compute_ratio"), (int, float)) else "-"),
-            ("outputs_match", str(res.get("outputs_match", "-"))),
+        """The final table: the lab's figures as its record holds them (``LabFigures``: the
+        lab's own once it wrote them, else made from the results or the stream so far), each
+        named with the pass that took it, then the pod, its cost and the transport."""
+        fig = self.state.figures
+        res = summary.get("results")
+        if self.state.lab_figures is None and not self.state.results and isinstance(res, dict) \
+                and res:  # the job's results reached the lab but not this view's stream
+            fig = LabFigures.from_results(res, cost=fig.cost)
+        cost = fig.cost
+        if cost is None and summary.get("actual_cost_usd") is not None:
+            cost = _billed(summary)
+        rows = [("status", f"{summary.get('status')}" + ("" if self._done_said
+                                                         else f" — {summary.get('reason')}"))]
+        if fig.measured:
+            rows += [r for r in fig.rows() if r[0] != "cost"]
+            if fig.outputs_match is not None:
+                rows.append(("outputs_match", str(fig.outputs_match)))
+            if self.state.timeline is not None:
+                rows.append(("trace", trace_text(self.state.timeline)))
+        rows += [
             ("pod", f"{summary.get('pod_id') or 'none created'}"
              + (" (verified gone)" if summary.get("verified_gone") else "")),
-            ("actual $", f"${summary['actual_cost_usd']:.4f}" if summary.get("actual_cost_usd")
-             is not None else "-"),
-            ("job events", f"{summary.get('job_events')} (ssh drops {summary.get('ssh_drops')}, "
-                           f"duplicates dropped {summary.get('duplicates')}, gaps "
-                           f"{summary.get('gaps')})"),
+            ("cost", cost.text() if cost is not None else NONE),
         ]
-        rows[6:6] = timeline_rows(s.timeline)
-        if not res and not self.tokens:
-            rows = [r for r in rows if r[0] in ("status", "pod", "actual $")]
+        if fig.measured:
+            rows.append(("job events", f"{summary.get('job_events')} (ssh drops "
+                                       f"{summary.get('ssh_drops')}, duplicates dropped "
+                                       f"{summary.get('duplicates')}, gaps {summary.get('gaps')})"))
         for name, path in sorted((summary.get("artifacts") or {}).items()):
             rows.append((f"artifact {name}", path))
         return format_rows(rows)
 
 
-def timeline_rows(t: Timeline | None) -> list[tuple[str, str]]:
-    """The profiled pass's split as table rows: a TP token's median split, an all-reduce's wait
-    and wire, a single token's, and where the trace is."""
-    if t is None:
-        return []
-    rows = []
-    tp, single = t.splits.get("tp"), t.splits.get("single")
-    if tp is not None:
-        rows.append(("profiled TP token", f"{split_text(tp)} (median of {tp.tokens}, over "
-                                          f"{t.comm}, mean of {tp.ranks} ranks)"))
-        ar = allreduce_text(tp)
-        if ar:
-            rows.append(("per all-reduce", ar))
-    if single is not None:
-        rows.append(("profiled single token", f"{split_text(single)} (median of "
-                                              f"{single.tokens})"))
-    rows.append(("trace", f"{t.trace_file} (Perfetto: ui.perfetto.dev; as text: tplab "
-                          "timeline DIR)"))
-    return rows
+def _billed(summary: dict[str, Any]) -> CostFigure:
+    """A summary's recorded cost as the lab's cost figure (a lab that ended before its record)."""
+    return CostFigure(summary["actual_cost_usd"],
+                      BILLED if summary.get("cost_is") == BILLED else ESTIMATE,
+                      summary.get("usd_per_hr"))
+
+
+def trace_text(t: Timeline) -> str:
+    """Where the profiled pass's whole trace is, and how to read it."""
+    return f"{t.trace_file} (Perfetto: ui.perfetto.dev; as text: tplab timeline DIR)"
 
 
 def format_rows(rows: list[tuple[str, str]]) -> str:
@@ -253,37 +253,43 @@ def _passes_text(mode: dict[str, Any]) -> str:
     if not fig:
         return ""
     lo, hi = fig["ci95"]
-    return (f"; per prompt p50 {fig['median']:.3f} [{lo:.3f}..{hi:.3f}], spread "
-            f"{fig['spread']:.0%}, n={fig['n']}" + (f"  {fig['note']}" if fig.get("unstable")
-                                                    else ""))
+    return (f"; per prompt p50 {shown(fig['median'], MS)} [{shown(lo, MS)}..{shown(hi, MS)}], "
+            f"spread {fig['spread']:.0%}, n={fig['n']}" + (f"  {fig['note']}"
+                                                           if fig.get("unstable") else ""))
 
 
 def results_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
-    """A results.json's figures as table rows: single, then TP per transport (the one carrying
-    the figures first), the speedups, the collectives, the instrumentation's cost, the fits."""
+    """A results.json's figures as table rows (`tplab local`): the record's (``LabFigures``,
+    each named with its pass), TP per transport (the one carrying the figures first, the
+    others measured in the same run), the instrumentation's cost, the fits."""
     world, primary = r["world_size"], r.get("comm", r.get("backend", "?"))
     others = {k: v for k, v in (r.get("transports") or {}).items() if k != primary}
-    single = r["single"]["per_token_ms"]
+    f = LabFigures.from_results(r)
     rows = [("outputs match", str(r["outputs_match"])
              + (f" (over {', '.join([primary, *others])})" if others else "")),
-            ("single per token", f"{r['single_per_token_ms']:.3f} ms (p50 {single['p50']:.3f}, "
-             f"p99 {single['p99']:.3f})" + _passes_text(r["single"]))]
+            (f.label("single_ms"), f"{f.single_ms.text()} (p50 {f.single_p50_ms.number()}, "
+             f"p99 {f.single_p99_ms.number()})" + _passes_text(r["single"]))]
     for name, t in [(primary, r), *others.items()]:
-        tp = t["tp"]["per_token_ms"]
+        tf = f if name == primary else LabFigures.from_results({**t, "single": r["single"]})
         same_run = " (same run)" if name != primary else ""
-        rows.append((f"TP={world} per token, {name}", f"{t['tp_per_token_ms']:.3f} ms (p50 "
-                     f"{tp['p50']:.3f}, p99 {tp['p99']:.3f}) = {t['tp_over_single']:.2f}x "
+        rows.append((f"TP={world} per token, {name} ({TIMED})",
+                     f"{tf.tp_ms.text()} (p50 {tf.tp_p50_ms.number()}, p99 "
+                     f"{tf.tp_p99_ms.number()}) = {Figure(t['tp_over_single'], TIMES, TIMED).text()} "
                      f"single{same_run}" + _passes_text(t["tp"])))
-    rows.append(("speedup (single/TP)", ", ".join(
-        f"{t['speedup']:.3f} {name}" for name, t in [(primary, r), *others.items()])))
+    rows.append((f.label("speedup"), ", ".join(
+        f"{Figure(t['speedup'], TIMES, TIMED).text()} {name}"
+        for name, t in [(primary, r), *others.items()])))
     for name, t in [(primary, r), *others.items()]:
-        ratio = t.get("comm_compute_ratio")
-        rows.append((f"all-reduce per token, {name}", f"{t['allreduce_ms_per_token']:.3f} ms "
-                     f"over {t['allreduce_calls_per_token']:.0f} collectives; comm/compute "
-                     + (f"{ratio:.2f}" if ratio is not None else "n/a")))
+        tf = f if name == primary else LabFigures.from_results(t)
+        rows.append((f"all-reduce per token, {name} ({INSTRUMENTED})",
+                     f"{tf.allreduce_text()} over {t['allreduce_calls_per_token']:.0f} "
+                     f"collectives; comm/compute {tf.comm_compute.text()}"))
     rows.append(("instrumentation overhead", f"{r['instrumentation_overhead_ms_per_token']:+.3f} "
                  "ms/token"))
-    rows += timeline_rows(timeline_from(r.get("timeline")))
+    rows += f.profiled_rows()
+    timeline = timeline_from(r.get("timeline"))
+    if timeline is not None:
+        rows.append(("trace", trace_text(timeline)))
     for name, t in [(primary, r), *others.items()]:
         rows.append((f"alpha, beta (sweep fit), {name}", _fit_text(t.get("sweep"))))
     return rows

@@ -3,13 +3,17 @@
 Why: the dashboard draws the profiled pass as lanes (``tui/widgets/timeline_panel.py``); the
 same lanes and figures as plain lines serve ``tplab timeline LAB_DIR``, a script, a pipe to a
 file, or a terminal without the dashboard. Cells and labels come from the view-model
-(``tplab.viewmodel.timeline_view``), so the two faces draw the same thing. Standard library only.
+(``tplab.viewmodel.timeline_view``), so the two faces draw the same thing; each mode's median
+is said beside the timed pass's figure from the lab's record (``tplab.figures.lab_figures``),
+with how each was taken (a median of a few tokens under the profiler, the timed pass's mean).
+Standard library only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tplab.figures.lab_figures import LabFigures
 from tplab.viewmodel.timeline_view import (
     CELL,
     LEGEND,
@@ -57,7 +61,7 @@ def scale_lines(t: Timeline, width: int) -> Iterator[str]:
     if len(lanes) < 2:
         return
     yield ""
-    yield f"median token of each mode, rank 0, {scale_text(lanes, per_cell)}:"
+    yield f"rank 0, {scale_text(lanes, per_cell)}:"
     for lane in lanes:
         name = "TP" if lane.mode == "tp" else "single"
         yield (f"{name:<7} " + "".join(CELL.get(c, " ") for c in lane.cells)
@@ -65,8 +69,9 @@ def scale_lines(t: Timeline, width: int) -> Iterator[str]:
 
 
 def timeline_lines(t: Timeline, *, width: int = 100, modes: tuple[str, ...] = ("tp", "single"),
-                   token: int | None = None) -> Iterator[str]:
-    """The whole profiled pass (or one ``token``, 1-based, of each mode) as lines."""
+                   token: int | None = None, figures: LabFigures | None = None) -> Iterator[str]:
+    """The whole profiled pass (or one ``token``, 1-based, of each mode) as lines; with the
+    lab's ``figures`` (its record), each mode's median beside the timed pass's figure."""
     yield f"profiled pass: TP over {t.comm}; {t.alignment}"
     yield f"legend: {LEGEND}; labels: E embedding, 3a/3m layer 3's attn-out/mlp-down, G logits"
     yield from scale_lines(t, width)
@@ -81,11 +86,14 @@ def timeline_lines(t: Timeline, *, width: int = 100, modes: tuple[str, ...] = ("
         split = t.splits.get(mode)
         if split is not None and steps:
             yield ""
-            yield f"{'TP' if mode == 'tp' else 'single'}, median of {split.tokens}: " \
-                  f"{split_text(split)}"
+            yield f"{'TP' if mode == 'tp' else 'single'}, median of {split.tokens} profiled " \
+                  f"tokens: {split_text(split)}"
             ar = allreduce_text(split)
             if ar:
                 yield ar
+            why = figures.profiled_against_timed(mode) if figures is not None else ""
+            if why:
+                yield why
     if t.sum_worst is not None:
         yield ""
         yield (f"the parts add up to each step's own clock within {t.sum_worst:.1%} (worst rank "

@@ -45,27 +45,33 @@ def terminal_plot(lab_dir: Path) -> str:
 
 
 def timeline_text(lab_dir: Path) -> str:
-    """The lab's profiled pass as `tplab timeline LAB_DIR --width 100` prints it."""
+    """The lab's profiled pass as `tplab timeline LAB_DIR --width 100` prints it (beside the
+    lab's figures, its record in manifest.json)."""
     from tplab.faces.timeline_text import timeline_lines
+    from tplab.figures.lab_figures import from_manifest
     from tplab.viewmodel.timeline_view import timeline_from
     results = json.loads((lab_dir / "results.json").read_text(encoding="utf-8"))
+    manifest = json.loads((lab_dir / "manifest.json").read_text(encoding="utf-8"))
     timeline = timeline_from(results.get("timeline"))
     if timeline is None:
         raise SystemExit("example: the lab ran no profiled pass (its results hold no timeline)")
     return "\n".join(timeline_lines(timeline, width=TIMELINE_COLS, modes=("tp", "single"),
-                                     token=None))
+                                     token=None, figures=from_manifest(manifest)))
 
 
 def readme(manifest: dict) -> str:
+    from tplab.figures.lab_figures import from_manifest
+    f = from_manifest(manifest)
+    speedup = f.speedup.text() if f is not None else "-"
+    cost = f.cost.text() if f is not None and f.cost is not None else "-"
     return "\n".join([
         "# Example: one finished lab's outputs (MOCK)", "",
         "**MOCK**: made by `scripts/example-lab`, which runs `tplab run --mock` on the local mock "
         "cloud: the two \"GPUs\" are two processes on a 2-core CPU talking over gloo, the money is "
         "simulated in the mock ledger. The figures show the lab's shape (TP slower than one device "
         "at d_model 64), not a GPU's; the machine was shared, so its timings are noisy.", "",
-        f"Lab status {manifest.get('status')}, speedup (single / TP) "
-        f"{float(manifest.get('speedup') or 0):.3f}, simulated cost "
-        f"${float(manifest.get('actual_cost_usd') or 0):.4f}.", "",
+        f"Lab status {manifest.get('status')}, speedup (single / TP, the timed pass) "
+        f"{speedup}, simulated cost {cost}.", "",
         "| file | what it is |", "|---|---|",
         "| `manifest.json` | the lab sheet's manifest (lab 02, block G) and tplab's own fields |",
         "| `results.json` | the job's measurements the manifest was built from |",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tplab import __version__
+from tplab.figures.lab_figures import from_manifest
 from tplab.handin import minitrain, spend_table
 from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
@@ -147,6 +148,21 @@ BLOCKS = (
 )
 
 
+def figures_section(manifest: Any) -> list[str]:
+    """The lab's figures as every face shows them (its record, manifest.json's
+    ``lab_figures``), each named with the pass that took it; none without a manifest."""
+    fig = from_manifest(manifest)
+    if fig is None or not (fig.measured or fig.cost is not None):
+        return []
+    out = ["", "## The lab's figures", "",
+           "As tplab's table, dashboard and proof picture show them (`lab_figures` in "
+           "manifest.json): each figure once, with the pass that measured it (the timed pass "
+           "for latency, the instrumented pass for the all-reduce, the profiled pass for the "
+           "split of a token).", "", "| figure | value |", "|---|---|"]
+    out += [f"| {label} | {text.replace('|', '/')} |" for label, text in fig.rows()]
+    return out
+
+
 def readme(lab: PastLab, present: list[str]) -> str:
     mock = lab.mock
     head = [f"# Lab 02: tensor-parallel inference, lab {lab.lab_id}"
@@ -156,8 +172,9 @@ def readme(lab: PastLab, present: list[str]) -> str:
                  "\"pods\" were processes on this machine's CPU (gloo), the spending simulated. "
                  "Its figures show the lab's shape, not a GPU's.", ""]
     head += [f"Gathered by `tplab handin` from `{lab.path}`. Status: {lab.status}"
-             + (f" ({lab.reason})" if lab.reason else "") + ".", "", "| file | what it is |",
-             "|---|---|"]
+             + (f" ({lab.reason})" if lab.reason else "") + "."]
+    head += figures_section(lab.manifest)
+    head += ["", "## The files", "", "| file | what it is |", "|---|---|"]
     rows = [f"| `{name}` | {LAB_FILES[name]} |" for name in LAB_FILES if name in present]
     rows += ["| `run.py` | block B: the job as it ran on the pod (`src/tplab/job/`), started "
              "under torchrun |",

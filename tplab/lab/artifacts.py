@@ -14,9 +14,11 @@ leaves it unrecorded, its hold named in ``held_for_pod``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tplab.figures.lab_figures import LabFigures, crossover_of
 from tplab.lab import manifest
 from tplab.scaling import calibration, chart
 from tplab.util.jsonfile import write_json
@@ -73,6 +75,27 @@ def stand_in(config: LabConfig) -> dict[str, Any] | None:
     }
 
 
+def lab_figures(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
+                pred: LabPrediction | None) -> LabFigures:
+    """The lab's figures, made once (``tplab.figures.lab_figures``): from its results (or, for
+    a lab that ended before them, the live stream's figures so far), its cost figure (the
+    ledger's billed amount once recorded) and its crossover (the prediction's band, the d_model
+    sweep's, the machine measured and, for a mock lab, the hardware it stands for)."""
+    res = report.results or None
+    cost = money.cost() if pod.id is not None else None
+    machine = manifest.measured_machine(res)
+    stands = None
+    if config.mock:
+        stand = stand_in(config)
+        if stand is not None and stand.get("crossover"):
+            stands = (f"{stand['instance_type']}: crossover "
+                      f"{stand['crossover']['text']}; a prediction, nothing ran on it")
+    cross = crossover_of(res, pred.band if pred else None, machine, stands)
+    if res:
+        return LabFigures.from_results(res, cost=cost, crossover=cross)
+    return replace(LabFigures.from_fold(report.partial, cost=cost), crossover=cross)
+
+
 def write_proof_picture(report: LabReport, summary: dict[str, Any],
                         mock: bool = False) -> Path | None:
     """proof-terminated.png beside proof-terminated.json (tplab.lab.proof_png): the provider's
@@ -110,11 +133,14 @@ def vendor_label(config: LabConfig) -> str:
 
 
 def lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
-                 pred: LabPrediction | None) -> dict[str, Any]:
+                 pred: LabPrediction | None, figures: LabFigures | None = None) -> dict[str, Any]:
     """The lab sheet's manifest fields (and the lab's own) from what the lab's owners hold (the
-    report: outcome, results, transport, files; the pod; the money), built by
-    tplab.lab.manifest.build_manifest: lesson notes from this run's numbers, no secrets."""
+    report: outcome, results, transport, files; the pod; the money) and its figures
+    (``lab_figures``), built by tplab.lab.manifest.build_manifest: lesson notes from this run's
+    numbers, no secrets."""
     res = report.results or None
+    if figures is None:
+        figures = lab_figures(config, report, pod, money, pred)
     transport = report.transport
     status, reason = report.status, report.reason
     if status == COMPLETE and not res:
@@ -142,10 +168,9 @@ def lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMo
         estimated_cost_usd=money_fields["estimated_cost_usd"],
         actual_cost_usd=money_fields["actual_cost_usd"],
         terminated_screenshot=proof,
-        crossover_d_model=pred.crossover_d_model if pred else None,
         prediction=pred.at_lab_d_model if pred else None,
         profile_name=pred.profile_name if pred else "",
-        partial=partial, band=pred.band if pred else None,
+        partial=partial, figures=figures,
         extra={
             "mock": config.mock,
             "provider": config.provider_name(),
@@ -179,10 +204,10 @@ def lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMo
 
 
 def write_lab_manifest(config: LabConfig, report: LabReport, pod: LabPod, money: LabMoney,
-                       pred: LabPrediction | None) -> Path:
+                       pred: LabPrediction | None, figures: LabFigures | None = None) -> Path:
     """manifest.json in the lab's out dir (atomically, redacted: tplab.lab.manifest.write_manifest);
     the prediction's per-point check goes into results.json first."""
     if pred is not None:
         _store_calibration(pred, report.path("results.json"))
     return manifest.write_manifest(report.path("manifest.json"),
-                                   lab_manifest(config, report, pod, money, pred))
+                                   lab_manifest(config, report, pod, money, pred, figures))

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tplab.figures.figure import INSTRUMENTED, MS, PROFILED, TIMED, Figure
+from tplab.figures.lab_figures import LabFigures
 from tplab.viewmodel.timeline_view import Split, timeline_from
 
 #: waiting at most this share of a collective is never the cause of anything
@@ -56,22 +58,23 @@ def _num(v: Any) -> float | None:
     return float(v) if ok else None
 
 
-def _partial_notes(partial: dict[str, Any], why: str, cross: str) -> str:
-    """The paragraph for a lab that ended before its results: what the stream measured so far."""
-    s, t, x = (partial.get(k) for k in ("single_per_token_ms", "tp_per_token_ms", "speedup"))
+def _partial_notes(partial: dict[str, Any], why: str, cross: str, f: LabFigures) -> str:
+    """The paragraph for a lab that ended before its results: what the stream measured so far
+    (the figures as every face shows them, ``f``)."""
     out = [f"The lab ended before its results ({why})" if why else
            "The lab ended before its results",
            f"; these figures are partial, from the live stream: {partial.get('single_tokens', 0)} "
            f"single-device and {partial.get('tp_tokens', 0)} TP tokens timed"]
-    if s is not None:
-        out.append(f"; one device {s:.3f} ms/token")
-    if t is not None:
-        out.append(f", TP {t:.3f} ms/token")
+    if f.single_ms.value is not None:
+        out.append(f"; one device {f.single_ms.text()}/token")
+    if f.tp_ms.value is not None:
+        out.append(f", TP {f.tp_ms.text()}/token (the {TIMED})")
+    x = f.speedup.value
     if x is not None:
-        out.append(f", speedup {x:.2f}" + (" (TP is slower)" if x < 1 else ""))
-    ar = partial.get("allreduce_ms_per_token")
-    if ar is not None:
-        out.append(f"; the all-reduces took {ar:.3f} ms per instrumented TP token")
+        out.append(f", speedup {f.speedup.text()}" + (" (TP is slower)" if x < 1 else ""))
+    if f.allreduce_ms.value is not None:
+        out.append(f"; the all-reduces took {f.allreduce_ms.text()} per TP token of the "
+                   f"{INSTRUMENTED}")
     return ("".join(out) + ". " + cross).strip()
 
 
@@ -131,38 +134,43 @@ def _no_run_notes(prediction: Any, why: str, cross: str) -> str:
 def lesson_notes(results: dict[str, Any] | None, prediction: Any = None,
                  crossover_d_model: float | None = None, profile_name: str = "",
                  why_no_run: str = "", partial: dict[str, Any] | None = None,
-                 band: Any = None) -> str:
+                 band: Any = None, figures: LabFigures | None = None) -> str:
     """The "why is TP slower here" paragraph, written from this run's numbers.
 
     ``results`` is a results.json dict (or None when there was no run: then the paragraph is
     written from ``prediction``, a ``tplab.scaling.latency.Prediction`` at the lab's d_model, and
     opens with ``why_no_run``, e.g. the manifest's reason). ``band``: the crossover with its
-    uncertainty (``tplab.scaling.crossover.CrossoverBand``), quoted as it is.
+    uncertainty (``tplab.scaling.crossover.CrossoverBand``), quoted as it is. ``figures``:
+    the lab's record (``tplab.figures.lab_figures``), whose figures the paragraph quotes as
+    every face shows them, each with its pass (made from ``results`` when not given).
     """
     cross = _crossover_notes(results, crossover_d_model, profile_name, band)
     why = why_no_run.strip().rstrip(".")
     if not results and partial:
-        return _partial_notes(partial, why, cross)
+        f = figures if figures is not None else LabFigures.from_results({})
+        return _partial_notes(partial, why, cross, f)
     if not results:
         return _no_run_notes(prediction, why, cross)
-    text = " ".join(c.text for c in claims(results))
+    text = " ".join(c.text for c in claims(results, figures))
     return f"{text} {cross}".strip()
 
 
-def claims(r: dict[str, Any]) -> list[Claim]:
-    """The paragraph's claims about a run (results.json), in reading order."""
-    out: list[Claim | None] = [_speed(r), _stability(r), _unphysical(r), _collectives(r)]
+def claims(r: dict[str, Any], figures: LabFigures | None = None) -> list[Claim]:
+    """The paragraph's claims about a run (results.json), in reading order; the figures it
+    quotes are ``figures``' (the lab's record), made from ``r`` when not given."""
+    f = figures if figures is not None else LabFigures.from_results(r)
+    out: list[Claim | None] = [_speed(r, f), _stability(r), _unphysical(r), _collectives(r, f)]
     t = timeline_from(r.get("timeline"))
     tp = t.splits.get("tp") if t is not None else None
     single = t.splits.get("single") if t is not None else None
     if t is not None and tp is not None:
-        out.append(_split(tp, single, t.trace_file))
-    out += [_latency(r), _excess(r, tp), _transports(r), _launches(r, tp, single),
+        out.append(_split(tp, single, t.trace_file, f))
+    out += [_latency(r, f), _excess(r, tp), _transports(r), _launches(r, tp, single),
             _instrumentation(r)]
     return [c for c in out if c is not None]
 
 
-def _speed(r: dict[str, Any]) -> Claim:
+def _speed(r: dict[str, Any], f: LabFigures) -> Claim:
     s, t = float(r["single_per_token_ms"]), float(r["tp_per_token_ms"])
     x = s / t if t > 0 else float(r.get("speedup") or 0.0)
     dev = (r.get("env") or {}).get("device_names") or ["?"]
@@ -171,8 +179,9 @@ def _speed(r: dict[str, Any]) -> Claim:
         transport = f"shared memory (shm, {r.get('backend', '?')} for setup)"
     slower = x < 1
     return Claim("speed", f"Measured on {transport} with {r.get('world_size', 2)} ranks "
-                 f"({dev[0]}): one device {s:.3f} ms/token, TP {t:.3f} ms/token, speedup {x:.2f}"
-                 + (" (TP is slower)." if slower else " (TP is faster)."),
+                 f"({dev[0]}), in the {TIMED} (no timer inside the collectives): one device "
+                 f"{f.single_ms.text()}/token, TP {f.tp_ms.text()}/token, speedup "
+                 f"{f.speedup.text()}" + (" (TP is slower)." if slower else " (TP is faster)."),
                  {"single_ms": s, "tp_ms": t, "speedup": x, "slower": slower})
 
 
@@ -201,7 +210,7 @@ def _message(r: dict[str, Any]) -> float | None:
     return d * 4 if isinstance(d, int) else _num(r.get("allreduce_bytes_per_call"))
 
 
-def _collectives(r: dict[str, Any]) -> Claim | None:
+def _collectives(r: dict[str, Any], f: LabFigures) -> Claim | None:
     ar_ms, calls = _num(r.get("allreduce_ms_per_token")), _num(r.get("allreduce_calls_per_token"))
     if ar_ms is None or not calls:
         return None
@@ -214,20 +223,22 @@ def _collectives(r: dict[str, Any]) -> Claim | None:
     else:
         what = (f"{calls:.0f} collectives averaging "
                 f"{_fmt_bytes(_num(r.get('allreduce_bytes_per_call')) or 0)}")
-    text = f"Each token issues {what}; they took {ar_ms:.3f} ms per token"
+    text = (f"Each token issues {what}; in the {INSTRUMENTED} (a timer around every "
+            f"collective) they took {f.allreduce_text()}")
     ratio = _num(r.get("comm_compute_ratio"))
     if ratio is not None:
-        text += f", {ratio:.1f}× the rest of the step's time"
+        text += f", {f.comm_compute.text()}× the rest of that step's time"
     return Claim("collectives", text + ".", {"allreduce_ms": ar_ms, "calls": calls,
                                              "ratio": ratio})
 
 
-def _split(tp: Split, single: Split | None, trace_file: str) -> Claim:
+def _split(tp: Split, single: Split | None, trace_file: str, f: LabFigures) -> Claim:
     other = "the other rank" if tp.ranks <= 2 else "the last rank"
-    text = (f"The profiled pass (torch's profiler on every rank, {tp.tokens} TP token"
+    slower = f.profiled_against_timed()
+    text = (f"The {PROFILED} (torch's profiler on every rank, {tp.tokens} TP token"
             f"{'' if tp.tokens == 1 else 's'}, trace "
-            f"in {trace_file}) splits a TP token of {tp.token_us:.0f} µs (median, mean of the "
-            f"ranks) into {tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
+            f"in {trace_file}{'; ' + slower if slower else ''}) splits a TP token of "
+            f"{tp.token_us:.0f} µs (median, mean of the ranks) into {tp.compute_us:.0f} µs of compute, {tp.wire_us:.0f} µs on the wire, "
             f"{tp.wait_us:.0f} µs waiting for {other} and {tp.rest_us:.0f} µs of the rest "
             "(launches, Python, host gaps)")
     share = tp.wait_share
@@ -253,7 +264,7 @@ def _b2b_us(r: dict[str, Any]) -> tuple[float, float, float] | None:
     return alpha, beta, 2 * (world - 1) * alpha + bw_us
 
 
-def _latency(r: dict[str, Any]) -> Claim | None:
+def _latency(r: dict[str, Any], f: LabFigures) -> Claim | None:
     b2b, calls, msg = _b2b_us(r), _num(r.get("allreduce_calls_per_token")), _message(r)
     if b2b is None or not calls or not msg:
         return None
@@ -261,15 +272,14 @@ def _latency(r: dict[str, Any]) -> Claim | None:
     world = int(r.get("world_size") or 2)
     lat_us = 2 * (world - 1) * alpha
     bw_us = per_call - lat_us
-    s = float(r["single_per_token_ms"])
     latency_bound = bw_us < LATENCY_BOUND * lat_us
     kind = ("pure latency: its bandwidth term is" if latency_bound
             else "not only latency: its bandwidth term is")
     return Claim("latency", f"The all-reduce sweep fits α = {alpha:.1f} µs and β = {beta:.2f} "
                  f"GB/s, so a {_fmt_bytes(msg)} message is {kind} {bw_us:.3f} µs against "
                  f"2(p-1)α = {lat_us:.1f} µs, and the {calls:.0f} collectives cost ≈ "
-                 f"{calls * per_call / 1e3:.3f} ms per token back to back against {s:.3f} ms "
-                 "for the whole single-device step.",
+                 f"{calls * per_call / 1e3:.3f} ms per token back to back against "
+                 f"{f.single_ms.text()} for the whole single-device step.",
                  {"alpha_us": alpha, "beta_gbps": beta, "latency_bound": latency_bound,
                   "b2b_ms_per_token": calls * per_call / 1e3})
 
@@ -402,8 +412,8 @@ def _transports(r: dict[str, Any]) -> Claim | None:
         t_here = transports.get(here, {}).get("tp_per_token_ms")
         t_other = transports.get(other, {}).get("tp_per_token_ms")
         if t_here and t_other:
-            parts.append(f"TP measured {t_here:.3f} ms/token over {here} against "
-                         f"{t_other:.3f} over {other}")
+            parts.append(f"TP measured {Figure(t_here, MS, TIMED).text()}/token over {here} "
+                         f"against {Figure(t_other, MS, TIMED).text()} over {other}")
     else:
         from tplab.scaling import latency
         try:

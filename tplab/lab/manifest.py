@@ -3,8 +3,8 @@
 The lab sheet's fields (seed, lab, vendor, instance_type, nvlink_present, instance_id, start_ts, end_ts,
 duration_hours, estimated_cost_usd, actual_cost_usd, terminated_screenshot,
 single_gpu_per_token_ms, tp_per_token_ms, speedup, lesson_notes, crossover_d_model) plus
-allreduce_ms_per_token, allreduce_share (its share of a TP token), comm_compute_ratio, outputs_match,
-the tplab version and a status:
+allreduce_ms_per_token, allreduce_share (its share of the instrumented pass's TP token),
+comm_compute_ratio, outputs_match, the tplab version and a status:
 COMPLETE, EDUCATIONAL_STUB (with the reason, e.g. no spot capacity under the cap, or no cloud run),
 STOPPED (by the user), INTERRUPTED (the provider took the spot instance back) or FAILED (with the
 reason).
@@ -13,6 +13,11 @@ Money: ``estimated_cost_usd`` is what the caller expects the run to cost (the la
 price x the planned run's duration, tplab.lab.preflight.ESTIMATE_FORMULA), ``actual_cost_usd`` what
 was recorded; the lab adds ``worst_case_usd``, ``authorized_usd`` and ``actual_cost_source`` as
 fields of their own (tplab/lab/artifacts.py).
+
+The figures are the lab's one record (``tplab.figures.lab_figures.LabFigures``): the seed's
+fields are its values, and ``lab_figures`` holds it whole, each figure with its text as every
+face shows it and the pass that took it (timed, instrumented, profiled), the crossover with the
+hardware it is for and the cost figure (billed or estimate).
 
 ``lesson_notes`` is written from the run's measured numbers (``tplab.lab.lesson_notes``), so two
 runs on different hardware read differently; without a run it says so, and why. ``nvlink_present`` comes from the job's ``nvidia-smi topo -m`` capture
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tplab import __version__
+from tplab.figures.lab_figures import LabFigures, crossover_of
 from tplab.keys.redact import redact_tree
 from tplab.lab.lesson_notes import lesson_notes
 from tplab.util.jsonfile import write_json
@@ -52,20 +58,6 @@ EXTRA_FIELDS = ("allreduce_ms_per_token", "allreduce_share", "comm_compute_ratio
                 "tplab_version",
                 "status", "reason", "crossover_source", "crossover")
 
-
-
-def _share(results: dict[str, Any]) -> float | None:
-    """The all-reduce share of a TP token: all-reduce ms over the instrumented pass's own
-    per-token ms (the pass that timed it), rounded to 4 places; None without both figures."""
-    ar_ms = _positive(results.get("allreduce_ms_per_token"))
-    token_ms = _positive(((results.get("tp") or {}).get("instrumented_per_token_ms") or {})
-                         .get("mean"))
-    return round(ar_ms / token_ms, 4) if ar_ms and token_ms else None
-
-
-def _positive(v: Any) -> float | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-    return float(v) if ok else None
 
 
 class ManifestError(ValueError):
@@ -184,7 +176,8 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
                    crossover_d_model: float | None = None, notes: str | None = None,
                    prediction: Any = None, profile_name: str = "",
                    partial: dict[str, Any] | None = None,
-                   extra: dict[str, Any] | None = None, band: Any = None) -> dict[str, Any]:
+                   extra: dict[str, Any] | None = None, band: Any = None,
+                   figures: LabFigures | None = None) -> dict[str, Any]:
     """The manifest dict. ``notes`` overrides the generated lesson_notes; ``extra`` adds fields
     (it cannot overwrite the lab sheet's). Without results the lesson notes say why (``reason``);
     ``partial`` (figures from the live stream of a lab that ended early) then fills the timing
@@ -195,7 +188,13 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
     fit as ``predicted_crossover_d_model``. The lab sheet's ``crossover_d_model`` is the d_model
     sweep's measured crossover when its bootstrap resolved it, else the band's central fit when
     the band is a range (or a point of assumed figures), else null: "no crossover below d_model
-    N" is not a number, and ``crossover.text`` says it."""
+    N" is not a number, and ``crossover.text`` says it.
+
+    ``figures`` is the lab's record (``tplab.figures.lab_figures``, with its cost and its
+    crossover): the manifest's figure fields are its values, and ``lab_figures`` the whole
+    record, each figure with its text as shown and the pass that took it. Without it the record
+    is made here from ``results`` (or ``partial``) and the crossover from ``band`` (or
+    ``crossover_d_model``)."""
     if status not in STATUSES:
         raise ManifestError(f"status must be one of {', '.join(STATUSES)}, not {status!r}.")
     if status != "COMPLETE" and not reason.strip():
@@ -208,15 +207,12 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
                                 "cannot be COMPLETE; record it as FAILED.")
     r = results or {}
     part = partial if (partial and not r) else None
-    figures = r or part or {}
+    if figures is None:
+        figures = LabFigures.from_results(r, crossover=crossover_of(
+            r, band, predicted=crossover_d_model))
+    cross = figures.crossover or crossover_of(r, band, predicted=crossover_d_model)
+    band = cross.band
     start, end = _iso(start_ts), _iso(end_ts)
-    # the measured crossover (the run's d_model sweep) when its bootstrap resolved it, else the
-    # model's when its band says where (a range, or a point of assumed figures)
-    measured_cross = r.get("measured_crossover_d_model")
-    resolved = (r.get("measured_crossover_interval") or {}).get("resolved") is not False
-    band_says = band is None or band.kind in ("range", "point")
-    predicted = crossover_d_model if band_says else None
-    cross_value = measured_cross if measured_cross is not None and resolved else predicted
     m: dict[str, Any] = {
         "seed": SEED,
         "lab": LAB,
@@ -230,28 +226,29 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
         "estimated_cost_usd": estimated_cost_usd,
         "actual_cost_usd": actual_cost_usd,
         "terminated_screenshot": terminated_screenshot,
-        "single_gpu_per_token_ms": figures.get("single_per_token_ms"),
-        "tp_per_token_ms": figures.get("tp_per_token_ms"),
-        "speedup": figures.get("speedup"),
+        "single_gpu_per_token_ms": figures.single_ms.value,
+        "tp_per_token_ms": figures.tp_ms.value,
+        "speedup": figures.speedup.value,
         "lesson_notes": notes if notes is not None else lesson_notes(
-            r or None, prediction, crossover_d_model, profile_name,
-            why_no_run="" if r else reason, partial=part, band=band),
-        "crossover_d_model": round(cross_value, 1) if cross_value else None,
-        "allreduce_ms_per_token": figures.get("allreduce_ms_per_token"),
-        # the all-reduce share of a TP token: ar_ms / token ms of the measured steps
-        "allreduce_share": _share(r) if r else (part or {}).get("allreduce_share"),
-        "comm_compute_ratio": r.get("comm_compute_ratio"),
+            r or None, prediction, cross.predicted_d_model, profile_name,
+            why_no_run="" if r else reason, partial=part, band=band, figures=figures),
+        "crossover_d_model": cross.d_model,
+        "allreduce_ms_per_token": figures.allreduce_ms.value,
+        # the all-reduce share of a TP token: ar_ms / the instrumented pass's token ms
+        "allreduce_share": (round(figures.allreduce_share.value, 4)
+                            if figures.allreduce_share.value is not None else None),
+        "comm_compute_ratio": figures.comm_compute.value if r else None,
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,
         "status": status,
         "reason": reason,
-        "crossover_source": (None if not cross_value else
-                             "measured" if cross_value == measured_cross else "predicted"),
+        "crossover_source": cross.source,
     }
-    m["predicted_crossover_d_model"] = round(crossover_d_model, 1) if crossover_d_model else None
+    m["predicted_crossover_d_model"] = cross.predicted_d_model
     m["crossover"] = band.to_dict() if band is not None else None
+    m["lab_figures"] = figures.to_dict()
     if r.get("d_model_sweep") is not None:
-        m["measured_crossover_d_model"] = measured_cross
+        m["measured_crossover_d_model"] = r.get("measured_crossover_d_model")
         m["measured_crossover_reason"] = r.get("measured_crossover_reason", "")
         m["d_model_sweep"] = r.get("d_model_sweep")
     m["figures"] = "complete" if r else ("partial" if part else "none")

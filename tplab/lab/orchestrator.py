@@ -31,7 +31,8 @@ from typing import Any, AsyncIterator, Callable
 
 from tplab.money.budget_config import BudgetError
 from tplab.cloud.base import GoneProof, PodInfo, Provider, ProviderError
-from tplab.records.events import Event
+from tplab.figures.lab_figures import LabFigures
+from tplab.records.events import Event, FiguresEvent
 from tplab.lab import artifacts, leftovers, preflight, provision, teardown
 from tplab.lab.lab_config import (COMPLETE, FAILED, INTERRUPTED, STOPPED, LabConfig, LabOutcome, LabStop,
                               exit_code)
@@ -99,6 +100,7 @@ class Lab:
         self._own_mock = False            # run() started the mock cloud (it stops with run())
         self._prediction_task: asyncio.Task | None = None
         self._prediction: LabPrediction | None = None
+        self._figures: LabFigures | None = None
         self._prewarm: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ read-only views
@@ -415,9 +417,19 @@ class Lab:
             artifacts.write_curve(self._prediction, self.out_dir, mock=cfg.mock)
             self.report.add_artifact(artifacts.CURVE)
 
+    def _say_figures(self) -> None:
+        """The lab's figures, made once (``artifacts.lab_figures``) and said to every face (the
+        ``figures`` event) before the proof picture and the manifest render them."""
+        try:
+            self._figures = artifacts.lab_figures(self.config, self.report, self.pod, self.money,
+                                                  self._prediction)
+            self.stream.emit(FiguresEvent(figures=self._figures.to_dict()))
+        except Exception as exc:
+            self.stream.warn(f"the lab's figures could not be gathered: {exc}")
+
     def _write_manifest(self) -> Path:
         path = artifacts.write_lab_manifest(self.config, self.report, self.pod, self.money,
-                                            self._prediction)
+                                            self._prediction, self._figures)
         self.report.add_artifact("manifest.json")
         return path
 
@@ -431,6 +443,7 @@ class Lab:
                 await asyncio.to_thread(self._predict_and_draw, report.results)
         except Exception as exc:
             stream.warn(f"the scaling curve could not be drawn: {exc}")
+        self._say_figures()
         # a pod not proven gone: the teardown said so in the lab's last sentence
         pod_left = self.pod_id is not None and not self.verified_gone and not self.detached
         try:

@@ -300,6 +300,16 @@ class ResultEvent(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class FiguresEvent(Event):
+    """The lab's figures as one record (``tplab.figures.lab_figures.LabFigures.to_dict``):
+    written by the lab once its results, cost and crossover are known, before ``done``; what
+    every face renders. The lab writes it, never the job."""
+
+    type: ClassVar[str] = "figures"
+    figures: Nested
+
+
+@dataclass(slots=True, kw_only=True)
 class ErrorEvent(Event):
     """Something failed; ``fatal``: the run is over."""
 
@@ -407,7 +417,7 @@ class WarningEvent(Event):
 #: every event type by its name on the wire
 EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (
     StageEvent, LogEvent, TokenEvent, PromptDoneEvent, SweepEvent, SweepPointEvent,
-    TimelineEvent, ResultEvent, ErrorEvent, HeartbeatEvent, CostEvent, BudgetEvent,
+    TimelineEvent, ResultEvent, FiguresEvent, ErrorEvent, HeartbeatEvent, CostEvent, BudgetEvent,
     InstanceEvent, SshEvent, WarningEvent)}
 for _cls in EVENT_TYPES.values():
     _cls.wire_fields = fields_of(_cls, skip=("seq", "ts", "src", "point"))

@@ -18,9 +18,10 @@ from typing import Any
 
 from tplab.records.dmodel import SkippedSize
 from tplab.records.events import (
-    BudgetEvent, CostEvent, ErrorEvent, Event, HeartbeatEvent, InstanceEvent, LogEvent,
-    StageEvent, PromptDoneEvent, ResultEvent, SshEvent, SweepEvent, SweepPointEvent,
+    BudgetEvent, CostEvent, ErrorEvent, Event, FiguresEvent, HeartbeatEvent, InstanceEvent,
+    LogEvent, StageEvent, PromptDoneEvent, ResultEvent, SshEvent, SweepEvent, SweepPointEvent,
     TimelineEvent, TokenEvent, WarningEvent)
+from tplab.figures.lab_figures import LabFigures
 from tplab.records.untrusted import count
 from tplab.viewmodel.parts import Budget
 from tplab.viewmodel.snapshot import LabSnapshot
@@ -215,6 +216,13 @@ class LabState(LabSnapshot):
         self.add_line(ev.ts, ev.src, "info" if match else "warning",
                       f"result: outputs_match={match} speedup={res.get('speedup')}")
 
+    def _on_figures(self, ev: FiguresEvent) -> None:
+        figures = LabFigures.from_dict(ev.figures)
+        if figures is None:
+            self.unknown_events += 1
+            return
+        self.lab_figures = figures
+
     def _on_error(self, ev: ErrorEvent) -> None:
         self.errors.append(ev.msg)
         if ev.fatal:
@@ -298,6 +306,7 @@ _HANDLERS: dict[type[Event], Callable[[LabState, Any], None]] = {
     SweepPointEvent: LabState._on_sweep_point,
     TimelineEvent: LabState._on_timeline,
     ResultEvent: LabState._on_result,
+    FiguresEvent: LabState._on_figures,
     ErrorEvent: LabState._on_error,
     HeartbeatEvent: LabState._on_heartbeat,
     CostEvent: LabState._on_cost,

@@ -7,8 +7,12 @@ them, and a view may import them without either. Standard library only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tplab.cloud.base import GONE_STATES
+
+if TYPE_CHECKING:
+    from tplab.money.lab_money import CostFigure
 
 #: where a log line came from, as the log's filter groups them
 LOG_SOURCES: dict[str, tuple[str, ...]] = {
@@ -108,3 +112,12 @@ class Cost:
     @property
     def billed(self) -> bool:
         return self.what == "billed"
+
+    def figure(self) -> CostFigure | None:
+        """The figure as its owner made it (``CostFigure``, which every face prints through
+        its ``text()``); None before the lab said any."""
+        from tplab.money.lab_money import BILLED, ESTIMATE, CostFigure
+        if self.accrued_usd is None:
+            return None
+        return CostFigure(self.accrued_usd, BILLED if self.billed else ESTIMATE,
+                          self.usd_per_hr, self.ran_s, self.ended_at)

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from tplab.figures.lab_figures import LabFigures
 from tplab.records.dmodel import DModelPoint, SkippedSize
 from tplab.viewmodel.parts import Budget, Cost, Instance, LogLine
 from tplab.viewmodel.timeline_view import Timeline
@@ -85,6 +86,9 @@ class LabSnapshot:
         self.results: dict[str, Any] | None = None
         # the profiled pass: each token step as lanes, one per rank (``timeline_view``)
         self.timeline: Timeline | None = None
+        # the lab's figures as it wrote them (the ``figures`` event), once it has them
+        self.lab_figures: LabFigures | None = None
+        self._figures: tuple[int, LabFigures] | None = None
         # termination as the user sees it
         self.terminate_requested_at: float | None = None
         self.terminate_seen = False    # the lab entered its terminate stage
@@ -161,6 +165,23 @@ class LabSnapshot:
         if self.done:
             return self.heartbeat_age_s
         return self.heartbeat_age_s + max(0.0, self.now() - self.heartbeat_ts)
+
+    @property
+    def figures(self) -> LabFigures:
+        """The lab's figures, the one record every face renders: the lab's own once it wrote
+        them (the ``figures`` event), else made from the job's results (with the cost figure
+        so far), else from the live stream (each figure ``so_far``). Made once per ``rev``."""
+        if self._figures is not None and self._figures[0] == self.rev:
+            return self._figures[1]
+        if self.lab_figures is not None:
+            made = self.lab_figures
+        elif self.results:
+            made = LabFigures.from_results(self.results, cost=self.cost.figure())
+        else:
+            made = LabFigures.from_fold(self.tokens, timeline=self.timeline,
+                                        cost=self.cost.figure())
+        self._figures = (self.rev, made)
+        return made
 
     def progress(self) -> dict[str, Any]:
         """Where decoding is: the current mode, prompt i of N, token j of M (1-based)."""

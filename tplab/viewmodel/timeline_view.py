@@ -349,12 +349,13 @@ def to_scale(t: Timeline, width: int) -> tuple[list[ScaledLane], float]:
 
 
 def scale_text(lanes: list[ScaledLane], per_cell: float) -> str:
-    """'one scale, 1 cell = 390 µs: TP 29.7 ms is 15.4× single 1929 µs'."""
+    """'one scale, 390 µs a cell: middle tokens TP 29.7 ms = 15.4× single 1929 µs': the tokens
+    drawn (each mode's middle one by span), not the split's medians."""
     spans = {lane.mode: lane.span_us for lane in lanes}
-    out = f"one scale, 1 cell = {us(per_cell)}"
+    out = f"one scale, {us(per_cell)} a cell"
     if "tp" in spans and "single" in spans and spans["single"] > 0:
-        out += (f": TP {us(spans['tp'])} is {spans['tp'] / spans['single']:.1f}× single "
-                f"{us(spans['single'])}")
+        out += (f": middle tokens TP {us(spans['tp'])} = {spans['tp'] / spans['single']:.1f}× "
+                f"single {us(spans['single'])}")
     return out
 
 

@@ -90,7 +90,6 @@ class ModeTimings:
     ar_measured_count: int = 0
     ar_measured_sum_ms: float = 0.0
     ar_measured_token_ms: float = 0.0   # those instrumented steps' own wall time
-    last_ar_share: float | None = None  # ar_ms / ms of the latest measured step
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=self.recent_len)
@@ -109,10 +108,7 @@ class ModeTimings:
                 self.ar_measured_count += 1
                 self.ar_measured_sum_ms += ar_ms
                 # the share is of the instrumented step that timed the all-reduce (its own ms)
-                own = ms_instrumented if ms_instrumented is not None else ms
-                self.ar_measured_token_ms += own
-                if own > 0:
-                    self.last_ar_share = ar_ms / own
+                self.ar_measured_token_ms += ms_instrumented if ms_instrumented is not None else ms
 
     @property
     def last_ms(self) -> float | None:
@@ -157,11 +153,6 @@ class ModeTimings:
 
     def p(self, q: float) -> float | None:
         return self.hist.quantile(q)
-
-
-def share_text(share: float | None) -> str:
-    """The all-reduce share as the faces print it: "AR 38%" ("" when not measured)."""
-    return "" if share is None else f"AR {share:.0%}"
 
 
 class TokenFold:

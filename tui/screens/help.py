@@ -42,8 +42,15 @@ A tensor-parallel inference lab on a rented pod, under a hard dollar cap.
 
 **Layouts**: 160 columns and more show every panel; from 100 columns the figures stay on the
 left and the lower right switches between the scaling curve and the log (2, 3); below that (or
-under 35 rows) a summary strip keeps the pod's state, the budget left, the latest ms/token and
-the stage on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
+under 35 rows) a summary strip keeps the pod's state, the budget left, the lab's figures and the
+stage on screen, TERMINATE stays at the bottom, and 1–5 switch the rest.
+
+**Figures**: each figure is made once, in one record every view (and `tplab run`, the manifest,
+the proof picture, `tplab timeline`, the hand-in) shows at the same rounding, named by the pass
+that measured it: **timed** (the plain decode: ms per token and the speedup; "so far" while
+the lab runs), **instr.** (a second TP decode with a timer around every collective: the
+all-reduce ms, its share of that pass's token "AR", comm/compute), **profiled** (a few tokens
+under torch's profiler, which slows them: where a token's time goes).
 
 **Budget**: the ledger's cap, recorded spending, money held by open authorizations, what
 remains (read from the ledger before any lab, and again after each), and this lab's cap and
@@ -54,9 +61,10 @@ accrued dollars, time left before the cap, SSH endpoint and the watchdog heartbe
 Start: what Start would rent and the cloud check's facts. **MOCK** marks a mock lab: its pod is
 a process on this machine and its dollars are simulated.
 
-**Live timings**: ms per token, single device vs TP; running p50/p99 (from a fixed-size
-histogram, ~1 % error) until the job's own summary replaces them; all-reduce ms per token;
-comm/compute; whether TP decoded exactly what the single device did. Too small to plot, a plot
+**Live timings**: ms per token, single device vs TP (the timed pass); running p50/p99 (from a
+fixed-size histogram, ~1 % error) until the job's own summary replaces them; all-reduce ms per
+token and comm/compute (the instrumented pass, marked *); whether TP decoded exactly what the
+single device did. Too small to plot, a plot
 shows its numbers instead.
 
 **Scaling**: the latency model's single vs TP per-token time over d_model, the crossover (in
@@ -68,7 +76,8 @@ time running left to right: █ compute, ▒ an all-reduce on the wire (after th
 arrived), ░ waiting for the other rank to arrive, blank the rest (launches, Python); the labels
 above a lane name each collective (E the embedding, 3a / 3m layer 3's attention output and MLP
 down projection, G the logits gather). Below: each rank's split, the medians over the profiled
-tokens, and how much of an all-reduce is waiting. The whole pass is `trace.json` in the lab's
+tokens, and how much of an all-reduce is waiting; on top, the profiled median beside the timed
+figure, each saying how it was taken. The whole pass is `trace.json` in the lab's
 folder, for ui.perfetto.dev; `tplab timeline DIR` prints the same as text.
 
 **Log**: whole lines, wrapped; scroll back with the mouse or the arrows once it has focus;

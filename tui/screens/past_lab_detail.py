@@ -11,6 +11,7 @@ import time
 
 from rich.text import Text
 
+from tplab.figures.lab_figures import LabFigures, from_manifest
 from tplab.records.untrusted import finite
 from tplab.viewmodel.past_labs import PastLab
 from tui.format import DASH, short_path
@@ -43,13 +44,19 @@ def gone_text(lab: PastLab) -> Text:
     return Text("✗ NOT verified", style="bold red")
 
 
+def figures_of(lab: PastLab) -> LabFigures:
+    """The lab's figures as its manifest holds them (its record, ``lab_figures``)."""
+    return from_manifest(lab.manifest) or LabFigures.from_results({})
+
+
 def row_cells(lab: PastLab) -> tuple[Text | str, ...]:
+    f = figures_of(lab)
     return (when(lab.started),
             Text("MOCK", style="bold black on yellow") if lab.mock else Text("real"),
             Text(lab.status, style=_STATUS_STYLE.get(lab.status, "")),
-            f"{lab.speedup:.2f}×" if lab.speedup is not None else DASH,
+            f.speedup.text() if f.speedup.value is not None else DASH,
             lab.crossover_text,
-            f"${lab.cost_usd:.4f}" if lab.cost_usd is not None else DASH,
+            f"${f.cost.usd:.4f}" if f.cost is not None and f.cost.usd is not None else DASH,
             gone_text(lab),
             short_gpu(lab.gpu),
             lab.lab_id)
@@ -82,6 +89,7 @@ def _figure(m: dict, key: str, fmt: str) -> str:
 def detail(lab: PastLab) -> Text:
     """The selected lab's manifest, the figures first and the lesson notes last."""
     m = lab.manifest
+    f = figures_of(lab)
     t = Text()
     t.append(lab.lab_id, style="bold")
     if lab.mock:
@@ -96,16 +104,14 @@ def detail(lab: PastLab) -> Text:
         ("GPU", f"{lab.gpu or DASH}  {_figure(m, 'usd_per_hr', '${:.3f}/h')}"),
         ("started", f"{m.get('start_ts') or DASH}"),
         ("ended", f"{m.get('end_ts') or DASH}"),
-        ("cost", f"{_figure(m, 'actual_cost_usd', '${:.4f}')} actual · "
-                 f"{_figure(m, 'estimated_cost_usd', '${:.4f}')} estimated"),
+        ("cost", f"{f.cost.text() if f.cost is not None else DASH} · "
+                 f"{_figure(m, 'estimated_cost_usd', '${:.4f}')} estimated before the run"),
         ("authorized", f"{_figure(m, 'authorized_usd', '${:.2f}')} held by the ledger · "
                        f"worst case {_figure(m, 'worst_case_usd', '${:.2f}')}"),
-        ("per token", f"single {_figure(m, 'single_gpu_per_token_ms', '{:.3f}')} ms · "
-                      f"TP {_figure(m, 'tp_per_token_ms', '{:.3f}')} ms (uninstrumented) · "
-                      f"speedup {_figure(m, 'speedup', '{:.2f}×')}"),
-        ("all-reduce", f"{_figure(m, 'allreduce_ms_per_token', '{:.3f}')} ms/token · "
-                       f"comm/compute {_figure(m, 'comm_compute_ratio', '{:.2f}')} "
-                       "(instrumented TP pass)"),
+        ("per token", f"single {f.single_ms.text()} · TP {f.tp_ms.text()} · speedup "
+                      f"{f.speedup.text()} ({f.tp_ms.taken})"),
+        ("all-reduce", f"{f.allreduce_text()} · comm/compute {f.comm_compute.text()} "
+                       f"({f.allreduce_ms.taken})"),
         ("outputs", "TP == single ✓" if m.get("outputs_match") is True
          else "TP ≠ single ✗" if m.get("outputs_match") is False else DASH),
         ("crossover", _crossover(lab)),

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tplab.cloud.registry import label as cloud_label
 from tplab.viewmodel.fold import LabState
-from tui.format import DASH, cost_text, duration, ended_text, usd
+from tui.format import DASH, duration, ended_text, usd
 from tui.widgets.panel import StatePanel, rows
 
 STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
@@ -68,7 +68,7 @@ class InstancePanel(StatePanel):
         provider = Text(f"{cloud}   pod {i.pod_id or DASH}")
         if state.mock:
             provider = Text.assemble(mock_tag(), f" {cloud} pod {i.pod_id or DASH}")
-        if state.done and i.gone:
+        if i.gone:  # from GONE on, never a clock still counting
             return rows(self._gone_rows(state, provider, gpus, st, rate), label_width=9)
         price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
         if state.mock:
@@ -93,7 +93,8 @@ class InstancePanel(StatePanel):
         """The rows of a lab that ended with its pod verified gone (the same rows, in the
         past tense: the panel keeps its height)."""
         c = state.cost
-        cost = Text(f"{cost_text(c)} at {usd(rate, 3)}/h")
+        figure = state.figures.cost
+        cost = Text(f"{figure.text() if figure is not None else DASH} at {usd(rate, 3)}/h")
         if state.mock:
             cost.append(" simulated", style="bold")
         st = Text(state.instance.state or DASH,

@@ -5,7 +5,9 @@ its crossover and plots them, with this run's measured point once the job's resu
 (and the curve recalibrated on that result, when the model can). The predicted crossover is the
 lab's one ``CrossoverBand`` (``tplab.scaling.crossover``, made by ``tplab.lab.prediction``): its
 range, or "none below N", in the border title with whether it is the profile's (before the run)
-or calibrated from this run, and its ends as vertical lines. The d_model sweep's measured points
+or calibrated from this run, and its ends as vertical lines; once the lab has made its figures
+(``tplab.figures.lab_figures``), the title is that record's crossover, and the run's point its
+timed pass's figures. The d_model sweep's measured points
 are added as each ``sweep_point`` event arrives (single ``o``, TP ``x``), and the measured
 crossover (``*``, interpolated between them) beside the predicted one. The computation runs in
 a thread worker so a slow model never stalls the UI.
@@ -94,15 +96,14 @@ def sweep_crossover(sweep: Sweep) -> float | None:
 
 
 def measured_point(state: LabState) -> tuple[float, float, float] | None:
-    """(d_model, single ms, tp ms) of this run, from the job's result."""
-    r = state.results
-    if not r:
+    """(d_model, single ms, tp ms) of this run: the lab's figures (the timed pass's), once the
+    job's result gave them."""
+    f = state.figures
+    if not state.results or f.so_far or state.d_model is None:
         return None
-    try:
-        return (float(r["model"]["d_model"]), float(r["single_per_token_ms"]),
-                float(r["tp_per_token_ms"]))
-    except (KeyError, TypeError, ValueError):
+    if f.single_ms.value is None or f.tp_ms.value is None:
         return None
+    return float(state.d_model), f.single_ms.value, f.tp_ms.value
 
 
 class ScalingPanel(ThreadedPlot):
@@ -120,6 +121,7 @@ class ScalingPanel(ThreadedPlot):
         self.pending = 0  # computations not back yet (tests wait for 0)
         self._point: tuple[float, float, float] | None = None
         self._sweep: Sweep = ()
+        self._lab_crossover: Any = None  # tplab.figures.lab_figures.Crossover
 
     @property
     def busy(self) -> bool:
@@ -148,7 +150,9 @@ class ScalingPanel(ThreadedPlot):
             self.border_title = "Scaling · ms/token over d_model"
             self.border_subtitle = self.problem or ""
             return
-        if c.band is not None:
+        if self._lab_crossover is not None:  # the lab's own, once its figures are made
+            cross = f"crossover {self._lab_crossover.short()}"
+        elif c.band is not None:
             cross = f"crossover {c.band.short()}"
         else:
             cross = (f"crossover ≈{c.crossover:,.0f}" if c.crossover and D_LO <= c.crossover <= D_HI
@@ -165,14 +169,17 @@ class ScalingPanel(ThreadedPlot):
         self._calibrated = False
         self._point = None
         self._sweep = ()
+        self._lab_crossover = None
         self._draw()
 
     def show(self, state: LabState) -> None:
         point = measured_point(state)
         sweep = sweep_points(state)
-        if point != self._point or sweep != self._sweep:
+        cross = state.lab_figures.crossover if state.lab_figures is not None else None
+        if point != self._point or sweep != self._sweep or cross != self._lab_crossover:
             self._point = point
             self._sweep = sweep
+            self._lab_crossover = cross
             self._titles()
             self._draw()
         if point and not self._calibrated and self.source is not None:

@@ -1,8 +1,10 @@
 """The summary strip of the narrow layout: what must stay on screen at 80×24.
 
 Three lines, no border: the pod (MOCK when it is one) and its state; the budget left in dollars
-with a bar that reads without colour; the current ms/token single and TP, the speedup and the
-stage. The plots, the log and the full figures are one key away (the view switch).
+with a bar that reads without colour; the lab's figures (its record, ``state.figures``: the
+timed pass's ms/token single and TP and speedup, the instrumented pass's all-reduce share, each
+pass named, "so far" while the lab runs) and the stage. The plots, the log and the full figures
+are one key away (the view switch).
 """
 
 from __future__ import annotations
@@ -10,9 +12,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from tplab.viewmodel.fold import LabState
-from tplab.viewmodel.tokens import share_text
 from tui.widgets.budget_panel import budget_bar
-from tui.format import DASH, cost_text, duration, ended_text, ms, usd
+from tui.format import DASH, duration, ended_text, usd
 from tplab.cloud.registry import label as cloud_label
 from tui.widgets.instance import STATE_STYLE, mock_tag
 from tui.widgets.panel import StatePanel
@@ -34,8 +35,10 @@ def _pod_line(state: LabState, plan: str) -> Text:
     t.append(i.state or DASH, style=STATE_STYLE.get((i.state or "").upper(), "bold"))
     c = state.cost
     rate = c.usd_per_hr if c.usd_per_hr is not None else i.usd_per_hr
-    if state.done and i.gone:  # when it ended and what it cost, not a clock still counting
-        t.append(f" {ended_text(c.ended_at or i.state_since, 'at')} · {cost_text(c)}")
+    if i.gone:  # from GONE on: when it ended and what it cost, not a clock still counting
+        cost = state.figures.cost
+        t.append(f" {ended_text(c.ended_at or i.state_since, 'at')} · "
+                 f"{cost.text() if cost is not None else DASH}")
         return t
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
@@ -62,39 +65,51 @@ def _budget_line(state: LabState, width: int) -> Text:
     return t
 
 
-def _timing_line(state: LabState) -> Text:
-    s, tp = state.timings["single"], state.timings["tp"]
+def _timing_line(state: LabState, width: int = 78) -> Text:
+    """The lab's figures (its record, ``state.figures``): the timed pass's latencies and
+    speedup, the instrumented pass's all-reduce share, each pass named; then where the lab is.
+    Where the width is short, the status is said shorter (the action bar below says the stage
+    in full), then the speedup (the ratio of the two latencies shown) is left to the Timings
+    view."""
+    words = _status_words(state)
+    tries = [(True, w) for w in words] + [(False, w) for w in words]
+    for speedup, status in tries:
+        line = _figures_line(state, speedup, status)
+        if line.cell_len <= width:
+            return line
+    return line
+
+
+def _figures_line(state: LabState, speedup: bool, status: str) -> Text:
+    f = state.figures
     t = Text(no_wrap=True, overflow="ellipsis")
-    r = state.results or {}
-    single, multi = r.get("single_per_token_ms"), r.get("tp_per_token_ms")
-    if isinstance(single, (int, float)) and isinstance(multi, (int, float)):
-        t.append("mean ms/token ", style="bold")  # the job's own figures, from every sample
-    else:
-        single = s.recent[-1] if s.recent else None
-        multi = tp.recent[-1] if tp.recent else None
-        t.append("ms/token ", style="bold")
+    t.append("timed so far " if f.so_far and f.measured else "timed ", style="bold")
     t.append("single ", style="dim")
-    t.append(ms(single), style="bold cyan")
+    t.append(f.single_ms.number(), style="bold cyan")
     t.append(" tp ", style="dim")
-    t.append(ms(multi), style="bold magenta")
-    sp = state.results.get("speedup") if state.results else None
-    if sp is None and s.mean_ms and tp.mean_ms:
-        sp = s.mean_ms / tp.mean_ms
-    if isinstance(sp, (int, float)):
-        t.append(f" · speedup {sp:.2f}×")
-    share = share_text(tp.ar_share)
-    if share:
-        t.append(f" · {share}")
+    t.append(f.tp_ms.number(), style="bold magenta")
+    t.append(" ms")
+    if speedup and f.speedup.value is not None:
+        t.append(f" · speedup {f.speedup.text()}")
+    if f.allreduce_share.value is not None:
+        t.append(" · ")
+        t.append("instr. ", style="dim")
+        t.append(f"AR {f.allreduce_share.text()}")
     t.append(" · ", style="dim")
-    if state.done:
-        t.append(state.done_status or "ENDED", style="bold")
-    elif state.starting:
-        t.append("starting", style="bold")
-    else:
-        t.append(f"stage {state.stage or 'idle'}", style="bold")
-        if state.job_stage and not state.idle:
-            t.append(f" › {state.job_stage}")
+    t.append(status, style="bold")
     return t
+
+
+def _status_words(state: LabState) -> list[str]:
+    """Where the lab is, from the longest way of saying it to the shortest."""
+    if state.done:
+        return [state.done_status or "ENDED"]
+    if state.starting:
+        return ["starting"]
+    stage = state.stage or "idle"
+    if state.job_stage and not state.idle:
+        return [f"stage {stage} › {state.job_stage}", f"{stage} › {state.job_stage}", stage]
+    return [f"stage {stage}", stage]
 
 
 class SummaryStrip(StatePanel):
@@ -110,5 +125,5 @@ class SummaryStrip(StatePanel):
         out.append("\n")
         out.append_text(_budget_line(state, width))
         out.append("\n")
-        out.append_text(_timing_line(state))
+        out.append_text(_timing_line(state, width))
         return out

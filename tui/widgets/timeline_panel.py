@@ -75,7 +75,7 @@ class TimelinePanel(StatePanel):
         step = self._step(t)
         n = len(t.steps.get(self.mode, ()))
         where = f" over {t.comm}" if self.mode == "tp" else " on one device"
-        return (f"Timeline · {self.mode.upper() if self.mode == 'tp' else 'single'} token "
+        return (f"Timeline · profiled {self.mode.upper() if self.mode == 'tp' else 'single'} token "
                 f"{self.index + 1}/{n} (step {step.pos if step else '?'}){where}")
 
     def render_state(self, state: LabState) -> Text:
@@ -88,6 +88,9 @@ class TimelinePanel(StatePanel):
         out = Text()
         out.append("[ ] token, m single/TP  ", style="dim")
         out.append(LEGEND, style="dim")
+        why = state.figures.profiled_against_timed(self.mode)
+        if why:  # the record's two figures of a token, and why they differ
+            out.append(f"\n{why}", style="dim")
         if step is None:
             return out
         width = max(10, self.size.width - len(_PREFIX))  # the content's width
@@ -111,11 +114,12 @@ class TimelinePanel(StatePanel):
                    style="dim")
         split = t.splits.get(self.mode)
         if split is not None:
-            out.append(f"\nmedian of {split.tokens}: ", style="bold")
+            out.append(f"\nprofiled pass, median of {split.tokens}: ", style="bold")
             out.append(split_text(split))
             ar = allreduce_text(split)
             if ar:
                 out.append(f"\n{ar}")
+
         out.append(f"\nthe whole pass: {t.trace_file} in the lab folder (ui.perfetto.dev)",
                    style="dim")
         self._detail(out, step)

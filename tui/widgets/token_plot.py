@@ -15,9 +15,8 @@ import time
 from rich.text import Text
 from textual_plotext.plot import Plot
 
+from tplab.figures.figure import MS, shown
 from tplab.viewmodel.fold import LabState
-from tplab.viewmodel.tokens import share_text
-from tui.format import ms
 from tui.widgets.plot import ThreadedPlot
 
 _COLORS = {"single": "cyan", "tp": "magenta"}
@@ -27,12 +26,20 @@ ENDED_TITLE = "Timings · ms per token (the last ones)"
 
 
 def latest_text(state: LabState) -> str:
+    """'latest single 0.800 · tp 19.9 ms': each mode's latest token, at the figures' rounding."""
     parts = []
     for mode in ("single", "tp"):
         recent = state.timings[mode].recent
         if recent:
-            parts.append(f"{mode} {ms(recent[-1])}")
+            parts.append(f"{mode} {shown(recent[-1], MS)}")
     return ("latest " + " · ".join(parts) + " ms") if parts else ""
+
+
+def tp_legend(state: LabState) -> str:
+    """The TP series' name: "tp (instr. AR 85%)", the share the strip shows (the record's,
+    over the instrumented pass's tokens; never one token's)."""
+    share = state.figures.allreduce_share
+    return f"tp (instr. AR {share.text()})" if share.value is not None else "tp"
 
 
 class TokenPlot(ThreadedPlot):
@@ -63,9 +70,7 @@ class TokenPlot(ThreadedPlot):
         self._last_request = now
         self.drawn_counts = counts
         self.border_subtitle = latest_text(state)
-        share = share_text(state.timings["tp"].last_ar_share)
-        series = tuple((f"{mode} ({share})" if mode == "tp" and share else mode, t.count,
-                        tuple(t.recent))
+        series = tuple((tp_legend(state) if mode == "tp" else mode, t.count, tuple(t.recent))
                        for mode, t in state.timings.items() if t.recent)
         self.set_spec(series)
 
@@ -90,10 +95,10 @@ class TokenPlot(ThreadedPlot):
         out = Text(f"{'ms/token':<8}{'last':>8}{'median':>8}{'max':>8}", style="bold")
         for mode, _count, recent in spec:
             out.append("\n")
-            base = mode.split(" ")[0]  # the legend's "tp (AR 38%)" is the strip's here
+            base = mode.split(" ")[0]  # the legend's "tp (instr. AR 38%)" is the strip's
             out.append(f"{base:<8}", style=f"bold {_COLORS[base]}")
-            out.append(f"{ms(recent[-1]):>8}{ms(statistics.median(recent)):>8}"
-                       f"{ms(max(recent)):>8}")
+            out.append(f"{shown(recent[-1], MS):>8}{shown(statistics.median(recent), MS):>8}"
+                       f"{shown(max(recent), MS):>8}")
         out.append(f"\nover the last {max(len(r) for _, _, r in spec)} tokens "
                    f"(too small to plot)", style="dim")
         return out
