@@ -105,6 +105,11 @@ def test_robust_fit_recovers_alpha_beta_with_intervals_that_contain_them():
     assert fit.beta_ci95_bps[0] <= fit.beta_bps <= fit.beta_ci95_bps[1]
     d = fit.to_dict()
     assert d["method"] == "Theil-Sen" and len(d["alpha_ci95_us"]) == 2
+    # a caller that reads only the line (a calibration redone per resample of the crossover's
+    # bootstrap) gets the same line without the intervals' bootstrap
+    line = robust_alpha_beta(SIZES, rounds, 2, resamples=0)
+    assert (line.alpha_s, line.beta_bps) == (fit.alpha_s, fit.beta_bps)
+    assert line.alpha_ci95_s == (fit.alpha_s, fit.alpha_s)
 
 
 def test_robust_fit_leaves_out_unstable_sizes_and_says_which():

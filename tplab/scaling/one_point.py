@@ -42,7 +42,7 @@ def calibrate_from_single_point(profile: HardwareProfile, results: dict[str, Any
             fit = robust_alpha_beta(
                 [float(p["bytes"]) for p in sweep],
                 [[float(t) / 1e3 for t in (p.get("repeat_ms") or [p["ms"]])] for p in sweep],
-                world)
+                world, resamples=0)  # the line only: a calibration reads no interval
         except (KeyError, TypeError, ValueError) as exc:
             fit_error = f"sweep not fitted ({exc}); alpha and beta stay as the profile has them"
         else:

@@ -28,9 +28,12 @@ def _alpha_beta(a: float, b: float, p: int) -> tuple[float, float]:
 
 
 def robust_alpha_beta(sizes: Sequence[float], rounds: Sequence[Sequence[float]],
-                      world_size: int, limit: float = SPREAD_LIMIT) -> AlphaBeta:
+                      world_size: int, limit: float = SPREAD_LIMIT,
+                      resamples: int = RESAMPLES) -> AlphaBeta:
     """Fit α and β (seconds per step, bytes/s) to ``rounds[i]``, the per-round times in seconds of
-    ``sizes[i]``; ValueError when the data cannot determine a positive β."""
+    ``sizes[i]``; ValueError when the data cannot determine a positive β. ``resamples`` 0: the
+    line alone, its intervals collapsed to it (for a caller that reads only the line, such as a
+    calibration redone for each resample of an outer bootstrap)."""
     if world_size < 2:
         raise ValueError("an all-reduce fit needs at least 2 ranks")
     if len(sizes) != len(rounds):
@@ -48,7 +51,7 @@ def robust_alpha_beta(sizes: Sequence[float], rounds: Sequence[Sequence[float]],
     alpha, beta = _alpha_beta(a, b, world_size)
     rng = random.Random(SEED)
     alphas, betas = [], []
-    for _ in range(RESAMPLES):
+    for _ in range(resamples):
         ra, rb = theil_sen(xs, [r[rng.randrange(len(r))] for _, r in steady])
         if rb > 0:
             al, be = _alpha_beta(ra, rb, world_size)
