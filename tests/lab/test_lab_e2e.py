@@ -267,6 +267,8 @@ async def test_full_lab_completes_with_every_artifact(lab_assets, tmp_path, mock
                  "trace.json"):
         assert (d / name).is_file(), name
     assert (d / "scaling-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the pod's stderr holds the job's words, not torchrun's paragraph about OpenMP threads
+    assert "OMP_NUM_THREADS" not in (d / "job.log").read_text()
     manifest = json.loads((d / "manifest.json").read_text())
     results = json.loads((d / "results.json").read_text())
     proof = json.loads((d / "proof-terminated.json").read_text())

@@ -280,8 +280,11 @@ def launch_command(spec: LaunchSpec) -> str:
     """The shell line that starts job and watchdog detached (survives the SSH session)."""
     py = shlex.quote(spec.python)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.extra_env.items())
-    # torchrun through tplab.job.torchrun: the same run, its exit status without the teardown
-    job = (f"{env} PYTHONPATH=. {py} -m tplab.job.torchrun --standalone "
+    # torchrun through tplab.job.torchrun: the same run, its exit status without the teardown.
+    # One OpenMP thread a rank unless the pod says otherwise: torchrun's own default, stated
+    # so that torchrun does not print a paragraph about it into the lab's stderr
+    job = (f"{env} OMP_NUM_THREADS=${{OMP_NUM_THREADS:-1}} PYTHONPATH=. {py} "
+           f"-m tplab.job.torchrun --standalone "
            f"--nproc-per-node={int(spec.nproc)} -m tplab.job "
            + " ".join(shlex.quote(a) for a in spec.job_args)
            + " > job.log 2>&1; echo $? > exit_code.tmp && mv exit_code.tmp exit_code")
