@@ -61,6 +61,9 @@ def test_complete_script_folds_to_the_results():
     singles = sorted(e.ms for e in evs if isinstance(e, TokenEvent) and e.mode == "single")
     assert s.timings["single"].mean_ms == pytest.approx(sum(singles) / len(singles))
     assert s.budget.held_usd == 0.0 and s.budget.cap_usd == 3.0
+    # the log's result line quotes the speedup as the figures show it, naming its pass
+    (line,) = [ln.text for ln in s.log if ln.text.startswith("result:")]
+    assert line == (f"result: outputs_match=True speedup={s.figures.speedup.text()} (timed)")
 
 
 def test_running_state_progress_and_pod_alive():

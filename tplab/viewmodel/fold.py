@@ -213,8 +213,10 @@ class LabState(LabSnapshot):
         if world_size is not None:
             self.world_size = world_size
         match = res.get("outputs_match")
+        speedup = LabFigures.from_results(res).speedup  # at the rounding every face shows
         self.add_line(ev.ts, ev.src, "info" if match else "warning",
-                      f"result: outputs_match={match} speedup={res.get('speedup')}")
+                      f"result: outputs_match={match} speedup={speedup.text()} "
+                      f"({speedup.tag()})")
 
     def _on_figures(self, ev: FiguresEvent) -> None:
         figures = LabFigures.from_dict(ev.figures)
