@@ -342,7 +342,7 @@ async def test_the_lab_cap_stops_the_lab_the_moment_it_is_reached(tmp_path):
     assert stops == []
     pod.created_at = time.time() - 11.0
     await _tick(*owners, 1)
-    assert stops == [("the lab cap $0.002 was reached", "FAILED")]  # the lab's own stop
+    assert stops == [("the lab cap $0.0020 was reached", "FAILED")]  # the lab's own stop
     lab.stream.close_subs()
     await task
     assert [e.kind for e in seen if isinstance(e, WarningEvent)] == ["budget80"]

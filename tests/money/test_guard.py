@@ -218,3 +218,9 @@ def test_fmt_usd():
     assert fmt_usd(0.5) == "$0.50"
     assert fmt_usd(0.0042) == "$0.0042"
     assert fmt_usd(-0.4) == "-$0.40"
+    # one amount, one text: the budget's rows, the hand-in's spend table and a lab's cost figure
+    # (strip, panels, tables, manifest) all show a billed $0.007 the same way
+    from tplab.money.lab_money import BILLED, CostFigure
+    assert fmt_usd(0.007) == "$0.0070"
+    assert CostFigure(0.007, BILLED).text() == "$0.0070 billed"
+    assert CostFigure(0.00355, BILLED).text() == f"{fmt_usd(0.00355)} billed" == "$0.0036 billed"

@@ -104,6 +104,7 @@ def _row(pod: PodInfo, rec: InstanceRecord | None, found_in: str,
 
 def table(rows: list[dict], mock: bool) -> str:
     """The rows as aligned columns (widths from the content)."""
+    from tplab.money.budget_config import fmt_usd
     head = ("POD", "STATE", "$/h", "UPTIME", "COST", "LAB") + (("CLOUD",) if mock else ())
     cells = []
     for r in rows:
@@ -112,7 +113,7 @@ def table(rows: list[dict], mock: bool) -> str:
             r["pod_id"] or "?", r["state"],
             f"{r['usd_per_hr']:.3f}" if r["usd_per_hr"] is not None else "?",
             f"{up // 60:.0f}m{up % 60:02.0f}s" if up is not None else "?",
-            f"${r['cost_so_far_usd']:.4f}" if r["cost_so_far_usd"] is not None else "?",
+            fmt_usd(r['cost_so_far_usd']) if r["cost_so_far_usd"] is not None else "?",
             r["lab_id"] or "-") + ((r.get("cloud") or "-",) if mock else ()))
     widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
     right = {2, 3, 4}

@@ -26,6 +26,7 @@ from tplab.lab.lab_config import FAILED, STUB, LabConfig, LabStop
 from tplab.lab.pod import LabPod
 from tplab.lab.pod_python import pod_python_problem
 from tplab.lab.stream import LabStream
+from tplab.money.budget_config import fmt_usd
 from tplab.money.caps import Caps
 from tplab.money.lab_money import LabMoney
 from tplab.records.job_flags import COMM_CHOICES
@@ -242,7 +243,7 @@ async def choose_price(config: LabConfig, pod: LabPod, money: LabMoney,
                       f"${worst.usd:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
     pod.take_price(price)
     stock = f", stock {quote.availability}" if quote.availability else ""
-    stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected ${money.estimated_cost_usd:.4f} for "
+    stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected {fmt_usd(money.estimated_cost_usd)} for "
                f"the planned run, worst case ${worst.usd:.2f} at the wall cap, within the lab "
                f"cap ${lab_cap:.2f}")
     return price

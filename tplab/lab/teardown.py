@@ -128,7 +128,7 @@ async def settle(config: LabConfig, pod: LabPod, money: LabMoney, stream: LabStr
                 pod.usd_per_hr or 0.0)
             await asyncio.to_thread(money.settle_billed, label, cost, pod.gone_at or end,
                                     pod.usd_per_hr)
-            stream.log(f"actual spend ${cost.actual_usd:.4f} recorded from "
+            stream.log(f"actual spend {fmt_usd(cost.actual_usd)} recorded from "
                        f"{cost.source} ({cost.note})")
     except Exception as exc:
         stream.warn(f"the ledger could not be settled: {exc}; see `tplab budget`")

@@ -48,13 +48,14 @@ def to_money(value: Any, what: str = "amount") -> Decimal:
 
 
 def fmt_usd(value: float | Decimal) -> str:
-    """``$3.00``; sub-cent amounts keep up to four decimals (``$0.0042``)."""
+    """A dollar amount as every face shows it: ``$3.00``, and under a dollar, where cents would
+    hide it, four decimals (``$0.0042``, ``$0.0070``)."""
     dec = Decimal(str(value))
     sign = "-" if dec < 0 else ""
     dec = abs(dec)
     if dec == dec.quantize(Decimal("0.01")) or dec >= 1:
         return f"{sign}${dec.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"
-    return f"{sign}${dec.quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP).normalize():f}"
+    return f"{sign}${dec.quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
 
 
 # --------------------------------------------------------------------------------------- config

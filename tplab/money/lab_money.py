@@ -60,11 +60,12 @@ class CostFigure:
     seconds: float | None = None  # the pod's life the figure counts
     ended_at: float | None = None  # epoch s the provider showed the pod gone (billed only)
 
-    def text(self, digits: int = 4) -> str:
-        """'$0.0109 billed' / '$0.0042 so far (estimate)'."""
+    def text(self) -> str:
+        """'$0.0109 billed' / '$0.0042 so far (estimate)' (the amount as ``fmt_usd`` shows
+        every amount); a dash when there is none."""
         if self.usd is None:
-            return "-"
-        amount = f"${self.usd:.{digits}f}"
+            return "—"
+        amount = fmt_usd(self.usd)
         return f"{amount} billed" if self.what == BILLED else f"{amount} so far (estimate)"
 
 
