@@ -5,11 +5,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tplab.money.budget_config import fmt_usd
+
 DASH = "—"
 
 
-def usd(x: float | None, digits: int = 2) -> str:
-    return DASH if x is None else f"${x:,.{digits}f}"
+def usd(x: float | None) -> str:
+    """A dollar amount as every face shows one (``fmt_usd``: the budget, the hand-in, the CLI),
+    a dash when there is none."""
+    return DASH if x is None else fmt_usd(x)
+
+
+def per_hour(x: float | None) -> str:
+    """A price per hour, to a tenth of a cent: "$0.700/h"."""
+    return DASH if x is None else f"${x:.3f}/h"
 
 
 def duration(s: float | None) -> str:

@@ -86,6 +86,6 @@ def test_the_first_frame_has_the_ledgers_budget_and_nothing_imports_torch(tmp_pa
     assert got["torch_on_import"] == []  # tui.app, tplab.viewmodel.fold, tests.synthetic_lab
     assert got["torch"] == []
     budget = got["budget"]
-    assert "$8.00" in budget and "$0.5000" in budget and "$1.2500" in budget
-    assert "$6.2500" in budget and "cap $2.00 · needs $2.50 left ✓" in budget
+    assert "$8.00" in budget and "$0.50" in budget and "$1.25" in budget
+    assert "$6.25" in budget and "cap $2.00 · needs $2.50 left ✓" in budget
     assert "$6.25 left of $8.00" in got["summary"]  # the 80×24 strip shows it too

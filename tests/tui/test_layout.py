@@ -178,7 +178,7 @@ async def test_the_budget_is_on_the_first_frame_and_reads_without_colour():
     app = _app()
     async with app.run_test(size=(120, 40)):
         text = app.budget_panel._shown.plain  # drawn on mount, before any lab
-        assert "$5.00" in text and "$0.4200" in text and "$4.5800" in text
+        assert "$5.00" in text and "$0.42" in text and "$4.58" in text
         assert "cap $3.00 · needs $3.50 left ✓" in text
     bar = budget_bar(5.0, 0.02, 0.0, 30).plain
     assert bar.endswith("99% left") and set(bar.split(" ")[0]) == {"░"}  # not a full bar

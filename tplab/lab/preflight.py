@@ -243,7 +243,9 @@ async def choose_price(config: LabConfig, pod: LabPod, money: LabMoney,
                       f"${worst.usd:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
     pod.take_price(price)
     stock = f", stock {quote.availability}" if quote.availability else ""
-    stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected {fmt_usd(money.estimated_cost_usd)} for "
+    expected = money.estimated_cost_usd
+    stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected "
+               f"{fmt_usd(expected) if expected is not None else 'an unknown amount'} for "
                f"the planned run, worst case ${worst.usd:.2f} at the wall cap, within the lab "
                f"cap ${lab_cap:.2f}")
     return price

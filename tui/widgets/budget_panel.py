@@ -42,7 +42,7 @@ def budget_bar(cap: float | None, spent: float | None, held: float | None, width
 
 def held_text(held: float | None, held_for: str | None) -> Text:
     """The held figure, and for whom when a pod's end is not proven (money not free yet)."""
-    t = Text(usd(held, 4))
+    t = Text(usd(held))
     if held_for:
         t.append(f" · {held_for}", style="bold yellow")
     return t
@@ -72,9 +72,9 @@ class BudgetPanel(StatePanel):
         b = state.budget
         text = rows([
             ("cap", usd(b.cap_usd)),
-            (Text("spent", style="bold red"), usd(b.spent_usd, 4)),
+            (Text("spent", style="bold red"), usd(b.spent_usd)),
             (Text("held", style="bold yellow"), held_text(b.held_usd, b.held_for)),
-            (Text("remaining", style="bold green"), Text(usd(b.remaining_usd, 4), style="bold")),
+            (Text("remaining", style="bold green"), Text(usd(b.remaining_usd), style="bold")),
             ("this lab", this_lab(state)),
         ])
         text.append("\n")

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tplab.cloud.registry import label as cloud_label
 from tplab.viewmodel.fold import LabState
-from tui.format import DASH, duration, ended_text, usd
+from tui.format import DASH, duration, ended_text, per_hour, usd
 from tui.widgets.panel import StatePanel, rows
 
 STATE_STYLE = {"RUNNING": "bold green", "CREATED": "yellow", "GONE": "bold cyan",
@@ -70,7 +70,7 @@ class InstancePanel(StatePanel):
             provider = Text.assemble(mock_tag(), f" {cloud} pod {i.pod_id or DASH}")
         if i.gone:  # from GONE on, never a clock still counting
             return rows(self._gone_rows(state, provider, gpus, st, rate), label_width=9)
-        price = Text(f"{usd(rate, 3)}/h · accrued {usd(state.cost.accrued_usd, 4)}")
+        price = Text(f"{per_hour(rate)} · accrued {usd(state.cost.accrued_usd)}")
         if state.mock:
             price.append(" simulated", style="bold")
         if state.done and i.pod_id:  # the lab ended, the provider has not shown the pod gone
@@ -94,7 +94,7 @@ class InstancePanel(StatePanel):
         past tense: the panel keeps its height)."""
         c = state.cost
         figure = state.figures.cost
-        cost = Text(f"{figure.text() if figure is not None else DASH} at {usd(rate, 3)}/h")
+        cost = Text(f"{figure.text() if figure is not None else DASH} at {per_hour(rate)}")
         if state.mock:
             cost.append(" simulated", style="bold")
         st = Text(state.instance.state or DASH,

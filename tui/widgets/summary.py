@@ -13,7 +13,7 @@ from rich.text import Text
 
 from tplab.viewmodel.fold import LabState
 from tui.widgets.budget_panel import budget_bar
-from tui.format import DASH, duration, ended_text, usd
+from tui.format import DASH, duration, ended_text, per_hour, usd
 from tplab.cloud.registry import label as cloud_label
 from tui.widgets.instance import STATE_STYLE, mock_tag
 from tui.widgets.panel import StatePanel
@@ -42,7 +42,7 @@ def _pod_line(state: LabState, plan: str) -> Text:
         return t
     if i.state:
         t.append(f" {duration(state.time_in_state())}")
-    t.append(f" · {usd(rate, 3)}/h · so far {usd(c.accrued_usd, 4)}")
+    t.append(f" · {per_hour(rate)} · so far {usd(c.accrued_usd)}")
     if state.done:  # the lab ended and the provider has not shown the pod gone
         t.append(" · NOT proven gone: money held", style="bold red")
     return t
