@@ -254,7 +254,7 @@ def _ask(report: CheckReport, provider: Any, money: Caps | str, wall_cap_s: floa
         elif price and not worst.fits:
             ok = None
         report.add("balance", ok, f"account balance ${report.balance_usd:.2f}"
-                   + ("" if ok else f" (the lab's worst case is ${worst.usd:.2f}; the provider "
+                   + ("" if ok else f" (the lab's worst case is {worst.text()}; the provider "
                                     "stops pods when the balance runs out)"))
     _budget(report, price, money)
 
@@ -357,7 +357,7 @@ def _budget(report: CheckReport, price: float | None, money: Caps | str) -> None
     worst = money.worst_case(price)
     report.worst_case_usd = round(worst.usd, 6)
     kind = "spot" if report.spot else "on-demand"
-    report.add("budget", worst.fits, f"{kind} worst case ${worst.usd:.2f} ({worst.hours:.2f} h "
+    report.add("budget", worst.fits, f"{kind} worst case {worst.text()} ({worst.hours:.2f} h "
                f"wall cap) {'within' if worst.fits else 'ABOVE'} the lab cap "
                f"${money.lab_cap_usd:.2f} (phase cap ${money.phase_cap_usd:.2f}); "
                f"{pre.message}")

@@ -56,9 +56,9 @@ class Answer:
             return f"{self.label}: {kind} ({(q.spot_note or 'no offer').rstrip('.')})"
         worst = caps.worst_case(price)
         if not worst.fits:
-            return (f"{self.label}: spot ${price:.3f}/h, worst case ${worst.usd:.2f} over the lab "
+            return (f"{self.label}: spot ${price:.3f}/h, worst case {worst.text()} over the lab "
                     f"cap ${caps.lab_cap_usd:.2f}")
-        return f"{self.label}: spot ${price:.3f}/h, worst case ${worst.usd:.2f}"
+        return f"{self.label}: spot ${price:.3f}/h, worst case {worst.text()}"
 
 
 def names(config: LabConfig) -> list[str]:

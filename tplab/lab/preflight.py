@@ -202,7 +202,7 @@ def spot_stub_reason(cfg: LabConfig, quote: Quote | None, why: str, caps: Caps) 
             f"ABOVE the lab cap ${lab_cap:.2f} (lower --wall-cap or raise --lab-cap)")
     return (f"no spot pod for {cfg.gpus}x {cfg.gpu_type}: {why}; the lab is spot-first and "
             f"never switches to on-demand by itself. On-demand is ${price:.3f}/h (stock "
-            f"{quote.availability or '?'}), worst case ${worst.usd:.2f} for the {worst.hours:.2f} "
+            f"{quote.availability or '?'}), worst case {worst.text()} for the {worst.hours:.2f} "
             f"h wall cap, {fits}: to use it, run `{on_demand_command(cfg)}`; nothing was created")
 
 
@@ -240,12 +240,12 @@ async def choose_price(config: LabConfig, pod: LabPod, money: LabMoney,
     if not worst.fits:
         raise LabStop(STUB, f"the {kind} price ${price:.3f}/h for "
                       f"{worst.hours:.2f} h (the wall cap) could cost "
-                      f"${worst.usd:.2f}, above the lab cap ${lab_cap:.2f}; nothing was created")
+                      f"{worst.text()}, above the lab cap ${lab_cap:.2f}; nothing was created")
     pod.take_price(price)
     stock = f", stock {quote.availability}" if quote.availability else ""
     expected = money.estimated_cost_usd
     stream.log(f"{kind} quote ${price:.3f}/h{stock}; expected "
                f"{fmt_usd(expected) if expected is not None else 'an unknown amount'} for "
-               f"the planned run, worst case ${worst.usd:.2f} at the wall cap, within the lab "
+               f"the planned run, worst case {worst.text()} at the wall cap, within the lab "
                f"cap ${lab_cap:.2f}")
     return price

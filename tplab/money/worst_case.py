@@ -9,6 +9,7 @@ whatever the client does, so price × wall cap bounds what one pod can bill. Sta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: below a tenth of a millicent, a worst case equal to the cap fits it (float rounding)
@@ -35,6 +36,12 @@ class WorstCase:
     @property
     def fits(self) -> bool:
         return self.usd <= self.lab_cap_usd + TOLERANCE_USD
+
+    def text(self) -> str:
+        """The worst case in dollars and cents, rounded up: a bound shown below itself could
+        read as fitting a cap it does not fit ("$3.00, above the lab cap $3.00")."""
+        cents = math.ceil(round(self.usd * 100, 6))
+        return f"${cents / 100:.2f}"
 
 
 def worst_case(usd_per_hr: float, wall_cap_s: float, lab_cap_usd: float) -> WorstCase:
