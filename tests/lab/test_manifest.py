@@ -260,6 +260,12 @@ def test_the_manifest_gives_the_all_reduce_share_of_a_tp_token():
     assert _complete(_results(tp=timed))["allreduce_share"] == pytest.approx(0.15)
     assert _complete(_results(tp=timed, allreduce_ms_per_token=None))["allreduce_share"] is None
     assert _complete()["allreduce_share"] is None
+    # the record's own value, not a rounding of it that would show another percent: 3.46016 of
+    # 4.0 ms is 0.86504, "87%" on every face; rounded to 0.865 it read "86%"
+    from tplab.figures.lab_figures import from_manifest
+    m = _complete(_results(tp=timed, allreduce_ms_per_token=3.46016))
+    share = from_manifest(m).allreduce_share
+    assert share.text() == "87%" and share.at_rounding(m["allreduce_share"]) == "87%"
 
 
 def test_lesson_notes_warn_when_the_runs_figures_are_flagged_unstable():

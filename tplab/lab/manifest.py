@@ -234,9 +234,10 @@ def build_manifest(results: dict[str, Any] | None, *, status: str, reason: str =
             why_no_run="" if r else reason, partial=part, band=band, figures=figures),
         "crossover_d_model": cross.d_model,
         "allreduce_ms_per_token": figures.allreduce_ms.value,
-        # the all-reduce share of a TP token: ar_ms / the instrumented pass's token ms
-        "allreduce_share": (round(figures.allreduce_share.value, 4)
-                            if figures.allreduce_share.value is not None else None),
+        # the all-reduce share of a TP token: ar_ms / the instrumented pass's token ms, the
+        # record's own value (rounded here, it could show another percent than every face:
+        # 0.86504 is "87%", its 0.865 "86%")
+        "allreduce_share": figures.allreduce_share.value,
         "comm_compute_ratio": figures.comm_compute.value if r else None,
         "outputs_match": r.get("outputs_match"),
         "tplab_version": __version__,
