@@ -36,9 +36,12 @@ def test_options_build_the_config(tmp_path):
     p = argparse.ArgumentParser()
     add_lab_arguments(p)
     args = p.parse_args(["--mock", "--prompts", "3", "--new-tokens", "9", "--on-demand",
-                         "--lab-cap", "2.5", "--heartbeat-timeout", "7", "--out", str(tmp_path)])
+                         "--lab-cap", "2.5", "--heartbeat-timeout", "7", "--out", str(tmp_path),
+                         "--terminate-timeout", "30"])
     cfg = config_from_args(args)
     assert cfg.mock and not cfg.spot and cfg.num_prompts == 3 and cfg.new_tokens == 9
+    assert cfg.end_bound_s == 30.0  # the end's bound, as `tplab terminate --timeout` has it
+    assert config_from_args(p.parse_args([])).end_bound_s == LabConfig().end_bound_s == 240.0
     assert cfg.lab_cap_usd == 2.5 and cfg.heartbeat_timeout_s == 7.0
     assert cfg.out_dir == tmp_path
     assert cfg.ledger_label() == "lab02-tp-spinup-rtx4090x2"

@@ -93,6 +93,12 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
                         "from the client (default: 600, the lab sheet's 10 min)")
     g.add_argument("--wall-cap", type=positive_float, default=7200.0, metavar="S",
                    help="hard wall-clock cap for the pod in seconds (default: 7200, the lab sheet's 2 h)")
+    g.add_argument("--terminate-timeout", type=positive_float, default=LabConfig.end_bound_s,
+                   metavar="S",
+                   help="the bound on ending the pod: terminate and look until the provider "
+                        "shows it gone, whatever it answers, saying every 5 s what it does; past "
+                        "it the lab says what it knows and the command that retries, and keeps "
+                        f"the money held (default: {LabConfig.end_bound_s:.0f})")
     g.add_argument("--boot-timeout", type=positive_float, default=600.0, metavar="S",
                    help="give up on a pod not ready after this long (default: 600)")
     g.add_argument("--boot-guard", type=positive_float, default=None, metavar="S",
@@ -121,4 +127,5 @@ def config_from_args(args: argparse.Namespace) -> LabConfig:
         checkpoint=args.checkpoint, prompts=args.prompts_file,
         heartbeat_timeout_s=args.heartbeat_timeout, wall_cap_s=args.wall_cap,
         boot_timeout_s=args.boot_timeout, guard_first_heartbeat_s=args.boot_guard,
+        end_bound_s=args.terminate_timeout,
         pod_python=args.pod_python)

@@ -160,7 +160,8 @@ _FLAGS = (("api_url", "--api-url"), ("gpu_type", "--gpu-type"), ("gpus", "--gpus
           ("checkpoint", "--checkpoint"), ("prompts", "--prompts-file"),
           ("heartbeat_timeout_s", "--heartbeat-timeout"), ("wall_cap_s", "--wall-cap"),
           ("boot_timeout_s", "--boot-timeout"), ("sweep_budget_s", "--sweep-budget-s"),
-          ("image", "--image"), ("profile_tokens", "--profile-tokens"))
+          ("image", "--image"), ("profile_tokens", "--profile-tokens"),
+          ("end_bound_s", "--terminate-timeout"))
 
 
 def on_demand_command(cfg: LabConfig) -> str:
