@@ -130,6 +130,22 @@ def test_only_a_lab_the_sheet_accepts_is_handed_in_and_the_choice_is_said(tmp_pa
     assert "not for handin" not in listed[-1]
 
 
+def test_a_lab_file_that_is_no_file_tplab_wrote_is_one_sentence_and_nothing_is_written(
+        tmp_path, capsys) -> None:
+    """A lab folder named with --lab may hold anything: a trace.json larger than any tplab
+    writes (a sparse file here) is refused in one sentence, exit 1, before a byte of the
+    hand-in is written, and is never read past the hand-in's bound."""
+    from tplab.handin.gather import FILE_LIMIT
+    lab = _lab(tmp_path / "20261203-100000-aaaaaa", 1_800_000_000, "COMPLETE", mock=True)
+    with open(lab / "trace.json", "wb") as f:
+        f.truncate(FILE_LIMIT + 1)
+    dest = tmp_path / "student"
+    assert cli.main(["handin", str(dest), "--lab", str(lab)]) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "trace.json is over 32 MiB: not read" in err
+    assert "Nothing was written." in err and not dest.exists()
+
+
 def test_a_real_lab_comes_before_a_mock_one_and_a_completed_one_before_a_stub(tmp_path) -> None:
     from tplab.handin.pick import pick_lab
     real, mock = tmp_path / "real", tmp_path / "mock"

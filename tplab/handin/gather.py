@@ -36,6 +36,7 @@ from tplab.handin import minitrain, spend_table
 from tplab.handin.pick import HandinError, pick_lab
 from tplab.money.budget import BudgetGuard
 from tplab.records import rank_traces
+from tplab.util.bounded_read import TooLargeError, read_bounded
 from tplab.viewmodel.past_labs import PastLab, default_roots, find_labs
 from tplab.home.paths import READING_NOTES
 
@@ -48,6 +49,24 @@ COMPILE_DIR = "experiments/25-compile"
 #: a `tplab compile` run's files that the compile lab's sheet lists, by their name there
 COMPILE_FILES = ("REPORT.md", "KERNEL_ANNOTATION.md", "DISTRIBUTED.md", "DISTRIBUTED-detail.md",
                  "manifest.json", "compile-results.json")
+
+#: the most of one file the hand-in reads: above every bound tplab fetches a pod's file within
+#: (results.json 8 MiB, trace.json 9 MiB, a rank's trace ~8 MiB); a lab folder named with
+#: ``--lab FOLDER`` may hold anything, and a hand-in is planned in memory before a byte is written
+FILE_LIMIT = 32 << 20
+#: the most of the ledger it reads (a line per authorization and settlement)
+LEDGER_LIMIT = 64 << 20
+
+
+def _read(path: Path, limit: int = FILE_LIMIT) -> bytes:
+    """A file the hand-in copies, read within its bound: one sentence when it is not a regular
+    file within it (nothing is written then)."""
+    try:
+        return read_bounded(path, limit, "lab file")
+    except TooLargeError as exc:
+        raise HandinError(f"{exc}; a file tplab wrote is smaller: hand in another lab, or "
+                          "move that file away. Nothing was written.") from None
+
 
 #: the lab's files that go to experiments/35-tp-inference/, and what each one is
 LAB_FILES: dict[str, str] = {
@@ -109,7 +128,7 @@ def spend_lines(ledger_path: Path, auth_id: str | None) -> bytes:
     if auth_id is None:
         return b""
     try:
-        raw = ledger_path.read_bytes()
+        raw = _read(ledger_path, LEDGER_LIMIT)
     except FileNotFoundError:
         return b""
     kept = []
@@ -216,13 +235,13 @@ def plan(lab: PastLab, guard: Any = None) -> tuple[list[Planned], list[str]]:
     proof = next((n for n in ("proof-terminated.png", "proof-terminated.svg",
                               "proof-terminated.json") if n in present), None)
     for name in present:
-        data = (lab.path / name).read_bytes()
+        data = _read(lab.path / name)
         if name == "manifest.json":
             data = _manifest(data, proof)
         files.append(Planned(f"{TP_DIR}/{name}", data))
     traces = rank_traces.present(lab.path)
     for rel in traces:
-        files.append(Planned(f"{TP_DIR}/{rel}", (lab.path / rel).read_bytes()))
+        files.append(Planned(f"{TP_DIR}/{rel}", _read(lab.path / rel)))
     if traces:
         present.append(rank_traces.TRACES_DIR + "/")
     for name in ("scaling-curve.png", "proof-terminated.png"):
@@ -256,12 +275,12 @@ def plan_compile(run: Path) -> list[Planned]:
     if not (run / "manifest.json").is_file() or not (run / "REPORT.md").is_file():
         raise HandinError(f"{run} is not a finished `tplab compile --out DIR` run (no REPORT.md "
                           "and manifest.json there).")
-    files = [Planned(f"{COMPILE_DIR}/{name}", (run / name).read_bytes())
+    files = [Planned(f"{COMPILE_DIR}/{name}", _read(run / name))
              for name in COMPILE_FILES if (run / name).is_file()]
     kernel = next((k for k in (run / "kernels" / "fused_softmax.cpp",
                                run / "kernels" / "fused_softmax.py") if k.is_file()), None)
     if kernel is not None:
-        files.append(Planned(f"{COMPILE_DIR}/kernel{kernel.suffix}", kernel.read_bytes()))
+        files.append(Planned(f"{COMPILE_DIR}/kernel{kernel.suffix}", _read(kernel)))
     return files
 
 

@@ -49,10 +49,18 @@ def iter_chunks(path: str | os.PathLike[str], limit: int) -> Iterator[bytes]:
         os.close(fd)
 
 
+def _size(n: int) -> str:
+    """A bound in words: "32 MiB", "1 KiB", "700 bytes"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
 def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
     """The whole of ``path`` when it is a regular file of at most ``limit`` bytes; else a
     ``TooLargeError`` naming ``what`` and the bound."""
     data = b"".join(iter_chunks(path, limit + 1))
     if len(data) > limit:
-        raise TooLargeError(f"the {what} {Path(path)} is over {limit} bytes: not read")
+        raise TooLargeError(f"the {what} {Path(path)} is over {_size(limit)}: not read")
     return data
