@@ -38,10 +38,15 @@ class WorstCase:
         return self.usd <= self.lab_cap_usd + TOLERANCE_USD
 
     def text(self) -> str:
-        """The worst case in dollars and cents, rounded up: a bound shown below itself could
-        read as fitting a cap it does not fit ("$3.00, above the lab cap $3.00")."""
-        cents = math.ceil(round(self.usd * 100, 6))
-        return f"${cents / 100:.2f}"
+        """The worst case as every face shows it (``worst_case_text``)."""
+        return worst_case_text(self.usd)
+
+
+def worst_case_text(usd: float) -> str:
+    """A worst case in dollars and cents, rounded up: a bound shown below itself could read as
+    fitting a cap it does not fit ("$3.00, above the lab cap $3.00")."""
+    cents = math.ceil(round(usd * 100, 6))
+    return f"${cents / 100:.2f}"
 
 
 def worst_case(usd_per_hr: float, wall_cap_s: float, lab_cap_usd: float) -> WorstCase:

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from tplab.figures.lab_figures import LabFigures, from_manifest
 from tplab.money.budget_config import fmt_usd
+from tplab.money.worst_case import worst_case_text
 from tplab.records.untrusted import finite
 from tplab.viewmodel.past_labs import PastLab
 from tui.format import DASH, short_path
@@ -87,6 +88,12 @@ def _usd(m: dict, key: str) -> str:
     return DASH if v is None else fmt_usd(v)
 
 
+def _worst(m: dict) -> str:
+    """The manifest's worst case as the pre-flight showed it (rounded up), or a dash."""
+    v = finite(m.get("worst_case_usd"))
+    return DASH if v is None else worst_case_text(v)
+
+
 def _figure(m: dict, key: str, fmt: str) -> str:
     """A number of the manifest in ``fmt``, or a dash where it is none."""
     v = finite(m.get(key))
@@ -114,7 +121,7 @@ def detail(lab: PastLab) -> Text:
         ("cost", f"{f.cost.text() if f.cost is not None else DASH} · "
                  f"{_usd(m, 'estimated_cost_usd')} estimated before the run"),
         ("authorized", f"{_figure(m, 'authorized_usd', '${:.2f}')} held by the ledger · "
-                       f"worst case {_figure(m, 'worst_case_usd', '${:.2f}')}"),
+                       f"worst case {_worst(m)}"),
         ("per token", f"single {f.single_ms.text()} · TP {f.tp_ms.text()} · speedup "
                       f"{f.speedup.text()} ({f.tp_ms.taken})"),
         ("all-reduce", f"{f.allreduce_text()} · comm/compute {f.comm_compute.text()} "
