@@ -254,7 +254,7 @@ class TplabApp(TimelineKeys, App[int]):
             self.log_panel.set_group(group)
         if self.layout_name != WIDE and effective_view(self.layout_name, self.view) != "log":
             self.action_view("log")
-        self.notify(f"log: {group}", timeout=1.5)
+        # the filter bar marks the group (▸) in the log now on screen: no toast over the lines
 
     def _speed(self) -> float:
         runner = self.runner
