@@ -213,7 +213,7 @@ class LabState(LabSnapshot):
         if world_size is not None:
             self.world_size = world_size
         match = res.get("outputs_match")
-        speedup = LabFigures.from_results(res).speedup  # at the rounding every face shows
+        speedup = self.figures.speedup  # the record every face renders, made from these results
         self.add_line(ev.ts, ev.src, "info" if match else "warning",
                       f"result: outputs_match={match} speedup={speedup.text()} "
                       f"({speedup.tag()})")
