@@ -21,7 +21,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from tplab.figures.figure import (INSTRUMENTED, MS, NONE, PROFILED, RATIO, SHARE, TIMED, TIMES,
@@ -267,9 +267,6 @@ class LabFigures:
                    profiled_single=timeline.splits.get("single") if timeline else None,
                    cost=cost, so_far=True,
                    comm=timeline.comm if timeline else None)
-
-    def with_cost(self, cost: CostFigure | None) -> LabFigures:
-        return replace(self, cost=cost)
 
     # ------------------------------------------------------------------ read
     def figure(self, name: str) -> Figure:
