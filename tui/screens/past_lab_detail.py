@@ -12,11 +12,10 @@ import time
 from rich.text import Text
 
 from tplab.figures.lab_figures import LabFigures, from_manifest
-from tplab.money.budget_config import fmt_usd
 from tplab.money.worst_case import worst_case_text
 from tplab.records.untrusted import finite
 from tplab.viewmodel.past_labs import PastLab
-from tui.format import DASH, short_path
+from tui.format import DASH, short_path, usd
 
 _STATUS_STYLE = {"COMPLETE": "bold green", "STOPPED": "bold yellow", "INTERRUPTED": "bold yellow",
                  "EDUCATIONAL_STUB": "bold yellow", "FAILED": "bold red"}
@@ -58,7 +57,7 @@ def row_cells(lab: PastLab) -> tuple[Text | str, ...]:
             Text(lab.status, style=_STATUS_STYLE.get(lab.status, "")),
             f.speedup.text() if f.speedup.value is not None else DASH,
             lab.crossover_text,
-            fmt_usd(f.cost.usd) if f.cost is not None and f.cost.usd is not None else DASH,
+            usd(f.cost.usd if f.cost is not None else None),
             gone_text(lab),
             short_gpu(lab.gpu),
             lab.lab_id)
@@ -80,12 +79,6 @@ def columns_that_fit(rows: list[tuple[Text | str, ...]], width: int) -> tuple[in
 
 def _cell_len(cell: Text | str) -> int:
     return cell.cell_len if isinstance(cell, Text) else Text(cell).cell_len
-
-
-def _usd(m: dict, key: str) -> str:
-    """A dollar amount of the manifest as every face shows one, or a dash where it is none."""
-    v = finite(m.get(key))
-    return DASH if v is None else fmt_usd(v)
 
 
 def _worst(m: dict) -> str:
@@ -119,7 +112,7 @@ def detail(lab: PastLab) -> Text:
         ("started", f"{m.get('start_ts') or DASH}"),
         ("ended", f"{m.get('end_ts') or DASH}"),
         ("cost", f"{f.cost.text() if f.cost is not None else DASH} · "
-                 f"{_usd(m, 'estimated_cost_usd')} estimated before the run"),
+                 f"{usd(finite(m.get('estimated_cost_usd')))} estimated before the run"),
         ("authorized", f"{_figure(m, 'authorized_usd', '${:.2f}')} held by the ledger · "
                        f"worst case {_worst(m)}"),
         ("per token", f"single {f.single_ms.text()} · TP {f.tp_ms.text()} · speedup "
